@@ -1,0 +1,57 @@
+# fleetcache — every target runs on the Node pinned in package.json (the `node` dev dependency),
+# which `make deps` installs into node_modules/.bin and this PATH puts first.
+SHELL := /bin/bash
+.SHELLFLAGS := -eu -o pipefail -c
+export PATH := $(CURDIR)/node_modules/.bin:$(PATH)
+
+# Test files: unit tests are *.test.ts; tests that start real kube-apiservers are
+# *.integration.test.ts. Both run straight from the TypeScript sources.
+TEST_DIRS := lib cmd fixtures e2e
+UNIT_TESTS = $(shell find $(TEST_DIRS) -name '*.test.ts' ! -name '*.integration.test.ts' 2>/dev/null | sort)
+INTEGRATION_TESTS = $(shell find $(TEST_DIRS) -name '*.integration.test.ts' 2>/dev/null | sort)
+# Integration tests each start their own apiservers: one file at a time suits a 2-core machine.
+INTEGRATION_CONCURRENCY ?= 1
+NODE_TEST := node --test --test-reporter=spec --test-timeout=600000
+
+.PHONY: all deps assets build lint typecheck test test-unit test-integration bench e2e-kind clean help
+
+all: test
+
+help: ## List the targets.
+	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed -E 's/:.*## /\t/' | column -t -s $$'\t'
+
+node_modules/.installed: package.json package-lock.json
+	npm ci --no-audit --no-fund
+	@node -e 'const [maj, min] = process.versions.node.split(".").map(Number); if (maj < 22 || (maj === 22 && min < 19)) { console.error(`pinned Node missing: got ${process.version}`); process.exit(1); }'
+	@touch $@
+
+deps: node_modules/.installed ## Install npm dependencies, including the pinned Node.
+
+assets: ## Build (or reuse) kube-apiserver and etcd for the integration tests; prints their directory.
+	@e2e/build-binaries.sh
+
+build: deps ## Compile the published package into dist/.
+	npm run build
+
+lint: deps ## ESLint with typescript-eslint's type-checked rules.
+	npm run lint
+
+typecheck: deps ## tsc --noEmit over sources, tests and benchmarks.
+	npm run typecheck
+
+test-unit: deps ## Unit tests (no cluster needed).
+	$(NODE_TEST) $(UNIT_TESTS)
+
+test-integration: deps ## Tests against real kube-apiservers (built on first use, then cached).
+	KUBEBUILDER_ASSETS="$$(e2e/build-binaries.sh)" $(NODE_TEST) --test-concurrency=$(INTEGRATION_CONCURRENCY) $(INTEGRATION_TESTS)
+
+test: lint typecheck test-unit test-integration ## Everything: lint, typecheck, unit and integration tests.
+
+bench: deps ## Benchmarks: side-by-side comparisons printed as tables.
+	@for f in bench/*.bench.ts; do echo "== $$f"; node "$$f"; done
+
+e2e-kind: deps ## End-to-end scenarios on kind clusters (needs Docker and kind; see README).
+	e2e/kind/run.sh
+
+clean: ## Remove build output and installed dependencies (the binary cache in ~/.cache stays).
+	rm -rf dist node_modules

@@ -1,0 +1,11 @@
+/**
+ * Small pieces shared by every part of fleetcache: typed errors, group/version/kind helpers, an
+ * injectable clock, abort-signal helpers, backoff and the logger interface. Imports nothing else
+ * from the project.
+ */
+export * from './errors.ts';
+export * from './gvk.ts';
+export * from './clock.ts';
+export * from './abort.ts';
+export * from './backoff.ts';
+export * from './logger.ts';
