@@ -1,0 +1,46 @@
+import { execFileSync } from 'node:child_process';
+import { accessSync, constants } from 'node:fs';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+
+/** Where the kube-apiserver and etcd binaries are. */
+export interface Assets {
+  readonly dir: string;
+  readonly kubeApiserver: string;
+  readonly etcd: string;
+}
+
+const buildScript = fileURLToPath(new URL('../build-binaries.sh', import.meta.url));
+let cached: Assets | undefined;
+
+function executable(path: string): boolean {
+  try {
+    accessSync(path, constants.X_OK);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+/**
+ * Finds the binaries: `KUBEBUILDER_ASSETS` (the envtest convention) when it holds both, otherwise
+ * the build script, which reuses the copies cached under ~/.cache or builds them from the Go
+ * modules in e2e/gomod on first use (minutes, once).
+ */
+export function resolveAssets(): Assets {
+  if (cached !== undefined) return cached;
+  const fromEnv = process.env.KUBEBUILDER_ASSETS;
+  let dir: string;
+  if (fromEnv !== undefined && fromEnv !== '' && executable(join(fromEnv, 'kube-apiserver')) && executable(join(fromEnv, 'etcd'))) {
+    dir = fromEnv;
+  } else {
+    // stderr is inherited so a first build shows its progress.
+    dir = execFileSync(buildScript, { encoding: 'utf8', stdio: ['ignore', 'pipe', 'inherit'] }).trim().split('\n').pop() ?? '';
+  }
+  const assets = { dir, kubeApiserver: join(dir, 'kube-apiserver'), etcd: join(dir, 'etcd') };
+  for (const bin of [assets.kubeApiserver, assets.etcd]) {
+    if (!executable(bin)) throw new Error(`harness: ${bin} is missing or not executable (set KUBEBUILDER_ASSETS or run e2e/build-binaries.sh)`);
+  }
+  cached = assets;
+  return assets;
+}

@@ -1,0 +1,10 @@
+/**
+ * Real Kubernetes control planes for tests, without Docker: each cluster is its own etcd and
+ * kube-apiserver on loopback, built from their Go modules (or taken from KUBEBUILDER_ASSETS).
+ */
+export { startCluster, startClusters } from './cluster.ts';
+export type { AdminResponse, StartClusterOptions, StartTimings, TestCluster } from './cluster.ts';
+export { useClusters } from './node-test.ts';
+export type { ClusterFixture } from './node-test.ts';
+export { resolveAssets } from './assets.ts';
+export type { Assets } from './assets.ts';

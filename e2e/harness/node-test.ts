@@ -1,0 +1,31 @@
+import { after, afterEach, before } from 'node:test';
+import { startClusters, type StartClusterOptions, type TestCluster } from './cluster.ts';
+
+/** The clusters of {@link useClusters}, available once the suite's `before` hook has run. */
+export interface ClusterFixture {
+  readonly clusters: readonly TestCluster[];
+}
+
+/**
+ * For node:test: starts `count` clusters before the tests of the enclosing suite (or file), stops
+ * them after, and prints their logs after any test that failed. Call it at the top of a `describe`
+ * or of a test file.
+ */
+export function useClusters(count: number, options: Omit<StartClusterOptions, 'name'> & { readonly namePrefix?: string } = {}): ClusterFixture {
+  let clusters: TestCluster[] | undefined;
+  before(async () => { clusters = await startClusters(count, options); }, { timeout: 300_000 });
+  afterEach((t) => {
+    // afterEach runs for tests, never suites; SuiteContext has no `passed`.
+    if (!('passed' in t) || t.passed || clusters === undefined) return;
+    for (const c of clusters) process.stderr.write(`\n=== logs of ${c.name} after failed test "${t.name}" ===\n${c.logs()}\n`);
+  });
+  after(async () => {
+    await Promise.all((clusters ?? []).map((c) => c.stop()));
+  });
+  return {
+    get clusters(): readonly TestCluster[] {
+      if (clusters === undefined) throw new Error('useClusters: clusters are started in before(); use them inside tests');
+      return clusters;
+    },
+  };
+}
