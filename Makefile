@@ -45,7 +45,7 @@ test-unit: deps ## Unit tests (no cluster needed).
 test-integration: deps ## Tests against real kube-apiservers (built on first use, then cached).
 	KUBEBUILDER_ASSETS="$$(e2e/build-binaries.sh)" $(NODE_TEST) --test-concurrency=$(INTEGRATION_CONCURRENCY) $(INTEGRATION_TESTS)
 
-test: lint typecheck test-unit test-integration ## Everything: lint, typecheck, unit and integration tests.
+test: lint typecheck build test-unit test-integration ## Everything: lint, typecheck, build, unit and integration tests.
 
 bench: deps ## Benchmarks: side-by-side comparisons printed as tables.
 	@for f in bench/*.bench.ts; do echo "== $$f"; node "$$f"; done

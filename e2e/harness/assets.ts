@@ -10,9 +10,6 @@ export interface Assets {
   readonly etcd: string;
 }
 
-const buildScript = fileURLToPath(new URL('../build-binaries.sh', import.meta.url));
-let cached: Assets | undefined;
-
 function executable(path: string): boolean {
   try {
     accessSync(path, constants.X_OK);
@@ -21,6 +18,12 @@ function executable(path: string): boolean {
     return false;
   }
 }
+
+// Beside the sources (e2e/harness → e2e/), or from the compiled copy (dist/e2e/harness → e2e/).
+const buildScript = ['../build-binaries.sh', '../../../e2e/build-binaries.sh']
+  .map((relative) => fileURLToPath(new URL(relative, import.meta.url)))
+  .find((candidate) => executable(candidate)) ?? fileURLToPath(new URL('../build-binaries.sh', import.meta.url));
+let cached: Assets | undefined;
 
 /**
  * Finds the binaries: `KUBEBUILDER_ASSETS` (the envtest convention) when it holds both, otherwise

@@ -1,14 +1,13 @@
 import { generateKeyPairSync, randomBytes } from 'node:crypto';
 import { existsSync } from 'node:fs';
-import { mkdir, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
-import { request as httpRequest } from 'node:http';
-import { request as httpsRequest } from 'node:https';
+import { mkdir, mkdtemp, readFile, readdir, rm, writeFile } from 'node:fs/promises';
 import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { setTimeout as delay } from 'node:timers/promises';
 import { KubeConfig } from '@kubernetes/client-node';
 import { resolveAssets } from './assets.ts';
+import { adminApi, kubeconfigYaml, rawRequest, type AdminApi } from './api.ts';
 import { ManagedProcess } from './process.ts';
 
 /** Options of {@link startCluster}. */
@@ -30,17 +29,11 @@ export interface StartTimings {
   readonly apiserverMs: number;
 }
 
-/** An HTTP answer from {@link TestCluster.request}. */
-export interface AdminResponse {
-  readonly statusCode: number;
-  readonly body: unknown;
-}
-
 /**
  * One real Kubernetes control plane on loopback: its own etcd (data on tmpfs) and kube-apiserver
  * (self-signed serving certificate, token authentication, RBAC). Stop it where you start it.
  */
-export interface TestCluster {
+export interface TestCluster extends AdminApi {
   readonly name: string;
   /** `https://127.0.0.1:<port>`. */
   readonly server: string;
@@ -53,21 +46,14 @@ export interface TestCluster {
   readonly timings: StartTimings;
   /** A new client-node KubeConfig loaded from {@link adminKubeconfig}. */
   kubeConfig(): KubeConfig;
-  /** An admin request (JSON in, JSON out) that never throws on HTTP status. */
-  request(method: string, path: string, body?: unknown): Promise<AdminResponse>;
-  /**
-   * A kubeconfig for a ServiceAccount (namespace and account created when missing) with a token
-   * from the TokenRequest API. No RBAC is granted: tests grant what they need.
-   */
-  restrictedKubeconfig(subject: { readonly namespace: string; readonly serviceAccount: string }): Promise<string>;
-  /** Creates or updates CustomResourceDefinitions and waits until each is Established and discoverable. */
-  installCRDs(crds: readonly object[]): Promise<void>;
   /** Stops the apiserver only; etcd and its data stay. */
   stopApiserver(): Promise<void>;
   /** Starts the apiserver again on the same port against the same etcd; resolves when ready. */
   startApiserver(): Promise<void>;
   /** Recent output of etcd and the apiserver. */
   logs(lines?: number): string;
+  /** Process ids of the running etcd and apiserver (empty for clusters the harness did not start). */
+  pids(): number[];
   /** Resident memory of etcd + apiserver, in bytes. */
   rssBytes(): number;
   /** Stops both processes and removes their files. Idempotent. */
@@ -88,41 +74,6 @@ async function freePort(): Promise<number> {
   });
 }
 
-interface RawResponse { readonly statusCode: number; readonly text: string }
-
-function rawRequest(url: string, init: { method?: string; headers?: Record<string, string>; body?: string; ca?: string; insecure?: boolean; timeoutMs?: number }): Promise<RawResponse> {
-  return new Promise((resolve, reject) => {
-    const target = new URL(url);
-    const send = target.protocol === 'https:' ? httpsRequest : httpRequest;
-    const req = send(target, {
-      method: init.method ?? 'GET',
-      headers: init.headers,
-      ...(target.protocol === 'https:' ? { ca: init.ca, rejectUnauthorized: init.insecure !== true } : {}),
-      timeout: init.timeoutMs ?? 30_000,
-    }, (res) => {
-      const chunks: Buffer[] = [];
-      res.on('data', (c: Buffer) => chunks.push(c));
-      res.on('end', () => { resolve({ statusCode: res.statusCode ?? 0, text: Buffer.concat(chunks).toString('utf8') }); });
-      res.on('error', reject);
-    });
-    req.on('timeout', () => { req.destroy(new Error(`timeout: ${init.method ?? 'GET'} ${url}`)); });
-    req.on('error', reject);
-    req.end(init.body);
-  });
-}
-
-function kubeconfigYaml(name: string, server: string, caData: string, user: string, token: string): string {
-  // JSON is valid YAML; client-node and kubectl both read it.
-  return JSON.stringify({
-    apiVersion: 'v1',
-    kind: 'Config',
-    clusters: [{ name, cluster: { server, 'certificate-authority-data': Buffer.from(caData).toString('base64') } }],
-    users: [{ name: user, user: { token } }],
-    contexts: [{ name, context: { cluster: name, user } }],
-    'current-context': name,
-  }, null, 2);
-}
-
 function failure(message: string, procs: readonly ManagedProcess[]): Error {
   const logs = procs.map((p) => `--- ${p.name} (last lines) ---\n${p.tail(40)}`).join('\n');
   return new Error(`${message}\n${logs}`);
@@ -137,15 +88,49 @@ async function waitFor(what: string, proc: ManagedProcess, deadline: number, pro
   }
 }
 
+function alive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch (err) {
+    return (err as NodeJS.ErrnoException).code === 'EPERM';
+  }
+}
+
+/**
+ * Removes cluster directories left by test processes that were killed outright (their etcd and
+ * apiserver died with them; only files can outlive them). A directory is stale when the process
+ * named in its `owner.pid` is gone. Returns what it removed.
+ */
+export async function sweepStaleClusterDirs(base = clusterBaseDir()): Promise<string[]> {
+  const removed: string[] = [];
+  for (const entry of await readdir(base).catch(() => [])) {
+    if (!entry.startsWith('fleetcache-')) continue;
+    const owner = Number(await readFile(join(base, entry, 'owner.pid'), 'utf8').catch(() => 'NaN'));
+    if (!Number.isInteger(owner) || alive(owner)) continue;
+    await rm(join(base, entry), { recursive: true, force: true });
+    removed.push(entry);
+  }
+  return removed;
+}
+
+// tmpfs when there is one: etcd writes constantly, and --unsafe-no-fsync alone still pays for the page cache.
+function clusterBaseDir(): string {
+  return existsSync('/dev/shm') ? '/dev/shm' : tmpdir();
+}
+
+let swept: Promise<string[]> | undefined;
+
 /** Starts one cluster: etcd, then kube-apiserver, waiting for each to be ready. */
 export async function startCluster(options: StartClusterOptions = {}): Promise<TestCluster> {
   const assets = resolveAssets();
   counter += 1;
   const name = options.name ?? `cluster-${counter}`;
   const readyTimeoutMs = options.readyTimeoutMs ?? 120_000;
-  // tmpfs when there is one: etcd writes constantly, and --unsafe-no-fsync alone still pays for the page cache.
-  const base = existsSync('/dev/shm') ? '/dev/shm' : tmpdir();
-  const dir = await mkdtemp(join(base, `fleetcache-${name}-`));
+  swept ??= sweepStaleClusterDirs();
+  await swept;
+  const dir = await mkdtemp(join(clusterBaseDir(), `fleetcache-${name}-`));
+  await writeFile(join(dir, 'owner.pid'), String(process.pid));
   const [etcdPort, peerPort, apiPort] = [await freePort(), await freePort(), await freePort()];
   const etcdEndpoint = `http://127.0.0.1:${etcdPort}`;
   const server = `https://127.0.0.1:${apiPort}`;
@@ -216,22 +201,14 @@ export async function startCluster(options: StartClusterOptions = {}): Promise<T
     const caData = await readFile(join(dir, 'certs', 'apiserver.crt'), 'utf8');
     const adminKubeconfig = kubeconfigYaml(name, server, caData, 'fleetcache-admin', adminToken);
 
-    const request = async (method: string, path: string, body?: unknown): Promise<AdminResponse> => {
-      const res = await rawRequest(`${server}${path}`, {
+    const api = adminApi(name, server, caData, async (method, path, body) => {
+      return rawRequest(`${server}${path}`, {
         method,
         headers: { authorization: `Bearer ${adminToken}`, accept: 'application/json', 'content-type': 'application/json' },
         ca: caData,
         ...(body === undefined ? {} : { body: JSON.stringify(body) }),
       });
-      let parsed: unknown = res.text;
-      try { parsed = JSON.parse(res.text); } catch { /* keep the text */ }
-      return { statusCode: res.statusCode, body: parsed };
-    };
-    const must = async (method: string, path: string, body: unknown, ok: readonly number[]): Promise<AdminResponse> => {
-      const res = await request(method, path, body);
-      if (!ok.includes(res.statusCode)) throw new Error(`harness: ${method} ${path} → HTTP ${res.statusCode}: ${JSON.stringify(res.body)}`);
-      return res;
-    };
+    });
 
     let stopped: Promise<void> | undefined;
     const cluster: TestCluster = {
@@ -246,49 +223,7 @@ export async function startCluster(options: StartClusterOptions = {}): Promise<T
         kc.loadFromString(adminKubeconfig);
         return kc;
       },
-      request,
-      async restrictedKubeconfig({ namespace, serviceAccount }) {
-        await must('POST', '/api/v1/namespaces', { metadata: { name: namespace } }, [201, 409]);
-        await must('POST', `/api/v1/namespaces/${namespace}/serviceaccounts`, { metadata: { name: serviceAccount } }, [201, 409]);
-        const res = await must('POST', `/api/v1/namespaces/${namespace}/serviceaccounts/${serviceAccount}/token`,
-          { apiVersion: 'authentication.k8s.io/v1', kind: 'TokenRequest', spec: { expirationSeconds: 86_400 } }, [201]);
-        const token = (res.body as { status?: { token?: string } }).status?.token;
-        if (token === undefined) throw new Error('harness: TokenRequest returned no token');
-        return kubeconfigYaml(name, server, caData, `system:serviceaccount:${namespace}:${serviceAccount}`, token);
-      },
-      async installCRDs(crds) {
-        for (const crd of crds) {
-          const crdName = (crd as { metadata?: { name?: string } }).metadata?.name;
-          if (crdName === undefined) throw new TypeError('harness: a CRD without metadata.name');
-          const path = `/apis/apiextensions.k8s.io/v1/customresourcedefinitions/${crdName}`;
-          const created = await request('POST', '/apis/apiextensions.k8s.io/v1/customresourcedefinitions', crd);
-          if (created.statusCode === 409) {
-            const current = await must('GET', path, undefined, [200]);
-            const rv = (current.body as { metadata: { resourceVersion: string } }).metadata.resourceVersion;
-            await must('PUT', path, { ...crd, metadata: { ...(crd as { metadata: object }).metadata, resourceVersion: rv } }, [200]);
-          } else if (created.statusCode !== 201) {
-            throw new Error(`harness: creating CRD ${crdName} → HTTP ${created.statusCode}: ${JSON.stringify(created.body)}`);
-          }
-        }
-        const deadline = Date.now() + 60_000;
-        for (const crd of crds as readonly { metadata: { name: string }; spec: { group: string; names: { plural: string }; versions: readonly { name: string; served: boolean }[] } }[]) {
-          for (;;) {
-            const res = await must('GET', `/apis/apiextensions.k8s.io/v1/customresourcedefinitions/${crd.metadata.name}`, undefined, [200]);
-            const conditions = (res.body as { status?: { conditions?: readonly { type: string; status: string }[] } }).status?.conditions ?? [];
-            const established = conditions.some((c) => c.type === 'Established' && c.status === 'True');
-            let discoverable = established;
-            for (const version of crd.spec.versions.filter((v) => v.served)) {
-              if (!discoverable) break;
-              const disc = await request('GET', `/apis/${crd.spec.group}/${version.name}`);
-              const resources = (disc.body as { resources?: readonly { name: string }[] }).resources ?? [];
-              discoverable = disc.statusCode === 200 && resources.some((r) => r.name === crd.spec.names.plural);
-            }
-            if (discoverable) break;
-            if (Date.now() > deadline) throw new Error(`harness: CRD ${crd.metadata.name} not established within 60 s`);
-            await delay(100);
-          }
-        }
-      },
+      ...api,
       async stopApiserver() {
         await apiserver?.stop();
       },
@@ -298,6 +233,9 @@ export async function startCluster(options: StartClusterOptions = {}): Promise<T
       },
       logs(lines = 60) {
         return [etcd, apiserver].filter((p) => p !== undefined).map((p) => `--- ${p.name} ---\n${p.tail(lines)}`).join('\n');
+      },
+      pids() {
+        return [etcd, apiserver].filter((p) => p !== undefined && !p.hasExited).map((p) => p?.pid).filter((pid) => pid !== undefined);
       },
       rssBytes() {
         return etcd.rssBytes() + (apiserver?.rssBytes() ?? 0);

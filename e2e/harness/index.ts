@@ -1,9 +1,12 @@
 /**
  * Real Kubernetes control planes for tests, without Docker: each cluster is its own etcd and
  * kube-apiserver on loopback, built from their Go modules (or taken from KUBEBUILDER_ASSETS).
+ * The same tests can run against existing clusters (kind) through FLEETCACHE_KUBECONFIGS.
  */
 export { startCluster, startClusters } from './cluster.ts';
-export type { AdminResponse, StartClusterOptions, StartTimings, TestCluster } from './cluster.ts';
+export type { StartClusterOptions, StartTimings, TestCluster } from './cluster.ts';
+export type { AdminApi, AdminResponse } from './api.ts';
+export { externalCluster, externalClustersFromEnv } from './external.ts';
 export { useClusters } from './node-test.ts';
 export type { ClusterFixture } from './node-test.ts';
 export { resolveAssets } from './assets.ts';

@@ -1,5 +1,6 @@
 import { after, afterEach, before } from 'node:test';
 import { startClusters, type StartClusterOptions, type TestCluster } from './cluster.ts';
+import { externalClustersFromEnv } from './external.ts';
 
 /** The clusters of {@link useClusters}, available once the suite's `before` hook has run. */
 export interface ClusterFixture {
@@ -10,10 +11,21 @@ export interface ClusterFixture {
  * For node:test: starts `count` clusters before the tests of the enclosing suite (or file), stops
  * them after, and prints their logs after any test that failed. Call it at the top of a `describe`
  * or of a test file.
+ *
+ * With FLEETCACHE_KUBECONFIGS set (`make e2e-kind`), the first `count` of those clusters are used
+ * instead and left running; fewer than `count` is an error, never a silent skip.
  */
 export function useClusters(count: number, options: Omit<StartClusterOptions, 'name'> & { readonly namePrefix?: string } = {}): ClusterFixture {
   let clusters: TestCluster[] | undefined;
-  before(async () => { clusters = await startClusters(count, options); }, { timeout: 300_000 });
+  const external = externalClustersFromEnv();
+  before(async () => {
+    if (external === undefined) {
+      clusters = await startClusters(count, options);
+      return;
+    }
+    if (external.length < count) throw new Error(`useClusters: the test needs ${count} clusters, FLEETCACHE_KUBECONFIGS names ${external.length}`);
+    clusters = external.slice(0, count);
+  }, { timeout: 300_000 });
   afterEach((t) => {
     // afterEach runs for tests, never suites; SuiteContext has no `passed`.
     if (!('passed' in t) || t.passed || clusters === undefined) return;

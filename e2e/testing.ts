@@ -1,0 +1,6 @@
+/**
+ * `fleetcache/testing`: what operators need to test their own controllers the way fleetcache tests
+ * itself — real kube-apiservers on loopback (no Docker), and CRDs shaped like Flux's.
+ */
+export * from './harness/index.ts';
+export { helmReleaseCrd, kustomizationCrd, openCrd } from '../fixtures/crds/index.ts';

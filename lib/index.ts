@@ -1,0 +1,5 @@
+/**
+ * fleetcache: watched, in-memory caches of Kubernetes objects across a fleet of clusters, for
+ * controllers that must react when objects in other clusters change.
+ */
+export * from './util/index.ts';
