@@ -1,0 +1,308 @@
+import assert from 'node:assert/strict';
+import { after, before, describe, it } from 'node:test';
+import { setImmediate as tick } from 'node:timers/promises';
+import { FakeClock, type LogFields, type Logger } from '../util/index.ts';
+import { ItemExponentialRateLimiter } from './rate-limiters.ts';
+import { RateLimitingWorkQueue } from './rate-limiting.ts';
+import { runWorkers } from './workers.ts';
+
+/** A logger that keeps every line, to assert on what an operator would read. */
+class RecordingLogger implements Logger {
+  readonly lines: { level: string; message: string; fields: LogFields }[] = [];
+  readonly #base: LogFields;
+  constructor(base: LogFields = {}, lines?: RecordingLogger['lines']) {
+    this.#base = base;
+    if (lines !== undefined) this.lines = lines;
+  }
+  error(message: string, fields: LogFields = {}): void { this.lines.push({ level: 'error', message, fields: { ...this.#base, ...fields } }); }
+  warn(message: string, fields: LogFields = {}): void { this.lines.push({ level: 'warn', message, fields: { ...this.#base, ...fields } }); }
+  info(message: string, fields: LogFields = {}): void { this.lines.push({ level: 'info', message, fields: { ...this.#base, ...fields } }); }
+  debug(message: string, fields: LogFields = {}): void { this.lines.push({ level: 'debug', message, fields: { ...this.#base, ...fields } }); }
+  child(fields: LogFields): Logger { return new RecordingLogger({ ...this.#base, ...fields }, this.lines); }
+}
+
+/** A promise the test settles by hand. */
+function deferred(): { promise: Promise<void>; resolve: () => void } {
+  let resolve = (): void => undefined;
+  const promise = new Promise<void>((r) => { resolve = r; });
+  return { promise, resolve };
+}
+
+/** Lets pending promise continuations and immediates run (no timers, no real waiting). */
+async function settle(rounds = 5): Promise<void> {
+  for (let i = 0; i < rounds; i++) await tick();
+}
+
+// Unhandled rejections would fail the process late and blame the wrong test: record them instead.
+const unhandled: unknown[] = [];
+const onUnhandled = (reason: unknown): void => { unhandled.push(reason); };
+before(() => { process.on('unhandledRejection', onUnhandled); });
+after(() => { process.off('unhandledRejection', onUnhandled); });
+
+describe('runWorkers', () => {
+  it('runs items on N workers in parallel, never the same item twice at once', async () => {
+    const clock = new FakeClock();
+    const queue = new RateLimitingWorkQueue<string>({ clock });
+    const controller = new AbortController();
+    const active = new Set<string>();
+    let maxActive = 0;
+    const violations: string[] = [];
+    const handled = new Map<string, number>();
+    let readds = 0;
+    const run = runWorkers(queue, {
+      workers: 4,
+      signal: controller.signal,
+      handler: async (item) => {
+        if (active.has(item)) violations.push(item);
+        active.add(item);
+        maxActive = Math.max(maxActive, active.size);
+        handled.set(item, (handled.get(item) ?? 0) + 1);
+        // Events for the item keep arriving while it is processed.
+        if (readds < 200) {
+          readds++;
+          queue.add(item);
+          queue.add(item);
+        }
+        await settle(1 + (item.length % 3));
+        active.delete(item);
+      },
+    });
+    for (let round = 0; round < 20; round++) {
+      for (const key of ['ns/a', 'ns/bb', 'ns/ccc', 'ns/d', 'ns/ee', 'ns/fff']) queue.add(key);
+      await settle(2);
+    }
+    while (queue.len > 0 || queue.stats().processing > 0) await settle(1);
+    controller.abort();
+    await run;
+    assert.deepEqual(violations, []);
+    assert.equal(maxActive, 4, 'four distinct items ran at once');
+    assert.equal(handled.size, 6);
+    assert.equal(readds, 200);
+  });
+
+  it('forgets an item on success, resetting its backoff', async () => {
+    const clock = new FakeClock();
+    const queue = new RateLimitingWorkQueue<string>({ clock, rateLimiter: new ItemExponentialRateLimiter({ baseDelayMs: 100 }) });
+    const controller = new AbortController();
+    let calls = 0;
+    const run = runWorkers(queue, {
+      signal: controller.signal,
+      handler: () => {
+        calls++;
+        return calls === 1 ? Promise.reject(new Error('flaky')) : Promise.resolve();
+      },
+    });
+    queue.add('a');
+    await settle();
+    assert.equal(queue.numRequeues('a'), 1);
+    clock.advance(100);
+    await settle();
+    assert.equal(calls, 2);
+    assert.equal(queue.numRequeues('a'), 0, 'forgotten after success');
+    controller.abort();
+    await run;
+    queue.shutDown();
+  });
+
+  it('retries a failing item 15 times with backoff, then drops it with a warning', async () => {
+    const clock = new FakeClock();
+    const queue = new RateLimitingWorkQueue<string>({ name: 'owners', clock });
+    const logger = new RecordingLogger();
+    const controller = new AbortController();
+    const attempts: number[] = [];
+    const run = runWorkers(queue, {
+      signal: controller.signal,
+      logger,
+      handler: () => {
+        attempts.push(clock.now());
+        return Promise.reject(new Error('cluster unreachable'));
+      },
+    });
+    queue.add('team-a/pipeline-1');
+    for (let i = 0; i < 40; i++) {
+      await settle(2);
+      clock.advance(clock.nextTimerIn ?? 1_000);
+    }
+    assert.equal(attempts.length, 16, 'one attempt plus 15 retries');
+    const gaps = attempts.slice(1).map((at, i) => at - (attempts[i] ?? 0));
+    assert.deepEqual(gaps.slice(0, 4), [5, 10, 20, 40], 'exponential backoff between attempts');
+    const drops = logger.lines.filter((line) => line.level === 'warn');
+    assert.equal(drops.length, 1);
+    const drop = drops[0]!;
+    assert.match(drop.message, /team-a\/pipeline-1/);
+    assert.match(drop.message, /cluster unreachable/);
+    assert.match(drop.message, /15 retries/);
+    assert.deepEqual(drop.fields, { queue: 'owners', item: 'team-a/pipeline-1', retries: 15, error: 'cluster unreachable' });
+    assert.equal(queue.numRequeues('team-a/pipeline-1'), 0, 'forgotten when dropped');
+    assert.equal(clock.pendingTimers, 0, 'nothing scheduled any more');
+    controller.abort();
+    await run;
+  });
+
+  it('honours maxRetries', async () => {
+    const clock = new FakeClock();
+    const queue = new RateLimitingWorkQueue<string>({ clock });
+    const controller = new AbortController();
+    let attempts = 0;
+    const run = runWorkers(queue, {
+      signal: controller.signal,
+      maxRetries: 0,
+      handler: () => { attempts++; return Promise.reject(new Error('no')); },
+    });
+    queue.add('a');
+    await settle();
+    clock.advance(10_000);
+    await settle();
+    assert.equal(attempts, 1);
+    controller.abort();
+    await run;
+  });
+
+  it('re-adds an item after requeueAfterMs, forgetting its failures', async () => {
+    const clock = new FakeClock();
+    const queue = new RateLimitingWorkQueue<string>({ clock });
+    const controller = new AbortController();
+    const seen: number[] = [];
+    const run = runWorkers(queue, {
+      signal: controller.signal,
+      handler: (): Promise<{ requeueAfterMs: number } | undefined> => {
+        seen.push(clock.now());
+        return Promise.resolve(seen.length === 1 ? { requeueAfterMs: 30_000 } : undefined);
+      },
+    });
+    queue.addRateLimited('a');
+    clock.advance(5);
+    await settle();
+    assert.deepEqual(seen, [5]);
+    assert.equal(queue.numRequeues('a'), 0);
+    clock.advance(29_999);
+    await settle();
+    assert.deepEqual(seen, [5]);
+    clock.advance(1);
+    await settle();
+    assert.deepEqual(seen, [5, 30_005]);
+    controller.abort();
+    await run;
+  });
+
+  it('on abort takes no new item, lets in-flight handlers finish with the signal, then resolves', async () => {
+    const queue = new RateLimitingWorkQueue<string>({ clock: new FakeClock() });
+    const controller = new AbortController();
+    const release = deferred();
+    const signals: AbortSignal[] = [];
+    const started: string[] = [];
+    const run = runWorkers(queue, {
+      workers: 2,
+      signal: controller.signal,
+      handler: async (item, signal) => {
+        started.push(item);
+        signals.push(signal);
+        await release.promise;
+      },
+    });
+    let finished = false;
+    void run.then(() => { finished = true; });
+    queue.add('a');
+    queue.add('b');
+    queue.add('c');
+    await settle();
+    assert.deepEqual(started, ['a', 'b']);
+    controller.abort();
+    await settle();
+    assert.equal(finished, false, 'waits for in-flight handlers');
+    assert.ok(signals.every((signal) => signal.aborted), 'handlers see the abort');
+    release.resolve();
+    await run;
+    assert.deepEqual(started, ['a', 'b'], 'c was not taken');
+    assert.equal(queue.len, 1);
+    assert.equal(queue.stats().processing, 0, 'a and b were marked done');
+  });
+
+  it('keeps an item whose handler failed because of the abort, without counting a retry', async () => {
+    const queue = new RateLimitingWorkQueue<string>({ clock: new FakeClock() });
+    const controller = new AbortController();
+    const run = runWorkers(queue, {
+      signal: controller.signal,
+      handler: (_item, signal) => new Promise<void>((_resolve, reject) => {
+        signal.addEventListener('abort', () => { reject(new DOMException('aborted', 'AbortError')); }, { once: true });
+      }),
+    });
+    queue.add('a');
+    await settle();
+    controller.abort();
+    await run;
+    assert.equal(queue.numRequeues('a'), 0);
+    assert.equal(queue.len, 1, 'a is queued for the next run');
+  });
+
+  it('contains handlers that throw synchronously or reject with non-errors', async () => {
+    const clock = new FakeClock();
+    const queue = new RateLimitingWorkQueue<string>({ clock });
+    const logger = new RecordingLogger();
+    const controller = new AbortController();
+    const run = runWorkers(queue, {
+      workers: 3,
+      signal: controller.signal,
+      maxRetries: 1,
+      logger,
+      handler: (item) => {
+        if (item === 'sync') throw new Error('sync boom');
+        if (item === 'string') return Promise.reject('a string'); // eslint-disable-line @typescript-eslint/prefer-promise-reject-errors
+        return Promise.resolve({ requeueAfterMs: Number.NaN });
+      },
+    });
+    for (const item of ['sync', 'string', 'bad-result']) queue.add(item);
+    for (let i = 0; i < 5; i++) {
+      await settle();
+      clock.advance(1_000);
+    }
+    controller.abort();
+    await run;
+    assert.deepEqual(unhandled, []);
+    const drops = logger.lines.filter((line) => line.level === 'warn').map((line) => line.message).sort();
+    assert.equal(drops.length, 3);
+    assert.match(drops[0] ?? '', /bad-result .*requeueAfterMs/);
+    assert.match(drops[1] ?? '', /string .*a string/);
+    assert.match(drops[2] ?? '', /sync .*sync boom/);
+  });
+
+  it('returns when the queue shuts down, leaving no timer behind', async () => {
+    const clock = new FakeClock();
+    const queue = new RateLimitingWorkQueue<string>({ clock });
+    const controller = new AbortController();
+    const run = runWorkers(queue, { workers: 2, signal: controller.signal, handler: () => Promise.reject(new Error('retry me')) });
+    queue.add('a');
+    queue.add('b');
+    await settle();
+    assert.equal(clock.pendingTimers, 1, 'retries wait on the single delay timer');
+    queue.shutDown();
+    await run;
+    assert.equal(clock.pendingTimers, 0);
+    assert.equal(controller.signal.aborted, false);
+  });
+
+  it('finishes queued work when the queue drains', async () => {
+    const queue = new RateLimitingWorkQueue<string>({ clock: new FakeClock() });
+    const controller = new AbortController();
+    const handled: string[] = [];
+    const run = runWorkers(queue, {
+      signal: controller.signal,
+      handler: async (item) => { await tick(); handled.push(item); },
+    });
+    for (const item of ['a', 'b', 'c']) queue.add(item);
+    await queue.shutDownWithDrain();
+    await run;
+    assert.deepEqual(handled, ['a', 'b', 'c']);
+  });
+
+  it('resolves at once for an aborted signal, and validates its options', async () => {
+    const queue = new RateLimitingWorkQueue<string>({ clock: new FakeClock() });
+    queue.add('a');
+    await runWorkers(queue, { signal: AbortSignal.abort(), handler: () => Promise.resolve() });
+    assert.equal(queue.len, 1);
+    const signal = new AbortController().signal;
+    assert.throws(() => runWorkers(queue, { signal, workers: 0, handler: () => Promise.resolve() }), /runWorkers option workers must be an integer >= 1, got 0/);
+    assert.throws(() => runWorkers(queue, { signal, maxRetries: -1, handler: () => Promise.resolve() }), /maxRetries must be an integer >= 0, got -1/);
+    assert.throws(() => runWorkers(queue, { signal: undefined as unknown as AbortSignal, handler: () => Promise.resolve() }), /signal must be an AbortSignal/);
+  });
+});
