@@ -1,0 +1,341 @@
+import type Bottleneck from 'bottleneck';
+import type { KubeConfig } from '@kubernetes/client-node';
+import { LRUCache } from 'lru-cache';
+import {
+  apiVersionOf,
+  ClosedError,
+  FleetcacheError,
+  KubeApiError,
+  noopLogger,
+  raceAbort,
+  realClock,
+  TransportError,
+  UnknownKindError,
+  type Clock,
+  type GroupVersionKind,
+  type Logger,
+} from '../util/index.ts';
+import { createRequestLimiter, defaultListLimiter, scheduleAbortable } from './limiter.ts';
+import { Transport } from './transport.ts';
+import type {
+  KubeList,
+  ListOptions,
+  ResourceClient,
+  ResourceInfo,
+  ResourceResolver,
+  WatchEvent,
+  WatchOptions,
+} from './types.ts';
+import { decodeWatchStream } from './watch-decoder.ts';
+
+/** Options of {@link ClusterConnection}. */
+export interface ClusterConnectionOptions {
+  /** The cluster's name in the fleet; it appears in every error and log line. Required, non-empty. */
+  readonly name: string;
+  /**
+   * The kubeconfig of this cluster alone. client-node caches credentials per user name, so one
+   * `KubeConfig` must never be shared by two clusters. Required; its current context is used.
+   */
+  readonly kubeConfig: KubeConfig;
+  /** Sustained requests per second to this cluster (token refill rate). Default 20. */
+  readonly qps?: number;
+  /** Requests that may be sent at once before `qps` applies (bucket size). Default 30. */
+  readonly burst?: number;
+  /**
+   * Limiter on concurrent LISTs shared across connections (see `createListLimiter`). Default: one
+   * process-wide limiter of 50. It is not stopped by `close()`: its owner stops it.
+   */
+  readonly listLimiter?: Bottleneck;
+  /** How long a discovery result is trusted. Default 300 000 (5 minutes). A miss always re-reads. */
+  readonly discoveryTtlMs?: number;
+  /** Bound on a non-watch request, body included. Default 60 000. */
+  readonly requestTimeoutMs?: number;
+  /** User-Agent header. Default `fleetcache`. */
+  readonly userAgent?: string;
+  /** Default: discards everything. */
+  readonly logger?: Logger;
+  /** Default: the wall clock. */
+  readonly clock?: Clock;
+}
+
+/** A request made through {@link ClusterConnection.request}. */
+export interface RequestOptions {
+  readonly method: 'GET' | 'POST' | 'PUT' | 'PATCH' | 'DELETE';
+  /** Absolute API path, e.g. from {@link resourcePath}. */
+  readonly path: string;
+  /** Query parameters; undefined values are left out. */
+  readonly query?: Readonly<Record<string, string | number | boolean | undefined>>;
+  /** Serialized as JSON. */
+  readonly body?: unknown;
+  /**
+   * Content-Type of the body. Default `application/json`; use `application/merge-patch+json`,
+   * `application/json-patch+json` or `application/apply-patch+yaml` for PATCH.
+   */
+  readonly contentType?: string;
+  readonly signal?: AbortSignal;
+  /** The resource concerned, carried by the errors. */
+  readonly gvk?: GroupVersionKind;
+}
+
+/**
+ * The API path of a resource collection or of one object. `namespace` is ignored for cluster-scoped
+ * resources; without it a namespaced resource's path covers all namespaces.
+ */
+export function resourcePath(info: ResourceInfo, where: { readonly namespace?: string | undefined; readonly name?: string | undefined } = {}): string {
+  const { group, version } = info.gvk;
+  const root = group === '' ? `/api/${version}` : `/apis/${group}/${version}`;
+  const ns = info.namespaced && where.namespace !== undefined && where.namespace !== '' ? `/namespaces/${encodeURIComponent(where.namespace)}` : '';
+  const name = where.name === undefined ? '' : `/${encodeURIComponent(where.name)}`;
+  return `${root}${ns}/${info.resource}${name}`;
+}
+
+interface PortRequest {
+  readonly method: string;
+  readonly path: string;
+  readonly query?: URLSearchParams;
+  readonly body?: string | undefined;
+  readonly contentType?: string | undefined;
+  readonly gvk?: GroupVersionKind | undefined;
+}
+
+interface WatchRequest {
+  readonly path: string;
+  readonly query: URLSearchParams;
+  readonly gvk: GroupVersionKind;
+  readonly dropManagedFields: boolean;
+}
+
+/** The private capabilities a connection lends its resource clients. */
+interface ConnectionPort {
+  send(request: PortRequest, signal: AbortSignal, isList: boolean): Promise<unknown>;
+  openWatch(request: WatchRequest, signal: AbortSignal): Promise<AsyncIterable<WatchEvent>>;
+}
+
+interface DiscoveredGroup {
+  /** Kind → resource, for the top-level resources (no subresources) of one group/version. */
+  readonly kinds: ReadonlyMap<string, ResourceInfo>;
+}
+
+interface ApiResourceList {
+  readonly resources?: readonly { readonly name?: unknown; readonly kind?: unknown; readonly namespaced?: unknown; readonly verbs?: unknown }[];
+}
+
+function positiveNumber(option: string, value: number, integer = false): number {
+  if (!Number.isFinite(value) || value <= 0 || (integer && !Number.isInteger(value))) {
+    throw new TypeError(`ClusterConnection option ${option} must be a positive ${integer ? 'integer' : 'number'}, got ${value}`);
+  }
+  return value;
+}
+
+/**
+ * The connection to one cluster: its kubeconfig and credentials, one keep-alive HTTP agent, a
+ * request limiter (QPS/burst), the shared LIST limiter, and discovery (GVK → resource and scope,
+ * cached with a TTL and re-read on a miss so a CRD installed later is found). The constructor
+ * does no I/O; `close()` destroys the sockets.
+ *
+ * Invariants: `#discovery` holds only successful discovery results; `#discovering` holds the one
+ * in-flight discovery request per group/version and loses it when it settles.
+ */
+export class ClusterConnection implements ResourceResolver {
+  readonly name: string;
+  readonly #transport: Transport;
+  readonly #requests: Bottleneck;
+  readonly #lists: Bottleneck;
+  readonly #requestTimeoutMs: number;
+  readonly #logger: Logger;
+  readonly #discovery: LRUCache<string, DiscoveredGroup>;
+  readonly #discovering = new Map<string, Promise<DiscoveredGroup>>();
+  /** Aborted by `close()`: ends shared work (discovery) no single caller owns. */
+  readonly #life = new AbortController();
+  /** What the resource clients may do with this connection (kept off the public surface). */
+  readonly #port: ConnectionPort = {
+    send: (request, signal, isList) => this.#send(request, signal, isList),
+    openWatch: (request, signal) => this.#openWatch(request, signal),
+  };
+
+  constructor(options: ClusterConnectionOptions) {
+    if (typeof options.name !== 'string' || options.name === '') throw new TypeError(`ClusterConnection option name must be a non-empty string, got ${JSON.stringify(options.name)}`);
+    if (typeof options.kubeConfig !== 'object' || typeof options.kubeConfig.getCurrentCluster !== 'function') {
+      throw new TypeError(`ClusterConnection option kubeConfig must be a KubeConfig, got ${typeof options.kubeConfig}`);
+    }
+    const settings = {
+      qps: positiveNumber('qps', options.qps ?? 20),
+      burst: positiveNumber('burst', options.burst ?? 30, true),
+      discoveryTtlMs: positiveNumber('discoveryTtlMs', options.discoveryTtlMs ?? 300_000),
+      requestTimeoutMs: positiveNumber('requestTimeoutMs', options.requestTimeoutMs ?? 60_000),
+      userAgent: options.userAgent ?? 'fleetcache',
+      clock: options.clock ?? realClock,
+    };
+    this.name = options.name;
+    this.#logger = (options.logger ?? noopLogger).child({ cluster: options.name });
+    this.#requestTimeoutMs = settings.requestTimeoutMs;
+    this.#transport = new Transport({ cluster: options.name, kubeConfig: options.kubeConfig, clock: settings.clock, userAgent: settings.userAgent });
+    this.#requests = createRequestLimiter(settings.qps, settings.burst);
+    this.#lists = options.listLimiter ?? defaultListLimiter();
+    const clock = settings.clock;
+    this.#discovery = new LRUCache<string, DiscoveredGroup>({ max: 512, ttl: settings.discoveryTtlMs, ttlResolution: 0, perf: { now: () => clock.now() } });
+  }
+
+  /** The API server URL. */
+  get server(): string {
+    return this.#transport.server;
+  }
+
+  /**
+   * Resolves a GVK to its resource name and scope. A cached group/version that lacks the kind is
+   * re-read once before giving up, so a CRD installed after the first look is found. Rejects with
+   * `UnknownKindError` when the server does not serve the kind, `KubeApiError`/`TransportError`
+   * when discovery itself failed.
+   */
+  async resolve(gvk: GroupVersionKind, signal?: AbortSignal): Promise<ResourceInfo> {
+    const gv = apiVersionOf(gvk);
+    let group = this.#discovery.get(gv);
+    let fresh = false;
+    if (group === undefined) {
+      group = await this.#discover(gv, gvk, signal);
+      fresh = true;
+    }
+    let info = group.kinds.get(gvk.kind);
+    if (info === undefined && !fresh) {
+      group = await this.#discover(gv, gvk, signal);
+      info = group.kinds.get(gvk.kind);
+    }
+    if (info === undefined) throw new UnknownKindError({ cluster: this.name, gvk, statusCode: 200 });
+    return info;
+  }
+
+  /** A LIST/WATCH client for one resource of this cluster (cheap; holds no resources of its own). */
+  resourceClient(info: ResourceInfo): ResourceClient {
+    return new HttpResourceClient(this.name, info, this.#port);
+  }
+
+  /**
+   * Sends one JSON request (get/create/update/patch/delete) through the request limiter and
+   * resolves with the parsed response body (undefined when empty). A non-2xx status rejects with a
+   * `KubeApiError` carrying the Status body; a broken connection with a `TransportError`.
+   */
+  async request(options: RequestOptions): Promise<unknown> {
+    const signal = options.signal ?? this.#life.signal;
+    const query = new URLSearchParams();
+    for (const [key, value] of Object.entries(options.query ?? {})) {
+      if (value !== undefined) query.set(key, String(value));
+    }
+    return this.#send({
+      method: options.method,
+      path: options.path,
+      query,
+      body: options.body === undefined ? undefined : JSON.stringify(options.body),
+      contentType: options.contentType,
+      gvk: options.gvk,
+    }, signal, false);
+  }
+
+  /** Releases every socket and the request limiter. Idempotent; later requests fail. */
+  close(): Promise<void> {
+    if (!this.#life.signal.aborted) {
+      this.#life.abort(new ClosedError(`connection to cluster ${this.name}`));
+      this.#transport.close();
+      this.#discovery.clear();
+    }
+    return this.#requests.disconnect(false);
+  }
+
+  /** One JSON request through the request limiter (and the LIST limiter for a LIST page). */
+  #send(request: PortRequest, signal: AbortSignal, isList: boolean): Promise<unknown> {
+    if (this.#life.signal.aborted) return Promise.reject(new ClosedError(`connection to cluster ${this.name}`));
+    const run = (): Promise<unknown> => scheduleAbortable(this.#requests, signal, () => this.#transport.json({ ...request, signal }, this.#requestTimeoutMs));
+    return isList ? scheduleAbortable(this.#lists, signal, run) : run();
+  }
+
+  /** Opens a watch stream through the request limiter. */
+  async #openWatch(request: WatchRequest, signal: AbortSignal): Promise<AsyncIterable<WatchEvent>> {
+    if (this.#life.signal.aborted) throw new ClosedError(`connection to cluster ${this.name}`);
+    const { path, query, gvk } = request;
+    const res = await scheduleAbortable(this.#requests, signal, () => this.#transport.open({ method: 'GET', path, query, gvk, signal }));
+    return decodeWatchStream(res, { cluster: this.name, gvk }, signal, { dropManagedFields: request.dropManagedFields });
+  }
+
+  #discover(gv: string, gvk: GroupVersionKind, signal: AbortSignal | undefined): Promise<DiscoveredGroup> {
+    let pending = this.#discovering.get(gv);
+    if (pending === undefined) {
+      pending = this.#fetchGroup(gv, gvk).finally(() => { this.#discovering.delete(gv); });
+      this.#discovering.set(gv, pending);
+    }
+    return raceAbort(pending, signal);
+  }
+
+  async #fetchGroup(gv: string, gvk: GroupVersionKind): Promise<DiscoveredGroup> {
+    const path = gvk.group === '' ? `/api/${gvk.version}` : `/apis/${gv}`;
+    let body: unknown;
+    try {
+      body = await this.#send({ method: 'GET', path, gvk }, this.#life.signal, false);
+    } catch (err) {
+      if (err instanceof KubeApiError && err.statusCode === 404) throw new UnknownKindError({ cluster: this.name, gvk, statusCode: 404 }, { cause: err });
+      throw err;
+    }
+    const kinds = new Map<string, ResourceInfo>();
+    for (const r of (body as ApiResourceList | undefined)?.resources ?? []) {
+      if (typeof r.name !== 'string' || typeof r.kind !== 'string' || r.name.includes('/')) continue;
+      const verbs = Array.isArray(r.verbs) ? r.verbs.filter((v): v is string => typeof v === 'string') : [];
+      kinds.set(r.kind, Object.freeze({
+        gvk: Object.freeze({ group: gvk.group, version: gvk.version, kind: r.kind }),
+        resource: r.name,
+        namespaced: r.namespaced === true,
+        verbs: Object.freeze(verbs),
+      }));
+    }
+    const group: DiscoveredGroup = { kinds };
+    this.#discovery.set(gv, group);
+    this.#logger.debug('discovered group version', { groupVersion: gv, kinds: kinds.size });
+    return group;
+  }
+}
+
+function selectorQuery(options: { readonly labelSelector?: string | undefined; readonly fieldSelector?: string | undefined }): URLSearchParams {
+  const query = new URLSearchParams();
+  if (options.labelSelector !== undefined && options.labelSelector !== '') query.set('labelSelector', options.labelSelector);
+  if (options.fieldSelector !== undefined && options.fieldSelector !== '') query.set('fieldSelector', options.fieldSelector);
+  return query;
+}
+
+/** LIST and WATCH of one resource over a {@link ClusterConnection}. */
+class HttpResourceClient implements ResourceClient {
+  readonly cluster: string;
+  readonly info: ResourceInfo;
+  readonly #port: ConnectionPort;
+
+  constructor(cluster: string, info: ResourceInfo, port: ConnectionPort) {
+    this.cluster = cluster;
+    this.info = info;
+    this.#port = port;
+  }
+
+  async list(options: ListOptions): Promise<KubeList> {
+    const query = selectorQuery(options);
+    if (options.limit !== undefined) query.set('limit', String(options.limit));
+    if (options.continue !== undefined && options.continue !== '') query.set('continue', options.continue);
+    if (options.resourceVersion !== undefined) query.set('resourceVersion', options.resourceVersion);
+    const path = resourcePath(this.info, { namespace: options.namespace });
+    const body = await this.#port.send({ method: 'GET', path, query, gvk: this.info.gvk }, options.signal, true);
+    const list = body as Partial<KubeList> | undefined;
+    if (typeof list !== 'object' || !Array.isArray(list.items) || typeof list.metadata !== 'object') {
+      throw new TransportError({ cluster: this.cluster, gvk: this.info.gvk }, `GET ${path}: the response is not a list`);
+    }
+    return list as KubeList;
+  }
+
+  async watch(options: WatchOptions): Promise<AsyncIterable<WatchEvent>> {
+    const query = selectorQuery(options);
+    query.set('watch', 'true');
+    query.set('resourceVersion', options.resourceVersion);
+    query.set('timeoutSeconds', String(options.timeoutSeconds));
+    if (options.allowWatchBookmarks) query.set('allowWatchBookmarks', 'true');
+    const path = resourcePath(this.info, { namespace: options.namespace });
+    try {
+      return await this.#port.openWatch({ path, query, gvk: this.info.gvk, dropManagedFields: options.dropManagedFields === true }, options.signal);
+    } catch (err) {
+      if (err instanceof FleetcacheError || options.signal.aborted) throw err;
+      throw new TransportError({ cluster: this.cluster, gvk: this.info.gvk }, `GET ${path} (watch): ${err instanceof Error ? err.message : String(err)}`, { cause: err });
+    }
+  }
+}

@@ -1,0 +1,204 @@
+import { abortReason, type GroupVersionKind } from '../util/index.ts';
+import type { KubeList, KubeObject, ListOptions, ResourceClient, ResourceInfo, WatchEvent, WatchOptions } from './types.ts';
+
+type StreamItem = { readonly event: WatchEvent } | { readonly end: true } | { readonly error: Error };
+
+/**
+ * One open watch of a {@link FakeResourceClient}: the test pushes events, ends or breaks it.
+ *
+ * Invariant: `#queue` holds what was pushed and not yet consumed; `#wake` is set only while the
+ * consumer waits on an empty queue.
+ */
+export class FakeWatchStream implements AsyncIterable<WatchEvent> {
+  readonly options: WatchOptions;
+  #queue: StreamItem[] = [];
+  #wake: (() => void) | undefined;
+  #closed = false;
+  readonly #onClose: (stream: FakeWatchStream) => void;
+
+  constructor(options: WatchOptions, onClose: (stream: FakeWatchStream) => void) {
+    this.options = options;
+    this.#onClose = onClose;
+    options.signal.addEventListener('abort', () => { this.#put({ error: abortReason(options.signal) }); }, { once: true });
+  }
+
+  /** True once the consumer left (stream ended, failed, or abandoned). */
+  get closed(): boolean {
+    return this.#closed;
+  }
+
+  push(event: WatchEvent): void {
+    this.#put({ event: structuredClone(event) });
+  }
+
+  /** Ends the stream normally, as a server-side timeout does. */
+  end(): void {
+    this.#put({ end: true });
+  }
+
+  /** Breaks the stream with an error (a cut connection, an ERROR event, a malformed line). */
+  fail(error: Error): void {
+    this.#put({ error });
+  }
+
+  #put(item: StreamItem): void {
+    this.#queue.push(item);
+    const wake = this.#wake;
+    this.#wake = undefined;
+    wake?.();
+  }
+
+  async *[Symbol.asyncIterator](): AsyncGenerator<WatchEvent, void, undefined> {
+    try {
+      for (;;) {
+        const item = this.#queue.shift();
+        if (item === undefined) {
+          await new Promise<void>((resolve) => { this.#wake = resolve; });
+          continue;
+        }
+        if ('end' in item) return;
+        if ('error' in item) throw item.error;
+        yield item.event;
+      }
+    } finally {
+      this.#closed = true;
+      this.#onClose(this);
+    }
+  }
+}
+
+/** Options of {@link FakeResourceClient}. */
+export interface FakeResourceClientOptions {
+  /** Default `fake`. */
+  readonly cluster?: string;
+  /** Default v1 ConfigMap (`configmaps`, namespaced). */
+  readonly info?: ResourceInfo;
+}
+
+/**
+ * An in-memory {@link ResourceClient} for unit tests: a collection with integer resourceVersions,
+ * paginated LIST, watches the test drives, and failures injected per operation. Objects are copied
+ * in and out, as over the wire.
+ *
+ * Invariants: `#objects` is the collection as a LIST would return it; `#streams` holds exactly the
+ * watches whose consumer has not left.
+ */
+export class FakeResourceClient implements ResourceClient {
+  readonly cluster: string;
+  readonly info: ResourceInfo;
+  /** Every LIST call, in order. */
+  readonly listCalls: ListOptions[] = [];
+  /** Every WATCH call, in order. */
+  readonly watchCalls: WatchOptions[] = [];
+  readonly #objects = new Map<string, KubeObject>();
+  #rv = 100;
+  #uid = 0;
+  readonly #failures: { readonly op: 'list' | 'watch'; readonly error: Error }[] = [];
+  readonly #streams = new Set<FakeWatchStream>();
+
+  constructor(options: FakeResourceClientOptions = {}) {
+    this.cluster = options.cluster ?? 'fake';
+    this.info = options.info ?? { gvk: { group: '', version: 'v1', kind: 'ConfigMap' }, resource: 'configmaps', namespaced: true, verbs: ['list', 'watch'] };
+  }
+
+  get gvk(): GroupVersionKind {
+    return this.info.gvk;
+  }
+
+  /** The collection's current resourceVersion. */
+  get resourceVersion(): string {
+    return String(this.#rv);
+  }
+
+  /** Watches still open, oldest first. */
+  get streams(): FakeWatchStream[] {
+    return [...this.#streams];
+  }
+
+  /** The newest open watch, if any. */
+  get stream(): FakeWatchStream | undefined {
+    return this.streams.at(-1);
+  }
+
+  /**
+   * Creates or replaces an object (a new resourceVersion; a new UID unless `metadata.uid` is
+   * given or the object exists) and sends ADDED/MODIFIED to open watches unless `quiet`.
+   */
+  upsert(obj: KubeObject, options: { readonly quiet?: boolean } = {}): KubeObject {
+    const meta = obj.metadata ?? {};
+    const key = meta.namespace === undefined || meta.namespace === '' ? meta.name ?? '' : `${meta.namespace}/${meta.name ?? ''}`;
+    const previous = this.#objects.get(key);
+    const uid = meta.uid ?? previous?.metadata?.uid ?? `uid-${++this.#uid}`;
+    const stored: KubeObject = {
+      apiVersion: 'v1',
+      kind: this.info.gvk.kind,
+      ...structuredClone(obj),
+      metadata: { ...structuredClone(meta), uid, resourceVersion: String(++this.#rv) },
+    };
+    this.#objects.set(key, stored);
+    if (options.quiet !== true) this.send({ type: previous === undefined ? 'ADDED' : 'MODIFIED', object: stored });
+    return structuredClone(stored);
+  }
+
+  /** Deletes an object and sends DELETED (with a new resourceVersion) unless `quiet`. */
+  remove(key: string, options: { readonly quiet?: boolean } = {}): void {
+    const previous = this.#objects.get(key);
+    if (previous === undefined) throw new Error(`fake: no object ${key}`);
+    this.#objects.delete(key);
+    const finalState = { ...previous, metadata: { ...previous.metadata, resourceVersion: String(++this.#rv) } };
+    if (options.quiet !== true) this.send({ type: 'DELETED', object: finalState });
+  }
+
+  /** Sends a BOOKMARK at the current resourceVersion to open watches. */
+  bookmark(): void {
+    this.send({ type: 'BOOKMARK', object: { kind: this.info.gvk.kind, metadata: { resourceVersion: this.resourceVersion } } });
+  }
+
+  /** Sends an event to every open watch. */
+  send(event: WatchEvent): void {
+    for (const stream of this.#streams) stream.push(event);
+  }
+
+  /** The next call of `op` rejects with `error` (queued in order). */
+  failNext(op: 'list' | 'watch', error: Error): void {
+    this.#failures.push({ op, error });
+  }
+
+  list(options: ListOptions): Promise<KubeList> {
+    this.listCalls.push(options);
+    const failure = this.#takeFailure('list');
+    if (failure !== undefined) return Promise.reject(failure);
+    if (options.signal.aborted) return Promise.reject(abortReason(options.signal));
+    const all = [...this.#objects.entries()]
+      .filter(([, obj]) => options.namespace === undefined || obj.metadata?.namespace === options.namespace)
+      .sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0));
+    const start = options.continue === undefined ? 0 : Number(options.continue.split(':')[1]);
+    const rv = options.continue === undefined ? this.resourceVersion : options.continue.split(':')[0] ?? '';
+    const end = options.limit === undefined ? all.length : Math.min(all.length, start + options.limit);
+    const items = all.slice(start, end).map(([, obj]) => {
+      // Items of a typed list carry no apiVersion/kind.
+      const { apiVersion: _apiVersion, kind: _kind, ...rest } = structuredClone(obj);
+      return rest;
+    });
+    return Promise.resolve({
+      metadata: { resourceVersion: rv, ...(end < all.length ? { continue: `${rv}:${end}` } : {}) },
+      items,
+    });
+  }
+
+  watch(options: WatchOptions): Promise<AsyncIterable<WatchEvent>> {
+    this.watchCalls.push(options);
+    const failure = this.#takeFailure('watch');
+    if (failure !== undefined) return Promise.reject(failure);
+    if (options.signal.aborted) return Promise.reject(abortReason(options.signal));
+    const stream = new FakeWatchStream(options, (s) => { this.#streams.delete(s); });
+    this.#streams.add(stream);
+    return Promise.resolve(stream);
+  }
+
+  #takeFailure(op: 'list' | 'watch'): Error | undefined {
+    const index = this.#failures.findIndex((f) => f.op === op);
+    if (index === -1) return undefined;
+    return this.#failures.splice(index, 1)[0]?.error;
+  }
+}
