@@ -1,0 +1,182 @@
+import type { KubeObject } from '../cluster/index.ts';
+
+/** Values an object is indexed under; an empty array leaves it out of the index. */
+export type IndexFunc<T extends KubeObject = KubeObject> = (obj: T) => readonly string[];
+
+/** The name of the built-in index by namespace ('' for cluster-scoped objects). */
+export const NAMESPACE_INDEX = 'namespace';
+
+/** An index of objects by the value of one label (objects without the label are left out). */
+export function labelIndex(label: string): IndexFunc {
+  return (obj) => {
+    const value = obj.metadata?.labels?.[label];
+    return value === undefined ? [] : [value];
+  };
+}
+
+/** The store key of an object: `namespace/name`, or `name` for cluster-scoped objects. */
+export function objectKey(obj: KubeObject): string {
+  const meta = obj.metadata;
+  const name = meta?.name ?? '';
+  const ns = meta?.namespace;
+  return ns === undefined || ns === '' ? name : `${ns}/${name}`;
+}
+
+/**
+ * Read access to an informer's cache. Objects handed out are deeply frozen: they are shared with
+ * every other reader and handler, so copy before changing (`structuredClone(obj)`). Lists are new
+ * arrays the caller may keep.
+ */
+export interface StoreReader<T extends KubeObject = KubeObject> {
+  /** The object under `namespace/name` (or `name` when cluster-scoped). */
+  get(key: string): T | undefined;
+  /** The object with this namespace ('' for cluster-scoped) and name. */
+  getByName(namespace: string, name: string): T | undefined;
+  /** Every object, in no particular order. */
+  list(): T[];
+  /** Every key. */
+  keys(): string[];
+  /**
+   * Objects an index files under `value`: `byIndex('namespace', 'default')`, or a custom index
+   * given to the informer. Throws a TypeError for an index that does not exist.
+   */
+  byIndex(indexName: string, value: string): T[];
+  /** Names of the indexes, `namespace` included. */
+  indexNames(): string[];
+  readonly size: number;
+}
+
+/**
+ * The informer's cache: objects by key, with their indexes. Only the informer mutates it; it is a
+ * plain synchronous structure (mutations happen one event at a time on the event loop).
+ *
+ * Invariants: for every index `i` and value `v`, `#indexes[i][v]` holds exactly the keys `k` of
+ * `#items` with `v ∈ indexers[i](#items[k])`, and holds no empty set. `#indexValues[i][k]` is the
+ * value list `k` is filed under in `i`, so removing `k` touches only those sets.
+ */
+export class Store<T extends KubeObject = KubeObject> implements StoreReader<T> {
+  readonly #items = new Map<string, T>();
+  readonly #indexers: ReadonlyMap<string, IndexFunc<T>>;
+  readonly #indexes = new Map<string, Map<string, Set<string>>>();
+  readonly #indexValues = new Map<string, Map<string, readonly string[]>>();
+  readonly #onIndexError: (index: string, key: string, err: unknown) => void;
+
+  /**
+   * @param indexers custom indexes by name ('namespace' is built in and reserved).
+   * @param onIndexError called when an index function throws; the object is then left out of it.
+   */
+  constructor(indexers: Readonly<Record<string, IndexFunc<T>>>, onIndexError: (index: string, key: string, err: unknown) => void) {
+    const all = new Map<string, IndexFunc<T>>([[NAMESPACE_INDEX, (obj) => [obj.metadata?.namespace ?? '']]]);
+    for (const [name, fn] of Object.entries(indexers)) all.set(name, fn);
+    this.#indexers = all;
+    for (const name of all.keys()) {
+      this.#indexes.set(name, new Map());
+      this.#indexValues.set(name, new Map());
+    }
+    this.#onIndexError = onIndexError;
+  }
+
+  get size(): number {
+    return this.#items.size;
+  }
+
+  get(key: string): T | undefined {
+    return this.#items.get(key);
+  }
+
+  getByName(namespace: string, name: string): T | undefined {
+    return this.#items.get(namespace === '' ? name : `${namespace}/${name}`);
+  }
+
+  list(): T[] {
+    return [...this.#items.values()];
+  }
+
+  keys(): string[] {
+    return [...this.#items.keys()];
+  }
+
+  indexNames(): string[] {
+    return [...this.#indexers.keys()];
+  }
+
+  byIndex(indexName: string, value: string): T[] {
+    const index = this.#indexes.get(indexName);
+    if (index === undefined) throw new TypeError(`no index named ${JSON.stringify(indexName)}; indexes: ${this.indexNames().join(', ')}`);
+    const out: T[] = [];
+    for (const key of index.get(value) ?? []) {
+      const obj = this.#items.get(key);
+      if (obj !== undefined) out.push(obj);
+    }
+    return out;
+  }
+
+  /** Iterates without copying; the informer uses it where nothing mutates during the walk. */
+  entries(): IterableIterator<[string, T]> {
+    return this.#items.entries();
+  }
+
+  /** Inserts or replaces the object under `key`, keeping every index in step. */
+  set(key: string, obj: T): void {
+    const previous = this.#items.get(key);
+    this.#items.set(key, obj);
+    for (const [name, fn] of this.#indexers) {
+      let values: readonly string[];
+      try {
+        values = fn(obj);
+      } catch (err) {
+        this.#onIndexError(name, key, err);
+        values = [];
+      }
+      const byKey = this.#indexValues.get(name);
+      const index = this.#indexes.get(name);
+      if (byKey === undefined || index === undefined) continue;
+      const old = previous === undefined ? undefined : byKey.get(key);
+      if (old !== undefined && sameValues(old, values)) continue;
+      if (old !== undefined) unfile(index, key, old);
+      if (values.length === 0) {
+        byKey.delete(key);
+        continue;
+      }
+      byKey.set(key, values);
+      for (const v of values) {
+        let keys = index.get(v);
+        if (keys === undefined) {
+          keys = new Set();
+          index.set(v, keys);
+        }
+        keys.add(key);
+      }
+    }
+  }
+
+  /** Removes the object under `key` from the items and every index; returns what was there. */
+  delete(key: string): T | undefined {
+    const previous = this.#items.get(key);
+    if (previous === undefined) return undefined;
+    this.#items.delete(key);
+    for (const [name, byKey] of this.#indexValues) {
+      const old = byKey.get(key);
+      const index = this.#indexes.get(name);
+      if (old === undefined || index === undefined) continue;
+      unfile(index, key, old);
+      byKey.delete(key);
+    }
+    return previous;
+  }
+}
+
+function sameValues(a: readonly string[], b: readonly string[]): boolean {
+  if (a.length !== b.length) return false;
+  for (let i = 0; i < a.length; i++) if (a[i] !== b[i]) return false;
+  return true;
+}
+
+function unfile(index: Map<string, Set<string>>, key: string, values: readonly string[]): void {
+  for (const v of values) {
+    const keys = index.get(v);
+    if (keys === undefined) continue;
+    keys.delete(key);
+    if (keys.size === 0) index.delete(v);
+  }
+}
