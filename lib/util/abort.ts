@@ -39,7 +39,7 @@ export function sleep(ms: number, signal?: AbortSignal, clock: Clock = realClock
  * informer). `dispose()` detaches it from the parent without aborting it, so a long-lived parent
  * does not accumulate listeners from children that ended on their own.
  */
-export function childController(parent?: AbortSignal): { readonly controller: AbortController; dispose(): void } {
+export function childController(parent?: AbortSignal): { readonly controller: AbortController; readonly dispose: () => void } {
   const controller = new AbortController();
   if (parent === undefined) return { controller, dispose: () => undefined };
   if (parent.aborted) {

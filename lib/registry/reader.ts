@@ -1,0 +1,67 @@
+import type { Informer } from '../informer/index.ts';
+import type { KubeObject } from '../cluster/index.ts';
+import { ClosedError, type GroupVersionKind } from '../util/index.ts';
+
+/**
+ * Reads one kind in one cluster from the registry's cache (`client.Reader` in controller-runtime
+ * terms). Reads never touch the network. Objects are frozen and shared: copy before changing.
+ */
+export interface CacheReader<T extends KubeObject = KubeObject> {
+  /** The cluster key the cache belongs to. */
+  readonly cluster: string;
+  readonly gvk: GroupVersionKind;
+  /**
+   * True once the cache holds a complete LIST. Until then `get` may miss objects that exist: treat
+   * "not found before synced" as "unknown", and wait for the owner to be requeued.
+   */
+  readonly synced: boolean;
+  /** The last LIST/WATCH failure (typed: cluster, GVK, HTTP status), cleared by no later success. */
+  readonly lastError: Error | undefined;
+  /** The object, or undefined. `namespace` is '' or unset for cluster-scoped kinds. */
+  get(namespace: string | undefined, name: string): T | undefined;
+  /** Every cached object, or those of one namespace. */
+  list(options?: { readonly namespace?: string | undefined }): T[];
+  /** Resolves once synced; rejects with the signal's reason, or ClosedError once the cache is gone. */
+  waitForSync(signal?: AbortSignal): Promise<void>;
+}
+
+/**
+ * A reader that follows whatever informer the registry currently publishes under its key, so a
+ * reader handed out before a credential rotation reads the rebuilt cache afterwards, and one whose
+ * cache was collected reads as empty and unsynced rather than stale.
+ */
+export class RegistryReader<T extends KubeObject = KubeObject> implements CacheReader<T> {
+  readonly cluster: string;
+  readonly gvk: GroupVersionKind;
+  readonly #current: () => Informer | undefined;
+
+  constructor(cluster: string, gvk: GroupVersionKind, current: () => Informer | undefined) {
+    this.cluster = cluster;
+    this.gvk = gvk;
+    this.#current = current;
+  }
+
+  get synced(): boolean {
+    return this.#current()?.synced ?? false;
+  }
+
+  get lastError(): Error | undefined {
+    return this.#current()?.stats().lastError;
+  }
+
+  get(namespace: string | undefined, name: string): T | undefined {
+    return this.#current()?.store.getByName(namespace ?? '', name) as T | undefined;
+  }
+
+  list(options: { readonly namespace?: string | undefined } = {}): T[] {
+    const store = this.#current()?.store;
+    if (store === undefined) return [];
+    return (options.namespace === undefined ? store.list() : store.byIndex('namespace', options.namespace)) as T[];
+  }
+
+  waitForSync(signal?: AbortSignal): Promise<void> {
+    const informer = this.#current();
+    if (informer === undefined) return Promise.reject(new ClosedError(`cache ${this.cluster} ${this.gvk.kind}`));
+    return informer.waitForSync(signal);
+  }
+}

@@ -1,0 +1,353 @@
+// The registry against two real clusters: "mgmt" holds the owners' kubeconfig Secrets, "remote"
+// holds the targets. Garbage-collection timings are shortened; their defaults are covered by
+// registry.test.ts on a fake clock.
+import assert from 'node:assert/strict';
+import { createServer, type Socket } from 'node:net';
+import { setTimeout as delay } from 'node:timers/promises';
+import { after, before, describe, it } from 'node:test';
+import { helmReleaseCrd, kustomizationCrd } from '../../fixtures/crds/index.ts';
+import { useClusters, type TestCluster } from '../../e2e/harness/index.ts';
+import {
+  CompositeProvider,
+  CoreV1SecretReader,
+  KubeconfigSecretNotFoundError,
+  SecretProvider,
+  StaticProvider,
+  type ClusterRef,
+} from '../cluster/index.ts';
+import { FakeClock, KubeApiError, KubeconfigRefusedError, TransportError, UnknownKindError, type GroupVersionKind } from '../util/index.ts';
+import { Registry, type RegistryOptions } from './index.ts';
+
+const configMaps: GroupVersionKind = { group: '', version: 'v1', kind: 'ConfigMap' };
+const kustomizations: GroupVersionKind = { group: 'kustomize.toolkit.fluxcd.io', version: 'v1', kind: 'Kustomization' };
+const helmReleases: GroupVersionKind = { group: 'helm.toolkit.fluxcd.io', version: 'v2', kind: 'HelmRelease' };
+const remote: ClusterRef = { kind: 'secret', name: 'remote-kubeconfig' };
+
+function base64(text: string): string {
+  return Buffer.from(text).toString('base64');
+}
+
+async function putSecret(cluster: TestCluster, namespace: string, name: string, data: Record<string, string>): Promise<void> {
+  const body = { metadata: { name, namespace }, data: Object.fromEntries(Object.entries(data).map(([k, v]) => [k, base64(v)])) };
+  const created = await cluster.request('POST', `/api/v1/namespaces/${namespace}/secrets`, body);
+  if (created.statusCode === 409) {
+    const replaced = await cluster.request('PUT', `/api/v1/namespaces/${namespace}/secrets/${name}`, body);
+    assert.equal(replaced.statusCode, 200, JSON.stringify(replaced.body));
+  } else {
+    assert.equal(created.statusCode, 201, JSON.stringify(created.body));
+  }
+}
+
+async function ensureNamespace(cluster: TestCluster, name: string): Promise<void> {
+  const res = await cluster.request('POST', '/api/v1/namespaces', { metadata: { name } });
+  assert.ok(res.statusCode === 201 || res.statusCode === 409, JSON.stringify(res.body));
+}
+
+/** Takes owner keys off the queue until `expected` shows up (or fails after 20 s). */
+async function expectRequeued(registry: Registry, expected: string): Promise<void> {
+  const deadline = Date.now() + 20_000;
+  for (;;) {
+    const next = await registry.queue.get(AbortSignal.timeout(Math.max(1, deadline - Date.now())));
+    assert.ok(next !== undefined, 'queue shut down');
+    registry.queue.done(next.item);
+    registry.queue.forget(next.item);
+    if (next.item === expected) return;
+  }
+}
+
+/** Empties the queue of whatever is waiting now. */
+async function drain(registry: Registry): Promise<void> {
+  while (registry.queue.len > 0) {
+    const next = await registry.queue.get();
+    if (next === undefined) return;
+    registry.queue.done(next.item);
+  }
+}
+
+async function eventually(what: string, check: () => boolean | Promise<boolean>, timeoutMs = 20_000): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  while (!(await check())) {
+    if (Date.now() > deadline) assert.fail(`timed out waiting until ${what}`);
+    await delay(50);
+  }
+}
+
+/** Sum of the apiserver's counter of LIST requests for a resource. */
+async function listRequests(cluster: TestCluster, resource: string): Promise<number> {
+  const res = await cluster.request('GET', '/metrics');
+  const text = String(res.body);
+  let total = 0;
+  for (const line of text.split('\n')) {
+    if (line.startsWith('apiserver_request_total{') && line.includes(`resource="${resource}"`) && line.includes('verb="LIST"')) {
+      total += Number(line.slice(line.lastIndexOf(' ') + 1));
+    }
+  }
+  return total;
+}
+
+/** Open WATCH requests the apiserver is serving for a resource (its long-running request gauge). */
+async function openWatches(cluster: TestCluster, resource: string): Promise<number> {
+  const res = await cluster.request('GET', '/metrics');
+  let total = 0;
+  for (const line of String(res.body).split('\n')) {
+    if (line.startsWith('apiserver_longrunning_requests{') && line.includes(`resource="${resource}"`) && line.includes('verb="WATCH"')) {
+      total += Number(line.slice(line.lastIndexOf(' ') + 1));
+    }
+  }
+  return total;
+}
+
+/** Sockets and timers the process holds (handles other tests leave behind only ever expire). */
+function activeHandles(): { sockets: number; timers: number } {
+  const info = process.getActiveResourcesInfo();
+  return {
+    sockets: info.filter((r) => r === 'TCPSocketWrap' || r === 'TLSWrap').length,
+    timers: info.filter((r) => r === 'Timeout').length,
+  };
+}
+
+describe('registry on real clusters', () => {
+  const env = useClusters(2, { namePrefix: 'registry' });
+  let mgmt: TestCluster;
+  let target: TestCluster;
+  let hangingPort = 0;
+  // Accepts and never answers (it reads, or it would never notice a client closing).
+  const hanging = createServer((socket: Socket) => { socket.on('error', () => undefined); socket.resume(); });
+
+  before(async () => {
+    [mgmt, target] = env.clusters as [TestCluster, TestCluster];
+    await target.installCRDs([kustomizationCrd, helmReleaseCrd]);
+    for (const ns of ['team-a', 'team-b', 'team-c']) await ensureNamespace(mgmt, ns);
+    await ensureNamespace(target, 'apps');
+    await putSecret(mgmt, 'team-a', 'remote-kubeconfig', { value: target.adminKubeconfig });
+    await putSecret(mgmt, 'team-b', 'remote-kubeconfig', { value: target.adminKubeconfig });
+    await new Promise<void>((resolve) => hanging.listen(0, '127.0.0.1', resolve));
+    const address = hanging.address();
+    hangingPort = typeof address === 'object' && address !== null ? address.port : 0;
+  });
+  after(() => new Promise<void>((resolve) => { hanging.close(() => { resolve(); }); }));
+
+  function connectionsTo(server: typeof hanging): Promise<number> {
+    return new Promise((resolve, reject) => { server.getConnections((err, count) => { if (err) reject(err); else resolve(count); }); });
+  }
+
+  function newProvider(): CompositeProvider {
+    const hangingKubeconfig = mgmt.adminKubeconfig.replace(/https:\/\/127\.0\.0\.1:\d+/, `https://127.0.0.1:${hangingPort}`);
+    return new CompositeProvider({
+      byKind: {
+        secret: new SecretProvider({ secrets: new CoreV1SecretReader({ kubeConfig: mgmt.kubeConfig() }) }),
+        static: new StaticProvider({ clusters: { hanging: hangingKubeconfig, target: target.adminKubeconfig } }),
+      },
+    });
+  }
+
+  /** A registry with GC timings shortened to milliseconds, closed after the test. */
+  function newRegistry(t: { after(fn: () => Promise<void>): void }, overrides: Partial<RegistryOptions> = {}): Registry {
+    const registry = new Registry({ provider: newProvider(), gcInitialDelayMs: 100, gcMaxDelayMs: 400, gcGraceMs: 200, credentialCheckIntervalMs: 0, ...overrides });
+    t.after(() => registry.close());
+    return registry;
+  }
+
+  it('reads a target in a remote cluster through a kubeconfig Secret, and requeues its owner when it changes', async (t) => {
+    const registry = newRegistry(t);
+    const owner = { namespace: 'team-a', name: 'pipeline' };
+    const created = await target.request('POST', '/apis/kustomize.toolkit.fluxcd.io/v1/namespaces/apps/kustomizations', {
+      apiVersion: 'kustomize.toolkit.fluxcd.io/v1', kind: 'Kustomization', metadata: { name: 'web' }, spec: { path: './web' },
+    });
+    assert.equal(created.statusCode, 201);
+
+    const reader = await registry.watchTargetAndGetReader(remote, { gvk: kustomizations, namespace: 'apps', name: 'web' }, owner);
+    await reader.waitForSync(AbortSignal.timeout(20_000));
+    assert.deepEqual(reader.get('apps', 'web')?.spec, { path: './web' });
+    await expectRequeued(registry, 'team-a/pipeline'); // woken once the answer is known
+
+    await drain(registry);
+    const updated = await target.request('PUT', '/apis/kustomize.toolkit.fluxcd.io/v1/namespaces/apps/kustomizations/web', {
+      ...(created.body as object), spec: { path: './web-v2' },
+    });
+    assert.equal(updated.statusCode, 200, JSON.stringify(updated.body));
+    await expectRequeued(registry, 'team-a/pipeline');
+    await eventually('the cache shows the change', () => (reader.get('apps', 'web')?.spec as { path?: string } | undefined)?.path === './web-v2');
+
+    const [info] = registry.caches();
+    assert.equal(info?.cluster, 'secret:team-a/remote-kubeconfig');
+    assert.equal(info.synced, true);
+    assert.equal(info.owners, 1);
+  });
+
+  it('serves Kustomization-like and HelmRelease-like kinds as targets, and says when a kind is unknown', async (t) => {
+    const registry = newRegistry(t);
+    const owner = { namespace: 'team-a', name: 'flux' };
+    await target.request('POST', '/apis/helm.toolkit.fluxcd.io/v2/namespaces/apps/helmreleases', {
+      apiVersion: 'helm.toolkit.fluxcd.io/v2', kind: 'HelmRelease', metadata: { name: 'api' }, spec: { chart: { spec: { version: '1.2.3' } } },
+    });
+    const releases = await registry.watchTargetAndGetReader(remote, { gvk: helmReleases, namespace: 'apps', name: 'api' }, owner);
+    const kustomize = await registry.watchTargetAndGetReader(remote, { gvk: kustomizations, namespace: 'apps', name: 'web' }, owner);
+    await releases.waitForSync(AbortSignal.timeout(20_000));
+    await kustomize.waitForSync(AbortSignal.timeout(20_000));
+    assert.deepEqual(releases.get('apps', 'api')?.spec, { chart: { spec: { version: '1.2.3' } } });
+    assert.equal(releases.list({ namespace: 'apps' }).length, 1);
+    assert.equal(registry.caches().length, 2, 'one cache per kind');
+
+    await assert.rejects(
+      registry.watchTargetAndGetReader(remote, { gvk: { group: 'nope.example.com', version: 'v1', kind: 'Nothing' }, name: 'x' }, owner),
+      (err: unknown) => err instanceof UnknownKindError && err.cluster === 'secret:team-a/remote-kubeconfig' && err.gvk.kind === 'Nothing',
+    );
+    assert.equal(registry.caches().length, 2, 'a failed build is not cached');
+  });
+
+  it('builds one cache for 200 concurrent calls on a missing key', async (t) => {
+    const registry = newRegistry(t);
+    const before = await listRequests(target, 'configmaps');
+    const readers = await Promise.all(Array.from({ length: 200 }, (_, i) =>
+      registry.watchTargetAndGetReader({ kind: 'static', name: 'target' }, { gvk: configMaps, namespace: 'apps', name: `cm-${i}` }, { namespace: 'team-a', name: `owner-${i}` })));
+    assert.equal(new Set(readers).size, 1, 'every caller gets the same reader');
+    assert.equal(registry.caches().length, 1);
+    assert.equal(registry.caches()[0]?.owners, 200);
+    await readers[0]?.waitForSync(AbortSignal.timeout(20_000));
+    assert.equal(await listRequests(target, 'configmaps') - before, 1, 'exactly one LIST reached the apiserver');
+  });
+
+  it('keeps serving healthy clusters while one hangs, and fails the hanging build with a typed error', async (t) => {
+    const registry = newRegistry(t, { buildTimeoutMs: 3_000 });
+    const owner = { namespace: 'team-a', name: 'mixed' };
+    let hangSettled = false;
+    const hang = registry.watchTargetAndGetReader({ kind: 'static', name: 'hanging' }, { gvk: configMaps, namespace: 'apps', name: 'x' }, owner)
+      .finally(() => { hangSettled = true; });
+    const healthy = await registry.watchTargetAndGetReader({ kind: 'static', name: 'target' }, { gvk: configMaps, namespace: 'apps', name: 'x' }, owner);
+    await healthy.waitForSync(AbortSignal.timeout(20_000));
+    assert.equal(hangSettled, false, 'the healthy cluster was served while the other still hung');
+    await assert.rejects(hang, (err: unknown) => err instanceof TransportError && err.cluster === 'static:hanging');
+    assert.equal(registry.caches().length, 1, 'nothing cached for the hanging cluster');
+    await eventually('the connection to the hanging cluster is released', async () => await connectionsTo(hanging) === 0, 5_000);
+  });
+
+  it('shares a cache between two owners, keeps it when one leaves, and tears it down when none needs it', async (t) => {
+    const registry = newRegistry(t);
+    const targetRef = { gvk: configMaps, namespace: 'apps', name: 'shared' };
+    const a = { namespace: 'team-a', name: 'one' };
+    const b = { namespace: 'team-a', name: 'two' };
+    const reader = await registry.watchTargetAndGetReader(remote, targetRef, a);
+    await registry.watchTargetAndGetReader(remote, targetRef, b);
+    await reader.waitForSync(AbortSignal.timeout(20_000));
+    await eventually('the watch is open', async () => await openWatches(target, 'configmaps') >= 1);
+    const watchesWithCache = await openWatches(target, 'configmaps');
+
+    registry.forgetOwner(a);
+    await delay(800); // several GC checks and more than the grace period
+    assert.equal(registry.caches().length, 1, 'still used by the other owner');
+    assert.equal(reader.synced, true);
+
+    registry.setOwnerTargets(b, []); // b's pipeline dropped the target
+    await eventually('the unused cache is collected', () => registry.caches().length === 0);
+    assert.equal(reader.synced, false);
+    assert.deepEqual(reader.list(), []);
+    await eventually('its watch connection is gone', async () => await openWatches(target, 'configmaps') === watchesWithCache - 1);
+
+    await registry.watchTargetAndGetReader(remote, targetRef, a);
+    assert.equal(registry.caches().length, 1, 'asking again rebuilds it');
+  });
+
+  it('refuses exec, file and cross-namespace kubeconfigs with errors that name the rule', async (t) => {
+    const registry = newRegistry(t);
+    const withExec = target.adminKubeconfig.replace(/"token": "[^"]+"/, '"exec": { "apiVersion": "client.authentication.k8s.io/v1", "command": "steal-credentials" }');
+    const withFile = target.adminKubeconfig.replace(/"certificate-authority-data": "[^"]+"/, '"certificate-authority": "/etc/ssl/private/ca.pem"');
+    await putSecret(mgmt, 'team-c', 'exec-kubeconfig', { value: withExec });
+    await putSecret(mgmt, 'team-c', 'file-kubeconfig', { value: withFile });
+    const owner = { namespace: 'team-c', name: 'pipe' };
+    const targetRef = { gvk: configMaps, namespace: 'apps', name: 'x' };
+
+    await assert.rejects(registry.watchTargetAndGetReader({ kind: 'secret', name: 'exec-kubeconfig' }, targetRef, owner),
+      (err: unknown) => err instanceof KubeconfigRefusedError && err.rule === 'exec' && err.message.includes('steal-credentials'));
+    await assert.rejects(registry.watchTargetAndGetReader({ kind: 'secret', name: 'file-kubeconfig' }, targetRef, owner),
+      (err: unknown) => err instanceof KubeconfigRefusedError && err.rule === 'local-file' && err.message.includes('ca.pem'));
+    await assert.rejects(registry.watchTargetAndGetReader({ kind: 'secret', namespace: 'team-a', name: 'remote-kubeconfig' }, targetRef, owner),
+      (err: unknown) => err instanceof KubeconfigRefusedError && err.rule === 'cross-namespace' && err.message.includes('team-a/remote-kubeconfig'));
+
+    // A cache published for team-a does not let team-c in through the hot path.
+    const allowed = { namespace: 'team-a', name: 'pipe' };
+    await registry.watchTargetAndGetReader(remote, targetRef, allowed);
+    await assert.rejects(registry.watchTargetAndGetReader({ kind: 'secret', namespace: 'team-a', name: 'remote-kubeconfig' }, targetRef, owner),
+      (err: unknown) => err instanceof KubeconfigRefusedError && err.rule === 'cross-namespace');
+    assert.equal(registry.caches().length, 1);
+  });
+
+  it('rebuilds a cluster\'s caches when its Secret changes, and stops them when it is deleted', async (t) => {
+    const registry = newRegistry(t);
+    await putSecret(mgmt, 'team-b', 'rotating', { value: target.adminKubeconfig });
+    const ref: ClusterRef = { kind: 'secret', name: 'rotating' };
+    const owner = { namespace: 'team-b', name: 'rotator' };
+    const reader = await registry.watchTargetAndGetReader(ref, { gvk: configMaps, namespace: 'apps', name: 'x' }, owner);
+    await reader.waitForSync(AbortSignal.timeout(20_000));
+    assert.equal(reader.lastError, undefined);
+
+    // Rotate to credentials with no RBAC at all: the rebuilt cache must be using them.
+    const restricted = await target.restrictedKubeconfig({ namespace: 'apps', serviceAccount: 'no-rights' });
+    await putSecret(mgmt, 'team-b', 'rotating', { value: restricted });
+    await drain(registry);
+    await registry.checkCluster(ref, 'team-b');
+    await expectRequeued(registry, 'team-b/rotator');
+    await eventually('the rebuilt cache reports the new credentials\' 403', () =>
+      reader.lastError instanceof KubeApiError && reader.lastError.statusCode === 403 && reader.lastError.cluster === 'secret:team-b/rotating');
+    assert.equal(registry.caches().length, 1, 'the same key, rebuilt');
+
+    const deleted = await mgmt.request('DELETE', '/api/v1/namespaces/team-b/secrets/rotating');
+    assert.equal(deleted.statusCode, 200);
+    await drain(registry);
+    await registry.checkCluster(ref, 'team-b');
+    await expectRequeued(registry, 'team-b/rotator');
+    assert.equal(registry.caches().length, 0, 'the cluster\'s caches are stopped');
+    assert.equal(reader.synced, false);
+    await assert.rejects(registry.watchTargetAndGetReader(ref, { gvk: configMaps, namespace: 'apps', name: 'x' }, owner),
+      (err: unknown) => err instanceof KubeconfigSecretNotFoundError);
+  });
+
+  it('checks a used cache at 2 s doubling to 512 s, and collects it a grace period after its last owner left', async (t) => {
+    const clock = new FakeClock(Date.now());
+    const registry = new Registry({ provider: newProvider(), clock, credentialCheckIntervalMs: 0 }); // default GC timings
+    t.after(() => registry.close());
+    const owner = { namespace: 'team-a', name: 'gc' };
+    const reader = await registry.watchTargetAndGetReader({ kind: 'static', name: 'target' }, { gvk: configMaps, namespace: 'apps', name: 'x' }, owner);
+    await reader.waitForSync();
+    const nextCheck = (): number | undefined => registry.caches()[0]?.nextGcCheckInMs;
+    const schedule: (number | undefined)[] = [];
+    for (let i = 0; i < 10; i++) {
+      const due = nextCheck();
+      schedule.push(due);
+      clock.advance(due ?? 0);
+      await eventually('the check ran and rescheduled', () => nextCheck() !== undefined && nextCheck() !== 0);
+    }
+    assert.deepEqual(schedule, [2_000, 4_000, 8_000, 16_000, 32_000, 64_000, 128_000, 256_000, 512_000, 512_000]);
+
+    registry.forgetOwner(owner);
+    assert.equal(nextCheck(), 30_000, 'eligible after the default grace period, not at the next backoff step');
+    clock.advance(29_999);
+    await delay(50);
+    assert.equal(registry.caches().length, 1);
+    clock.advance(1);
+    await eventually('collected', () => registry.caches().length === 0);
+  });
+
+  it('leaves no socket or timer behind after close()', async (t) => {
+    // Earlier tests' HTTP clients keep idle sockets for a few seconds: start from a quiet process.
+    await eventually('earlier connections wind down', () => { const h = activeHandles(); return h.sockets === 0 && h.timers === 0; }, 15_000)
+      .catch(() => undefined);
+    const baseline = activeHandles();
+    const registry = newRegistry(t);
+    // Static references only: a Secret reader's HTTP client (client-node's) belongs to the embedder,
+    // and its keep-alive timers are not the registry's to release.
+    const targetCluster: ClusterRef = { kind: 'static', name: 'target' };
+    const readers = await Promise.all([configMaps, kustomizations, helmReleases].map((gvk) =>
+      registry.watchTargetAndGetReader(targetCluster, { gvk, namespace: 'apps', name: 'a' }, { namespace: 'team-a', name: 'x' })));
+    await Promise.all(readers.map((r) => r.waitForSync())); // no AbortSignal.timeout: it would be a timer of our own
+    const running = activeHandles();
+    assert.ok(running.sockets > baseline.sockets && running.timers > baseline.timers, 'watches hold sockets and timers while running');
+    await registry.close();
+    await registry.close(); // idempotent
+    await eventually('every socket and timer is released', () => {
+      const now = activeHandles();
+      return now.sockets <= baseline.sockets && now.timers <= baseline.timers;
+    }, 5_000).catch(() => { assert.deepEqual(activeHandles(), baseline, 'still held after close()'); });
+    await assert.rejects(registry.watchTargetAndGetReader(remote, { gvk: configMaps, name: 'a' }, { namespace: 'team-a', name: 'x' }), { code: 'ERR_CLOSED' });
+  });
+});
