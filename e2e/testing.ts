@@ -1,6 +1,8 @@
 /**
  * `fleetcache/testing`: what operators need to test their own controllers the way fleetcache tests
- * itself — real kube-apiservers on loopback (no Docker), and CRDs shaped like Flux's.
+ * itself — real kube-apiservers on loopback (no Docker), simulated API servers with fault injection
+ * (hundreds per process), and CRDs shaped like Flux's.
  */
 export * from './harness/index.ts';
+export * from '../fixtures/index.ts';
 export { helmReleaseCrd, kustomizationCrd, openCrd } from '../fixtures/crds/index.ts';
