@@ -48,7 +48,7 @@ test-integration: deps ## Tests against real kube-apiservers (built on first use
 test: lint typecheck build test-unit test-integration ## Everything: lint, typecheck, build, unit and integration tests.
 
 bench: deps ## Benchmarks: side-by-side comparisons printed as tables.
-	@for f in bench/*.bench.ts; do echo "== $$f"; node "$$f"; done
+	@for f in bench/*.bench.ts; do echo "== $$f"; node --expose-gc "$$f"; done
 
 e2e-kind: deps ## End-to-end scenarios on kind clusters (needs Docker and kind; see README).
 	e2e/kind/run.sh
