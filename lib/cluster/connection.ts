@@ -26,6 +26,7 @@ import type {
   WatchEvent,
   WatchOptions,
 } from './types.ts';
+import { parseListDroppingManagedFields } from './strip.ts';
 import { decodeWatchStream } from './watch-decoder.ts';
 
 /** Options of {@link ClusterConnection}. */
@@ -96,6 +97,8 @@ interface PortRequest {
   readonly body?: string | undefined;
   readonly contentType?: string | undefined;
   readonly gvk?: GroupVersionKind | undefined;
+  /** Parses the response body; default `JSON.parse` of its text. */
+  readonly parse?: ((body: Buffer) => unknown) | undefined;
 }
 
 interface WatchRequest {
@@ -243,7 +246,7 @@ export class ClusterConnection implements ResourceResolver {
   /** One JSON request through the request limiter (and the LIST limiter for a LIST page). */
   #send(request: PortRequest, signal: AbortSignal, isList: boolean): Promise<unknown> {
     if (this.#life.signal.aborted) return Promise.reject(new ClosedError(`connection to cluster ${this.name}`));
-    const run = (): Promise<unknown> => scheduleAbortable(this.#requests, signal, () => this.#transport.json({ ...request, signal }, this.#requestTimeoutMs));
+    const run = (): Promise<unknown> => scheduleAbortable(this.#requests, signal, () => this.#transport.json({ ...request, signal }, this.#requestTimeoutMs, request.parse));
     return isList ? scheduleAbortable(this.#lists, signal, run) : run();
   }
 
@@ -316,7 +319,8 @@ class HttpResourceClient implements ResourceClient {
     if (options.continue !== undefined && options.continue !== '') query.set('continue', options.continue);
     if (options.resourceVersion !== undefined) query.set('resourceVersion', options.resourceVersion);
     const path = resourcePath(this.info, { namespace: options.namespace });
-    const body = await this.#port.send({ method: 'GET', path, query, gvk: this.info.gvk }, options.signal, true);
+    const parse = options.dropManagedFields === true ? parseListDroppingManagedFields : undefined;
+    const body = await this.#port.send({ method: 'GET', path, query, gvk: this.info.gvk, parse }, options.signal, true);
     const list = body as Partial<KubeList> | undefined;
     if (typeof list !== 'object' || !Array.isArray(list.items) || typeof list.metadata !== 'object') {
       throw new TransportError({ cluster: this.cluster, gvk: this.info.gvk }, `GET ${path}: the response is not a list`);

@@ -148,10 +148,11 @@ export class Transport {
   }
 
   /**
-   * Sends a request and parses its JSON body. `timeoutMs` bounds the whole exchange, body included:
-   * a silently dead connection fails instead of hanging.
+   * Sends a request and parses its JSON body (with `parse`, default `JSON.parse` of the UTF-8
+   * text). `timeoutMs` bounds the whole exchange, body included: a silently dead connection fails
+   * instead of hanging.
    */
-  async json(request: HttpRequest, timeoutMs: number): Promise<unknown> {
+  async json(request: HttpRequest, timeoutMs: number, parse: (body: Buffer) => unknown = parseJson): Promise<unknown> {
     const child = childController(request.signal);
     const controller = child.controller;
     const timer = this.#clock.setTimer(timeoutMs, () => {
@@ -159,10 +160,10 @@ export class Transport {
     });
     try {
       const res = await this.open({ ...request, signal: controller.signal });
-      const text = await readBody(res, Infinity, controller.signal);
-      if (text === '') return undefined;
+      const body = await readBodyBytes(res, Infinity, controller.signal);
+      if (body.length === 0) return undefined;
       try {
-        return JSON.parse(text) as unknown;
+        return parse(body);
       } catch (err) {
         throw new TransportError({ cluster: this.#cluster, gvk: request.gvk }, `${request.method} ${request.path}: response is not JSON`, { cause: err });
       }
@@ -255,8 +256,17 @@ export function parseRetryAfter(header: string | undefined, now: number): number
   return Number.isNaN(at) ? undefined : Math.max(0, Math.ceil((at - now) / 1000));
 }
 
+function parseJson(body: Buffer): unknown {
+  return JSON.parse(body.toString('utf8'));
+}
+
 /** Reads a response body as UTF-8, up to `limit` bytes (then stops and destroys the stream). */
 export async function readBody(res: http.IncomingMessage, limit: number, signal: AbortSignal): Promise<string> {
+  return (await readBodyBytes(res, limit, signal)).toString('utf8');
+}
+
+/** Reads a response body, up to `limit` bytes (then stops and destroys the stream). */
+async function readBodyBytes(res: http.IncomingMessage, limit: number, signal: AbortSignal): Promise<Buffer> {
   const chunks: Buffer[] = [];
   let size = 0;
   try {
@@ -273,5 +283,5 @@ export async function readBody(res: http.IncomingMessage, limit: number, signal:
     if (signal.aborted) throw abortReason(signal);
     throw err;
   }
-  return Buffer.concat(chunks).toString('utf8');
+  return Buffer.concat(chunks);
 }

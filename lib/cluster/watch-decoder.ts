@@ -63,51 +63,133 @@ export function decodeWatchLine(buf: Buffer, start: number, end: number, scope: 
 }
 
 /**
+ * Cuts a byte stream into lines and decodes each into an event. A line inside one chunk is decoded
+ * from that chunk directly (UTF-8 never has a newline byte inside a character); only a line that
+ * spans chunks is copied, once, when its end arrives.
+ */
+class LineDecoder {
+  readonly #scope: ErrorScope;
+  readonly #options: DecodeOptions;
+  /** The bytes after the last newline seen (an event still arriving), in arrival order. */
+  #pending: Buffer[] = [];
+
+  constructor(scope: ErrorScope, options: DecodeOptions) {
+    this.#scope = scope;
+    this.#options = options;
+  }
+
+  /** Decodes every line `chunk` completes into `out`; throws at the first bad line. */
+  push(chunk: Buffer, out: WatchEvent[]): void {
+    let nl = chunk.indexOf(NEWLINE);
+    if (nl === -1) {
+      this.#pending.push(chunk);
+      return;
+    }
+    if (this.#pending.length > 0) {
+      this.#pending.push(chunk.subarray(0, nl));
+      const line = Buffer.concat(this.#pending);
+      this.#pending = [];
+      this.#decode(line, 0, line.length, out);
+    } else {
+      this.#decode(chunk, 0, nl, out);
+    }
+    let start = nl + 1;
+    nl = chunk.indexOf(NEWLINE, start);
+    while (nl !== -1) {
+      this.#decode(chunk, start, nl, out);
+      start = nl + 1;
+      nl = chunk.indexOf(NEWLINE, start);
+    }
+    if (start < chunk.length) this.#pending.push(chunk.subarray(start));
+  }
+
+  /** True when the stream stopped in the middle of an event. */
+  get partial(): boolean {
+    return this.#pending.some((part) => !isBlank(part, 0, part.length));
+  }
+
+  #decode(buf: Buffer, start: number, end: number, out: WatchEvent[]): void {
+    const event = decodeWatchLine(buf, start, end, this.#scope, this.#options);
+    if (event !== undefined) out.push(event);
+  }
+}
+
+/** Decoded events waiting for the consumer: above this many, the socket is paused. */
+const HIGH_WATER = 256;
+
+/**
  * Decodes a watch response body (one JSON event per line) into events. The socket is released
  * when the stream ends, fails, or the consumer leaves early. A stream that breaks, or ends in the
  * middle of a line, throws a `TransportError`; the caller resumes from the last event it applied.
+ * A bad line throws after the events before it were yielded.
  *
- * Lines are found and decoded in the bytes as received: a line inside one chunk is decoded from
- * that chunk directly (UTF-8 never splits at a newline byte), and only a line that spans chunks is
- * copied, once, when its end arrives.
+ * Chunks are taken from `data` events as they arrive (no re-concatenation of buffered chunks, as
+ * the stream's own iterator does) and decoded at once; a backlog pauses the socket.
  */
 export async function* decodeWatchStream(res: IncomingMessage, scope: ErrorScope, signal: AbortSignal, options: DecodeOptions = {}): AsyncGenerator<WatchEvent, void, undefined> {
-  // The bytes after the last newline seen (the start of an event still arriving), in arrival order.
-  let pending: Buffer[] = [];
+  const lines = new LineDecoder(scope, options);
+  // Invariants: `queue` holds decoded events not yet yielded, in stream order; the response is
+  // paused only while the queue is at least HIGH_WATER long; `wake` is set only while the
+  // consumer waits for the queue or `state` to change; nothing is decoded after a failure.
+  let queue: WatchEvent[] = [];
+  // Written by the listeners (in a record, so the loop reads them afresh after each `await`).
+  const state: { failure: { readonly error: unknown } | undefined; ended: boolean } = { failure: undefined, ended: false };
+  let wake: (() => void) | undefined;
+  const notify = (): void => {
+    const resolve = wake;
+    wake = undefined;
+    resolve?.();
+  };
+  const onData = (chunk: Buffer): void => {
+    if (state.failure !== undefined) return;
+    try {
+      lines.push(chunk, queue);
+    } catch (err) {
+      state.failure = { error: err };
+    }
+    if (queue.length >= HIGH_WATER) res.pause();
+    notify();
+  };
+  const onEnd = (): void => {
+    state.ended = true;
+    notify();
+  };
+  const onError = (err: Error): void => {
+    state.failure ??= { error: err };
+    notify();
+  };
+  const onClose = (): void => {
+    if (!state.ended) state.failure ??= { error: new Error('the connection closed before the stream ended') };
+    notify();
+  };
+  res.on('data', onData);
+  res.on('end', onEnd);
+  res.on('error', onError);
+  res.on('close', onClose);
   try {
-    for await (const chunk of res as AsyncIterable<Buffer>) {
-      let nl = chunk.indexOf(NEWLINE);
-      if (nl === -1) {
-        pending.push(chunk);
+    for (;;) {
+      if (queue.length > 0) {
+        const batch = queue;
+        queue = [];
+        for (const event of batch) yield event;
         continue;
       }
-      if (pending.length > 0) {
-        pending.push(chunk.subarray(0, nl));
-        const line = Buffer.concat(pending);
-        pending = [];
-        const event = decodeWatchLine(line, 0, line.length, scope, options);
-        if (event !== undefined) yield event;
-      } else if (nl > 0) {
-        const event = decodeWatchLine(chunk, 0, nl, scope, options);
-        if (event !== undefined) yield event;
-      }
-      let start = nl + 1;
-      nl = chunk.indexOf(NEWLINE, start);
-      while (nl !== -1) {
-        const event = decodeWatchLine(chunk, start, nl, scope, options);
-        if (event !== undefined) yield event;
-        start = nl + 1;
-        nl = chunk.indexOf(NEWLINE, start);
-      }
-      if (start < chunk.length) pending.push(chunk.subarray(start));
+      if (state.failure !== undefined) throw state.failure.error;
+      if (state.ended) break;
+      if (res.isPaused()) res.resume();
+      await new Promise<void>((resolve) => { wake = resolve; });
     }
   } catch (err) {
     if (signal.aborted) throw abortReason(signal);
     if (err instanceof FleetcacheError) throw err;
     throw new TransportError(scope, `watch stream broke: ${err instanceof Error ? err.message : String(err)}`, { cause: err });
   } finally {
+    res.off('data', onData);
+    res.off('end', onEnd);
+    res.off('close', onClose);
+    // The error listener stays: an error the destroyed socket still reports is of no interest.
     res.destroy();
   }
   if (signal.aborted) throw abortReason(signal);
-  if (pending.some((part) => !isBlank(part, 0, part.length))) throw new TransportError(scope, 'watch stream ended in the middle of an event');
+  if (lines.partial) throw new TransportError(scope, 'watch stream ended in the middle of an event');
 }

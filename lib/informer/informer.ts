@@ -138,7 +138,9 @@ export interface InformerOptions<T extends KubeObject = KubeObject> {
   readonly pageSize?: number;
   /**
    * Applied to each object at ingest. Default {@link stripManagedFields} (drops managedFields and
-   * the last-applied annotation); pass `identityTransform` to keep objects whole.
+   * the last-applied annotation); pass `identityTransform` to keep objects whole. With the default
+   * (that very function), LIST and WATCH responses are decoded without building those parts at
+   * all; any other transform receives whole objects.
    */
   readonly transform?: Transform<T>;
   /** Custom indexes by name, queried with `store.byIndex`. `namespace` is built in. Default: none. */

@@ -233,7 +233,7 @@ export class Reflector {
     for (;;) {
       let page;
       try {
-        page = await client.list({ namespace: s.namespace, labelSelector: s.labelSelector, fieldSelector: s.fieldSelector, limit, continue: token, signal });
+        page = await client.list({ namespace: s.namespace, labelSelector: s.labelSelector, fieldSelector: s.fieldSelector, limit, continue: token, dropManagedFields: s.dropManagedFields, signal });
       } catch (err) {
         if (token === undefined || !(err instanceof KubeApiError) || !err.isGone) throw err;
         this.state.gones++;

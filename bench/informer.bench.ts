@@ -1,0 +1,282 @@
+// fleetcache's informer against @kubernetes/client-node's makeInformer, fed the same LIST + WATCH
+// stream (ConfigMaps of a few KB, with managedFields and a last-applied annotation as `kubectl apply`
+// leaves them) by a loopback HTTP server in its own process. Each informer runs in a fresh child
+// process (started with --expose-gc), so JIT warm-up and heap of one cannot favour the other.
+// Prints CPU-time throughput (events per second per core, from process.cpuUsage) and heap retained
+// per cached object after GC (streams stopped, the cache still referenced), with ratios to client-node. Run: node bench/informer.bench.ts
+// (the children get --expose-gc themselves; `node --expose-gc bench/informer.bench.ts` works too;
+// ROUNDS=5 for more runs per variant). Two fleetcache variants strip managedFields: the default
+// transform (dropped while decoding, never built) and an equivalent custom transform (built by the
+// parser, then deleted), which shows what the decode-time pre-pass is worth.
+import { spawn } from 'node:child_process';
+import { createServer } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { PerformanceObserver } from 'node:perf_hooks';
+import { fileURLToPath } from 'node:url';
+import { CoreV1Api, KubeConfig, makeInformer } from '@kubernetes/client-node';
+import { ClusterConnection, createListLimiter, type KubeObject } from '../lib/cluster/index.ts';
+import { identityTransform, ResourceInformer, stripManagedFields } from '../lib/informer/index.ts';
+
+/** Objects in the collection (what the cache retains). */
+const OBJECTS = 4_000;
+/** MODIFIED events streamed after the LIST, round robin over the objects. */
+const EVENTS = 40_000;
+const NAMESPACE = 'bench';
+const TOKEN = 'bench-token';
+const FIRST_RV = 1_000;
+/** Runs per variant (env ROUNDS, default 3); medians are reported. */
+const ROUNDS = Number(process.env.ROUNDS ?? 3);
+
+type Variant = 'fleetcache' | 'fleetcache-late' | 'fleetcache-whole' | 'client-node';
+const VARIANTS: readonly { readonly id: Variant; readonly label: string }[] = [
+  { id: 'client-node', label: 'client-node makeInformer' },
+  { id: 'fleetcache', label: 'fleetcache (default transform)' },
+  { id: 'fleetcache-late', label: 'fleetcache (same, stripped after parse)' },
+  { id: 'fleetcache-whole', label: 'fleetcache (identity transform)' },
+];
+
+interface Result {
+  readonly variant: Variant;
+  readonly cpuMs: number;
+  /** Time spent in garbage collection pauses during the run (part of cpuMs). */
+  readonly gcMs: number;
+  readonly wallMs: number;
+  readonly events: number;
+  readonly cached: number;
+  readonly retainedBytes: number;
+}
+
+/** A ConfigMap as the API server would send it after `kubectl apply` and a few controller writes. */
+function configMap(i: number, rv: number): object {
+  const name = `settings-${String(i).padStart(5, '0')}`;
+  const data: Record<string, string> = {};
+  for (let k = 0; k < 6; k++) data[`key-${k}`] = `value ${i} ${k} `.repeat(12);
+  const applied = { apiVersion: 'v1', kind: 'ConfigMap', metadata: { name, namespace: NAMESPACE, labels: { app: 'web', tier: 'frontend' } }, data };
+  return {
+    apiVersion: 'v1',
+    kind: 'ConfigMap',
+    metadata: {
+      name,
+      namespace: NAMESPACE,
+      uid: `00000000-0000-4000-8000-${String(i).padStart(12, '0')}`,
+      resourceVersion: String(rv),
+      creationTimestamp: '2025-01-01T00:00:00Z',
+      labels: { app: 'web', tier: 'frontend', 'app.kubernetes.io/managed-by': 'kubectl' },
+      annotations: {
+        'kubectl.kubernetes.io/last-applied-configuration': JSON.stringify(applied),
+        'deployment.kubernetes.io/revision': String(rv % 7),
+      },
+      managedFields: [
+        { manager: 'kubectl-client-side-apply', operation: 'Update', apiVersion: 'v1', time: '2025-01-01T00:00:00Z', fieldsType: 'FieldsV1',
+          fieldsV1: { 'f:data': Object.fromEntries(Object.keys(data).map((k) => [`f:${k}`, {}])), 'f:metadata': { 'f:annotations': { '.': {}, 'f:kubectl.kubernetes.io/last-applied-configuration': {} }, 'f:labels': { '.': {}, 'f:app': {}, 'f:tier': {} } } } },
+        { manager: 'controller', operation: 'Update', apiVersion: 'v1', time: '2025-01-02T00:00:00Z', fieldsType: 'FieldsV1',
+          fieldsV1: { 'f:metadata': { 'f:annotations': { 'f:deployment.kubernetes.io/revision': {} } } } },
+      ],
+    },
+    data,
+  };
+}
+
+/** The server: one LIST of every object, then a WATCH that streams every event and stays open. */
+async function serve(): Promise<void> {
+  const list = Buffer.from(JSON.stringify({
+    apiVersion: 'v1', kind: 'ConfigMapList', metadata: { resourceVersion: String(FIRST_RV) },
+    items: Array.from({ length: OBJECTS }, (_, i) => configMap(i, i + 1)),
+  }));
+  const lines: string[] = [];
+  for (let e = 0; e < EVENTS; e++) lines.push(JSON.stringify({ type: 'MODIFIED', object: configMap(e % OBJECTS, FIRST_RV + 1 + e) }));
+  const watch = Buffer.from(lines.join('\n') + '\n');
+  const server = createServer((req, res) => {
+    const url = new URL(req.url ?? '/', 'http://x');
+    if (url.searchParams.get('watch') === 'true') {
+      res.writeHead(200, { 'content-type': 'application/json' });
+      let at = 0;
+      // Chunks as a real server writes them; respect backpressure so the client's pace is measured.
+      const pump = (): void => {
+        while (at < watch.length) {
+          const chunk = watch.subarray(at, at + 65_536);
+          at += chunk.length;
+          if (!res.write(chunk)) { res.once('drain', pump); return; }
+        }
+      };
+      pump();
+      return;
+    }
+    res.writeHead(200, { 'content-type': 'application/json', 'content-length': list.length });
+    res.end(list);
+  });
+  await new Promise<void>((resolve) => { server.listen(0, '127.0.0.1', resolve); });
+  process.stdout.write(`${JSON.stringify({ url: `http://127.0.0.1:${(server.address() as AddressInfo).port}`, watchBytes: watch.length, listBytes: list.length })}\n`);
+  process.stdin.resume();
+  process.stdin.on('end', () => { process.exit(0); });
+}
+
+function kubeConfig(server: string): KubeConfig {
+  const kc = new KubeConfig();
+  kc.loadFromOptions({
+    clusters: [{ name: 'bench', server, skipTLSVerify: true }],
+    users: [{ name: 'bench', token: TOKEN }],
+    contexts: [{ name: 'bench', cluster: 'bench', user: 'bench' }],
+    currentContext: 'bench',
+  });
+  return kc;
+}
+
+function gc(): void {
+  const collect = (globalThis as { gc?: () => void }).gc;
+  if (collect === undefined) throw new Error('run the variant with --expose-gc');
+  for (let i = 0; i < 3; i++) collect();
+}
+
+/** An informer under test: started, it calls `onUpdate` for every update it delivers. */
+interface Subject {
+  start(onUpdate: (resourceVersion: string | undefined) => void, onError: (err: Error) => void): void;
+  stop(): Promise<void>;
+  cached(): number;
+}
+
+function subject(variant: Variant, kc: KubeConfig): Subject {
+  if (variant === 'client-node') {
+    const api = kc.makeApiClient(CoreV1Api);
+    const informer = makeInformer(kc, `/api/v1/namespaces/${NAMESPACE}/configmaps`, () => api.listNamespacedConfigMap({ namespace: NAMESPACE }));
+    return {
+      start: (onUpdate, onError) => {
+        informer.on('update', (obj) => { onUpdate(obj.metadata?.resourceVersion); });
+        informer.on('error', (err) => { onError(err instanceof Error ? err : new Error(String(err))); });
+        informer.start().catch(onError);
+      },
+      stop: () => informer.stop(),
+      cached: () => informer.list().length,
+    };
+  }
+  const connection = new ClusterConnection({ name: 'bench', kubeConfig: kc, listLimiter: createListLimiter() });
+  // The bench server serves no discovery: give the informer the resolved resource.
+  const client = connection.resourceClient({ gvk: { group: '', version: 'v1', kind: 'ConfigMap' }, resource: 'configmaps', namespaced: true, verbs: ['list', 'watch'] });
+  // A transform other than the default itself (even one doing the same) gets whole objects: this
+  // variant shows what dropping managedFields while decoding is worth.
+  const transform = variant === 'fleetcache-whole' ? identityTransform : variant === 'fleetcache-late' ? (obj: KubeObject) => stripManagedFields(obj) : undefined;
+  const informer = new ResourceInformer({ client, namespace: NAMESPACE, ...(transform === undefined ? {} : { transform }) });
+  return {
+    start: (onUpdate, onError) => {
+      informer.addHandler({ update: (_old, obj) => { onUpdate(obj.metadata?.resourceVersion); } });
+      informer.on('error', onError);
+      informer.start();
+    },
+    stop: async () => { await informer.stop(); await connection.close(); },
+    cached: () => informer.store.size,
+  };
+}
+
+/** One variant, in this (child) process: time the stream, then weigh the cache. */
+async function runVariant(variant: Variant, server: string): Promise<Result> {
+  const lastRv = String(FIRST_RV + EVENTS);
+  const kc = kubeConfig(server);
+  gc();
+  const heapBefore = process.memoryUsage().heapUsed;
+  let gcMs = 0;
+  const gcObserver = new PerformanceObserver((list) => { for (const e of list.getEntries()) gcMs += e.duration; });
+  gcObserver.observe({ entryTypes: ['gc'] });
+  const cpu0 = process.cpuUsage();
+  const wall0 = performance.now();
+  const informer = subject(variant, kc);
+  let events = 0;
+  await new Promise<void>((resolve, reject) => {
+    informer.start((rv) => {
+      events++;
+      if (rv === lastRv) resolve();
+    }, reject);
+  });
+  const cpu = process.cpuUsage(cpu0);
+  const wallMs = performance.now() - wall0;
+  gcObserver.disconnect();
+  // Streams, sockets and their buffers go first; the informer (and its cache) stays referenced.
+  await informer.stop();
+  gc();
+  const heapAfter = process.memoryUsage().heapUsed;
+  const cached = informer.cached();
+  return { variant, cpuMs: (cpu.user + cpu.system) / 1000, gcMs, wallMs, events, cached, retainedBytes: (heapAfter - heapBefore) / cached };
+}
+
+function child(args: readonly string[], input: 'pipe' | 'ignore'): ReturnType<typeof spawn> {
+  return spawn(process.execPath, ['--expose-gc', fileURLToPath(import.meta.url), ...args], { stdio: [input, 'pipe', 'inherit'] });
+}
+
+async function firstLine(proc: ReturnType<typeof spawn>): Promise<string> {
+  return new Promise((resolve, reject) => {
+    let out = '';
+    proc.stdout?.setEncoding('utf8');
+    proc.stdout?.on('data', (chunk: string) => {
+      out += chunk;
+      const nl = out.indexOf('\n');
+      if (nl !== -1) resolve(out.slice(0, nl));
+    });
+    proc.on('exit', (code) => { reject(new Error(`child exited with ${String(code)} before answering`)); });
+  });
+}
+
+async function main(): Promise<void> {
+  const server = child(['--serve'], 'pipe');
+  const info = JSON.parse(await firstLine(server)) as { url: string; watchBytes: number; listBytes: number };
+  process.stdout.write(`informer benchmark: ${OBJECTS} objects (${Math.round(info.listBytes / OBJECTS)} B each as JSON), ${EVENTS} MODIFIED events (${(info.watchBytes / 1e6).toFixed(1)} MB) over loopback HTTP\n\n`);
+  // Each variant runs ROUNDS times, interleaved, in fresh processes; the table shows medians (the
+  // machine may be shared, and client-node's retained size is bimodal from run to run).
+  const runs: Result[] = [];
+  try {
+    for (let round = 0; round < ROUNDS; round++) {
+      for (const { id } of VARIANTS) {
+        const proc = child(['--variant', id, '--server', info.url], 'ignore');
+        runs.push(JSON.parse(await firstLine(proc)) as Result);
+        await new Promise((resolve) => proc.once('exit', resolve));
+      }
+    }
+  } finally {
+    server.stdin?.end();
+  }
+  const median = (values: readonly number[]): number => {
+    const sorted = [...values].sort((a, b) => a - b);
+    return sorted[Math.floor(sorted.length / 2)] ?? Number.NaN;
+  };
+  const results: Result[] = VARIANTS.map(({ id }) => {
+    const mine = runs.filter((r) => r.variant === id);
+    return {
+      variant: id,
+      cpuMs: median(mine.map((r) => r.cpuMs)),
+      gcMs: median(mine.map((r) => r.gcMs)),
+      wallMs: median(mine.map((r) => r.wallMs)),
+      events: median(mine.map((r) => r.events)),
+      cached: median(mine.map((r) => r.cached)),
+      retainedBytes: median(mine.map((r) => r.retainedBytes)),
+    };
+  });
+  const base = results.find((r) => r.variant === 'client-node');
+  if (base === undefined) throw new Error('no client-node result');
+  const perCore = (r: Result): number => (r.events / r.cpuMs) * 1000;
+  const rows = results.map((r) => {
+    const label = VARIANTS.find((v) => v.id === r.variant)?.label ?? r.variant;
+    return [
+      label,
+      Math.round(perCore(r)).toLocaleString('en-US'),
+      `${(perCore(r) / perCore(base)).toFixed(2)}×`,
+      Math.round(r.retainedBytes).toLocaleString('en-US'),
+      `${(r.retainedBytes / base.retainedBytes).toFixed(2)}×`,
+      `${r.cpuMs.toFixed(0)} / ${r.gcMs.toFixed(0)} / ${r.wallMs.toFixed(0)}`,
+      String(r.cached),
+    ];
+  });
+  const header = ['informer', 'events/s per core', 'vs client-node', 'retained B/object', 'vs client-node', 'CPU / GC / wall ms', 'cached'];
+  const widths = header.map((h, i) => Math.max(h.length, ...rows.map((r) => (r[i] ?? '').length)));
+  const line = (cells: readonly string[]): string => cells.map((c, i) => (i === 0 ? c.padEnd(widths[i] ?? 0) : c.padStart(widths[i] ?? 0))).join('  ');
+  process.stdout.write(`${line(header)}\n${line(widths.map((w) => '-'.repeat(w)))}\n${rows.map(line).join('\n')}\n`);
+  process.stdout.write(`\nmedians of ${ROUNDS} runs. events/s per core = events / (user + system CPU time of the informer process, LIST included);\nGC = main-thread GC pauses; retained = heap growth after GC (streams stopped, cache kept) / cached objects.\n`);
+}
+
+const args = process.argv.slice(2);
+if (args[0] === '--serve') {
+  await serve();
+} else if (args[0] === '--variant') {
+  const result = await runVariant(args[1] as Variant, args[3] ?? '');
+  process.stdout.write(`${JSON.stringify(result)}\n`);
+  process.exit(0);
+} else {
+  await main();
+}
