@@ -236,6 +236,37 @@ export class Registry {
   }
 
   /**
+   * The connection to the cluster `ref` names, for the writes an owner makes there (reads go
+   * through the caches). The cluster is resolved and connected on first use, sharing the single
+   * flight and the provider's admission checks of {@link watchTargetAndGetReader}, so an owner
+   * can write only where it may watch.
+   *
+   * The connection belongs to the registry: never close it. It is replaced when credentials
+   * rotate and closed once the cluster has no cache left (after a collection or a failed build),
+   * so ask for it at each use rather than keeping it; a request on a closed connection fails with
+   * `ClosedError`, to be retried.
+   *
+   * @throws the provider's errors, `ClosedError` after `close()`, or the signal's reason.
+   */
+  async connectionFor(ref: ClusterRef, ownerNamespace: string, signal?: AbortSignal): Promise<ClusterConnection> {
+    if (this.#closed !== undefined) throw new ClosedError('registry');
+    const cluster = clusterKey(ref, ownerNamespace);
+    const known = this.#clusters.get(cluster);
+    if (known?.admitted.has(ownerNamespace) === true) return known.connection;
+    // As a build does: bounded, on the registry's own signal (the resolution may be shared with
+    // other callers), while this caller stops waiting when its own signal aborts.
+    const { controller, dispose } = childController(this.#root.signal);
+    const deadline = this.#clock.setTimer(this.#buildTimeoutMs, () => {
+      controller.abort(new TransportError({ cluster }, `connecting took longer than ${this.#buildTimeoutMs} ms`));
+    });
+    const admitted = this.#admit(cluster, ref, ownerNamespace, controller.signal).finally(() => {
+      deadline.cancel();
+      dispose();
+    });
+    return (await raceAbort(admitted, signal)).connection;
+  }
+
+  /**
    * Declares the complete set of targets `owner` uses now, each with its cluster. Targets it no
    * longer names are released, and caches left without owners become eligible for collection
    * after the grace period. No I/O: call it at the start of a reconcile, then
