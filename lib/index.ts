@@ -7,3 +7,4 @@ export * from './cluster/index.ts';
 export * from './informer/index.ts';
 export * from './queue/index.ts';
 export * from './registry/index.ts';
+export * from './pipeline/index.ts';

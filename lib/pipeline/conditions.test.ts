@@ -1,0 +1,60 @@
+import assert from 'node:assert/strict';
+import { describe, it } from 'node:test';
+import { promotingCondition, readyCondition, sameStatus, setCondition } from './conditions.ts';
+import type { Condition, EnvironmentStatus, PipelineStatus } from './types.ts';
+
+const ready: Condition = { type: 'Ready', status: 'True', reason: 'Reconciled', message: 'm', lastTransitionTime: '2025-01-01T00:00:00Z', observedGeneration: 1 };
+
+describe('conditions', () => {
+  it('keeps lastTransitionTime unless the status changes', () => {
+    const same = setCondition([ready], { type: 'Ready', status: 'True', reason: 'Other', message: 'n', observedGeneration: 2 }, '2025-02-02T00:00:00Z');
+    const [first] = same;
+    assert.ok(first !== undefined);
+    assert.equal(first.lastTransitionTime, '2025-01-01T00:00:00Z');
+    assert.equal(first.observedGeneration, 2);
+    const flipped = setCondition([ready], { type: 'Ready', status: 'False', reason: 'InvalidSpec', message: 'x', observedGeneration: 2 }, '2025-02-02T00:00:00Z');
+    assert.equal(flipped[0]?.lastTransitionTime, '2025-02-02T00:00:00Z');
+    const added = setCondition([ready], { type: 'Promoting', status: 'False', reason: 'Idle', message: '', observedGeneration: 2 }, '2025-02-02T00:00:00Z');
+    assert.deepEqual(added.map((c) => c.type), ['Ready', 'Promoting']);
+  });
+
+  it('caps long messages', () => {
+    const [c] = setCondition([], { type: 'Ready', status: 'False', reason: 'R', message: 'x'.repeat(10_000), observedGeneration: 1 }, 'now');
+    assert.ok(c !== undefined && c.message.length <= 2_000);
+  });
+
+  const target = { cluster: 'secret:team-a/prod', namespace: 'apps', ready: false };
+  const envs = (readable: boolean | undefined, error?: string): EnvironmentStatus[] => [
+    { name: 'dev', ready: true, revision: '1', targets: [{ cluster: 'local', namespace: 'apps', readable: true, ready: true, revision: '1' }] },
+    { name: 'prod', ready: false, targets: [{ ...target, ...(readable === undefined ? {} : { readable }), ...(error === undefined ? {} : { error }) }] },
+  ];
+
+  it('says TargetNotReadable with the cluster\'s error, Unknown while loading, True otherwise', () => {
+    const broken = readyCondition(envs(false, 'cluster secret:team-a/prod: HTTP 403 Forbidden'), 3);
+    assert.equal(broken.status, 'False');
+    assert.equal(broken.reason, 'TargetNotReadable');
+    assert.match(broken.message, /prod: secret:team-a\/prod namespace apps: cluster secret:team-a\/prod: HTTP 403 Forbidden/);
+    assert.equal(readyCondition(envs(undefined), 3).status, 'Unknown');
+    const ok = readyCondition(envs(true), 3);
+    assert.equal(ok.status, 'True');
+    assert.equal(ok.message, 'dev: 1 (ready), prod: no single revision (not ready)');
+  });
+
+  it('reports the newest promotion on the Promoting condition', () => {
+    const base = { revision: '2', strategy: 'patch' as const, attempts: 1, startedAt: 's' };
+    assert.equal(promotingCondition([], 1).reason, 'Idle');
+    assert.equal(promotingCondition([{ ...base, environment: 'staging', state: 'Pending' }], 1).status, 'True');
+    const failed = promotingCondition([{ ...base, environment: 'staging', state: 'Failed', message: 'HTTP 500' }], 1);
+    assert.deepEqual([failed.status, failed.reason], ['False', 'PromotionFailed']);
+    assert.match(failed.message, /HTTP 500/);
+  });
+
+  it('compares statuses ignoring key order and transition times, but nothing else', () => {
+    const a: PipelineStatus = { observedGeneration: 1, conditions: [ready], environments: [], promotions: [] };
+    const reordered = JSON.parse('{"promotions":[],"environments":[],"conditions":[{"observedGeneration":1,"message":"m","reason":"Reconciled","status":"True","type":"Ready","lastTransitionTime":"2030-01-01T00:00:00Z"}],"observedGeneration":1}') as PipelineStatus;
+    assert.ok(sameStatus(a, reordered));
+    assert.ok(!sameStatus(a, { ...a, observedGeneration: 2 }));
+    assert.ok(!sameStatus(a, { ...a, conditions: [{ ...ready, message: 'other' }] }));
+    assert.ok(!sameStatus(undefined, a));
+  });
+});

@@ -1,0 +1,106 @@
+import { isDeepStrictEqual } from 'node:util';
+import type { Condition, EnvironmentStatus, PipelineStatus, PromotionRecord } from './types.ts';
+
+// Pipeline conditions in the usual Kubernetes form, and the "did the status change" test.
+
+/** Condition types a Pipeline reports. */
+export const READY = 'Ready';
+export const PROMOTING = 'Promoting';
+
+/** Reasons of the Ready condition. */
+export const REASON_INVALID_SPEC = 'InvalidSpec';
+export const REASON_TARGET_NOT_READABLE = 'TargetNotReadable';
+export const REASON_WAITING_FOR_CACHES = 'WaitingForCaches';
+export const REASON_RECONCILED = 'Reconciled';
+/** Reasons of the Promoting condition. */
+export const REASON_PROMOTING = 'Promoting';
+export const REASON_PROMOTION_FAILED = 'PromotionFailed';
+export const REASON_IDLE = 'Idle';
+
+/** A condition's content, before its transition time is settled. */
+export type ConditionInput = Omit<Condition, 'lastTransitionTime'>;
+
+/** Messages are capped well under the API's 32 768 limit: status is read by people. */
+const MAX_MESSAGE = 2_000;
+
+function capped(message: string): string {
+  return message.length > MAX_MESSAGE ? `${message.slice(0, MAX_MESSAGE - 1)}…` : message;
+}
+
+/**
+ * `conditions` with `next` set: `lastTransitionTime` is kept when the status did not change (a new
+ * reason or message is not a transition), and `now` otherwise.
+ */
+export function setCondition(conditions: readonly Condition[], next: ConditionInput, now: string): Condition[] {
+  const previous = conditions.find((c) => c.type === next.type);
+  const condition: Condition = {
+    type: next.type,
+    status: next.status,
+    reason: next.reason,
+    message: capped(next.message),
+    lastTransitionTime: previous?.status === next.status ? previous.lastTransitionTime : now,
+    observedGeneration: next.observedGeneration,
+  };
+  return previous === undefined ? [...conditions, condition] : conditions.map((c) => (c === previous ? condition : c));
+}
+
+/** The Ready condition of a Pipeline whose spec is invalid. */
+export function invalidSpecCondition(problems: readonly string[], generation: number): ConditionInput {
+  return { type: READY, status: 'False', reason: REASON_INVALID_SPEC, message: problems.join('; '), observedGeneration: generation };
+}
+
+/**
+ * The Ready condition from the environments: False/TargetNotReadable naming each unreadable target
+ * and its cluster's error, Unknown while caches load, True otherwise (ready means "observed",
+ * not "every environment is ready": that is in `status.environments`).
+ */
+export function readyCondition(environments: readonly EnvironmentStatus[], generation: number): ConditionInput {
+  const unreadable: string[] = [];
+  let loading = 0;
+  for (const env of environments) {
+    for (const t of env.targets) {
+      if (t.readable === false) unreadable.push(`${env.name}: ${t.cluster} namespace ${t.namespace}: ${t.error ?? 'unreadable'}`);
+      else if (t.readable === undefined) loading++;
+    }
+  }
+  if (unreadable.length > 0) {
+    return { type: READY, status: 'False', reason: REASON_TARGET_NOT_READABLE, message: unreadable.join('; '), observedGeneration: generation };
+  }
+  if (loading > 0) {
+    return { type: READY, status: 'Unknown', reason: REASON_WAITING_FOR_CACHES, message: `waiting for the caches of ${loading} target(s) to load`, observedGeneration: generation };
+  }
+  const summary = environments.map((e) => `${e.name}: ${e.revision ?? 'no single revision'}${e.ready ? ' (ready)' : ' (not ready)'}`).join(', ');
+  return { type: READY, status: 'True', reason: REASON_RECONCILED, message: summary, observedGeneration: generation };
+}
+
+/** The Promoting condition from the newest promotion record. */
+export function promotingCondition(records: readonly PromotionRecord[], generation: number): ConditionInput {
+  const newest = records.at(-1);
+  if (newest?.state === 'Pending') {
+    return { type: PROMOTING, status: 'True', reason: REASON_PROMOTING, message: `promoting ${newest.revision} to ${newest.environment} (attempt ${newest.attempts})`, observedGeneration: generation };
+  }
+  if (newest?.state === 'Failed') {
+    return { type: PROMOTING, status: 'False', reason: REASON_PROMOTION_FAILED, message: `promoting ${newest.revision} to ${newest.environment} failed: ${newest.message ?? 'unknown error'}`, observedGeneration: generation };
+  }
+  return { type: PROMOTING, status: 'False', reason: REASON_IDLE, message: 'no promotion in progress', observedGeneration: generation };
+}
+
+/** JSON as the server would store it: no undefined members, no class instances. */
+export function plain<T>(value: T): T {
+  return JSON.parse(JSON.stringify(value)) as T;
+}
+
+function withoutTransitionTimes(status: PipelineStatus | undefined): unknown {
+  if (status === undefined) return {};
+  const copy = plain(status) as unknown as { conditions?: Record<string, unknown>[] };
+  for (const c of copy.conditions ?? []) delete c.lastTransitionTime;
+  return copy;
+}
+
+/**
+ * True when two statuses say the same thing: members compared in any order (the server may
+ * reorder keys), conditions' `lastTransitionTime` ignored (it follows from the status).
+ */
+export function sameStatus(a: PipelineStatus | undefined, b: PipelineStatus | undefined): boolean {
+  return isDeepStrictEqual(withoutTransitionTimes(a), withoutTransitionTimes(b));
+}

@@ -1,0 +1,375 @@
+// The Pipeline controller against three real clusters: "mgmt" (the management cluster, which is
+// also the dev environment), "staging" and "prod" (reached through kubeconfig Secrets on mgmt).
+// The test plays Flux: a background loop marks every HelmRelease Ready at its spec's chart version.
+import assert from 'node:assert/strict';
+import { createServer, type IncomingHttpHeaders } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { setTimeout as delay } from 'node:timers/promises';
+import { after, before, describe, it } from 'node:test';
+import { helmReleaseCrd, pipelineCrd } from '../../fixtures/crds/index.ts';
+import { useClusters, type TestCluster } from '../../e2e/harness/index.ts';
+import { CompositeProvider, CoreV1SecretReader, LocalProvider, SecretProvider } from '../cluster/index.ts';
+import { Registry } from '../registry/index.ts';
+import { abortReason } from '../util/index.ts';
+import { PipelineController, type Pipeline, type PipelineControllerOptions, type PromotionRecord, type PromotionRequest } from './index.ts';
+
+const NS = 'team-a';
+const HR = '/apis/helm.toolkit.fluxcd.io/v2';
+const PIPELINES = `/apis/fleetcache.dev/v1alpha1/namespaces/${NS}/pipelines`;
+
+interface HelmRelease {
+  metadata: { name: string; namespace: string; generation: number; resourceVersion: string };
+  spec: { chart: { spec: { chart: string; version: string } } };
+  status?: { observedGeneration?: number; history?: { chartVersion: string }[] };
+}
+
+async function ok(cluster: TestCluster, method: string, path: string, body?: unknown): Promise<unknown> {
+  const res = await cluster.request(method, path, body);
+  assert.ok(res.statusCode >= 200 && res.statusCode < 300, `${method} ${path} on ${cluster.name}: HTTP ${res.statusCode} ${JSON.stringify(res.body)}`);
+  return res.body;
+}
+
+async function ensureNamespace(cluster: TestCluster, name: string): Promise<void> {
+  const res = await cluster.request('POST', '/api/v1/namespaces', { metadata: { name } });
+  assert.ok(res.statusCode === 201 || res.statusCode === 409, JSON.stringify(res.body));
+}
+
+async function putSecret(cluster: TestCluster, name: string, data: Record<string, string>): Promise<void> {
+  const body = { metadata: { name, namespace: NS }, data: Object.fromEntries(Object.entries(data).map(([k, v]) => [k, Buffer.from(v).toString('base64')])) };
+  const created = await cluster.request('POST', `/api/v1/namespaces/${NS}/secrets`, body);
+  if (created.statusCode === 409) await ok(cluster, 'PUT', `/api/v1/namespaces/${NS}/secrets/${name}`, body);
+  else assert.equal(created.statusCode, 201, JSON.stringify(created.body));
+}
+
+/** Creates the HelmRelease and waits until Flux (the test's loop) has it Ready at `version`. */
+async function createRelease(cluster: TestCluster, namespace: string, version: string): Promise<void> {
+  await ensureNamespace(cluster, namespace);
+  await ok(cluster, 'POST', `${HR}/namespaces/${namespace}/helmreleases`, { apiVersion: 'helm.toolkit.fluxcd.io/v2', kind: 'HelmRelease', metadata: { name: 'podinfo', namespace }, spec: { chart: { spec: { chart: 'podinfo', version } } } });
+  await eventually(`${cluster.name} ${namespace}/podinfo is ready at ${version}`, async () => {
+    const hr = await getRelease(cluster, namespace);
+    return hr.status?.observedGeneration === hr.metadata.generation && hr.status.history?.[0]?.chartVersion === version;
+  });
+}
+
+async function getRelease(cluster: TestCluster, namespace: string): Promise<HelmRelease> {
+  return (await ok(cluster, 'GET', `${HR}/namespaces/${namespace}/helmreleases/podinfo`)) as HelmRelease;
+}
+
+async function setVersion(cluster: TestCluster, namespace: string, version: string): Promise<void> {
+  // Read-modify-write, retried when Flux (the test's loop) writes status in between.
+  for (;;) {
+    const hr = await getRelease(cluster, namespace);
+    hr.spec.chart.spec.version = version;
+    const res = await cluster.request('PUT', `${HR}/namespaces/${namespace}/helmreleases/podinfo`, hr);
+    if (res.statusCode === 200) return;
+    assert.equal(res.statusCode, 409, JSON.stringify(res.body));
+  }
+}
+
+async function getPipeline(cluster: TestCluster, name: string): Promise<Pipeline> {
+  return (await ok(cluster, 'GET', `${PIPELINES}/${name}`)) as Pipeline;
+}
+
+function condition(pipeline: Pipeline, type: string): { status: string; reason: string; message: string } | undefined {
+  return pipeline.status?.conditions?.find((c) => c.type === type);
+}
+
+async function eventsOf(cluster: TestCluster, pipeline: string): Promise<{ reason: string; message: string; type: string }[]> {
+  const body = (await ok(cluster, 'GET', `/api/v1/namespaces/${NS}/events?fieldSelector=involvedObject.name%3D${pipeline}`)) as { items: { reason: string; message: string; type: string; involvedObject: { kind: string } }[] };
+  return body.items.filter((e) => e.involvedObject.kind === 'Pipeline');
+}
+
+async function eventually<T>(what: string, check: () => Promise<T | undefined | false>, timeoutMs = 40_000): Promise<T> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const value = await check();
+    if (value !== undefined && value !== false) return value;
+    if (Date.now() > deadline) assert.fail(`timed out waiting until ${what}`);
+    await delay(100);
+  }
+}
+
+/** Flux, played by the test: every HelmRelease becomes Ready at its chart version, history newest first. */
+async function playFlux(clusters: readonly TestCluster[], signal: AbortSignal): Promise<void> {
+  while (!signal.aborted) {
+    for (const cluster of clusters) {
+      const res = await cluster.request('GET', `${HR}/helmreleases`).catch(() => undefined);
+      if (res?.statusCode !== 200) continue;
+      for (const hr of (res.body as { items: HelmRelease[] }).items) {
+        const version = hr.spec.chart.spec.version;
+        const history = hr.status?.history ?? [];
+        if (hr.status?.observedGeneration === hr.metadata.generation && history[0]?.chartVersion === version) continue;
+        const status = {
+          observedGeneration: hr.metadata.generation,
+          conditions: [{ type: 'Ready', status: 'True', reason: 'UpgradeSucceeded', message: `installed ${version}`, lastTransitionTime: new Date().toISOString().replace(/\.\d+Z$/, 'Z') }],
+          history: [{ chartVersion: version }, ...history].slice(0, 5),
+        };
+        // A 409 means someone changed it meanwhile: the next round sees the new generation.
+        await cluster.request('PUT', `${HR}/namespaces/${hr.metadata.namespace}/helmreleases/${hr.metadata.name}/status`, { ...hr, status }).catch(() => undefined);
+      }
+    }
+    await delay(150, undefined, { signal }).catch(() => undefined);
+  }
+}
+
+function patchPipeline(name: string, envs: readonly (readonly [env: string, cluster: string | undefined])[], namespace: string): object {
+  return {
+    apiVersion: 'fleetcache.dev/v1alpha1',
+    kind: 'Pipeline',
+    metadata: { name, namespace: NS },
+    spec: {
+      appRef: { apiVersion: 'helm.toolkit.fluxcd.io/v2', kind: 'HelmRelease', name: 'podinfo' },
+      environments: envs.map(([env, secret]) => ({ name: env, targets: [{ namespace, ...(secret === undefined ? {} : { clusterRef: { kind: 'Secret', name: secret } }) }] })),
+      promotion: { strategy: 'patch', patch: { path: '/spec/chart/spec/version' } },
+    },
+  };
+}
+
+describe('PipelineController on real clusters', () => {
+  const env = useClusters(3, { namePrefix: 'pipeline' });
+  let mgmt: TestCluster;
+  let staging: TestCluster;
+  let prod: TestCluster;
+  const flux = new AbortController();
+  let fluxLoop: Promise<void> = Promise.resolve();
+
+  before(async () => {
+    [mgmt, staging, prod] = env.clusters as [TestCluster, TestCluster, TestCluster];
+    await Promise.all([mgmt.installCRDs([pipelineCrd, helmReleaseCrd]), staging.installCRDs([helmReleaseCrd]), prod.installCRDs([helmReleaseCrd])]);
+    await ensureNamespace(mgmt, NS);
+    await putSecret(mgmt, 'staging-kubeconfig', { value: staging.adminKubeconfig });
+    await putSecret(mgmt, 'prod-kubeconfig', { value: prod.adminKubeconfig });
+    fluxLoop = playFlux([mgmt, staging, prod], flux.signal);
+  });
+
+  after(async () => {
+    flux.abort();
+    await fluxLoop;
+  });
+
+  /** A registry and a running controller; `stop()` stops both and waits. */
+  function startController(extra: Partial<PipelineControllerOptions> = {}, shared?: Registry): { readonly controller: PipelineController; readonly registry: Registry; stop(): Promise<void>; readonly done: Promise<void> } {
+    const kubeConfig = mgmt.kubeConfig();
+    const registry = shared ?? new Registry({
+      provider: new CompositeProvider({ byKind: { local: new LocalProvider({ kubeConfig }), secret: new SecretProvider({ secrets: new CoreV1SecretReader({ kubeConfig: mgmt.kubeConfig() }) }) } }),
+    });
+    const controller = new PipelineController({ registry, localKubeConfig: mgmt.kubeConfig(), workers: 2, ...extra });
+    const stopper = new AbortController();
+    const done = controller.run(stopper.signal);
+    return {
+      controller,
+      registry,
+      done,
+      async stop() {
+        stopper.abort();
+        await done;
+        if (shared === undefined) await registry.close();
+      },
+    };
+  }
+
+  it('promotes dev → staging → prod one step at a time with the patch strategy, and writes status only on change', async () => {
+    for (const c of [mgmt, staging, prod]) await createRelease(c, 'shop', '1.0.0');
+    const running = startController();
+    try {
+      await ok(mgmt, 'POST', PIPELINES, patchPipeline('shop', [['dev', undefined], ['staging', 'staging-kubeconfig'], ['prod', 'prod-kubeconfig']], 'shop'));
+      const settled = await eventually('the pipeline reports all three environments ready at 1.0.0', async () => {
+        const p = await getPipeline(mgmt, 'shop');
+        return condition(p, 'Ready')?.status === 'True' && p.status?.environments?.every((e) => e.ready && e.revision === '1.0.0') === true && p;
+      });
+      assert.equal(settled.status?.observedGeneration, settled.metadata?.generation);
+      assert.deepEqual(settled.status?.environments?.map((e) => e.targets.map((t) => t.cluster)), [['local'], [`secret:${NS}/staging-kubeconfig`], [`secret:${NS}/prod-kubeconfig`]]);
+      assert.deepEqual(settled.status.promotions ?? [], [], 'nothing to promote while all environments agree');
+
+      await setVersion(mgmt, 'shop', '1.1.0');
+      // The first step: staging is patched while prod still runs 1.0.0.
+      await eventually('staging is asked for 1.1.0', async () => (await getRelease(staging, 'shop')).spec.chart.spec.version === '1.1.0');
+      await eventually('prod is asked for 1.1.0 once staging is ready at it', async () => (await getRelease(prod, 'shop')).spec.chart.spec.version === '1.1.0');
+      const done = await eventually('both promotions are recorded as succeeded and every environment is ready at 1.1.0', async () => {
+        const p = await getPipeline(mgmt, 'shop');
+        const records = p.status?.promotions ?? [];
+        return records.length === 2 && records.every((r) => r.state === 'Succeeded') && p.status?.environments?.every((e) => e.ready && e.revision === '1.1.0') === true && p;
+      });
+      const records = done.status?.promotions ?? [];
+      assert.deepEqual(records.map((r: PromotionRecord) => [r.environment, r.revision, r.strategy, r.attempts]), [['staging', '1.1.0', 'patch', 1], ['prod', '1.1.0', 'patch', 1]]);
+      assert.match(records[0]?.message ?? '', /set \/spec\/chart\/spec\/version to 1\.1\.0 in 1 target/);
+      // Never skipping: prod's promotion began only after staging's had finished (and staging was ready).
+      assert.ok((records[1]?.startedAt ?? '') >= (records[0]?.finishedAt ?? 'z'), JSON.stringify(records));
+      const promoted = (await eventsOf(mgmt, 'shop')).filter((e) => e.reason === 'Promoted');
+      assert.equal(promoted.length, 2);
+      assert.ok(promoted.some((e) => e.message.includes('from dev to staging')) && promoted.some((e) => e.message.includes('from staging to prod')));
+      assert.deepEqual(running.controller.stats().promotions, { succeeded: 2, failed: 0 });
+
+      // Level-triggered but quiet: with nothing changing, the status is not rewritten.
+      const rv = (await getPipeline(mgmt, 'shop')).metadata?.resourceVersion;
+      await delay(1_500);
+      assert.equal((await getPipeline(mgmt, 'shop')).metadata?.resourceVersion, rv, 'status rewritten without a change');
+    } finally {
+      await mgmt.request('DELETE', `${PIPELINES}/shop`);
+      await running.stop();
+    }
+  });
+
+  it('promotes through a webhook, recording a failed attempt and retrying with the same Idempotency-Key', async () => {
+    const calls: { headers: IncomingHttpHeaders; body: Record<string, unknown> }[] = [];
+    const server = createServer((req, res) => {
+      const chunks: Buffer[] = [];
+      req.on('data', (c: Buffer) => chunks.push(c));
+      req.on('end', () => {
+        calls.push({ headers: req.headers, body: JSON.parse(Buffer.concat(chunks).toString('utf8')) as Record<string, unknown> });
+        if (calls.length === 1) res.writeHead(500).end('deploy system unavailable');
+        else res.writeHead(200).end('{}');
+      });
+    });
+    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+    await putSecret(mgmt, 'cart-hook', { url: `http://127.0.0.1:${(server.address() as AddressInfo).port}/promote` });
+    for (const c of [mgmt, staging]) await createRelease(c, 'cart', '2.0.0');
+    const running = startController();
+    try {
+      const spec = patchPipeline('cart', [['dev', undefined], ['staging', 'staging-kubeconfig']], 'cart') as { spec: Record<string, unknown> };
+      spec.spec.promotion = { strategy: 'webhook', webhook: { secretRef: { name: 'cart-hook' } } };
+      const created = (await ok(mgmt, 'POST', PIPELINES, spec)) as Pipeline;
+      await eventually('the pipeline is ready', async () => condition(await getPipeline(mgmt, 'cart'), 'Ready')?.status === 'True');
+      await setVersion(mgmt, 'cart', '2.1.0');
+
+      const failed = await eventually('the first attempt is recorded as failed', async () => {
+        const records = (await getPipeline(mgmt, 'cart')).status?.promotions ?? [];
+        return records.find((r) => r.state === 'Failed' || (r.state !== 'Pending' && r.attempts > 1));
+      });
+      if (failed.state === 'Failed') assert.match(failed.message ?? '', /HTTP 500: deploy system unavailable/);
+      const succeeded = await eventually('the retry succeeds', async () => (await getPipeline(mgmt, 'cart')).status?.promotions?.find((r) => r.state === 'Succeeded'));
+      assert.equal(succeeded.attempts, 2);
+      assert.equal(calls.length, 2);
+      const key = `${created.metadata?.uid ?? ''}/staging/2.1.0`;
+      assert.deepEqual(calls.map((c) => c.headers['idempotency-key']), [key, key]);
+      const [firstCall] = calls;
+      assert.ok(firstCall !== undefined);
+      assert.equal(firstCall.body.revision, '2.1.0');
+      assert.equal(firstCall.body.environment, 'staging');
+      assert.equal(firstCall.body.from, 'dev');
+      assert.deepEqual(firstCall.body.targets, [{ cluster: `secret:${NS}/staging-kubeconfig`, namespace: 'cart' }]);
+      assert.equal((await getRelease(staging, 'cart')).spec.chart.spec.version, '2.0.0', 'the webhook strategy does not patch');
+      const reasons = (await eventsOf(mgmt, 'cart')).map((e) => e.reason).sort();
+      assert.deepEqual(reasons, ['Promoted', 'PromotionFailed']);
+      assert.deepEqual(running.controller.stats().promotions, { succeeded: 1, failed: 1 });
+    } finally {
+      await mgmt.request('DELETE', `${PIPELINES}/cart`);
+      await running.stop();
+      server.closeAllConnections();
+      server.close();
+    }
+  });
+
+  it('refuses what the CRD schema can, and reports what only code can as Ready=False InvalidSpec', async () => {
+    const mismatched = patchPipeline('bad-strategy', [['dev', undefined]], 'bad') as { spec: Record<string, unknown> };
+    mismatched.spec.promotion = { strategy: 'webhook', patch: { path: '/spec/x' } };
+    const refused = await mgmt.request('POST', PIPELINES, mismatched);
+    assert.equal(refused.statusCode, 422, JSON.stringify(refused.body));
+    assert.match(JSON.stringify(refused.body), /set exactly the block the strategy names/);
+    const duplicates = await mgmt.request('POST', PIPELINES, patchPipeline('dup-env', [['dev', undefined], ['dev', 'staging-kubeconfig']], 'bad'));
+    assert.equal(duplicates.statusCode, 422);
+    assert.match(JSON.stringify(duplicates.body), /environment names must be unique/);
+
+    const running = startController();
+    try {
+      // The same target in two environments: valid for the schema, not for the controller.
+      await ok(mgmt, 'POST', PIPELINES, patchPipeline('twice', [['dev', undefined], ['prod', undefined]], 'bad'));
+      const ready = await eventually('Ready=False InvalidSpec', async () => {
+        const c = condition(await getPipeline(mgmt, 'twice'), 'Ready');
+        return c?.reason === 'InvalidSpec' && c;
+      });
+      assert.equal(ready.status, 'False');
+      assert.match(ready.message, /spec\.environments\[1\]\.targets\[0\]: the same target \(local namespace bad\)/);
+      assert.equal(running.controller.stats().reconcileErrors, 0, 'an invalid spec is a status, not a failure');
+    } finally {
+      await mgmt.request('DELETE', `${PIPELINES}/twice`);
+      await running.stop();
+    }
+  });
+
+  it('reports an unreachable cluster as TargetNotReadable with the cluster\'s error, and keeps the others readable', async () => {
+    const closed = createServer();
+    await new Promise<void>((resolve) => closed.listen(0, '127.0.0.1', resolve));
+    const port = (closed.address() as AddressInfo).port;
+    await new Promise<void>((resolve) => closed.close(() => { resolve(); }));
+    const dead = staging.adminKubeconfig.replace(staging.server, `https://127.0.0.1:${port}`);
+    assert.notEqual(dead, staging.adminKubeconfig);
+    await putSecret(mgmt, 'gone-kubeconfig', { value: dead });
+    await createRelease(mgmt, 'lost', '1.0.0');
+    const running = startController();
+    try {
+      await ok(mgmt, 'POST', PIPELINES, patchPipeline('lost', [['dev', undefined], ['prod', 'gone-kubeconfig']], 'lost'));
+      const p = await eventually('Ready=False TargetNotReadable, with the reachable target read', async () => {
+        const pipeline = await getPipeline(mgmt, 'lost');
+        return condition(pipeline, 'Ready')?.reason === 'TargetNotReadable' && pipeline.status?.environments?.[0]?.targets[0]?.readable === true && pipeline;
+      });
+      const ready = condition(p, 'Ready');
+      assert.equal(ready?.status, 'False');
+      assert.match(ready.message, new RegExp(`prod: secret:${NS}/gone-kubeconfig namespace lost: .*127\\.0\\.0\\.1:${port}|prod: secret:${NS}/gone-kubeconfig namespace lost: .*ECONNREFUSED`));
+      const [dev, prodEnv] = p.status?.environments ?? [];
+      assert.equal(dev?.targets[0]?.exists, true, 'the reachable cluster is still read');
+      assert.equal(prodEnv?.targets[0]?.readable, false);
+      assert.ok((prodEnv.targets[0].error ?? '').length > 0);
+      assert.equal(running.controller.stats().reconcileErrors, 0);
+    } finally {
+      await mgmt.request('DELETE', `${PIPELINES}/lost`);
+      await running.stop();
+    }
+  });
+
+  it('survives a restart between recording a promotion and acting on it, promoting exactly once', async () => {
+    for (const c of [mgmt, staging]) await createRelease(c, 'pay', '3.0.0');
+    // The first controller stops itself at the seam: after Pending is written, before acting.
+    const seen: PromotionRequest[] = [];
+    const kubeConfig = mgmt.kubeConfig();
+    const registry = new Registry({
+      provider: new CompositeProvider({ byKind: { local: new LocalProvider({ kubeConfig }), secret: new SecretProvider({ secrets: new CoreV1SecretReader({ kubeConfig: mgmt.kubeConfig() }) }) } }),
+    });
+    const stopFirst = new AbortController();
+    const first = new PipelineController({
+      registry,
+      localKubeConfig: mgmt.kubeConfig(),
+      beforePromotion: (request, signal) => {
+        seen.push(request);
+        stopFirst.abort();
+        return Promise.reject(abortReason(signal));
+      },
+    });
+    const firstRun = first.run(stopFirst.signal);
+    try {
+      await ok(mgmt, 'POST', PIPELINES, patchPipeline('pay', [['dev', undefined], ['staging', 'staging-kubeconfig']], 'pay'));
+      await eventually('the pipeline is ready', async () => condition(await getPipeline(mgmt, 'pay'), 'Ready')?.status === 'True');
+      const generationBefore = (await getRelease(staging, 'pay')).metadata.generation;
+      await setVersion(mgmt, 'pay', '3.1.0');
+      await firstRun;
+      assert.equal(seen.length, 1);
+      assert.deepEqual({ ...seen[0], pipeline: undefined }, { pipeline: undefined, from: 'dev', to: 'staging', revision: '3.1.0', strategy: 'patch', attempt: 1, resumed: false });
+      const pending = (await getPipeline(mgmt, 'pay')).status?.promotions ?? [];
+      assert.deepEqual(pending.map((r) => [r.environment, r.revision, r.state, r.attempts]), [['staging', '3.1.0', 'Pending', 1]]);
+      assert.equal((await getRelease(staging, 'pay')).spec.chart.spec.version, '3.0.0', 'stopped before acting');
+      assert.equal(condition(await getPipeline(mgmt, 'pay'), 'Promoting')?.status, 'True');
+
+      // A new controller (a restarted service) takes the Pending promotion up again.
+      const second = startController({}, registry);
+      try {
+        const done = await eventually('the resumed promotion succeeds', async () => (await getPipeline(mgmt, 'pay')).status?.promotions?.find((r) => r.state === 'Succeeded'));
+        assert.equal(done.attempts, 2);
+        assert.equal(done.startedAt, pending[0]?.startedAt, 'the same promotion, resumed');
+        const release = await getRelease(staging, 'pay');
+        assert.equal(release.spec.chart.spec.version, '3.1.0');
+        assert.equal(release.metadata.generation, generationBefore + 1, 'staging was written exactly once');
+        await delay(1_000);
+        const records = (await getPipeline(mgmt, 'pay')).status?.promotions ?? [];
+        assert.equal(records.length, 1, 'one promotion record for (staging, 3.1.0)');
+        assert.equal((await eventsOf(mgmt, 'pay')).filter((e) => e.reason === 'Promoted').length, 1);
+        assert.equal((await getRelease(staging, 'pay')).metadata.generation, generationBefore + 1);
+      } finally {
+        await second.stop();
+      }
+    } finally {
+      stopFirst.abort();
+      await firstRun;
+      await registry.close();
+    }
+  });
+});

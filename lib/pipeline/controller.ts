@@ -1,0 +1,485 @@
+import type { KubeConfig } from '@kubernetes/client-node';
+import { ClusterConnection, type KubeObject } from '../cluster/index.ts';
+import { ResourceInformer } from '../informer/index.ts';
+import { runWorkers, type RequeueAfter } from '../queue/index.ts';
+import { parseOwnerKey, type OwnerRef, type Registry } from '../registry/index.ts';
+import { apiVersionOf, isAbortError, KubeApiError, noopLogger, realClock, toError, type Clock, type Logger } from '../util/index.ts';
+import { invalidSpecCondition, plain, promotingCondition, readyCondition, sameStatus, setCondition, type ConditionInput } from './conditions.ts';
+import { decidePromotion, DEFAULT_RETRY, retryDueAt, withRecord, type PromotionDecision } from './decide.ts';
+import { PromotionError } from './errors.ts';
+import { environmentStatusOf, targetStatusOf, type TargetObservation } from './observe.ts';
+import { setRevision } from './patch.ts';
+import { PIPELINE_GVK, type EnvironmentStatus, type Pipeline, type PipelineStatus, type PromotionRecord } from './types.ts';
+import { validatePipelineSpec, type ResolvedTarget, type ValidPipelineSpec } from './validate.ts';
+import { deliverWebhook } from './webhook.ts';
+
+/** A promotion about to act, as {@link PipelineControllerOptions.beforePromotion} sees it. */
+export interface PromotionRequest {
+  readonly pipeline: { readonly namespace: string; readonly name: string; readonly uid: string };
+  /** The environment the revision is ready in. */
+  readonly from: string;
+  /** The environment it is promoted into. */
+  readonly to: string;
+  readonly revision: string;
+  readonly strategy: 'patch' | 'webhook';
+  /** 1 for the first attempt. */
+  readonly attempt: number;
+  /** True when a Pending promotion is taken up again (after a restart). */
+  readonly resumed: boolean;
+}
+
+/** Options of {@link PipelineController}. */
+export interface PipelineControllerOptions {
+  /**
+   * The registry whose caches hold the targets and whose queue carries the Pipeline keys. Owned by
+   * the caller, who closes it after `run` resolves. Required.
+   */
+  readonly registry: Registry;
+  /** The management cluster: Pipelines, their Events and webhook Secrets live there. Required. */
+  readonly localKubeConfig: KubeConfig;
+  /** Child loggers per pipeline. Default: discards everything. */
+  readonly logger?: Logger;
+  /** Default: the wall clock. */
+  readonly clock?: Clock;
+  /** Pipelines reconciled at once (never the same one twice at once). Default 4. */
+  readonly workers?: number;
+  /** Bound on one webhook delivery, answer included. Default 10 000. */
+  readonly webhookTimeoutMs?: number;
+  /**
+   * Called once a promotion has been recorded `Pending` in the Pipeline's status, just before it
+   * acts: an approval gate or audit hook. Rejecting leaves the promotion Pending: the reconcile
+   * fails and the promotion is resumed by a later one. `signal` aborts when `run` is stopping.
+   * Default: none.
+   */
+  readonly beforePromotion?: (promotion: PromotionRequest, signal: AbortSignal) => Promise<void>;
+}
+
+/** Counters for metrics. */
+export interface PipelineControllerStats {
+  readonly reconciles: number;
+  readonly reconcileErrors: number;
+  readonly promotions: { readonly succeeded: number; readonly failed: number };
+}
+
+/** How often a Pipeline with an unreadable target is looked at again (recovery sends no event). */
+const UNREADABLE_RECHECK_MS = 30_000;
+/** Attempts at recording a promotion's outcome against concurrent writers of the Pipeline. */
+const OUTCOME_WRITE_ATTEMPTS = 5;
+
+/** The Pipeline's status could not be written: someone wrote it first. */
+class StatusConflict extends Error {}
+
+function positiveInteger(option: string, value: number): number {
+  if (!Number.isInteger(value) || value < 1) throw new TypeError(`PipelineController option ${option} must be a positive integer, got ${value}`);
+  return value;
+}
+
+function positiveNumber(option: string, value: number): number {
+  if (!Number.isFinite(value) || value <= 0) throw new TypeError(`PipelineController option ${option} must be a positive number, got ${value}`);
+  return value;
+}
+
+function pipelinePath(namespace: string, name: string, subresource = ''): string {
+  return `/apis/${PIPELINE_GVK.group}/${PIPELINE_GVK.version}/namespaces/${encodeURIComponent(namespace)}/pipelines/${encodeURIComponent(name)}${subresource}`;
+}
+
+/**
+ * The pipeline-promotion controller: watches Pipelines on the management cluster, reads every
+ * target through the registry's caches, reports status level-triggered, and promotes a revision
+ * from each environment to the next once it is ready everywhere in the first.
+ *
+ * Restart safety: a promotion is written `Pending` to the Pipeline's status (with the
+ * resourceVersion read, so a concurrent writer makes it fail) before it acts, and its outcome
+ * after. A controller that finds a `Pending` record resumes it idempotently: the patch strategy
+ * skips objects already at the revision, the webhook is sent again with the same
+ * `Idempotency-Key`. Status is written only when it changed.
+ *
+ * Concurrency: the queue never hands one Pipeline to two workers, so each reconcile owns its
+ * Pipeline's status; `#stats` counters are only incremented.
+ */
+export class PipelineController {
+  readonly #registry: Registry;
+  readonly #kubeConfig: KubeConfig;
+  readonly #logger: Logger;
+  readonly #clock: Clock;
+  readonly #workers: number;
+  readonly #webhookTimeoutMs: number;
+  readonly #beforePromotion: PipelineControllerOptions['beforePromotion'];
+  readonly #stats = { reconciles: 0, reconcileErrors: 0, succeeded: 0, failed: 0 };
+  /** Set for the duration of `run`. */
+  #informer: ResourceInformer | undefined;
+  #local: ClusterConnection | undefined;
+  #running = false;
+
+  constructor(options: PipelineControllerOptions) {
+    const registry: unknown = options.registry;
+    if (typeof registry !== 'object' || registry === null || typeof (registry as { watchTargetAndGetReader?: unknown }).watchTargetAndGetReader !== 'function') {
+      throw new TypeError('PipelineController option registry must be a Registry');
+    }
+    const kubeConfig: unknown = options.localKubeConfig;
+    if (typeof kubeConfig !== 'object' || kubeConfig === null || typeof (kubeConfig as { getCurrentCluster?: unknown }).getCurrentCluster !== 'function') {
+      throw new TypeError('PipelineController option localKubeConfig must be a KubeConfig');
+    }
+    if (options.beforePromotion !== undefined && typeof options.beforePromotion !== 'function') {
+      throw new TypeError('PipelineController option beforePromotion must be a function');
+    }
+    const settings = {
+      logger: options.logger ?? noopLogger,
+      clock: options.clock ?? realClock,
+      workers: positiveInteger('workers', options.workers ?? 4),
+      webhookTimeoutMs: positiveNumber('webhookTimeoutMs', options.webhookTimeoutMs ?? 10_000),
+    };
+    this.#registry = options.registry;
+    this.#kubeConfig = options.localKubeConfig;
+    this.#logger = settings.logger;
+    this.#clock = settings.clock;
+    this.#workers = settings.workers;
+    this.#webhookTimeoutMs = settings.webhookTimeoutMs;
+    this.#beforePromotion = options.beforePromotion;
+  }
+
+  /** True once the Pipeline informer has synced (what /readyz reports); false before and after `run`. */
+  get synced(): boolean {
+    return this.#informer?.synced ?? false;
+  }
+
+  stats(): PipelineControllerStats {
+    const s = this.#stats;
+    return { reconciles: s.reconciles, reconcileErrors: s.reconcileErrors, promotions: { succeeded: s.succeeded, failed: s.failed } };
+  }
+
+  /**
+   * Runs until `signal` aborts: watches Pipelines, reconciles them with `workers` workers, and
+   * resolves after the reconciles in flight finish (a promotion already acting completes and
+   * records its outcome). Rejects if already running.
+   */
+  async run(signal: AbortSignal): Promise<void> {
+    if (this.#running) throw new Error('PipelineController is already running');
+    this.#running = true;
+    const local = new ClusterConnection({ name: 'local', kubeConfig: this.#kubeConfig, logger: this.#logger, clock: this.#clock });
+    const informer = new ResourceInformer({ connection: local, gvk: PIPELINE_GVK, logger: this.#logger.child({ gvk: 'Pipeline' }), clock: this.#clock });
+    const queue = this.#registry.queue;
+    const enqueue = (obj: KubeObject): void => {
+      const { namespace, name } = obj.metadata ?? {};
+      if (namespace !== undefined && name !== undefined) queue.add(`${namespace}/${name}`);
+    };
+    informer.addHandler({
+      add: enqueue,
+      update: (_old, current) => { enqueue(current); },
+      delete: (obj) => {
+        const { namespace, name } = obj.metadata ?? {};
+        if (namespace !== undefined && name !== undefined) this.#registry.forgetOwner({ namespace, name });
+      },
+    });
+    this.#informer = informer;
+    this.#local = local;
+    try {
+      informer.start(signal);
+      // Workers wait for a complete view of Pipelines: "not in the cache" must mean "deleted".
+      await informer.waitForSync(signal);
+      await runWorkers(queue, {
+        signal,
+        handler: (key, workerSignal) => this.#reconcile(key, workerSignal),
+        workers: this.#workers,
+        maxRetries: 15,
+        logger: this.#logger,
+      });
+    } catch (err) {
+      if (!signal.aborted) throw err;
+    } finally {
+      this.#informer = undefined;
+      this.#local = undefined;
+      await informer.stop();
+      await local.close();
+      this.#running = false;
+    }
+  }
+
+  async #reconcile(key: string, signal: AbortSignal): Promise<RequeueAfter | undefined> {
+    this.#stats.reconciles += 1;
+    try {
+      return await this.#reconcileOnce(key, signal);
+    } catch (err) {
+      if (!(signal.aborted && isAbortError(err))) this.#stats.reconcileErrors += 1;
+      throw err;
+    }
+  }
+
+  async #reconcileOnce(key: string, signal: AbortSignal): Promise<RequeueAfter | undefined> {
+    const informer = this.#informer;
+    if (informer === undefined) return undefined;
+    const owner = parseOwnerKey(key);
+    const pipeline = informer.store.getByName(owner.namespace, owner.name) as Pipeline | undefined;
+    if (pipeline === undefined || pipeline.metadata?.deletionTimestamp !== undefined) {
+      this.#registry.forgetOwner(owner);
+      return undefined;
+    }
+    const log = this.#logger.child({ pipeline: key });
+    const generation = pipeline.metadata?.generation ?? 0;
+    const records = pipeline.status?.promotions ?? [];
+
+    const validation = validatePipelineSpec(pipeline.spec, owner.namespace);
+    if (!validation.valid) {
+      this.#registry.setOwnerTargets(owner, []);
+      log.debug('invalid spec', { problems: validation.problems });
+      await this.#writeIfChanged(pipeline, this.#status(pipeline, invalidSpecCondition(validation.problems, generation), [], records));
+      return undefined;
+    }
+    const spec = validation.spec;
+    const targetRef = (t: ResolvedTarget): { readonly gvk: ValidPipelineSpec['app']['gvk']; readonly namespace: string; readonly name: string } => ({ gvk: spec.app.gvk, namespace: t.namespace, name: spec.app.name });
+    this.#registry.setOwnerTargets(owner, spec.environments.flatMap((env) => env.targets.map((t) => ({ cluster: t.cluster, target: targetRef(t) }))));
+
+    const environments = await Promise.all(spec.environments.map(async (env) => {
+      const seen = await Promise.all(env.targets.map((t) => this.#observe(t, spec, owner, signal)));
+      return environmentStatusOf(env.name, env.targets.map((t, i) => targetStatusOf(t, seen[i] ?? { state: 'loading' }, spec.revisionPath)));
+    }));
+    const ready = readyCondition(environments, generation);
+    const recheck = ready.reason === 'TargetNotReadable' ? UNREADABLE_RECHECK_MS : undefined;
+    const decision = decidePromotion(environments, records, this.#clock.now());
+
+    switch (decision.action) {
+      case 'none': {
+        const written = await this.#writeIfChanged(pipeline, this.#status(pipeline, ready, environments, records));
+        return requeueAfter(written ? undefined : 1_000, decision.retryInMs, recheck);
+      }
+      case 'supersede': {
+        const closed: PromotionRecord = { ...decision.record, state: 'Failed', message: `superseded: ${decision.reason}`, finishedAt: this.#now() };
+        const written = await this.#writeIfChanged(pipeline, this.#status(pipeline, ready, environments, withRecord(records, closed)));
+        if (written) {
+          log.info('promotion superseded', { environment: closed.environment, revision: closed.revision, reason: decision.reason });
+          await this.#event(pipeline, 'Warning', 'PromotionSuperseded', `promotion of ${closed.revision} to ${closed.environment} abandoned: ${decision.reason}`, log);
+        }
+        return requeueAfter(written ? undefined : 1_000, recheck);
+      }
+      case 'promote':
+        return this.#promote(pipeline, spec, decision, ready, environments, log, signal, recheck);
+    }
+  }
+
+  /** What the cache of one target shows. Cluster failures are observations, never reconcile errors. */
+  async #observe(target: ResolvedTarget, spec: ValidPipelineSpec, owner: OwnerRef, signal: AbortSignal): Promise<TargetObservation> {
+    try {
+      const reader = await this.#registry.watchTargetAndGetReader(target.cluster, { gvk: spec.app.gvk, namespace: target.namespace, name: spec.app.name }, owner, signal);
+      const error = reader.lastError;
+      if (error !== undefined) return { state: 'unreadable', error };
+      if (!reader.synced) return { state: 'loading' }; // the registry requeues the owner on sync
+      return { state: 'read', object: reader.get(target.namespace, spec.app.name) };
+    } catch (err) {
+      if (signal.aborted) throw err;
+      return { state: 'unreadable', error: toError(err) };
+    }
+  }
+
+  /**
+   * Records the promotion Pending (winning the write is what entitles this reconcile to act), runs
+   * the hook, acts, and records the outcome with an Event.
+   */
+  async #promote(
+    pipeline: Pipeline,
+    spec: ValidPipelineSpec,
+    decision: PromotionDecision & { readonly action: 'promote' },
+    ready: ConditionInput,
+    environments: readonly EnvironmentStatus[],
+    log: Logger,
+    signal: AbortSignal,
+    recheck: number | undefined,
+  ): Promise<RequeueAfter | undefined> {
+    const meta = pipeline.metadata ?? {};
+    const namespace = meta.namespace ?? '';
+    const name = meta.name ?? '';
+    const pending: PromotionRecord = {
+      environment: decision.to,
+      revision: decision.revision,
+      strategy: spec.promotion.strategy,
+      state: 'Pending',
+      attempts: decision.attempt,
+      startedAt: decision.startedAt ?? this.#now(),
+    };
+    let current: Pipeline;
+    try {
+      current = await this.#putStatus(pipeline, this.#status(pipeline, ready, environments, withRecord(pipeline.status?.promotions ?? [], pending)));
+    } catch (err) {
+      if (err instanceof StatusConflict) return { requeueAfterMs: 1_000 }; // someone else acted; look again
+      throw err;
+    }
+    log.info('promotion recorded', { environment: decision.to, revision: decision.revision, attempt: decision.attempt, resumed: decision.resumed });
+
+    const request: PromotionRequest = {
+      pipeline: { namespace, name, uid: meta.uid ?? '' },
+      from: decision.from,
+      to: decision.to,
+      revision: decision.revision,
+      strategy: spec.promotion.strategy,
+      attempt: decision.attempt,
+      resumed: decision.resumed,
+    };
+    if (this.#beforePromotion !== undefined) await this.#beforePromotion(request, signal);
+
+    // Not bound to `signal`: once acting, finish and record the outcome (each step has a timeout).
+    let outcome: { readonly ok: boolean; readonly message: string };
+    try {
+      outcome = { ok: true, message: await this.#act(spec, request) };
+    } catch (err) {
+      outcome = { ok: false, message: toError(err).message };
+    }
+    const finished: PromotionRecord = { ...pending, state: outcome.ok ? 'Succeeded' : 'Failed', message: outcome.message, finishedAt: this.#now() };
+    await this.#recordOutcome(current, finished);
+    if (outcome.ok) {
+      this.#stats.succeeded += 1;
+      log.info('promoted', { environment: decision.to, revision: decision.revision, attempt: decision.attempt });
+      await this.#event(current, 'Normal', 'Promoted', `promoted ${decision.revision} from ${decision.from} to ${decision.to}: ${outcome.message}`, log);
+      return requeueAfter(recheck);
+    }
+    this.#stats.failed += 1;
+    log.warn('promotion failed', { environment: decision.to, revision: decision.revision, attempt: decision.attempt, error: outcome.message });
+    await this.#event(current, 'Warning', 'PromotionFailed', `promoting ${decision.revision} from ${decision.from} to ${decision.to} failed (attempt ${decision.attempt}): ${outcome.message}`, log);
+    return requeueAfter(Math.max(0, retryDueAt(finished, DEFAULT_RETRY) - this.#clock.now()), recheck);
+  }
+
+  /** Carries out one promotion; resolves with a summary for the record, rejects with why it failed. */
+  async #act(spec: ValidPipelineSpec, request: PromotionRequest): Promise<string> {
+    const env = spec.environments.find((e) => e.name === request.to);
+    if (env === undefined) throw new PromotionError(`environment ${request.to} is not in the spec`);
+    const promotion = spec.promotion;
+    if (promotion.strategy === 'patch') {
+      const results = await Promise.allSettled(env.targets.map(async (t) => {
+        const connection = await this.#registry.connectionFor(t.cluster, request.pipeline.namespace);
+        return setRevision({ connection, gvk: spec.app.gvk, namespace: t.namespace, name: spec.app.name, path: promotion.path, revision: request.revision });
+      }));
+      const failures = results.flatMap((r, i) => (r.status === 'rejected' ? [`${env.targets[i]?.clusterKey ?? '?'} namespace ${env.targets[i]?.namespace ?? '?'}: ${toError(r.reason).message}`] : []));
+      if (failures.length > 0) throw new PromotionError(failures.join('; '));
+      const unchanged = results.filter((r) => r.status === 'fulfilled' && r.value === 'unchanged').length;
+      return `set ${promotion.path} to ${request.revision} in ${env.targets.length - unchanged} target(s)${unchanged > 0 ? `, ${unchanged} already at it` : ''}`;
+    }
+    const url = await this.#webhookUrl(request.pipeline.namespace, promotion.secretName, promotion.secretKey);
+    const status = await deliverWebhook({
+      url,
+      body: {
+        pipeline: request.pipeline,
+        appRef: { apiVersion: apiVersionOf(spec.app.gvk), kind: spec.app.gvk.kind, name: spec.app.name },
+        from: request.from,
+        environment: request.to,
+        revision: request.revision,
+        attempt: request.attempt,
+        targets: env.targets.map((t) => ({ cluster: t.clusterKey, namespace: t.namespace })),
+      },
+      idempotencyKey: `${request.pipeline.uid}/${request.to}/${request.revision}`,
+      timeoutMs: this.#webhookTimeoutMs,
+      clock: this.#clock,
+    });
+    return `webhook answered HTTP ${status}`;
+  }
+
+  async #webhookUrl(namespace: string, secretName: string, key: string): Promise<string> {
+    const local = this.#connection();
+    let secret: { readonly data?: Readonly<Record<string, string>> };
+    try {
+      secret = (await local.request({ method: 'GET', path: `/api/v1/namespaces/${encodeURIComponent(namespace)}/secrets/${encodeURIComponent(secretName)}` })) as typeof secret;
+    } catch (err) {
+      if (err instanceof KubeApiError) throw new PromotionError(`reading the webhook Secret ${namespace}/${secretName}: HTTP ${err.statusCode}${err.reason === '' ? '' : ` ${err.reason}`}`, { cause: err });
+      throw err;
+    }
+    const encoded = secret.data?.[key];
+    if (encoded === undefined) throw new PromotionError(`the webhook Secret ${namespace}/${secretName} has no key ${JSON.stringify(key)}`);
+    return Buffer.from(encoded, 'base64').toString('utf8');
+  }
+
+  /**
+   * Writes a promotion's outcome. A conflict (the spec was edited meanwhile, say) re-reads the
+   * Pipeline and sets just this record again, so the outcome is not lost to a stale cache.
+   */
+  async #recordOutcome(written: Pipeline, record: PromotionRecord): Promise<void> {
+    let current = written;
+    for (let attempt = 1; ; attempt++) {
+      const records = withRecord(current.status?.promotions ?? [], record);
+      const generation = current.metadata?.generation ?? 0;
+      const conditions = setCondition(current.status?.conditions ?? [], promotingCondition(records, generation), this.#now());
+      try {
+        await this.#putStatus(current, plain({ ...current.status, conditions, promotions: records }));
+        return;
+      } catch (err) {
+        if (!(err instanceof StatusConflict) || attempt >= OUTCOME_WRITE_ATTEMPTS) throw err;
+        const meta = current.metadata ?? {};
+        current = (await this.#connection().request({ method: 'GET', path: pipelinePath(meta.namespace ?? '', meta.name ?? '') })) as Pipeline;
+      }
+    }
+  }
+
+  /** The full status for this reconcile, conditions' transition times carried over. */
+  #status(pipeline: Pipeline, ready: ConditionInput, environments: readonly EnvironmentStatus[], records: readonly PromotionRecord[]): PipelineStatus {
+    const generation = pipeline.metadata?.generation ?? 0;
+    const now = this.#now();
+    let conditions = setCondition(pipeline.status?.conditions ?? [], ready, now);
+    conditions = setCondition(conditions, promotingCondition(records, generation), now);
+    return plain({ observedGeneration: generation, conditions, environments, promotions: records });
+  }
+
+  /** Writes the status when it differs from the Pipeline's; false when someone wrote first. */
+  async #writeIfChanged(pipeline: Pipeline, status: PipelineStatus): Promise<boolean> {
+    if (sameStatus(pipeline.status, status)) return true;
+    try {
+      await this.#putStatus(pipeline, status);
+      return true;
+    } catch (err) {
+      // A newer Pipeline exists; the cache delivers it and requeues us.
+      if (err instanceof StatusConflict) return false;
+      throw err;
+    }
+  }
+
+  /** PUT on the status subresource, conditional on the Pipeline's resourceVersion. */
+  async #putStatus(pipeline: Pipeline, status: PipelineStatus): Promise<Pipeline> {
+    const meta = pipeline.metadata ?? {};
+    const body = { ...plain(pipeline), status };
+    try {
+      return (await this.#connection().request({ method: 'PUT', path: pipelinePath(meta.namespace ?? '', meta.name ?? '', '/status'), body, gvk: PIPELINE_GVK })) as Pipeline;
+    } catch (err) {
+      if (err instanceof KubeApiError && err.statusCode === 409) throw new StatusConflict(err.message, { cause: err });
+      throw err;
+    }
+  }
+
+  /** Records a core/v1 Event on the Pipeline. Best effort: a failure is logged, never fatal. */
+  async #event(pipeline: Pipeline, type: 'Normal' | 'Warning', reason: string, message: string, log: Logger): Promise<void> {
+    const meta = pipeline.metadata ?? {};
+    const namespace = meta.namespace ?? '';
+    const now = this.#now();
+    try {
+      await this.#connection().request({
+        method: 'POST',
+        path: `/api/v1/namespaces/${encodeURIComponent(namespace)}/events`,
+        body: {
+          apiVersion: 'v1',
+          kind: 'Event',
+          metadata: { generateName: `${meta.name ?? 'pipeline'}.`, namespace },
+          involvedObject: { apiVersion: apiVersionOf(PIPELINE_GVK), kind: PIPELINE_GVK.kind, namespace, name: meta.name, uid: meta.uid, resourceVersion: meta.resourceVersion },
+          type,
+          reason,
+          message: message.length > 1_000 ? `${message.slice(0, 999)}…` : message,
+          source: { component: 'fleetcache' },
+          firstTimestamp: now,
+          lastTimestamp: now,
+          count: 1,
+        },
+      });
+    } catch (err) {
+      log.warn('could not record an event', { reason, error: toError(err).message });
+    }
+  }
+
+  #connection(): ClusterConnection {
+    if (this.#local === undefined) throw new Error('PipelineController is not running');
+    return this.#local;
+  }
+
+  /** RFC 3339 with second precision, as Kubernetes writes times. */
+  #now(): string {
+    return new Date(Math.floor(this.#clock.now() / 1_000) * 1_000).toISOString().replace('.000Z', 'Z');
+  }
+}
+
+/** The earliest of the delays given, or undefined when none is. */
+function requeueAfter(...delays: readonly (number | undefined)[]): RequeueAfter | undefined {
+  const defined = delays.filter((d): d is number => d !== undefined);
+  return defined.length === 0 ? undefined : { requeueAfterMs: Math.min(...defined) };
+}

@@ -1,0 +1,107 @@
+import { isEnvironmentKnown } from './observe.ts';
+import { MAX_PROMOTIONS_PER_ENVIRONMENT, type EnvironmentStatus, type PromotionRecord } from './types.ts';
+
+// The promotion decision, as a pure function of the environments' status and the promotion records
+// already written: the controller acts only on what this returns, after recording it.
+
+/** Delay before a failed promotion is attempted again: doubles per attempt. */
+export interface RetryPolicy {
+  readonly initialMs: number;
+  readonly maxMs: number;
+}
+
+export const DEFAULT_RETRY: RetryPolicy = Object.freeze({ initialMs: 2_000, maxMs: 300_000 });
+
+export type PromotionDecision =
+  /** Nothing to do now; when `retryInMs` is set, a failed promotion falls due then. */
+  | { readonly action: 'none'; readonly retryInMs?: number }
+  /**
+   * Promote `revision` from environment `from` into `to`. `attempt` is the attempt about to begin
+   * (1 for a new promotion); `resumed` when a Pending record is taken up again (after a restart).
+   */
+  | { readonly action: 'promote'; readonly from: string; readonly to: string; readonly revision: string; readonly attempt: number; readonly resumed: boolean; readonly startedAt: string | undefined }
+  /** A Pending promotion whose source no longer holds its revision: close it as Failed. */
+  | { readonly action: 'supersede'; readonly record: PromotionRecord; readonly reason: string };
+
+/** The newest record for (environment, revision), or undefined. */
+export function findRecord(records: readonly PromotionRecord[], environment: string, revision: string): PromotionRecord | undefined {
+  return records.findLast((r) => r.environment === environment && r.revision === revision);
+}
+
+/** When a failed record may be attempted again (clock milliseconds). */
+export function retryDueAt(record: PromotionRecord, policy: RetryPolicy): number {
+  const finished = Date.parse(record.finishedAt ?? record.startedAt);
+  const delay = Math.min(policy.initialMs * 2 ** Math.max(0, record.attempts - 1), policy.maxMs);
+  return (Number.isNaN(finished) ? 0 : finished) + delay;
+}
+
+/**
+ * What to do next. In order:
+ * 1. A `Pending` record is resumed when its source environment is still ready at its revision and
+ *    its target environment can be read, or superseded when the source moved on (never promote a
+ *    revision that is not ready everywhere in the source).
+ * 2. Otherwise the first environment `i` ready at a revision `R` that environment `i+1` is not at
+ *    (and whose targets can all be read) is promoted, unless a record for (`i+1`, `R`) says it
+ *    succeeded already (at most once per revision and environment) or failed too recently (retry
+ *    with backoff). Only adjacent environments are compared, so nothing skips an environment.
+ */
+export function decidePromotion(
+  environments: readonly EnvironmentStatus[],
+  records: readonly PromotionRecord[],
+  now: number,
+  policy: RetryPolicy = DEFAULT_RETRY,
+): PromotionDecision {
+  const indexOf = (name: string): number => environments.findIndex((e) => e.name === name);
+  for (const record of records) {
+    if (record.state !== 'Pending') continue;
+    const to = indexOf(record.environment);
+    const source = to > 0 ? environments[to - 1] : undefined;
+    const target = environments[to];
+    if (source === undefined || target === undefined) {
+      return { action: 'supersede', record, reason: `environment ${record.environment} is no longer a promotion target of this pipeline` };
+    }
+    if (!isEnvironmentKnown(source) || !isEnvironmentKnown(target)) continue; // wait until both can be read
+    if (!source.ready || source.revision !== record.revision) {
+      return { action: 'supersede', record, reason: `environment ${source.name} is no longer ready at ${record.revision}` };
+    }
+    return { action: 'promote', from: source.name, to: target.name, revision: record.revision, attempt: record.attempts + 1, resumed: true, startedAt: record.startedAt };
+  }
+
+  let retryInMs: number | undefined;
+  for (let i = 0; i + 1 < environments.length; i++) {
+    const source = environments[i];
+    const target = environments[i + 1];
+    if (source === undefined || target === undefined) break;
+    const revision = source.revision;
+    if (!source.ready || revision === undefined || !isEnvironmentKnown(target)) continue;
+    if (target.revision === revision) continue;
+    const record = findRecord(records, target.name, revision);
+    if (record === undefined) return { action: 'promote', from: source.name, to: target.name, revision, attempt: 1, resumed: false, startedAt: undefined };
+    if (record.state !== 'Failed') continue; // Succeeded: once per revision and environment; Pending: above
+    const due = retryDueAt(record, policy);
+    if (due <= now) return { action: 'promote', from: source.name, to: target.name, revision, attempt: record.attempts + 1, resumed: false, startedAt: record.startedAt };
+    retryInMs = Math.min(retryInMs ?? Infinity, due - now);
+  }
+  return retryInMs === undefined ? { action: 'none' } : { action: 'none', retryInMs };
+}
+
+/**
+ * `records` with `record` in place of the newest one for the same (environment, revision), or
+ * appended; then only the newest {@link MAX_PROMOTIONS_PER_ENVIRONMENT} per environment are kept.
+ */
+export function withRecord(records: readonly PromotionRecord[], record: PromotionRecord): PromotionRecord[] {
+  const at = records.findLastIndex((r) => r.environment === record.environment && r.revision === record.revision);
+  const next = at < 0 ? [...records, record] : records.map((r, i) => (i === at ? record : r));
+  const kept = new Map<string, number>();
+  const result: PromotionRecord[] = [];
+  for (let i = next.length - 1; i >= 0; i--) {
+    const r = next[i];
+    if (r === undefined) continue;
+    const count = kept.get(r.environment) ?? 0;
+    // A Pending record is never dropped: it is the memory that prevents a second promotion.
+    if (count >= MAX_PROMOTIONS_PER_ENVIRONMENT && r.state !== 'Pending') continue;
+    kept.set(r.environment, count + 1);
+    result.push(r);
+  }
+  return result.reverse();
+}

@@ -1,0 +1,28 @@
+/**
+ * The pipeline-promotion controller built on the registry: the `Pipeline` API (fleetcache.dev/
+ * v1alpha1) and its validation, status computed level-triggered from the registry's caches, and
+ * promotion of a revision from each environment to the next (patch or webhook), restart-safe.
+ */
+export { PipelineController } from './controller.ts';
+export type { PipelineControllerOptions, PipelineControllerStats, PromotionRequest } from './controller.ts';
+export { PromotionError } from './errors.ts';
+export { PIPELINE_GVK, MAX_PROMOTIONS_PER_ENVIRONMENT } from './types.ts';
+export type {
+  Condition,
+  EnvironmentStatus,
+  PatchPromotion,
+  Pipeline,
+  PipelineClusterRef,
+  PipelineEnvironment,
+  PipelinePromotion,
+  PipelineSpec,
+  PipelineStatus,
+  PipelineTarget,
+  PromotionRecord,
+  PromotionState,
+  TargetStatus,
+  WebhookPromotion,
+} from './types.ts';
+export { validatePipelineSpec } from './validate.ts';
+export type { ResolvedEnvironment, ResolvedPromotion, ResolvedTarget, SpecValidation, ValidPipelineSpec } from './validate.ts';
+export { isObjectReady, objectRevision } from './observe.ts';

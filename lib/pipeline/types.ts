@@ -1,0 +1,142 @@
+import type { GroupVersionKind } from '../util/index.ts';
+
+/** `fleetcache.dev/v1alpha1, Kind=Pipeline`. */
+export const PIPELINE_GVK: GroupVersionKind = Object.freeze({ group: 'fleetcache.dev', version: 'v1alpha1', kind: 'Pipeline' });
+
+/**
+ * Where a target lives. Omitted on a target: the local (management) cluster.
+ * - `Secret`: a kubeconfig in a Secret, under `key` (default `value`, else `kubeconfig`).
+ * - `Cluster`: a Cluster API `Cluster`; its kubeconfig is the `<name>-kubeconfig` Secret.
+ * `namespace` defaults to the Pipeline's; other namespaces only where the service allows it.
+ */
+export interface PipelineClusterRef {
+  readonly kind: 'Secret' | 'Cluster';
+  readonly name: string;
+  readonly namespace?: string;
+  /** Only for `Secret`. */
+  readonly key?: string;
+}
+
+/** One place the application runs in an environment. */
+export interface PipelineTarget {
+  readonly namespace: string;
+  readonly clusterRef?: PipelineClusterRef;
+}
+
+export interface PipelineEnvironment {
+  readonly name: string;
+  readonly targets: readonly PipelineTarget[];
+}
+
+/** Set the revision at a JSON pointer in each target object of the next environment. */
+export interface PatchPromotion {
+  readonly strategy: 'patch';
+  readonly patch: { readonly path: string };
+}
+
+/** POST a description of the promotion to the URL held in a Secret beside the Pipeline. */
+export interface WebhookPromotion {
+  readonly strategy: 'webhook';
+  readonly webhook: { readonly secretRef: { readonly name: string; readonly key?: string } };
+}
+
+export type PipelinePromotion = PatchPromotion | WebhookPromotion;
+
+export interface PipelineSpec {
+  /** The application object, the same name in every target namespace. */
+  readonly appRef: { readonly apiVersion: string; readonly kind: string; readonly name: string };
+  /** In promotion order: a revision moves from each environment to the next. */
+  readonly environments: readonly PipelineEnvironment[];
+  readonly promotion: PipelinePromotion;
+  /**
+   * JSON pointer to the revision in a target object. Default: `/status/lastAppliedRevision`, else
+   * the newest `status.history[].chartVersion` (Flux keeps the newest first).
+   */
+  readonly revisionPath?: string;
+}
+
+/** A condition in the usual Kubernetes form. */
+export interface Condition {
+  readonly type: string;
+  readonly status: 'True' | 'False' | 'Unknown';
+  readonly reason: string;
+  readonly message: string;
+  /** RFC 3339; changes only when `status` changes. */
+  readonly lastTransitionTime: string;
+  readonly observedGeneration: number;
+}
+
+/** What the controller saw of one target. */
+export interface TargetStatus {
+  /** The cluster's key (`local`, `secret:ns/name`, `cluster-api:ns/name`). */
+  readonly cluster: string;
+  readonly namespace: string;
+  /** Unset while the cache is still loading (not known yet); false with `error` when it cannot be read. */
+  readonly readable?: boolean;
+  /** Unset when not known. */
+  readonly exists?: boolean;
+  /** A `Ready` condition that is True, and `status.observedGeneration` equal to `metadata.generation`. */
+  readonly ready: boolean;
+  readonly revision?: string;
+  /** Why the target cannot be read: the cluster's error (cluster, GVK, HTTP status). */
+  readonly error?: string;
+}
+
+export interface EnvironmentStatus {
+  readonly name: string;
+  /** Every target ready at one revision. */
+  readonly ready: boolean;
+  /** The revision every target reports, when they agree. */
+  readonly revision?: string;
+  readonly targets: readonly TargetStatus[];
+}
+
+export type PromotionState = 'Pending' | 'Succeeded' | 'Failed';
+
+/**
+ * One promotion of a revision into an environment. Written `Pending` before anything is done, so
+ * a controller that restarts mid-promotion resumes it rather than starting another.
+ */
+export interface PromotionRecord {
+  /** The environment promoted into. */
+  readonly environment: string;
+  readonly revision: string;
+  readonly strategy: 'patch' | 'webhook';
+  readonly state: PromotionState;
+  /** Attempts begun (each is recorded before it acts). */
+  readonly attempts: number;
+  readonly message?: string;
+  readonly startedAt: string;
+  /** When the last attempt ended (set with `Succeeded` and `Failed`). */
+  readonly finishedAt?: string;
+}
+
+export interface PipelineStatus {
+  readonly observedGeneration?: number;
+  readonly conditions?: readonly Condition[];
+  readonly environments?: readonly EnvironmentStatus[];
+  /** Oldest first; the newest {@link MAX_PROMOTIONS_PER_ENVIRONMENT} per environment are kept. */
+  readonly promotions?: readonly PromotionRecord[];
+}
+
+/** How many promotion records are kept per environment (older ones are dropped). */
+export const MAX_PROMOTIONS_PER_ENVIRONMENT = 10;
+
+/** A Pipeline object as the API server sends it. */
+export interface Pipeline {
+  readonly apiVersion?: string;
+  readonly kind?: string;
+  readonly metadata?: {
+    readonly name?: string;
+    readonly namespace?: string;
+    readonly uid?: string;
+    readonly resourceVersion?: string;
+    readonly generation?: number;
+    readonly deletionTimestamp?: string;
+    readonly [field: string]: unknown;
+  };
+  /** Unknown until validated: a Pipeline may predate the schema, or come through a looser API. */
+  readonly spec?: unknown;
+  readonly status?: PipelineStatus;
+  readonly [field: string]: unknown;
+}

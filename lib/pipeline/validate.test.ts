@@ -1,0 +1,96 @@
+import assert from 'node:assert/strict';
+import { describe, it } from 'node:test';
+import { validatePipelineSpec, type SpecValidation } from './validate.ts';
+
+const valid = {
+  appRef: { apiVersion: 'helm.toolkit.fluxcd.io/v2', kind: 'HelmRelease', name: 'podinfo' },
+  environments: [
+    { name: 'dev', targets: [{ namespace: 'podinfo' }] },
+    { name: 'staging', targets: [{ namespace: 'podinfo', clusterRef: { kind: 'Secret', name: 'staging-kubeconfig', key: 'value' } }] },
+    { name: 'prod', targets: [{ namespace: 'podinfo', clusterRef: { kind: 'Cluster', name: 'prod', namespace: 'fleet' } }] },
+  ],
+  promotion: { strategy: 'patch', patch: { path: '/spec/chart/spec/version' } },
+};
+
+/** `valid` with `change` applied to a deep copy. */
+function variant(change: (spec: Record<string, unknown>) => void): unknown {
+  const copy = structuredClone(valid) as unknown as Record<string, unknown>;
+  change(copy);
+  return copy;
+}
+
+function problemsOf(result: SpecValidation): string {
+  if (result.valid) assert.fail('expected the spec to be refused');
+  return result.problems.join('\n');
+}
+
+describe('validatePipelineSpec', () => {
+  it('accepts a valid spec and normalises it into the library\'s terms', () => {
+    const result = validatePipelineSpec(valid, 'team-a');
+    assert.ok(result.valid);
+    const { spec } = result;
+    assert.deepEqual(spec.app, { gvk: { group: 'helm.toolkit.fluxcd.io', version: 'v2', kind: 'HelmRelease' }, name: 'podinfo' });
+    assert.deepEqual(spec.environments.map((e) => e.targets.map((t) => [t.clusterKey, t.cluster.kind])), [
+      [['local', 'local']],
+      [['secret:team-a/staging-kubeconfig#value', 'secret']],
+      [['cluster-api:fleet/prod', 'cluster-api']],
+    ]);
+    assert.deepEqual(spec.promotion, { strategy: 'patch', path: '/spec/chart/spec/version' });
+    assert.equal(spec.revisionPath, undefined);
+  });
+
+  it('accepts a core-group kind and defaults the webhook key to "url"', () => {
+    const result = validatePipelineSpec(variant((s) => {
+      s.appRef = { apiVersion: 'v1', kind: 'ConfigMap', name: 'app' };
+      s.promotion = { strategy: 'webhook', webhook: { secretRef: { name: 'hook' } } };
+      s.revisionPath = '/data/revision';
+    }), 'team-a');
+    assert.ok(result.valid);
+    assert.deepEqual(result.spec.app.gvk, { group: '', version: 'v1', kind: 'ConfigMap' });
+    assert.deepEqual(result.spec.promotion, { strategy: 'webhook', secretName: 'hook', secretKey: 'url' });
+    assert.equal(result.spec.revisionPath, '/data/revision');
+  });
+
+  const refused: readonly [string, unknown, RegExp][] = [
+    ['no spec at all', undefined, /^spec: required/],
+    ['a spec that is a list', [], /^spec: must be an object/],
+    ['a missing appRef', variant((s) => { delete s.appRef; }), /spec\.appRef: required/],
+    ['a malformed apiVersion', variant((s) => { s.appRef = { ...valid.appRef, apiVersion: 'a/b/c' }; }), /spec\.appRef\.apiVersion: must be "version" or "group\/version"/],
+    ['an invalid app name', variant((s) => { s.appRef = { ...valid.appRef, name: 'Pod_Info' }; }), /spec\.appRef\.name: must be an object name/],
+    ['no environments', variant((s) => { s.environments = []; }), /spec\.environments: must have 1 to 20 items, has 0/],
+    ['21 environments', variant((s) => { s.environments = Array.from({ length: 21 }, (_, i) => ({ name: `e${i}`, targets: [{ namespace: `n${i}` }] })); }), /must have 1 to 20 items, has 21/],
+    ['duplicate environment names', variant((s) => { s.environments = [{ name: 'dev', targets: [{ namespace: 'a' }] }, { name: 'dev', targets: [{ namespace: 'b' }] }]; }), /spec\.environments\[1\]\.name: "dev" is used by an earlier environment/],
+    ['an environment without targets', variant((s) => { s.environments = [{ name: 'dev', targets: [] }]; }), /spec\.environments\[0\]\.targets: must have 1 to 50 items/],
+    ['a target namespace that is not a DNS label', variant((s) => { s.environments = [{ name: 'dev', targets: [{ namespace: 'Team A' }] }]; }), /targets\[0\]\.namespace: must be a namespace name/],
+    ['an unknown cluster kind', variant((s) => { s.environments = [{ name: 'dev', targets: [{ namespace: 'a', clusterRef: { kind: 'Kubeconfig', name: 'x' } }] }]; }), /clusterRef\.kind: must be "Secret" or "Cluster", got "Kubeconfig"/],
+    ['a key on a Cluster reference', variant((s) => { s.environments = [{ name: 'dev', targets: [{ namespace: 'a', clusterRef: { kind: 'Cluster', name: 'x', key: 'value' } }] }]; }), /clusterRef\.key: only a Secret reference has a key/],
+    ['the same target in two environments', variant((s) => { s.environments = [{ name: 'dev', targets: [{ namespace: 'a' }] }, { name: 'prod', targets: [{ namespace: 'a' }] }]; }), /the same target \(local namespace a\) is already spec\.environments\[0\]\.targets\[0\]/],
+    ['the same Secret named with and without its namespace', variant((s) => {
+      s.environments = [
+        { name: 'dev', targets: [{ namespace: 'a', clusterRef: { kind: 'Secret', name: 'k' } }] },
+        { name: 'prod', targets: [{ namespace: 'a', clusterRef: { kind: 'Secret', name: 'k', namespace: 'team-a' } }] },
+      ];
+    }), /the same target \(secret:team-a\/k namespace a\)/],
+    ['an unknown strategy', variant((s) => { s.promotion = { strategy: 'carrier-pigeon' }; }), /spec\.promotion\.strategy: must be "patch" or "webhook"/],
+    ['a patch strategy without its block', variant((s) => { s.promotion = { strategy: 'patch' }; }), /spec\.promotion\.patch: required/],
+    ['a patch strategy with a webhook block too', variant((s) => { s.promotion = { ...valid.promotion, webhook: { secretRef: { name: 'h' } } }; }), /spec\.promotion\.webhook: must be unset when strategy is "patch"/],
+    ['a webhook strategy with a patch block', variant((s) => { s.promotion = { strategy: 'webhook', webhook: { secretRef: { name: 'h' } }, patch: { path: '/spec/x' } }; }), /spec\.promotion\.patch: must be unset when strategy is "webhook"/],
+    ['a patch path that is not a JSON pointer', variant((s) => { s.promotion = { strategy: 'patch', patch: { path: 'spec.chart.spec.version' } }; }), /spec\.promotion\.patch\.path: must be a JSON pointer/],
+    ['a patch path with a bad escape', variant((s) => { s.promotion = { strategy: 'patch', patch: { path: '/spec/a~2b' } }; }), /must be a JSON pointer/],
+    ['a patch path into status', variant((s) => { s.promotion = { strategy: 'patch', patch: { path: '/status/x' } }; }), /must point into the object's desired state/],
+    ['a revisionPath that is not a pointer', variant((s) => { s.revisionPath = 'status.revision'; }), /spec\.revisionPath: must be a JSON pointer/],
+    ['a webhook Secret key with a slash', variant((s) => { s.promotion = { strategy: 'webhook', webhook: { secretRef: { name: 'h', key: 'a/b' } } }; }), /secretRef\.key: must be a Secret data key/],
+  ];
+  for (const [what, spec, expected] of refused) {
+    it(`refuses ${what}, naming the field`, () => {
+      assert.match(problemsOf(validatePipelineSpec(spec, 'team-a')), expected);
+    });
+  }
+
+  it('reports every problem at once, not only the first', () => {
+    const problems = problemsOf(validatePipelineSpec({ appRef: { apiVersion: '', kind: '', name: '' }, environments: 'dev', promotion: {} }, 'team-a'));
+    for (const field of ['spec.appRef.apiVersion', 'spec.appRef.kind', 'spec.appRef.name', 'spec.environments', 'spec.promotion.strategy']) {
+      assert.ok(problems.includes(`${field}:`), `${field} missing from:\n${problems}`);
+    }
+  });
+});

@@ -1,0 +1,247 @@
+import { clusterKey, type ClusterRef } from '../cluster/index.ts';
+import { toError, type GroupVersionKind } from '../util/index.ts';
+import { isJsonPointer } from './json-pointer.ts';
+
+// Mirrors the CRD schema (fixtures/crds/pipeline.ts), so that a Pipeline stored before the schema
+// was tightened, or written through a looser API, gets a clear `InvalidSpec` rather than a crash.
+
+/** Bounds shared with the CRD schema (CEL cost estimates need them too). */
+export const MAX_ENVIRONMENTS = 20;
+export const MAX_TARGETS_PER_ENVIRONMENT = 50;
+
+export const DNS_LABEL_PATTERN = '^[a-z0-9]([-a-z0-9]*[a-z0-9])?$';
+export const DNS_SUBDOMAIN_PATTERN = '^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$';
+export const KIND_PATTERN = '^[A-Za-z][A-Za-z0-9]*$';
+export const SECRET_KEY_PATTERN = '^[-._a-zA-Z0-9]+$';
+const dnsLabel = new RegExp(DNS_LABEL_PATTERN);
+const dnsSubdomain = new RegExp(DNS_SUBDOMAIN_PATTERN);
+const kindRe = new RegExp(KIND_PATTERN);
+const secretKeyRe = new RegExp(SECRET_KEY_PATTERN);
+
+/** One target, with its cluster reference in the library's terms. */
+export interface ResolvedTarget {
+  readonly cluster: ClusterRef;
+  /** {@link clusterKey} of `cluster` for the Pipeline's namespace: how status names the cluster. */
+  readonly clusterKey: string;
+  readonly namespace: string;
+}
+
+export interface ResolvedEnvironment {
+  readonly name: string;
+  readonly targets: readonly ResolvedTarget[];
+}
+
+export type ResolvedPromotion =
+  | { readonly strategy: 'patch'; readonly path: string }
+  | { readonly strategy: 'webhook'; readonly secretName: string; readonly secretKey: string };
+
+/** A Pipeline spec that passed validation, normalised (defaults applied). */
+export interface ValidPipelineSpec {
+  readonly app: { readonly gvk: GroupVersionKind; readonly name: string };
+  readonly environments: readonly ResolvedEnvironment[];
+  readonly promotion: ResolvedPromotion;
+  readonly revisionPath: string | undefined;
+}
+
+export type SpecValidation =
+  | { readonly valid: true; readonly spec: ValidPipelineSpec }
+  | { readonly valid: false; readonly problems: readonly string[] };
+
+function isRecord(value: unknown): value is Record<string, unknown> {
+  return typeof value === 'object' && value !== null && !Array.isArray(value);
+}
+
+/** Collects problems by field path instead of stopping at the first one. */
+class Problems {
+  readonly list: string[] = [];
+
+  add(path: string, message: string): void {
+    this.list.push(`${path}: ${message}`);
+  }
+
+  /** A string matching `re` and at most `max` long, or undefined (with a problem recorded). */
+  string(value: unknown, path: string, re: RegExp, max: number, what: string): string | undefined {
+    if (typeof value !== 'string' || value === '') {
+      this.add(path, 'required, a non-empty string');
+      return undefined;
+    }
+    if (value.length > max || !re.test(value)) {
+      this.add(path, `must be ${what} (at most ${max} characters), got ${JSON.stringify(value.length > 80 ? `${value.slice(0, 80)}…` : value)}`);
+      return undefined;
+    }
+    return value;
+  }
+
+  record(value: unknown, path: string): Record<string, unknown> | undefined {
+    if (isRecord(value)) return value;
+    this.add(path, value === undefined ? 'required' : 'must be an object');
+    return undefined;
+  }
+
+  array(value: unknown, path: string, min: number, max: number): unknown[] | undefined {
+    if (!Array.isArray(value)) {
+      this.add(path, value === undefined ? 'required' : 'must be a list');
+      return undefined;
+    }
+    if (value.length < min || value.length > max) {
+      this.add(path, `must have ${min} to ${max} items, has ${value.length}`);
+      return undefined;
+    }
+    return value as unknown[];
+  }
+}
+
+function validateApiVersion(value: unknown, problems: Problems): string | undefined {
+  if (typeof value !== 'string' || value === '') {
+    problems.add('spec.appRef.apiVersion', 'required, a non-empty string');
+    return undefined;
+  }
+  const parts = value.split('/');
+  const version = parts.at(-1) ?? '';
+  const group = parts.length === 2 ? parts[0] ?? '' : '';
+  if (parts.length > 2 || !dnsLabel.test(version) || (parts.length === 2 && (!dnsSubdomain.test(group) || group.length > 253))) {
+    problems.add('spec.appRef.apiVersion', `must be "version" or "group/version", got ${JSON.stringify(value)}`);
+    return undefined;
+  }
+  return value;
+}
+
+function validateClusterRef(value: unknown, path: string, problems: Problems): ClusterRef | undefined {
+  if (value === undefined) return { kind: 'local' };
+  const ref = problems.record(value, path);
+  if (ref === undefined) return undefined;
+  const before = problems.list.length;
+  const kind = ref.kind;
+  if (kind !== 'Secret' && kind !== 'Cluster') problems.add(`${path}.kind`, `must be "Secret" or "Cluster", got ${JSON.stringify(kind)}`);
+  const name = problems.string(ref.name, `${path}.name`, dnsSubdomain, kind === 'Cluster' ? 253 - '-kubeconfig'.length : 253, 'an object name');
+  const namespace = ref.namespace === undefined ? undefined : problems.string(ref.namespace, `${path}.namespace`, dnsLabel, 63, 'a namespace name');
+  let key: string | undefined;
+  if (ref.key !== undefined) {
+    if (kind === 'Cluster') problems.add(`${path}.key`, 'only a Secret reference has a key');
+    else key = problems.string(ref.key, `${path}.key`, secretKeyRe, 253, 'a Secret data key');
+  }
+  if (problems.list.length > before || name === undefined) return undefined;
+  return kind === 'Secret'
+    ? { kind: 'secret', name, ...(namespace === undefined ? {} : { namespace }), ...(key === undefined ? {} : { key }) }
+    : { kind: 'cluster-api', name, ...(namespace === undefined ? {} : { namespace }) };
+}
+
+function validateEnvironments(value: unknown, pipelineNamespace: string, problems: Problems): ResolvedEnvironment[] | undefined {
+  const list = problems.array(value, 'spec.environments', 1, MAX_ENVIRONMENTS);
+  if (list === undefined) return undefined;
+  const environments: ResolvedEnvironment[] = [];
+  const names = new Set<string>();
+  const seenTargets = new Map<string, string>();
+  let ok = true;
+  for (const [i, raw] of list.entries()) {
+    const path = `spec.environments[${i}]`;
+    const env = problems.record(raw, path);
+    if (env === undefined) {
+      ok = false;
+      continue;
+    }
+    const name = problems.string(env.name, `${path}.name`, dnsLabel, 63, 'a DNS label');
+    if (name !== undefined && names.has(name)) {
+      problems.add(`${path}.name`, `${JSON.stringify(name)} is used by an earlier environment; names must be unique`);
+      ok = false;
+    }
+    if (name !== undefined) names.add(name);
+    const rawTargets = problems.array(env.targets, `${path}.targets`, 1, MAX_TARGETS_PER_ENVIRONMENT);
+    const targets: ResolvedTarget[] = [];
+    for (const [j, rawTarget] of (rawTargets ?? []).entries()) {
+      const tpath = `${path}.targets[${j}]`;
+      const target = problems.record(rawTarget, tpath);
+      if (target === undefined) continue;
+      const namespace = problems.string(target.namespace, `${tpath}.namespace`, dnsLabel, 63, 'a namespace name');
+      const cluster = validateClusterRef(target.clusterRef, `${tpath}.clusterRef`, problems);
+      if (namespace === undefined || cluster === undefined) continue;
+      let key: string;
+      try {
+        key = clusterKey(cluster, pipelineNamespace);
+      } catch (err) {
+        problems.add(`${tpath}.clusterRef`, toError(err).message);
+        continue;
+      }
+      const where = `${key} namespace ${namespace}`;
+      const earlier = seenTargets.get(where);
+      if (earlier !== undefined) {
+        problems.add(tpath, `the same target (${where}) is already ${earlier}; a target belongs to one environment once`);
+        continue;
+      }
+      seenTargets.set(where, tpath);
+      targets.push({ cluster, clusterKey: key, namespace });
+    }
+    if (name === undefined || rawTargets?.length !== targets.length) {
+      ok = false;
+      continue;
+    }
+    environments.push({ name, targets });
+  }
+  return ok ? environments : undefined;
+}
+
+function validatePromotion(value: unknown, problems: Problems): ResolvedPromotion | undefined {
+  const promotion = problems.record(value, 'spec.promotion');
+  if (promotion === undefined) return undefined;
+  const strategy = promotion.strategy;
+  if (strategy === 'patch') {
+    if (promotion.webhook !== undefined) problems.add('spec.promotion.webhook', 'must be unset when strategy is "patch"');
+    const patch = problems.record(promotion.patch, 'spec.promotion.patch');
+    if (patch === undefined) return undefined;
+    if (!isJsonPointer(patch.path)) {
+      problems.add('spec.promotion.patch.path', `must be a JSON pointer such as "/spec/chart/spec/version", got ${JSON.stringify(patch.path)}`);
+      return undefined;
+    }
+    if (patch.path === '/metadata' || patch.path.startsWith('/metadata/') || patch.path === '/status' || patch.path.startsWith('/status/')) {
+      problems.add('spec.promotion.patch.path', `must point into the object's desired state, not ${JSON.stringify(patch.path)}`);
+      return undefined;
+    }
+    return promotion.webhook === undefined ? { strategy: 'patch', path: patch.path } : undefined;
+  }
+  if (strategy === 'webhook') {
+    if (promotion.patch !== undefined) problems.add('spec.promotion.patch', 'must be unset when strategy is "webhook"');
+    const webhook = problems.record(promotion.webhook, 'spec.promotion.webhook');
+    const secretRef = webhook === undefined ? undefined : problems.record(webhook.secretRef, 'spec.promotion.webhook.secretRef');
+    if (secretRef === undefined) return undefined;
+    const name = problems.string(secretRef.name, 'spec.promotion.webhook.secretRef.name', dnsSubdomain, 253, 'a Secret name');
+    const key = secretRef.key === undefined ? 'url' : problems.string(secretRef.key, 'spec.promotion.webhook.secretRef.key', secretKeyRe, 253, 'a Secret data key');
+    if (name === undefined || key === undefined || promotion.patch !== undefined) return undefined;
+    return { strategy: 'webhook', secretName: name, secretKey: key };
+  }
+  problems.add('spec.promotion.strategy', `must be "patch" or "webhook", got ${JSON.stringify(strategy)}`);
+  return undefined;
+}
+
+/**
+ * Checks a Pipeline's spec against the rules of its CRD schema and a few only code can check
+ * (cluster references, a target named twice), and normalises it. Never throws: every problem is
+ * reported with its field path.
+ */
+export function validatePipelineSpec(spec: unknown, pipelineNamespace: string): SpecValidation {
+  const problems = new Problems();
+  const root = problems.record(spec, 'spec');
+  if (root === undefined) return { valid: false, problems: problems.list };
+
+  const appRef = problems.record(root.appRef, 'spec.appRef');
+  let app: ValidPipelineSpec['app'] | undefined;
+  if (appRef !== undefined) {
+    const apiVersion = validateApiVersion(appRef.apiVersion, problems);
+    const kind = problems.string(appRef.kind, 'spec.appRef.kind', kindRe, 63, 'a kind such as "HelmRelease"');
+    const name = problems.string(appRef.name, 'spec.appRef.name', dnsSubdomain, 253, 'an object name');
+    if (apiVersion !== undefined && kind !== undefined && name !== undefined) {
+      const slash = apiVersion.indexOf('/');
+      const gvk = slash < 0 ? { group: '', version: apiVersion, kind } : { group: apiVersion.slice(0, slash), version: apiVersion.slice(slash + 1), kind };
+      app = { gvk, name };
+    }
+  }
+  const environments = validateEnvironments(root.environments, pipelineNamespace, problems);
+  const promotion = validatePromotion(root.promotion, problems);
+  const revisionPath = root.revisionPath;
+  if (revisionPath !== undefined && !isJsonPointer(revisionPath)) {
+    problems.add('spec.revisionPath', `must be a JSON pointer such as "/status/lastAppliedRevision", got ${JSON.stringify(revisionPath)}`);
+  }
+  if (problems.list.length > 0 || app === undefined || environments === undefined || promotion === undefined) {
+    return { valid: false, problems: problems.list.length > 0 ? problems.list : ['spec: invalid'] };
+  }
+  return { valid: true, spec: { app, environments, promotion, revisionPath: typeof revisionPath === 'string' ? revisionPath : undefined } };
+}
