@@ -13,7 +13,7 @@ INTEGRATION_TESTS = $(shell find $(TEST_DIRS) -name '*.integration.test.ts' 2>/d
 INTEGRATION_CONCURRENCY ?= 1
 NODE_TEST := node --test --test-reporter=spec --test-timeout=600000
 
-.PHONY: all deps assets build lint typecheck test test-unit test-integration bench e2e-kind clean help
+.PHONY: all deps assets build lint typecheck test test-unit test-integration bench demo manifests docker-build kind-load deploy e2e-kind clean help
 
 all: test
 
@@ -47,8 +47,25 @@ test-integration: deps ## Tests against real kube-apiservers (built on first use
 
 test: lint typecheck build test-unit test-integration ## Everything: lint, typecheck, build, unit and integration tests.
 
+demo: deps ## The main job: three local clusters, the service, a release promoted dev -> staging -> prod. DEMO_FLAGS=--keep-running keeps it up.
+	node e2e/demo/demo.ts $(DEMO_FLAGS)
+
 bench: deps ## Benchmarks: side-by-side comparisons printed as tables.
 	@for f in bench/*.bench.ts; do echo "== $$f"; node --expose-gc "$$f"; done
+
+manifests: deps ## Regenerate config/crd from fixtures/crds (CI checks they are in sync).
+	node cmd/gen-manifests.ts
+
+IMG ?= fleetcache:dev
+KIND_CLUSTER ?= fleetcache-mgmt
+docker-build: ## Build the service image (needs Docker).
+	docker build -t $(IMG) .
+
+kind-load: docker-build ## Load the image into a kind cluster (KIND_CLUSTER, default fleetcache-mgmt).
+	kind load docker-image $(IMG) --name $(KIND_CLUSTER)
+
+deploy: ## Apply config/default (CRD, RBAC, Deployment) to the current kubectl context.
+	kubectl apply -k config/default
 
 e2e-kind: deps ## End-to-end scenarios on kind clusters (needs Docker and kind; see README).
 	e2e/kind/run.sh

@@ -1,0 +1,126 @@
+import assert from 'node:assert/strict';
+import { describe, it } from 'node:test';
+import { flagTable, parseBindAddress, parseFlags, usage, UsageError, type Config } from './flags.ts';
+
+function run(argv: readonly string[]): Config {
+  const parsed = parseFlags(argv);
+  assert.equal(parsed.kind, 'run');
+  return parsed.config;
+}
+
+/** The help text's flag entries, continuation lines joined: `--name value` → text. */
+function helpEntries(): Map<string, string> {
+  const entries = new Map<string, string>();
+  let current: string | undefined;
+  for (const line of usage().split('\n')) {
+    const head = /^ {2}(--[a-z-]+(?: [a-z]+)?)\s+(.*)$/.exec(line);
+    if (head?.[1] !== undefined && head[2] !== undefined) {
+      current = head[1];
+      entries.set(current, head[2]);
+    } else if (current !== undefined && /^ {10,}\S/.test(line)) {
+      entries.set(current, `${entries.get(current) ?? ''} ${line.trim()}`);
+    } else {
+      current = undefined;
+    }
+  }
+  return entries;
+}
+
+describe('--help', () => {
+  it('lists exactly the flags the parser accepts, each with its description and default', () => {
+    const entries = helpEntries();
+    assert.deepEqual(
+      [...entries.keys()],
+      flagTable.map((f) => `--${f.name}${f.value === undefined ? '' : ` ${f.value}`}`),
+    );
+    for (const flag of flagTable) {
+      const text = entries.get(`--${flag.name}${flag.value === undefined ? '' : ` ${flag.value}`}`) ?? '';
+      assert.ok(text.startsWith(flag.description), `--${flag.name}: ${text}`);
+      if (flag.default !== undefined) assert.match(text, new RegExp(`\\(default "?${flag.default}"?\\)$`), flag.name);
+      // The parser knows every flag of the table.
+      const sample = flag.type === 'boolean' ? [`--${flag.name}`] : [`--${flag.name}`, flag.name === 'log-level' ? 'debug' : flag.name.endsWith('address') ? ':9000' : flag.name === 'concurrency' ? '2' : 'x'];
+      assert.doesNotThrow(() => parseFlags(sample), flag.name);
+    }
+  });
+
+  it('documents the defaults the parser applies', () => {
+    const config = run([]);
+    const documented = (name: string): string | undefined => flagTable.find((f) => f.name === name)?.default;
+    assert.deepEqual(config.metricsBindAddress, parseBindAddress('x', documented('metrics-bind-address') ?? ''));
+    assert.deepEqual(config.healthProbeBindAddress, parseBindAddress('x', documented('health-probe-bind-address') ?? ''));
+    assert.equal(String(config.concurrency), documented('concurrency'));
+    assert.equal(config.logLevel, documented('log-level'));
+    assert.equal(config.leaderElectionId, documented('leader-election-id'));
+    assert.equal(String(config.leaderElect), documented('leader-elect'));
+    assert.equal(config.kubeconfig, undefined);
+    assert.equal(config.leaderElectionNamespace, undefined);
+    for (const name of ['allow-exec-kubeconfigs', 'allow-auth-provider-kubeconfigs', 'allow-file-kubeconfigs', 'allow-cross-namespace-secrets']) {
+      assert.equal(documented(name), 'false');
+    }
+    assert.deepEqual(
+      [config.allowExecKubeconfigs, config.allowAuthProviderKubeconfigs, config.allowFileKubeconfigs, config.allowCrossNamespaceSecrets],
+      [false, false, false, false],
+    );
+  });
+
+  it('keeps every line within 100 columns', () => {
+    for (const line of usage().split('\n')) assert.ok(line.length <= 100, line);
+  });
+});
+
+describe('parseFlags', () => {
+  it('reads every flag', () => {
+    const config = run([
+      '--kubeconfig', '/k', '--metrics-bind-address', '127.0.0.1:9090', '--health-probe-bind-address=[::1]:9091',
+      '--leader-elect', '--leader-election-id', 'my-lease', '--leader-election-namespace', 'ops', '--concurrency', '8',
+      '--log-level', 'debug', '--allow-exec-kubeconfigs', '--allow-auth-provider-kubeconfigs=true',
+      '--allow-file-kubeconfigs', '--allow-cross-namespace-secrets',
+    ]);
+    assert.deepEqual(config, {
+      kubeconfig: '/k',
+      metricsBindAddress: { host: '127.0.0.1', port: 9090 },
+      healthProbeBindAddress: { host: '::1', port: 9091 },
+      leaderElect: true,
+      leaderElectionId: 'my-lease',
+      leaderElectionNamespace: 'ops',
+      concurrency: 8,
+      logLevel: 'debug',
+      allowExecKubeconfigs: true,
+      allowAuthProviderKubeconfigs: true,
+      allowFileKubeconfigs: true,
+      allowCrossNamespaceSecrets: true,
+    });
+  });
+
+  it('takes --flag=false for booleans, as Go flags do, and "0" to disable a server', () => {
+    const config = run(['--leader-elect=false', '--metrics-bind-address=0', '--health-probe-bind-address', '0']);
+    assert.equal(config.leaderElect, false);
+    assert.equal(config.metricsBindAddress, undefined);
+    assert.equal(config.healthProbeBindAddress, undefined);
+  });
+
+  it('answers --help and --version before validating anything else', () => {
+    assert.deepEqual(parseFlags(['--concurrency', 'lots', '--help']), { kind: 'help' });
+    assert.deepEqual(parseFlags(['--version']), { kind: 'version' });
+  });
+
+  it('rejects what it cannot run with a UsageError naming the flag', () => {
+    const cases: [readonly string[], RegExp][] = [
+      [['--no-such-flag'], /no-such-flag/],
+      [['positional'], /positional/],
+      [['--concurrency', '0'], /--concurrency.*"0"/],
+      [['--concurrency', '2.5'], /--concurrency/],
+      [['--log-level', 'trace'], /--log-level.*"trace"/],
+      [['--metrics-bind-address', '8080'], /--metrics-bind-address.*"8080"/],
+      [['--health-probe-bind-address', ':70000'], /--health-probe-bind-address/],
+      [['--leader-elect=yes'], /--leader-elect.*"yes"/],
+      [['--leader-election-id', 'Bad_Name'], /--leader-election-id/],
+      [['--leader-election-namespace', 'a.b'], /--leader-election-namespace/],
+      [['--kubeconfig'], /kubeconfig/],
+      [['--kubeconfig='], /--kubeconfig must not be empty/],
+    ];
+    for (const [argv, message] of cases) {
+      assert.throws(() => parseFlags(argv), (err: unknown) => err instanceof UsageError && message.test(err.message), argv.join(' '));
+    }
+  });
+});

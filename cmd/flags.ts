@@ -1,0 +1,253 @@
+import { parseArgs } from 'node:util';
+
+/** Log levels, most severe first (winston's npm levels, cut to the four the service uses). */
+export const logLevels = ['error', 'warn', 'info', 'debug'] as const;
+export type LogLevel = (typeof logLevels)[number];
+
+function isLogLevel(value: unknown): value is LogLevel {
+  return logLevels.some((level) => level === value);
+}
+
+/** Where an HTTP server listens. `host` '' means every interface. */
+export interface BindAddress {
+  readonly host: string;
+  readonly port: number;
+}
+
+/** What the process runs with, after flags and defaults. */
+export interface Config {
+  /** Path of the management cluster's kubeconfig; undefined: $KUBECONFIG, in-cluster, ~/.kube/config. */
+  readonly kubeconfig: string | undefined;
+  /** undefined when disabled ("0"). */
+  readonly metricsBindAddress: BindAddress | undefined;
+  /** undefined when disabled ("0"). */
+  readonly healthProbeBindAddress: BindAddress | undefined;
+  readonly leaderElect: boolean;
+  readonly leaderElectionId: string;
+  /** undefined: the pod's namespace, else "default" (resolved by main, which may read files). */
+  readonly leaderElectionNamespace: string | undefined;
+  readonly concurrency: number;
+  readonly logLevel: LogLevel;
+  readonly allowExecKubeconfigs: boolean;
+  readonly allowAuthProviderKubeconfigs: boolean;
+  readonly allowFileKubeconfigs: boolean;
+  readonly allowCrossNamespaceSecrets: boolean;
+}
+
+/** What the command line asks for. */
+export type Invocation =
+  | { readonly kind: 'run'; readonly config: Config }
+  | { readonly kind: 'help' }
+  | { readonly kind: 'version' };
+
+/** A command line that cannot be run: printed with the usage on stderr, exit status 2. */
+export class UsageError extends Error {
+  constructor(message: string) {
+    super(message);
+    this.name = 'UsageError';
+  }
+}
+
+/** One flag. `--help` is rendered from this table and the parser accepts exactly its flags. */
+export interface FlagSpec {
+  readonly name: string;
+  readonly type: 'string' | 'boolean';
+  /** Placeholder for the value in `--help` (string flags). */
+  readonly value?: string;
+  /** Shown as `(default ...)`; undefined when there is no fixed default. */
+  readonly default?: string;
+  readonly description: string;
+}
+
+/**
+ * Every flag the process accepts. Names follow controller-runtime's; the kubeconfig safety
+ * switches relax, one each, the rules fleetcache applies to kubeconfigs read from Secrets.
+ */
+export const flagTable: readonly FlagSpec[] = [
+  {
+    name: 'kubeconfig', type: 'string', value: 'path',
+    description: 'Kubeconfig of the management cluster (where Pipelines, Secrets, Events and the Lease live). When unset: $KUBECONFIG (its first file), else the in-cluster service account, else ~/.kube/config.',
+  },
+  {
+    name: 'metrics-bind-address', type: 'string', value: 'address', default: ':8080',
+    description: 'Address of the metrics server (/metrics, /debug/caches), as [host]:port; "0" disables it.',
+  },
+  {
+    name: 'health-probe-bind-address', type: 'string', value: 'address', default: ':8081',
+    description: 'Address of the probe server (/healthz, /readyz), as [host]:port; "0" disables it.',
+  },
+  {
+    name: 'leader-elect', type: 'boolean', default: 'false',
+    description: 'Run the controller only while holding a coordination.k8s.io/v1 Lease (30s duration, 10s renew deadline, 2s retry period), so that replicas never reconcile at once.',
+  },
+  {
+    name: 'leader-election-id', type: 'string', value: 'name', default: 'fleetcache-leader',
+    description: 'Name of the Lease used for leader election.',
+  },
+  {
+    name: 'leader-election-namespace', type: 'string', value: 'namespace',
+    description: 'Namespace of the Lease. When unset: $POD_NAMESPACE, else the namespace of the in-cluster service account, else "default".',
+  },
+  {
+    name: 'concurrency', type: 'string', value: 'n', default: '4',
+    description: 'Pipelines reconciled at once (an integer from 1 to 1000).',
+  },
+  {
+    name: 'log-level', type: 'string', value: 'level', default: 'info',
+    description: 'Least severe level logged: error, warn, info or debug. Logs are JSON lines on stderr.',
+  },
+  {
+    name: 'allow-exec-kubeconfigs', type: 'boolean', default: 'false',
+    description: 'Accept exec credential plugins in kubeconfigs read from Secrets (they run commands in this process\'s container).',
+  },
+  {
+    name: 'allow-auth-provider-kubeconfigs', type: 'boolean', default: 'false',
+    description: 'Accept auth-provider entries in kubeconfigs read from Secrets.',
+  },
+  {
+    name: 'allow-file-kubeconfigs', type: 'boolean', default: 'false',
+    description: 'Accept references to local files (CA, client certificate and key, token) in kubeconfigs read from Secrets.',
+  },
+  {
+    name: 'allow-cross-namespace-secrets', type: 'boolean', default: 'false',
+    description: 'Let a Pipeline use a kubeconfig Secret (or Cluster API Cluster) in a namespace other than its own.',
+  },
+  { name: 'help', type: 'boolean', description: 'Print this help and exit.' },
+  { name: 'version', type: 'boolean', description: 'Print the version and exit.' },
+];
+
+const width = 100;
+
+function wrap(text: string, indent: number): string[] {
+  const lines: string[] = [];
+  let line = '';
+  for (const word of text.split(' ')) {
+    if (line !== '' && indent + line.length + 1 + word.length > width) {
+      lines.push(line);
+      line = word;
+    } else {
+      line = line === '' ? word : `${line} ${word}`;
+    }
+  }
+  if (line !== '') lines.push(line);
+  return lines;
+}
+
+/** The text `--help` prints: generated from {@link flagTable}, so the two cannot drift. */
+export function usage(): string {
+  const column = 2 + Math.max(...flagTable.map((f) => `--${f.name}${f.value === undefined ? '' : ` ${f.value}`}`.length)) + 2;
+  const out = [
+    'Usage: fleetcache [flags]',
+    '',
+    'Runs the fleetcache Pipeline controller: it watches Pipelines (fleetcache.dev/v1alpha1) in the',
+    'management cluster, reads their targets from watched caches in every cluster they name, and',
+    'promotes ready revisions from one environment to the next.',
+    '',
+    'Flags:',
+  ];
+  for (const flag of flagTable) {
+    const head = `  --${flag.name}${flag.value === undefined ? '' : ` ${flag.value}`}`;
+    const text = flag.default === undefined ? flag.description : `${flag.description} (default ${flag.type === 'boolean' || /^\d+$/.test(flag.default) ? flag.default : JSON.stringify(flag.default)})`;
+    const [first = '', ...rest] = wrap(text, column);
+    out.push(`${head.padEnd(column)}${first}`, ...rest.map((l) => `${' '.repeat(column)}${l}`));
+  }
+  out.push(
+    '',
+    'Boolean flags also take an explicit value: --leader-elect=true, --leader-elect=false.',
+    'SIGTERM or SIGINT stops taking work, lets reconciles in flight finish, releases the Lease and',
+    'exits 0; a second signal exits at once with status 1.',
+    '',
+  );
+  return out.join('\n');
+}
+
+/** Parses `[host]:port`, `[ipv6]:port`, or "0" (disabled → undefined). */
+export function parseBindAddress(flag: string, value: string): BindAddress | undefined {
+  if (value === '0') return undefined;
+  const match = /^(?:\[([0-9a-fA-F:.]+)\]|([^:[\]]*)):(\d{1,5})$/.exec(value);
+  const port = match?.[3] === undefined ? Number.NaN : Number(match[3]);
+  if (match === null || !Number.isInteger(port) || port > 65535) {
+    throw new UsageError(`--${flag} must be [host]:port or "0", got ${JSON.stringify(value)}`);
+  }
+  return { host: match[1] ?? match[2] ?? '', port };
+}
+
+const booleanFlags = new Set(flagTable.filter((f) => f.type === 'boolean').map((f) => f.name));
+
+/**
+ * Parses the command line (without the node and script arguments).
+ * @throws UsageError for an unknown flag, a missing or malformed value, or a positional argument.
+ */
+export function parseFlags(argv: readonly string[]): Invocation {
+  // node:util's parser has no `--flag=false` for booleans; Go's flag package (and so every
+  // controller-runtime manifest) has. Rewrite those before parsing.
+  const explicitFalse = new Set<string>();
+  const args: string[] = [];
+  for (const arg of argv) {
+    const match = /^--([a-z-]+)=(.*)$/.exec(arg);
+    const name = match?.[1];
+    if (match === null || name === undefined || !booleanFlags.has(name)) {
+      args.push(arg);
+      continue;
+    }
+    if (match[2] === 'true') args.push(`--${name}`);
+    else if (match[2] === 'false') explicitFalse.add(name);
+    else throw new UsageError(`--${name} takes true or false, got ${JSON.stringify(match[2])}`);
+  }
+  let values: Record<string, string | boolean | undefined>;
+  try {
+    ({ values } = parseArgs({
+      args,
+      strict: true,
+      allowPositionals: false,
+      options: Object.fromEntries(flagTable.map((f) => [f.name, { type: f.type }])),
+    }));
+  } catch (err) {
+    throw new UsageError(err instanceof Error ? err.message : String(err));
+  }
+  const bool = (name: string): boolean => !explicitFalse.has(name) && values[name] === true;
+  if (bool('help')) return { kind: 'help' };
+  if (bool('version')) return { kind: 'version' };
+  const str = (name: string): string | undefined => {
+    const value = values[name];
+    if (typeof value !== 'string') return flagTable.find((f) => f.name === name)?.default;
+    if (value === '') throw new UsageError(`--${name} must not be empty`);
+    return value;
+  };
+
+  const concurrencyText = str('concurrency') ?? '';
+  const concurrency = /^\d+$/.test(concurrencyText) ? Number(concurrencyText) : Number.NaN;
+  if (!Number.isInteger(concurrency) || concurrency < 1 || concurrency > 1000) {
+    throw new UsageError(`--concurrency must be an integer from 1 to 1000, got ${JSON.stringify(concurrencyText)}`);
+  }
+  const logLevel = str('log-level');
+  if (!isLogLevel(logLevel)) {
+    throw new UsageError(`--log-level must be one of ${logLevels.join(', ')}, got ${JSON.stringify(logLevel)}`);
+  }
+  const leaderElectionId = str('leader-election-id') ?? '';
+  const leaderElectionNamespace = str('leader-election-namespace');
+  const dnsSubdomain = /^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$/;
+  if (!dnsSubdomain.test(leaderElectionId) || leaderElectionId.length > 253) {
+    throw new UsageError(`--leader-election-id must be a valid object name, got ${JSON.stringify(leaderElectionId)}`);
+  }
+  if (leaderElectionNamespace !== undefined && (!/^[a-z0-9]([-a-z0-9]*[a-z0-9])?$/.test(leaderElectionNamespace) || leaderElectionNamespace.length > 63)) {
+    throw new UsageError(`--leader-election-namespace must be a namespace name, got ${JSON.stringify(leaderElectionNamespace)}`);
+  }
+  return {
+    kind: 'run',
+    config: {
+      kubeconfig: str('kubeconfig'),
+      metricsBindAddress: parseBindAddress('metrics-bind-address', str('metrics-bind-address') ?? ''),
+      healthProbeBindAddress: parseBindAddress('health-probe-bind-address', str('health-probe-bind-address') ?? ''),
+      leaderElect: bool('leader-elect'),
+      leaderElectionId,
+      leaderElectionNamespace,
+      concurrency,
+      logLevel,
+      allowExecKubeconfigs: bool('allow-exec-kubeconfigs'),
+      allowAuthProviderKubeconfigs: bool('allow-auth-provider-kubeconfigs'),
+      allowFileKubeconfigs: bool('allow-file-kubeconfigs'),
+      allowCrossNamespaceSecrets: bool('allow-cross-namespace-secrets'),
+    },
+  };
+}

@@ -1,0 +1,104 @@
+import assert from 'node:assert/strict';
+import { createServer } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { PassThrough } from 'node:stream';
+import { after, describe, it } from 'node:test';
+import { KubeConfig } from '@kubernetes/client-node';
+import { ClusterConnection } from '../lib/cluster/index.ts';
+import { toError } from '../lib/util/index.ts';
+import { createLogger } from './logging.ts';
+
+function capture(): { readonly stream: PassThrough; readonly text: () => string; readonly lines: () => Record<string, unknown>[] } {
+  const stream = new PassThrough();
+  const chunks: Buffer[] = [];
+  stream.on('data', (c: Buffer) => chunks.push(c));
+  const text = (): string => Buffer.concat(chunks).toString('utf8');
+  return { stream, text, lines: () => text().split('\n').filter((l) => l !== '').map((l) => JSON.parse(l) as Record<string, unknown>) };
+}
+
+function kubeConfigFor(server: string, token: string): KubeConfig {
+  const kc = new KubeConfig();
+  kc.loadFromOptions({
+    clusters: [{ name: 'c', server, skipTLSVerify: server.startsWith('http:') }],
+    users: [{ name: 'u', token }],
+    contexts: [{ name: 'ctx', cluster: 'c', user: 'u' }],
+    currentContext: 'ctx',
+  });
+  return kc;
+}
+
+describe('createLogger', () => {
+  it('writes JSON lines with level, message, timestamp and the fields of every child', () => {
+    const out = capture();
+    const logger = createLogger({ level: 'info', stream: out.stream });
+    logger.child({ cluster: 'secret:team-a/prod' }).child({ pipeline: 'team-a/app' }).info('synced', { objects: 3 });
+    logger.debug('not at info');
+    const [line, ...rest] = out.lines();
+    assert.equal(rest.length, 0, 'debug is below the level');
+    assert.equal(line?.level, 'info');
+    assert.equal(line.message, 'synced');
+    assert.equal(line.cluster, 'secret:team-a/prod');
+    assert.equal(line.pipeline, 'team-a/app');
+    assert.equal(line.objects, 3);
+    assert.equal(line.logger, 'fleetcache');
+    assert.ok(!Number.isNaN(Date.parse(String(line.timestamp))));
+  });
+
+  it('turns Error fields into name, message and code instead of {}', () => {
+    const out = capture();
+    const logger = createLogger({ stream: out.stream });
+    const err = Object.assign(new Error('boom'), { code: 'ERR_X' });
+    logger.warn('failed', { error: err });
+    assert.deepEqual(out.lines()[0]?.error, { name: 'Error', message: 'boom', code: 'ERR_X' });
+  });
+
+  it('redacts credential fields and credential shapes in text', () => {
+    const out = capture();
+    const logger = createLogger({ stream: out.stream });
+    const jwt = 'eyJhbGciOiJSUzI1NiJ9.eyJzdWIiOiJzeXN0ZW06c2VydmljZWFjY291bnQifQ.c2lnbmF0dXJl';
+    logger.info(`header Authorization: Bearer opaque-secret-1 and ${jwt}`, {
+      token: 'opaque-secret-2',
+      user: { name: 'ci', 'client-key-data': 'opaque-secret-3', password: 'opaque-secret-4' },
+      detail: '{"token":"opaque-secret-5"}',
+      secret: { data: { kubeconfig: 'b3BhcXVlLXNlY3JldC02' } },
+      pem: '-----BEGIN RSA PRIVATE KEY-----\nopaque-secret-7\n-----END RSA PRIVATE KEY-----',
+    });
+    const text = out.text();
+    assert.doesNotMatch(text, /opaque-secret|b3BhcXVlLXNlY3JldC02|eyJ/);
+    assert.match(text, /\[REDACTED\]/);
+    assert.equal(out.lines()[0]?.user && (out.lines()[0]?.user as { name: string }).name, 'ci', 'other fields stay');
+  });
+});
+
+describe('a kubeconfig bearer token never reaches the logs', () => {
+  const token = 'fleetcache-test-token-7f3a9c1e5b';
+  // A server that quotes the credentials back in its error, as some proxies do.
+  const server = createServer((req, res) => {
+    res.writeHead(401, { 'content-type': 'application/json' });
+    res.end(JSON.stringify({ kind: 'Status', status: 'Failure', reason: 'Unauthorized', code: 401, message: `invalid credentials: ${req.headers.authorization ?? ''}` }));
+  });
+  after(() => { server.close(); });
+
+  it('when the server echoes it in an error, or the connection fails, at every level', async () => {
+    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+    const { port } = server.address() as AddressInfo;
+    const out = capture();
+    const logger = createLogger({ level: 'debug', stream: out.stream });
+
+    const echoing = new ClusterConnection({ name: 'echo', kubeConfig: kubeConfigFor(`http://127.0.0.1:${port}`, token), logger });
+    const refused = new ClusterConnection({ name: 'refused', kubeConfig: kubeConfigFor('https://127.0.0.1:1', token), logger });
+    after(async () => { await Promise.all([echoing.close(), refused.close()]); });
+    for (const connection of [echoing, refused]) {
+      const err = await connection.request({ method: 'GET', path: '/api/v1/namespaces' }).then(() => undefined, toError);
+      assert.ok(err !== undefined, `${connection.name} must fail`);
+      const cluster = logger.child({ cluster: connection.name });
+      cluster.error(`cannot list namespaces: ${err.message}`, { error: err, cause: err.cause });
+      cluster.debug('failure detail', { detail: String(err.stack) });
+    }
+    const text = out.text();
+    assert.match(text, /invalid credentials: Bearer \[REDACTED\]/, 'the echo was logged, scrubbed');
+    assert.match(text, /"cluster":"refused"/);
+    assert.ok(!text.includes(token), text);
+    assert.ok(!text.includes(token.slice(8)), 'not even part of it');
+  });
+});

@@ -1,0 +1,229 @@
+import { randomUUID } from 'node:crypto';
+import { existsSync, readFileSync } from 'node:fs';
+import { readFile } from 'node:fs/promises';
+import { homedir, hostname } from 'node:os';
+import path from 'node:path';
+import type { Writable } from 'node:stream';
+import type { KubeConfig } from '@kubernetes/client-node';
+import {
+  ClusterConnection,
+  CompositeProvider,
+  CoreV1SecretReader,
+  LocalProvider,
+  localKubeConfig,
+  SecretProvider,
+} from '../lib/cluster/index.ts';
+import { PipelineController } from '../lib/pipeline/index.ts';
+import { defaultControllerRateLimiter, RateLimitingWorkQueue } from '../lib/queue/index.ts';
+import { Registry, type OwnerKey } from '../lib/registry/index.ts';
+import { toError, type Logger } from '../lib/util/index.ts';
+import { parseFlags, usage, UsageError, type Config } from './flags.ts';
+import { HttpServer, metricsRoutes, probeRoutes, type Check } from './http.ts';
+import { KubeLeaseClient, LeaderElector, type ElectionOutcome } from './leader.ts';
+import { createLogger } from './logging.ts';
+import { renderMetrics, WorkqueueMetrics, type ControllerStats } from './metrics.ts';
+
+/** The process's surroundings, passed in so that main() itself reads no globals. */
+export interface ProcessIo {
+  /** Arguments after the script. */
+  readonly argv: readonly string[];
+  readonly env: Readonly<Record<string, string | undefined>>;
+  readonly stdout: Writable;
+  readonly stderr: Writable;
+  /** Aborts on the first SIGTERM/SIGINT: stop taking work and shut down cleanly. */
+  readonly signal: AbortSignal;
+}
+
+/** What the process needs of the controller (the PipelineController's public surface). */
+export interface Controller {
+  run(signal: AbortSignal): Promise<void>;
+  readonly synced: boolean;
+  stats(): ControllerStats;
+}
+
+const serviceAccountDir = '/var/run/secrets/kubernetes.io/serviceaccount';
+
+/** The package version, from the package.json above this file (sources or dist/). */
+export function version(): string {
+  for (const relative of ['../package.json', '../../package.json']) {
+    try {
+      const pkg = JSON.parse(readFileSync(new URL(relative, import.meta.url), 'utf8')) as { name?: unknown; version?: unknown };
+      if (pkg.name === 'fleetcache' && typeof pkg.version === 'string') return pkg.version;
+    } catch {
+      // not this one
+    }
+  }
+  return 'unknown';
+}
+
+/** Parses the command line and runs the service; resolves with the exit status. */
+export async function main(io: ProcessIo): Promise<number> {
+  let config: Config;
+  try {
+    const invocation = parseFlags(io.argv);
+    if (invocation.kind === 'help') {
+      io.stdout.write(usage());
+      return 0;
+    }
+    if (invocation.kind === 'version') {
+      io.stdout.write(`fleetcache ${version()}\n`);
+      return 0;
+    }
+    config = invocation.config;
+  } catch (err) {
+    if (!(err instanceof UsageError)) throw err;
+    io.stderr.write(`fleetcache: ${err.message}\n\n${usage()}`);
+    return 2;
+  }
+  const logger = createLogger({ level: config.logLevel, stream: io.stderr });
+  try {
+    return await runService(config, io, logger);
+  } catch (err) {
+    logger.error(`fatal: ${toError(err).message}`, { error: toError(err) });
+    return 1;
+  } finally {
+    // winston hands lines to its transport on a later tick: let the last ones out before exit.
+    for (let i = 0; i < 3; i++) await new Promise((resolve) => setImmediate(resolve));
+  }
+}
+
+/** --kubeconfig, else $KUBECONFIG (first file), else in-cluster, else ~/.kube/config. */
+async function loadManagementKubeConfig(config: Config, env: ProcessIo['env'], logger: Logger): Promise<KubeConfig> {
+  const fromEnv = (env.KUBECONFIG ?? '').split(path.delimiter).find((p) => p !== '');
+  const file = config.kubeconfig ?? fromEnv;
+  if (file !== undefined) {
+    logger.info('using kubeconfig file', { path: file, source: config.kubeconfig === undefined ? 'KUBECONFIG' : '--kubeconfig' });
+    return localKubeConfig({ kubeconfigPath: file });
+  }
+  const host = env.KUBERNETES_SERVICE_HOST;
+  const port = env.KUBERNETES_SERVICE_PORT;
+  if (host !== undefined && host !== '' && port !== undefined && port !== '') {
+    logger.info('using the in-cluster service account', { host, port });
+    return localKubeConfig({ inCluster: { host, port } });
+  }
+  const home = path.join(homedir(), '.kube', 'config');
+  if (existsSync(home)) {
+    logger.info('using kubeconfig file', { path: home, source: 'home' });
+    return localKubeConfig({ kubeconfigPath: home });
+  }
+  throw new Error('no kubeconfig: pass --kubeconfig, set KUBECONFIG, or run in a pod');
+}
+
+/** --leader-election-namespace, else $POD_NAMESPACE, else the service account's, else "default". */
+async function leaseNamespace(config: Config, env: ProcessIo['env']): Promise<string> {
+  if (config.leaderElectionNamespace !== undefined) return config.leaderElectionNamespace;
+  if (env.POD_NAMESPACE !== undefined && env.POD_NAMESPACE !== '') return env.POD_NAMESPACE;
+  try {
+    const ns = (await readFile(path.join(serviceAccountDir, 'namespace'), 'utf8')).trim();
+    if (ns !== '') return ns;
+  } catch {
+    // not in a pod
+  }
+  return 'default';
+}
+
+/**
+ * Runs the service until `io.signal` aborts (→ 0) or something fatal happens (→ 1): leadership
+ * lost, the controller failing, a server that cannot bind.
+ *
+ * Shutdown order: readiness fails, the controller stops taking work and its in-flight reconciles
+ * finish, the lease is released, the registry closes (caches, connections), then the servers.
+ */
+async function runService(config: Config, io: ProcessIo, logger: Logger): Promise<number> {
+  logger.info('starting', { version: version(), concurrency: config.concurrency, leaderElect: config.leaderElect });
+  const kubeConfig = await loadManagementKubeConfig(config, io.env, logger);
+
+  const workqueue = new WorkqueueMetrics();
+  const queue = new RateLimitingWorkQueue<OwnerKey>({ name: 'owners', metrics: workqueue, rateLimiter: defaultControllerRateLimiter() });
+  const secrets = new SecretProvider({
+    secrets: new CoreV1SecretReader({ kubeConfig }),
+    allowExec: config.allowExecKubeconfigs,
+    allowAuthProvider: config.allowAuthProviderKubeconfigs,
+    allowLocalFiles: config.allowFileKubeconfigs,
+    allowCrossNamespace: config.allowCrossNamespaceSecrets,
+  });
+  const provider = new CompositeProvider({ byKind: { local: new LocalProvider({ kubeConfig }), secret: secrets, 'cluster-api': secrets } });
+  const registry = new Registry({ provider, queue, logger });
+  const controller: Controller = new PipelineController({ registry, localKubeConfig: kubeConfig, logger, workers: config.concurrency });
+
+  let elector: LeaderElector | undefined;
+  let leaseConnection: ClusterConnection | undefined;
+  if (config.leaderElect) {
+    leaseConnection = new ClusterConnection({ name: 'local', kubeConfig, logger });
+    const namespace = await leaseNamespace(config, io.env);
+    elector = new LeaderElector({
+      leases: new KubeLeaseClient({ connection: leaseConnection, namespace, name: config.leaderElectionId }),
+      identity: `${hostname()}_${randomUUID()}`,
+      logger,
+    });
+  }
+
+  let stopping = false;
+  const readiness: Check[] = [
+    { name: 'shutdown', check: () => (stopping ? 'shutting down' : undefined) },
+    { name: 'leader-election', check: () => (elector?.state === 'unknown' ? 'the Lease has not been read yet' : undefined) },
+    {
+      name: 'pipelines',
+      // A follower is ready: it serves probes and metrics, and would take over when needed.
+      check: () => ((elector === undefined || elector.isLeader) && !controller.synced ? 'the Pipeline cache has not synced' : undefined),
+    },
+  ];
+  const servers: HttpServer[] = [];
+  const closeServers = async (): Promise<void> => { await Promise.all(servers.map((s) => s.close())); };
+  try {
+    if (config.healthProbeBindAddress !== undefined) {
+      servers.push(await HttpServer.start({ name: 'probes', address: config.healthProbeBindAddress, routes: probeRoutes(readiness), logger }));
+    }
+    if (config.metricsBindAddress !== undefined) {
+      const metrics = (): string => renderMetrics({ workqueue, caches: () => registry.caches(), controller: () => controller.stats(), leader: () => elector?.isLeader ?? true });
+      servers.push(await HttpServer.start({ name: 'metrics', address: config.metricsBindAddress, routes: metricsRoutes({ metrics, caches: () => registry.caches() }), logger }));
+    }
+  } catch (err) {
+    await closeServers();
+    await registry.close();
+    throw err;
+  }
+
+  // `fatal` settles when something ends the service on its own; the signal is the normal end.
+  const work = new AbortController();
+  const election = new AbortController();
+  let running: Promise<void> | undefined;
+  let reportFatal: (reason: string) => void = () => undefined;
+  const fatal = new Promise<string>((resolve) => { reportFatal = resolve; });
+  const startController = (): void => {
+    logger.info('starting the controller', { workers: config.concurrency });
+    running = controller.run(work.signal).then(
+      () => { if (!work.signal.aborted) reportFatal('the controller stopped on its own'); },
+      (err: unknown) => {
+        logger.error(`controller failed: ${toError(err).message}`, { error: toError(err) });
+        reportFatal('the controller failed');
+      },
+    );
+  };
+  let electing: Promise<ElectionOutcome> | undefined;
+  if (elector === undefined) {
+    startController();
+  } else {
+    electing = elector.run(election.signal, { onStartedLeading: startController });
+    electing.then((outcome) => { if (outcome === 'lost') reportFatal('leader election lost'); }, () => undefined);
+  }
+
+  const onSignal = new Promise<string>((resolve) => {
+    if (io.signal.aborted) resolve('signal');
+    io.signal.addEventListener('abort', () => { resolve('signal'); }, { once: true });
+  });
+  const reason = await Promise.race([onSignal, fatal]);
+  stopping = true;
+  const graceful = reason === 'signal';
+  logger.info(graceful ? 'shutting down: stopping work, waiting for reconciles in flight' : `shutting down: ${reason}`);
+  work.abort(new Error(`shutting down: ${reason}`));
+  // After a lost election another replica may already lead: do not wait on reconciles then.
+  if (reason !== 'leader election lost') await running;
+  election.abort();
+  await electing;
+  await registry.close();
+  await leaseConnection?.close();
+  await closeServers();
+  logger.info('stopped', { graceful });
+  return graceful ? 0 : 1;
+}

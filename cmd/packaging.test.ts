@@ -1,0 +1,92 @@
+import assert from 'node:assert/strict';
+import { execFileSync } from 'node:child_process';
+import { existsSync, readdirSync, readFileSync, rmSync } from 'node:fs';
+import path from 'node:path';
+import { after, before, describe, it } from 'node:test';
+import { fileURLToPath } from 'node:url';
+import { loadAll } from 'js-yaml';
+import { usage } from './flags.ts';
+import { staleManifests } from './gen-manifests.ts';
+
+const root = fileURLToPath(new URL('../', import.meta.url));
+
+describe('config/', () => {
+  it('holds the Pipeline CRD exactly as generated from fixtures/crds/pipeline.ts', async () => {
+    assert.deepEqual(await staleManifests(), [], 'run node cmd/gen-manifests.ts');
+  });
+
+  it('parses as YAML, and every kustomization lists files that exist', () => {
+    const dirs = ['config/crd', 'config/rbac', 'config/manager', 'config/default'];
+    for (const dir of dirs) {
+      for (const file of readdirSync(path.join(root, dir), { recursive: true, encoding: 'utf8' }).filter((f) => f.endsWith('.yaml'))) {
+        const docs = loadAll(readFileSync(path.join(root, dir, file), 'utf8'));
+        assert.ok(docs.length > 0, `${dir}/${file}`);
+      }
+      const kustomization = loadAll(readFileSync(path.join(root, dir, 'kustomization.yaml'), 'utf8'))[0] as { resources: string[] };
+      for (const resource of kustomization.resources) assert.ok(existsSync(path.join(root, dir, resource)), `${dir}: ${resource}`);
+    }
+  });
+
+  it('runs the manager non-root on a read-only root filesystem, with probes on the probe port', () => {
+    const [deployment] = loadAll(readFileSync(path.join(root, 'config/manager/manager.yaml'), 'utf8')) as {
+      spec: { template: { spec: { securityContext: { runAsNonRoot: boolean }; containers: {
+        args: string[]; securityContext: { readOnlyRootFilesystem: boolean; allowPrivilegeEscalation: boolean };
+        livenessProbe: { httpGet: { path: string; port: string } }; readinessProbe: { httpGet: { path: string; port: string } };
+        ports: { name: string; containerPort: number }[]; resources: { requests: object };
+      }[] } } };
+    }[];
+    const pod = deployment?.spec.template.spec;
+    const container = pod?.containers[0];
+    assert.ok(pod !== undefined && container !== undefined);
+    assert.equal(pod.securityContext.runAsNonRoot, true);
+    assert.equal(container.securityContext.readOnlyRootFilesystem, true);
+    assert.equal(container.securityContext.allowPrivilegeEscalation, false);
+    assert.deepEqual([container.livenessProbe.httpGet, container.readinessProbe.httpGet], [{ path: '/healthz', port: 'probes' }, { path: '/readyz', port: 'probes' }]);
+    const ports = Object.fromEntries(container.ports.map((p) => [p.name, p.containerPort]));
+    assert.ok(container.args.includes(`--health-probe-bind-address=:${ports.probes}`));
+    assert.ok(container.args.includes(`--metrics-bind-address=:${ports.metrics}`));
+    assert.ok(container.args.includes('--leader-elect'));
+    // Every flag the manifest passes is one the binary accepts.
+    for (const arg of container.args) assert.match(usage(), new RegExp(`  ${arg.replace(/=.*$/, '')}[ \\n]`), arg);
+  });
+});
+
+describe('Dockerfile', () => {
+  // Compiled as `npm run build` does, to a scratch directory inside node_modules (so that the
+  // compiled files still resolve the installed packages).
+  const scratch = path.join(root, 'node_modules/.cache/fleetcache-packaging-test');
+  before(() => {
+    rmSync(scratch, { recursive: true, force: true });
+    execFileSync(process.execPath, [path.join(root, 'node_modules/typescript/bin/tsc'), '-p', path.join(root, 'tsconfig.build.json'), '--outDir', path.join(scratch, 'dist')], { stdio: 'inherit' });
+  });
+  after(() => { rmSync(scratch, { recursive: true, force: true }); });
+
+  const dockerfile = readFileSync(path.join(root, 'Dockerfile'), 'utf8');
+  const ignored = readFileSync(path.join(root, '.dockerignore'), 'utf8').split('\n').filter((l) => l !== '' && !l.startsWith('#'));
+
+  it('copies from the build context only files that exist and are not ignored', () => {
+    const copies = [...dockerfile.matchAll(/^COPY (?!--from)(.+) (\S+)$/gm)].flatMap((m) => (m[1] ?? '').split(' '));
+    assert.ok(copies.length >= 5);
+    for (const source of copies) {
+      assert.ok(existsSync(path.join(root, source)), source);
+      assert.ok(!ignored.includes(source), `${source} is in .dockerignore`);
+    }
+  });
+
+  it('copies from the build stage exactly what the build produces, and starts the bin entry', () => {
+    const built = [...dockerfile.matchAll(/^COPY --from=build \/src\/(\S+) \S+$/gm)].map((m) => m[1] ?? '');
+    assert.deepEqual(built, ['dist/lib', 'dist/cmd', 'dist/fixtures']);
+    for (const dir of built) assert.ok(existsSync(path.join(scratch, dir)), dir);
+    const pkg = JSON.parse(readFileSync(path.join(root, 'package.json'), 'utf8')) as { bin: { fleetcache: string } };
+    const entry = /^ENTRYPOINT \["node", "([^"]+)"\]$/m.exec(dockerfile)?.[1];
+    assert.equal(`./${entry ?? ''}`, pkg.bin.fleetcache);
+    // The compiled entry runs: --help from dist/ prints the same text as from the sources.
+    const help = execFileSync(process.execPath, [path.join(scratch, entry ?? ''), '--help'], { encoding: 'utf8' });
+    assert.equal(help, usage());
+    assert.match(readFileSync(path.join(scratch, entry ?? ''), 'utf8'), /^#!\/usr\/bin\/env node\n/);
+  });
+
+  it('runs as a non-root user', () => {
+    assert.match(dockerfile, /^USER [1-9]\d*:[1-9]\d*$/m);
+  });
+});
