@@ -1,0 +1,192 @@
+// `make demo`: fleetcache's main job on an embedded default. Starts three real Kubernetes control
+// planes (management = dev, staging, prod), installs a Pipeline for the podinfo HelmRelease, runs the
+// fleetcache service against the management cluster, and plays a release: dev gets 1.1.0, a Flux
+// stand-in applies it, fleetcache sees it ready and promotes it to staging, then to prod.
+//
+//   node e2e/demo/demo.ts [--keep-running] [--release 1.1.0] [--timeout-seconds 300]
+import { spawn, type ChildProcess } from 'node:child_process';
+import { mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { createServer } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { setTimeout as delay } from 'node:timers/promises';
+import { parseArgs } from 'node:util';
+import { FluxStandIn, HELM_RELEASE } from '../flux/standin.ts';
+import { appliedVersion, ENVIRONMENTS, readPipeline, releaseToDev, setUpFleet, type Fleet, type PipelineStatusView } from '../fleet.ts';
+import { startCluster, type TestCluster } from '../harness/index.ts';
+
+const { values: args } = parseArgs({
+  options: {
+    'keep-running': { type: 'boolean', default: false },
+    release: { type: 'string', default: '1.1.0' },
+    'timeout-seconds': { type: 'string', default: '300' },
+  },
+});
+const release = args.release;
+const timeoutMs = Number(args['timeout-seconds']) * 1000;
+const color = process.stdout.isTTY ? (code: number, text: string) => `\u001b[${code}m${text}\u001b[0m` : (_: number, text: string) => text;
+const t0 = Date.now();
+const stamp = (): string => color(90, `[${((Date.now() - t0) / 1000).toFixed(1).padStart(5)}s]`);
+const say = (who: string, text: string): void => { console.log(`${stamp()} ${color(36, who.padEnd(12))} ${text}`); };
+const step = (text: string): void => { console.log(`\n${stamp()} ${color(1, `▶ ${text}`)}`); };
+
+async function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const server = createServer();
+    server.once('error', reject);
+    server.listen(0, '127.0.0.1', () => {
+      const address = server.address();
+      server.close(() => { resolve(typeof address === 'object' && address !== null ? address.port : 0); });
+    });
+  });
+}
+
+const clusters: TestCluster[] = [];
+const stoppers: (() => Promise<void>)[] = [];
+let service: ChildProcess | undefined;
+const serviceLog: string[] = [];
+
+async function cleanup(): Promise<void> {
+  if (service?.exitCode === null) {
+    service.kill('SIGTERM');
+    await new Promise((resolve) => service?.once('exit', resolve));
+  }
+  for (const stop of stoppers.reverse()) await stop().catch(() => undefined);
+  await Promise.all(clusters.map((c) => c.stop()));
+}
+
+async function main(): Promise<void> {
+  step('Starting three real Kubernetes control planes (etcd + kube-apiserver each, no Docker)');
+  for (const name of ['management', 'staging', 'prod']) {
+    const cluster = await startCluster({ name });
+    clusters.push(cluster);
+    say(name, `ready at ${cluster.server} (apiserver up in ${(cluster.timings.apiserverMs / 1000).toFixed(1)} s)`);
+  }
+  const [management, staging, prod] = clusters as [TestCluster, TestCluster, TestCluster];
+  const fleet: Fleet = { management, staging, prod };
+  const envCluster: Record<string, string> = { dev: 'management', staging: 'staging', prod: 'prod' };
+
+  step('Installing CRDs, podinfo 1.0.0 in every cluster, kubeconfig Secrets and the Pipeline');
+  await setUpFleet(fleet, '1.0.0');
+  say('management', 'Pipeline delivery/podinfo: dev (local) → staging (Secret) → prod (Secret), strategy patch /spec/chart/spec/version');
+
+  step('Starting a Flux stand-in in each cluster (applies the chart version a HelmRelease asks for)');
+  for (const cluster of clusters) {
+    const flux = new FluxStandIn({
+      name: cluster.name,
+      kubeconfig: cluster.adminKubeconfig,
+      kinds: [HELM_RELEASE],
+      applyDelayMs: 1500,
+      onReconciled: (e) => { say(e.cluster, `flux: HelmRelease ${e.namespace}/${e.name} applied ${color(33, e.revision)}, Ready`); },
+    });
+    await flux.start();
+    stoppers.push(() => flux.stop());
+  }
+
+  step('Starting the fleetcache service against the management cluster');
+  const work = await mkdtemp(join(tmpdir(), 'fleetcache-demo-'));
+  stoppers.push(() => rm(work, { recursive: true, force: true }));
+  const kubeconfigPath = join(work, 'management.kubeconfig');
+  await writeFile(kubeconfigPath, management.adminKubeconfig, { mode: 0o600 });
+  const [healthPort, metricsPort] = [await freePort(), await freePort()];
+  service = spawn(process.execPath, [
+    new URL('../../cmd/fleetcache.ts', import.meta.url).pathname,
+    `--kubeconfig=${kubeconfigPath}`,
+    `--health-probe-bind-address=127.0.0.1:${healthPort}`,
+    `--metrics-bind-address=127.0.0.1:${metricsPort}`,
+    '--log-level=info',
+  ], { stdio: ['ignore', 'inherit', 'pipe'] });
+  let partial = '';
+  service.stderr?.on('data', (chunk: Buffer) => {
+    const lines = (partial + chunk.toString()).split('\n');
+    partial = lines.pop() ?? '';
+    for (const line of lines) {
+      serviceLog.push(line);
+      if (serviceLog.length > 200) serviceLog.shift();
+      try {
+        const entry = JSON.parse(line) as { message?: string; level?: string; environment?: string; revision?: string };
+        if (entry.message !== undefined && /promot/i.test(entry.message)) say('fleetcache', entry.message + (entry.environment === undefined ? '' : ` (${entry.environment}${entry.revision === undefined ? '' : ` ← ${entry.revision}`})`));
+        else if (entry.level === 'error') say('fleetcache', color(31, entry.message ?? line));
+      } catch { /* not JSON: keep it for the failure report only */ }
+    }
+  });
+  for (;;) {
+    if (service.exitCode !== null) throw new Error(`the service exited with code ${service.exitCode}`);
+    const ready = await fetch(`http://127.0.0.1:${healthPort}/readyz`).then((r) => r.ok, () => false);
+    if (ready) break;
+    await delay(200);
+  }
+  say('fleetcache', `ready: http://127.0.0.1:${healthPort}/readyz, metrics http://127.0.0.1:${metricsPort}/metrics`);
+
+  step('Waiting for the pipeline to see every environment ready at 1.0.0');
+  await waitFor('every environment ready at 1.0.0', async () => {
+    const status = (await readPipeline(fleet)).status;
+    return ENVIRONMENTS.every((env) => status?.environments?.find((e) => e.name === env)?.revision === '1.0.0' && status.environments.find((e) => e.name === env)?.ready === true);
+  });
+  say('fleetcache', 'dev, staging and prod all ready at 1.0.0');
+
+  step(`Releasing podinfo ${release} to dev`);
+  const releasedAt = Date.now();
+  await releaseToDev(fleet, release);
+  say('management', `HelmRelease apps/podinfo now asks for chart ${color(33, release)}`);
+
+  const reached: Record<string, number> = {};
+  let last = '';
+  await waitFor(`${release} to reach prod`, async () => {
+    const status = (await readPipeline(fleet)).status;
+    const line = describe(status);
+    if (line !== last) {
+      last = line;
+      say('pipeline', line);
+    }
+    for (const env of status?.environments ?? []) {
+      if (env.ready && env.revision === release && reached[env.name] === undefined) reached[env.name] = Date.now() - releasedAt;
+    }
+    return reached.prod !== undefined && await appliedVersion(prod) === release;
+  });
+
+  step('Summary');
+  console.log(`\n  ${'environment'.padEnd(12)} ${'cluster'.padEnd(12)} ${'revision'.padEnd(10)} ready after release`);
+  for (const env of ENVIRONMENTS) {
+    console.log(`  ${env.padEnd(12)} ${(envCluster[env] ?? '').padEnd(12)} ${release.padEnd(10)} ${((reached[env] ?? 0) / 1000).toFixed(1)} s`);
+  }
+  const promotions = (await readPipeline(fleet)).status?.promotions ?? [];
+  console.log(`\n  promotions recorded: ${promotions.map((p) => `${p.revision} → ${p.environment} ${p.state}`).join(', ')}`);
+  console.log(color(32, `\n✔ ${release} promoted dev → staging → prod across three real apiservers in ${((Date.now() - releasedAt) / 1000).toFixed(1)} s\n`));
+
+  if (args['keep-running']) {
+    console.log(`Still running (Ctrl-C to stop):
+  /healthz /readyz   http://127.0.0.1:${healthPort}
+  /metrics           http://127.0.0.1:${metricsPort}/metrics
+  /debug/caches      http://127.0.0.1:${healthPort}/debug/caches  (or on the metrics port, see README)
+  management kubeconfig: ${kubeconfigPath}`);
+    await new Promise<void>((resolve) => { process.once('SIGINT', () => { resolve(); }); process.once('SIGTERM', () => { resolve(); }); });
+  }
+}
+
+function describe(status: PipelineStatusView | undefined): string {
+  const envs = (status?.environments ?? []).map((e) => `${e.name} ${e.revision ?? '?'}${e.ready ? ' ✓' : ' …'}`).join('  │  ');
+  const pending = (status?.promotions ?? []).filter((p) => p.state !== 'Succeeded').map((p) => `${p.revision}→${p.environment} ${p.state}`);
+  return pending.length === 0 ? envs : `${envs}  │  promoting: ${pending.join(', ')}`;
+}
+
+async function waitFor(what: string, check: () => Promise<boolean>): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  while (!(await check())) {
+    if (service?.exitCode !== null && service?.exitCode !== undefined) throw new Error(`the service exited with code ${service.exitCode} while waiting for ${what}`);
+    if (Date.now() > deadline) throw new Error(`timed out after ${timeoutMs / 1000} s waiting for ${what}`);
+    await delay(250);
+  }
+}
+
+let failed = false;
+try {
+  await main();
+} catch (err) {
+  failed = true;
+  console.error(color(31, `\n✖ demo failed: ${err instanceof Error ? err.message : String(err)}`));
+  console.error(`\nlast lines of the service's log:\n${serviceLog.slice(-30).join('\n')}`);
+} finally {
+  await cleanup();
+}
+process.exitCode = failed ? 1 : 0;

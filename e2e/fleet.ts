@@ -1,0 +1,104 @@
+// A promotion fleet on three clusters, shared by `make demo` and the end-to-end scenarios:
+// "management" (which is also the dev environment), "staging" and "prod". The management cluster
+// holds the Pipeline and the kubeconfig Secrets of the other two; each cluster runs the podinfo
+// HelmRelease in namespace `apps`.
+import { helmReleaseCrd, kustomizationCrd, pipelineCrd } from '../fixtures/crds/index.ts';
+import type { TestCluster } from './harness/index.ts';
+
+export const APP_NAMESPACE = 'apps';
+export const PIPELINE_NAMESPACE = 'delivery';
+export const PIPELINE_NAME = 'podinfo';
+export const APP_NAME = 'podinfo';
+export const ENVIRONMENTS = ['dev', 'staging', 'prod'] as const;
+
+/** The three clusters of a fleet, in environment order. */
+export interface Fleet {
+  readonly management: TestCluster;
+  readonly staging: TestCluster;
+  readonly prod: TestCluster;
+}
+
+async function must(cluster: TestCluster, method: string, path: string, body: unknown, ok: readonly number[]): Promise<unknown> {
+  const res = await cluster.request(method, path, body);
+  if (!ok.includes(res.statusCode)) throw new Error(`${cluster.name}: ${method} ${path} → HTTP ${res.statusCode}: ${JSON.stringify(res.body)}`);
+  return res.body;
+}
+
+function helmRelease(version: string): object {
+  return {
+    apiVersion: 'helm.toolkit.fluxcd.io/v2',
+    kind: 'HelmRelease',
+    metadata: { name: APP_NAME, namespace: APP_NAMESPACE },
+    spec: { interval: '1m', chart: { spec: { chart: 'podinfo', version, sourceRef: { kind: 'HelmRepository', name: 'podinfo' } } } },
+  };
+}
+
+/** The Pipeline the fleet runs: dev (local) → staging → prod (kubeconfig Secrets), patch strategy. */
+export function pipelineObject(environments: readonly string[] = ENVIRONMENTS): object {
+  const target = (env: string): object => (env === 'dev'
+    ? { namespace: APP_NAMESPACE }
+    : { namespace: APP_NAMESPACE, clusterRef: { kind: 'Secret', name: `${env}-kubeconfig` } });
+  return {
+    apiVersion: 'fleetcache.dev/v1alpha1',
+    kind: 'Pipeline',
+    metadata: { name: PIPELINE_NAME, namespace: PIPELINE_NAMESPACE },
+    spec: {
+      appRef: { apiVersion: 'helm.toolkit.fluxcd.io/v2', kind: 'HelmRelease', name: APP_NAME },
+      environments: environments.map((env) => ({ name: env, targets: [target(env)] })),
+      promotion: { strategy: 'patch', patch: { path: '/spec/chart/spec/version' } },
+    },
+  };
+}
+
+/**
+ * Installs the CRDs, the app (HelmRelease `podinfo` at `initialVersion` in every cluster), the
+ * kubeconfig Secrets of staging and prod in the management cluster, and the Pipeline.
+ */
+export async function setUpFleet(fleet: Fleet, initialVersion: string): Promise<void> {
+  await fleet.management.installCRDs([pipelineCrd, helmReleaseCrd, kustomizationCrd]);
+  for (const cluster of [fleet.staging, fleet.prod]) await cluster.installCRDs([helmReleaseCrd, kustomizationCrd]);
+  for (const cluster of [fleet.management, fleet.staging, fleet.prod]) {
+    await must(cluster, 'POST', '/api/v1/namespaces', { metadata: { name: APP_NAMESPACE } }, [201, 409]);
+    await must(cluster, 'POST', `/apis/helm.toolkit.fluxcd.io/v2/namespaces/${APP_NAMESPACE}/helmreleases`, helmRelease(initialVersion), [201, 409]);
+  }
+  await must(fleet.management, 'POST', '/api/v1/namespaces', { metadata: { name: PIPELINE_NAMESPACE } }, [201, 409]);
+  for (const [env, cluster] of [['staging', fleet.staging], ['prod', fleet.prod]] as const) {
+    await must(fleet.management, 'POST', `/api/v1/namespaces/${PIPELINE_NAMESPACE}/secrets`, {
+      metadata: { name: `${env}-kubeconfig`, namespace: PIPELINE_NAMESPACE },
+      data: { value: Buffer.from(cluster.adminKubeconfig).toString('base64') },
+    }, [201, 409]);
+  }
+  await must(fleet.management, 'POST', `/apis/fleetcache.dev/v1alpha1/namespaces/${PIPELINE_NAMESPACE}/pipelines`, pipelineObject(), [201, 409]);
+}
+
+/** Asks dev for a new chart version: the start of a release. */
+export async function releaseToDev(fleet: Fleet, version: string): Promise<void> {
+  const res = await fleet.management.request('GET', `/apis/helm.toolkit.fluxcd.io/v2/namespaces/${APP_NAMESPACE}/helmreleases/${APP_NAME}`);
+  const current = res.body as { spec: { chart: { spec: Record<string, unknown> } } };
+  await must(fleet.management, 'PUT', `/apis/helm.toolkit.fluxcd.io/v2/namespaces/${APP_NAMESPACE}/helmreleases/${APP_NAME}`, {
+    ...current, spec: { ...current.spec, chart: { ...current.spec.chart, spec: { ...current.spec.chart.spec, version } } },
+  }, [200]);
+}
+
+/** The Pipeline as the API server has it now. */
+export async function readPipeline(fleet: Fleet): Promise<{ metadata: { generation?: number }; status?: PipelineStatusView }> {
+  return await must(fleet.management, 'GET', `/apis/fleetcache.dev/v1alpha1/namespaces/${PIPELINE_NAMESPACE}/pipelines/${PIPELINE_NAME}`, undefined, [200]) as { metadata: { generation?: number }; status?: PipelineStatusView };
+}
+
+/** The parts of the Pipeline status the demo and the scenarios read. */
+export interface PipelineStatusView {
+  readonly conditions?: readonly { readonly type: string; readonly status: string; readonly reason: string; readonly message: string }[];
+  readonly environments?: readonly {
+    readonly name: string;
+    readonly ready: boolean;
+    readonly revision?: string;
+    readonly targets: readonly { readonly cluster: string; readonly readable?: boolean; readonly ready: boolean; readonly revision?: string; readonly error?: string }[];
+  }[];
+  readonly promotions?: readonly { readonly environment: string; readonly revision: string; readonly state: string; readonly attempts: number; readonly message?: string }[];
+}
+
+/** The chart version a cluster's HelmRelease reports as applied (status.history[0]). */
+export async function appliedVersion(cluster: TestCluster): Promise<string | undefined> {
+  const res = await cluster.request('GET', `/apis/helm.toolkit.fluxcd.io/v2/namespaces/${APP_NAMESPACE}/helmreleases/${APP_NAME}`);
+  return (res.body as { status?: { history?: { chartVersion?: string }[] } }).status?.history?.[0]?.chartVersion;
+}
