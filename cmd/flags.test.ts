@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { flagTable, parseBindAddress, parseFlags, usage, UsageError, type Config } from './flags.ts';
+import { flagTable, parseBindAddress, parseDuration, parseFlags, usage, UsageError, type Config } from './flags.ts';
 
 function run(argv: readonly string[]): Config {
   const parsed = parseFlags(argv);
@@ -38,7 +38,7 @@ describe('--help', () => {
       assert.ok(text.startsWith(flag.description), `--${flag.name}: ${text}`);
       if (flag.default !== undefined) assert.match(text, new RegExp(`\\(default "?${flag.default}"?\\)$`), flag.name);
       // The parser knows every flag of the table.
-      const sample = flag.type === 'boolean' ? [`--${flag.name}`] : [`--${flag.name}`, flag.name === 'log-level' ? 'debug' : flag.name.endsWith('address') ? ':9000' : flag.name === 'concurrency' ? '2' : 'x'];
+      const sample = flag.type === 'boolean' ? [`--${flag.name}`] : [`--${flag.name}`, flag.name === 'log-level' ? 'debug' : flag.name.endsWith('address') ? ':9000' : flag.name === 'concurrency' ? '2' : flag.value === 'duration' ? (flag.default ?? '') : 'x'];
       assert.doesNotThrow(() => parseFlags(sample), flag.name);
     }
   });
@@ -54,6 +54,11 @@ describe('--help', () => {
     assert.equal(String(config.leaderElect), documented('leader-elect'));
     assert.equal(config.kubeconfig, undefined);
     assert.equal(config.leaderElectionNamespace, undefined);
+    assert.deepEqual(
+      [config.leaseDurationMs, config.renewDeadlineMs, config.retryPeriodMs, config.cacheGcGracePeriodMs],
+      ['leader-elect-lease-duration', 'leader-elect-renew-deadline', 'leader-elect-retry-period', 'cache-gc-grace-period'].map((name) => parseDuration(name, documented(name) ?? '')),
+    );
+    assert.deepEqual([config.leaseDurationMs, config.renewDeadlineMs, config.retryPeriodMs], [30_000, 10_000, 2_000], 'client-go\'s leader election timings');
     for (const name of ['allow-exec-kubeconfigs', 'allow-auth-provider-kubeconfigs', 'allow-file-kubeconfigs', 'allow-cross-namespace-secrets']) {
       assert.equal(documented(name), 'false');
     }
@@ -75,6 +80,8 @@ describe('parseFlags', () => {
       '--leader-elect', '--leader-election-id', 'my-lease', '--leader-election-namespace', 'ops', '--concurrency', '8',
       '--log-level', 'debug', '--allow-exec-kubeconfigs', '--allow-auth-provider-kubeconfigs=true',
       '--allow-file-kubeconfigs', '--allow-cross-namespace-secrets',
+      '--leader-elect-lease-duration=1m30s', '--leader-elect-renew-deadline', '20s', '--leader-elect-retry-period=500ms',
+      '--cache-gc-grace-period', '2m',
     ]);
     assert.deepEqual(config, {
       kubeconfig: '/k',
@@ -89,7 +96,18 @@ describe('parseFlags', () => {
       allowAuthProviderKubeconfigs: true,
       allowFileKubeconfigs: true,
       allowCrossNamespaceSecrets: true,
+      leaseDurationMs: 90_000,
+      renewDeadlineMs: 20_000,
+      retryPeriodMs: 500,
+      cacheGcGracePeriodMs: 120_000,
     });
+  });
+
+  it('takes Go-style durations, and keeps leader election timings in order', () => {
+    assert.equal(parseDuration('f', '1h2m3s4ms'), 3_723_004);
+    assert.equal(parseDuration('f', '1.5s'), 1500);
+    for (const bad of ['', '30', '5x', '-1s', '0s', 's']) assert.throws(() => parseDuration('f', bad), { name: 'UsageError', message: /--f must be a duration/ });
+    assert.throws(() => parseFlags(['--leader-elect-renew-deadline=40s']), { name: 'UsageError', message: /retry-period < --leader-elect-renew-deadline < --leader-elect-lease-duration/ });
   });
 
   it('takes --flag=false for booleans, as Go flags do, and "0" to disable a server', () => {

@@ -32,6 +32,12 @@ export interface Config {
   readonly allowAuthProviderKubeconfigs: boolean;
   readonly allowFileKubeconfigs: boolean;
   readonly allowCrossNamespaceSecrets: boolean;
+  /** Leader election timings, in milliseconds. */
+  readonly leaseDurationMs: number;
+  readonly renewDeadlineMs: number;
+  readonly retryPeriodMs: number;
+  /** How long a cache must have had no Pipeline using it before it is stopped, in milliseconds. */
+  readonly cacheGcGracePeriodMs: number;
 }
 
 /** What the command line asks for. */
@@ -78,7 +84,19 @@ export const flagTable: readonly FlagSpec[] = [
   },
   {
     name: 'leader-elect', type: 'boolean', default: 'false',
-    description: 'Run the controller only while holding a coordination.k8s.io/v1 Lease (30s duration, 10s renew deadline, 2s retry period), so that replicas never reconcile at once.',
+    description: 'Run the controller only while holding a coordination.k8s.io/v1 Lease, so that replicas never reconcile at once.',
+  },
+  {
+    name: 'leader-elect-lease-duration', type: 'string', value: 'duration', default: '30s',
+    description: 'How long a Lease holds after its last renewal: how long followers wait before taking over from a leader that vanished.',
+  },
+  {
+    name: 'leader-elect-renew-deadline', type: 'string', value: 'duration', default: '10s',
+    description: 'How long the leader keeps trying to renew before it gives leadership up (and exits). Must be less than the lease duration.',
+  },
+  {
+    name: 'leader-elect-retry-period', type: 'string', value: 'duration', default: '2s',
+    description: 'How often candidates try to acquire, and the leader to renew, the Lease. Must be less than the renew deadline.',
   },
   {
     name: 'leader-election-id', type: 'string', value: 'name', default: 'fleetcache-leader',
@@ -91,6 +109,10 @@ export const flagTable: readonly FlagSpec[] = [
   {
     name: 'concurrency', type: 'string', value: 'n', default: '4',
     description: 'Pipelines reconciled at once (an integer from 1 to 1000).',
+  },
+  {
+    name: 'cache-gc-grace-period', type: 'string', value: 'duration', default: '30s',
+    description: 'How long a cache (one cluster and kind) must have had no Pipeline using it before it is stopped and its watch closed.',
   },
   {
     name: 'log-level', type: 'string', value: 'level', default: 'info',
@@ -178,6 +200,16 @@ const booleanFlags = new Set(flagTable.filter((f) => f.type === 'boolean').map((
  * Parses the command line (without the node and script arguments).
  * @throws UsageError for an unknown flag, a missing or malformed value, or a positional argument.
  */
+const durationUnits: Readonly<Record<string, number>> = { ms: 1, s: 1000, m: 60_000, h: 3_600_000 };
+
+/** A duration as Go writes it (`500ms`, `30s`, `1m30s`), in milliseconds; at least 1 ms. */
+export function parseDuration(flag: string, text: string): number {
+  const parts = /^(?:\d+(?:\.\d+)?(?:ms|s|m|h))+$/.test(text) ? [...text.matchAll(/(\d+(?:\.\d+)?)(ms|s|m|h)/g)] : [];
+  const ms = parts.reduce((total, [, amount, unit]) => total + Number(amount) * (durationUnits[unit ?? ''] ?? Number.NaN), 0);
+  if (parts.length === 0 || !Number.isFinite(ms) || ms < 1) throw new UsageError(`--${flag} must be a duration such as 500ms, 30s or 1m30s, got ${JSON.stringify(text)}`);
+  return Math.round(ms);
+}
+
 export function parseFlags(argv: readonly string[]): Invocation {
   // node:util's parser has no `--flag=false` for booleans; Go's flag package (and so every
   // controller-runtime manifest) has. Rewrite those before parsing.
@@ -233,9 +265,19 @@ export function parseFlags(argv: readonly string[]): Invocation {
   if (leaderElectionNamespace !== undefined && (!/^[a-z0-9]([-a-z0-9]*[a-z0-9])?$/.test(leaderElectionNamespace) || leaderElectionNamespace.length > 63)) {
     throw new UsageError(`--leader-election-namespace must be a namespace name, got ${JSON.stringify(leaderElectionNamespace)}`);
   }
+  const leaseDurationMs = parseDuration('leader-elect-lease-duration', str('leader-elect-lease-duration') ?? '');
+  const renewDeadlineMs = parseDuration('leader-elect-renew-deadline', str('leader-elect-renew-deadline') ?? '');
+  const retryPeriodMs = parseDuration('leader-elect-retry-period', str('leader-elect-retry-period') ?? '');
+  if (!(retryPeriodMs < renewDeadlineMs && renewDeadlineMs < leaseDurationMs)) {
+    throw new UsageError('leader election needs --leader-elect-retry-period < --leader-elect-renew-deadline < --leader-elect-lease-duration');
+  }
   return {
     kind: 'run',
     config: {
+      leaseDurationMs,
+      renewDeadlineMs,
+      retryPeriodMs,
+      cacheGcGracePeriodMs: parseDuration('cache-gc-grace-period', str('cache-gc-grace-period') ?? ''),
       kubeconfig: str('kubeconfig'),
       metricsBindAddress: parseBindAddress('metrics-bind-address', str('metrics-bind-address') ?? ''),
       healthProbeBindAddress: parseBindAddress('health-probe-bind-address', str('health-probe-bind-address') ?? ''),

@@ -143,7 +143,7 @@ async function runService(config: Config, io: ProcessIo, logger: Logger): Promis
     allowCrossNamespace: config.allowCrossNamespaceSecrets,
   });
   const provider = new CompositeProvider({ byKind: { local: new LocalProvider({ kubeConfig }), secret: secrets, 'cluster-api': secrets } });
-  const registry = new Registry({ provider, queue, logger });
+  const registry = new Registry({ provider, queue, logger, gcGraceMs: config.cacheGcGracePeriodMs });
   const controller: Controller = new PipelineController({ registry, localKubeConfig: kubeConfig, logger, workers: config.concurrency });
 
   let elector: LeaderElector | undefined;
@@ -154,6 +154,9 @@ async function runService(config: Config, io: ProcessIo, logger: Logger): Promis
     elector = new LeaderElector({
       leases: new KubeLeaseClient({ connection: leaseConnection, namespace, name: config.leaderElectionId }),
       identity: `${hostname()}_${randomUUID()}`,
+      leaseDurationMs: config.leaseDurationMs,
+      renewDeadlineMs: config.renewDeadlineMs,
+      retryPeriodMs: config.retryPeriodMs,
       logger,
     });
   }
