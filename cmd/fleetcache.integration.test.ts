@@ -9,6 +9,7 @@ import { fileURLToPath } from 'node:url';
 import { loadAll } from 'js-yaml';
 import { useClusters } from '../e2e/harness/index.ts';
 import { kustomizationCrd, pipelineCrd } from '../fixtures/crds/index.ts';
+import { eventually } from '../e2e/harness/index.ts';
 
 const root = fileURLToPath(new URL('../', import.meta.url));
 const namespace = 'fleetcache-system';
@@ -40,16 +41,6 @@ class Service {
       await delay(25);
     }
     throw new Error(`the ${server} server never listened:\n${this.stderr}`);
-  }
-}
-
-async function eventually<T>(what: string, probe: () => Promise<T | undefined>, timeoutMs = 30_000): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const value = await probe().catch(() => undefined);
-    if (value !== undefined) return value;
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await delay(100);
   }
 }
 

@@ -2,20 +2,12 @@
 // prod cannot be read, the release still reaches staging, and when prod comes back it gets the
 // release too — once. Local apiservers only: it stops one (kind cannot), so it is not in scenarios/.
 import assert from 'node:assert/strict';
-import { setTimeout as delay } from 'node:timers/promises';
 import { after, before, describe, it } from 'node:test';
 import { FluxStandIn, HELM_RELEASE } from './flux/standin.ts';
 import { appliedVersion, readPipeline, releaseToDev, setUpFleet, type Fleet } from './fleet.ts';
 import { useClusters, type TestCluster } from './harness/index.ts';
 import { startService, type ServiceProcess } from './service.ts';
-
-async function eventually(what: string, check: () => Promise<boolean>, timeoutMs = 120_000): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  while (!(await check())) {
-    if (Date.now() > deadline) assert.fail(`timed out waiting until ${what}`);
-    await delay(250);
-  }
-}
+import { eventually } from './harness/index.ts';
 
 describe('a target cluster down mid-pipeline', () => {
   const env = useClusters(3, { namePrefix: 'outage' });
@@ -44,7 +36,7 @@ describe('a target cluster down mid-pipeline', () => {
     await eventually('every environment is ready at 1.0.0', async () => {
       const envs = (await readPipeline(fleet)).status?.environments ?? [];
       return envs.length === 3 && envs.every((e) => e.ready && e.revision === '1.0.0');
-    });
+    }, 120_000);
 
     await fleet.prod.stopApiserver();
     await releaseToDev(fleet, '1.1.0');
@@ -54,17 +46,17 @@ describe('a target cluster down mid-pipeline', () => {
       const prodTarget = status?.environments?.find((e) => e.name === 'prod')?.targets[0];
       const ready = status?.conditions?.find((c) => c.type === 'Ready');
       return prodTarget?.readable === false && prodTarget.error !== undefined && ready?.status === 'False' && ready.reason === 'TargetNotReadable';
-    });
-    await eventually('the release still reaches staging', async () => await appliedVersion(fleet.staging) === '1.1.0');
+    }, 120_000);
+    await eventually('the release still reaches staging', async () => await appliedVersion(fleet.staging) === '1.1.0', 120_000);
     const prodTarget = (await readPipeline(fleet)).status?.environments?.find((e) => e.name === 'prod')?.targets[0];
     assert.match(prodTarget?.error ?? '', /secret:delivery\/prod-kubeconfig/, 'the error names the cluster');
 
     await fleet.prod.startApiserver();
-    await eventually('prod catches up', async () => await appliedVersion(fleet.prod) === '1.1.0');
+    await eventually('prod catches up', async () => await appliedVersion(fleet.prod) === '1.1.0', 120_000);
     await eventually('the status recovers', async () => {
       const status = (await readPipeline(fleet)).status;
       return status?.conditions?.find((c) => c.type === 'Ready')?.status === 'True';
-    });
+    }, 120_000);
     const promotions = ((await readPipeline(fleet)).status?.promotions ?? []).filter((p) => p.revision === '1.1.0' && p.state === 'Succeeded');
     assert.deepEqual(promotions.map((p) => p.environment), ['staging', 'prod'], 'each environment promoted once');
   });

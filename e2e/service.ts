@@ -2,23 +2,12 @@
 // production, for the end-to-end scenarios.
 import { spawn, type ChildProcess } from 'node:child_process';
 import { mkdtemp, rm, writeFile } from 'node:fs/promises';
-import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { setTimeout as delay } from 'node:timers/promises';
+import { freePort } from './harness/index.ts';
 
 const entry = new URL('../cmd/fleetcache.ts', import.meta.url).pathname;
-
-async function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const server = createServer();
-    server.once('error', reject);
-    server.listen(0, '127.0.0.1', () => {
-      const address = server.address();
-      server.close(() => { resolve(typeof address === 'object' && address !== null ? address.port : 0); });
-    });
-  });
-}
 
 /** One running service process. */
 export interface ServiceProcess {

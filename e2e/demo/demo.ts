@@ -6,7 +6,6 @@
 //   node e2e/demo/demo.ts [--keep-running] [--release 1.1.0] [--timeout-seconds 300]
 import { spawn, type ChildProcess } from 'node:child_process';
 import { mkdtemp, rm, writeFile } from 'node:fs/promises';
-import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { setTimeout as delay } from 'node:timers/promises';
@@ -14,6 +13,7 @@ import { parseArgs } from 'node:util';
 import { FluxStandIn, HELM_RELEASE } from '../flux/standin.ts';
 import { appliedVersion, ENVIRONMENTS, readPipeline, releaseToDev, setUpFleet, type Fleet, type PipelineStatusView } from '../fleet.ts';
 import { startCluster, type TestCluster } from '../harness/index.ts';
+import { freePort } from '../harness/index.ts';
 
 const { values: args } = parseArgs({
   options: {
@@ -29,17 +29,6 @@ const t0 = Date.now();
 const stamp = (): string => color(90, `[${((Date.now() - t0) / 1000).toFixed(1).padStart(5)}s]`);
 const say = (who: string, text: string): void => { console.log(`${stamp()} ${color(36, who.padEnd(12))} ${text}`); };
 const step = (text: string): void => { console.log(`\n${stamp()} ${color(1, `▶ ${text}`)}`); };
-
-async function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const server = createServer();
-    server.once('error', reject);
-    server.listen(0, '127.0.0.1', () => {
-      const address = server.address();
-      server.close(() => { resolve(typeof address === 'object' && address !== null ? address.port : 0); });
-    });
-  });
-}
 
 const clusters: TestCluster[] = [];
 const stoppers: (() => Promise<void>)[] = [];

@@ -1,7 +1,6 @@
 import { generateKeyPairSync, randomBytes } from 'node:crypto';
 import { existsSync } from 'node:fs';
 import { mkdir, mkdtemp, readFile, readdir, rm, writeFile } from 'node:fs/promises';
-import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { setTimeout as delay } from 'node:timers/promises';
@@ -9,6 +8,7 @@ import { KubeConfig } from '@kubernetes/client-node';
 import { resolveAssets } from './assets.ts';
 import { adminApi, kubeconfigYaml, rawRequest, type AdminApi } from './api.ts';
 import { ManagedProcess } from './process.ts';
+import { freePort } from './wait.ts';
 
 /** Options of {@link startCluster}. */
 export interface StartClusterOptions {
@@ -61,18 +61,6 @@ export interface TestCluster extends AdminApi {
 }
 
 let counter = 0;
-
-async function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const server = createServer();
-    server.once('error', reject);
-    server.listen(0, '127.0.0.1', () => {
-      const address = server.address();
-      const port = typeof address === 'object' && address !== null ? address.port : 0;
-      server.close(() => { resolve(port); });
-    });
-  });
-}
 
 function failure(message: string, procs: readonly ManagedProcess[]): Error {
   const logs = procs.map((p) => `--- ${p.name} (last lines) ---\n${p.tail(40)}`).join('\n');

@@ -11,3 +11,4 @@ export { useClusters } from './node-test.ts';
 export type { ClusterFixture } from './node-test.ts';
 export { resolveAssets } from './assets.ts';
 export type { Assets } from './assets.ts';
+export { eventually, freePort } from './wait.ts';

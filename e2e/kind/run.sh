@@ -7,6 +7,7 @@
 #   KIND_NODE_IMAGE  node image (default kindest/node:v1.34.0, the release the local tests pin)
 #   KIND_PREFIX      cluster name prefix (default fleetcache)
 #   KEEP_CLUSTERS=1  leave the clusters running afterwards (a later run reuses them)
+#   SCENARIOS        the scenario files to run (default: every e2e/scenarios/*.integration.test.ts)
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 export PATH="$PWD/node_modules/.bin:$PATH" # the pinned Node, however the script is started
@@ -43,4 +44,5 @@ done
 export FLEETCACHE_KUBECONFIGS="$spec"
 # Inherited from an enclosing test run, it makes node --test skip every file and exit 0.
 unset NODE_TEST_CONTEXT
-node --test --test-reporter=spec --test-concurrency=1 --test-timeout=600000 e2e/scenarios/*.integration.test.ts
+# shellcheck disable=SC2086 # SCENARIOS is a list of paths
+node --test --test-reporter=spec --test-concurrency=1 --test-timeout=600000 ${SCENARIOS:-e2e/scenarios/*.integration.test.ts}

@@ -3,20 +3,12 @@
 // over; a Pipeline that drops an environment lets that cluster's cache be collected. Runs on local
 // apiservers (make test) and on kind (make e2e-kind).
 import assert from 'node:assert/strict';
-import { setTimeout as delay } from 'node:timers/promises';
 import { after, before, describe, it } from 'node:test';
 import { FluxStandIn, HELM_RELEASE } from '../flux/standin.ts';
 import { appliedVersion, PIPELINE_NAME, PIPELINE_NAMESPACE, pipelineObject, readPipeline, releaseToDev, setUpFleet, type Fleet } from '../fleet.ts';
 import { useClusters, type TestCluster } from '../harness/index.ts';
 import { startService, type ServiceProcess } from '../service.ts';
-
-async function eventually(what: string, check: () => Promise<boolean>, timeoutMs = 90_000): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  while (!(await check())) {
-    if (Date.now() > deadline) assert.fail(`timed out waiting until ${what}`);
-    await delay(200);
-  }
-}
+import { eventually } from '../harness/index.ts';
 
 // Short leader election timings, so a hand-over fits in a test; the defaults are client-go's.
 const replicaArgs = ['--leader-elect', '--leader-elect-lease-duration=4s', '--leader-elect-renew-deadline=3s', '--leader-elect-retry-period=500ms', '--cache-gc-grace-period=1s'];
@@ -55,13 +47,13 @@ describe('scenario: pipeline promotion across clusters', () => {
   }
 
   it('promotes a release dev → staging → prod, once per environment, with exactly one replica leading', async () => {
-    await eventually('one replica leads', async () => (await leaders()).length === 1);
+    await eventually('one replica leads', async () => (await leaders()).length === 1, 90_000);
     await eventually('every environment is ready at 1.0.0', async () => {
       const envs = (await readPipeline(fleet)).status?.environments ?? [];
       return envs.length === 3 && envs.every((e) => e.ready && e.revision === '1.0.0');
-    });
+    }, 90_000);
     await releaseToDev(fleet, '1.1.0');
-    await eventually('1.1.0 reaches prod', async () => await appliedVersion(fleet.prod) === '1.1.0');
+    await eventually('1.1.0 reaches prod', async () => await appliedVersion(fleet.prod) === '1.1.0', 90_000);
     assert.equal(await appliedVersion(fleet.staging), '1.1.0');
     assert.deepEqual((await promotionsOf('1.1.0')).map((p) => `${p.environment}:${p.state}`), ['staging:Succeeded', 'prod:Succeeded'], 'one promotion per environment, in order');
     assert.equal((await leaders()).length, 1, 'still exactly one leader');
@@ -73,8 +65,8 @@ describe('scenario: pipeline promotion across clusters', () => {
     await leader.kill(); // no lease released: the follower must wait for it to expire
     replicas.splice(replicas.indexOf(leader), 1);
     await releaseToDev(fleet, '1.2.0');
-    await eventually('the follower takes over', async () => (await leaders()).length === 1);
-    await eventually('1.2.0 reaches prod', async () => await appliedVersion(fleet.prod) === '1.2.0');
+    await eventually('the follower takes over', async () => (await leaders()).length === 1, 90_000);
+    await eventually('1.2.0 reaches prod', async () => await appliedVersion(fleet.prod) === '1.2.0', 90_000);
     assert.deepEqual((await promotionsOf('1.2.0')).map((p) => `${p.environment}:${p.state}`), ['staging:Succeeded', 'prod:Succeeded']);
   });
 

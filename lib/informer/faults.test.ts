@@ -8,6 +8,7 @@ import { SimulatedCluster } from '../../fixtures/index.ts';
 import { ClusterConnection, type KubeObject } from '../cluster/index.ts';
 import { KubeApiError, WatchDecodeError } from '../util/index.ts';
 import { ResourceInformer, type InformerOptions } from './index.ts';
+import { eventually } from '../../e2e/harness/index.ts';
 
 const configMaps = { group: '', version: 'v1', kind: 'ConfigMap' };
 
@@ -20,14 +21,6 @@ interface Seen {
 
 function valueOf(obj: KubeObject): string | undefined {
   return (obj.data as Record<string, string> | undefined)?.v;
-}
-
-async function eventually(what: string, check: () => boolean, timeoutMs = 10_000): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  while (!check()) {
-    if (Date.now() > deadline) assert.fail(`timed out waiting until ${what}`);
-    await delay(10);
-  }
 }
 
 async function setup(t: TestContext, options: Partial<InformerOptions> = {}): Promise<{ sim: SimulatedCluster; informer: ResourceInformer; seen: Seen[] }> {

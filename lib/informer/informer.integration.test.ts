@@ -8,6 +8,7 @@ import { useClusters, type TestCluster } from '../../e2e/harness/index.ts';
 import { ClusterConnection, createListLimiter, resourcePath, type KubeObject, type ResourceClient } from '../cluster/index.ts';
 import { KubeApiError, UnknownKindError, type GroupVersionKind } from '../util/index.ts';
 import { ResourceInformer, type InformerHandler, type InformerOptions } from './index.ts';
+import { eventually } from '../../e2e/harness/index.ts';
 
 const CONFIGMAP: GroupVersionKind = { group: '', version: 'v1', kind: 'ConfigMap' };
 const WIDGET: GroupVersionKind = { group: 'example.com', version: 'v1', kind: 'Widget' };
@@ -31,14 +32,6 @@ function recorder(): { readonly seen: Seen[]; readonly handler: InformerHandler 
 }
 
 /** Polls `check` until it holds (informer events arrive asynchronously from a real server). */
-async function eventually(what: string, check: () => boolean, timeoutMs = 30_000): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  while (!check()) {
-    if (Date.now() > deadline) throw new Error(`timed out waiting for: ${what}`);
-    await new Promise((r) => setTimeout(r, 50));
-  }
-}
-
 function connect(cluster: TestCluster, kubeConfig: KubeConfig = cluster.kubeConfig()): ClusterConnection {
   return new ClusterConnection({ name: cluster.name, kubeConfig, listLimiter, qps: 200, burst: 200 });
 }

@@ -12,6 +12,7 @@ import { CompositeProvider, CoreV1SecretReader, LocalProvider, SecretProvider } 
 import { Registry } from '../registry/index.ts';
 import { abortReason } from '../util/index.ts';
 import { PipelineController, type Pipeline, type PipelineControllerOptions, type PromotionRecord, type PromotionRequest } from './index.ts';
+import { eventually } from '../../e2e/harness/index.ts';
 
 const NS = 'team-a';
 const HR = '/apis/helm.toolkit.fluxcd.io/v2';
@@ -48,7 +49,7 @@ async function createRelease(cluster: TestCluster, namespace: string, version: s
   await eventually(`${cluster.name} ${namespace}/podinfo is ready at ${version}`, async () => {
     const hr = await getRelease(cluster, namespace);
     return hr.status?.observedGeneration === hr.metadata.generation && hr.status.history?.[0]?.chartVersion === version;
-  });
+  }, 40_000);
 }
 
 async function getRelease(cluster: TestCluster, namespace: string): Promise<HelmRelease> {
@@ -77,16 +78,6 @@ function condition(pipeline: Pipeline, type: string): { status: string; reason: 
 async function eventsOf(cluster: TestCluster, pipeline: string): Promise<{ reason: string; message: string; type: string }[]> {
   const body = (await ok(cluster, 'GET', `/api/v1/namespaces/${NS}/events?fieldSelector=involvedObject.name%3D${pipeline}`)) as { items: { reason: string; message: string; type: string; involvedObject: { kind: string } }[] };
   return body.items.filter((e) => e.involvedObject.kind === 'Pipeline');
-}
-
-async function eventually<T>(what: string, check: () => Promise<T | undefined | false>, timeoutMs = 40_000): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const value = await check();
-    if (value !== undefined && value !== false) return value;
-    if (Date.now() > deadline) assert.fail(`timed out waiting until ${what}`);
-    await delay(100);
-  }
 }
 
 /** Flux, played by the test: every HelmRelease becomes Ready at its chart version, history newest first. */
@@ -176,20 +167,20 @@ describe('PipelineController on real clusters', () => {
       const settled = await eventually('the pipeline reports all three environments ready at 1.0.0', async () => {
         const p = await getPipeline(mgmt, 'shop');
         return condition(p, 'Ready')?.status === 'True' && p.status?.environments?.every((e) => e.ready && e.revision === '1.0.0') === true && p;
-      });
+      }, 40_000);
       assert.equal(settled.status?.observedGeneration, settled.metadata?.generation);
       assert.deepEqual(settled.status?.environments?.map((e) => e.targets.map((t) => t.cluster)), [['local'], [`secret:${NS}/staging-kubeconfig`], [`secret:${NS}/prod-kubeconfig`]]);
       assert.deepEqual(settled.status.promotions ?? [], [], 'nothing to promote while all environments agree');
 
       await setVersion(mgmt, 'shop', '1.1.0');
       // The first step: staging is patched while prod still runs 1.0.0.
-      await eventually('staging is asked for 1.1.0', async () => (await getRelease(staging, 'shop')).spec.chart.spec.version === '1.1.0');
-      await eventually('prod is asked for 1.1.0 once staging is ready at it', async () => (await getRelease(prod, 'shop')).spec.chart.spec.version === '1.1.0');
+      await eventually('staging is asked for 1.1.0', async () => (await getRelease(staging, 'shop')).spec.chart.spec.version === '1.1.0', 40_000);
+      await eventually('prod is asked for 1.1.0 once staging is ready at it', async () => (await getRelease(prod, 'shop')).spec.chart.spec.version === '1.1.0', 40_000);
       const done = await eventually('both promotions are recorded as succeeded and every environment is ready at 1.1.0', async () => {
         const p = await getPipeline(mgmt, 'shop');
         const records = p.status?.promotions ?? [];
         return records.length === 2 && records.every((r) => r.state === 'Succeeded') && p.status?.environments?.every((e) => e.ready && e.revision === '1.1.0') === true && p;
-      });
+      }, 40_000);
       const records = done.status?.promotions ?? [];
       assert.deepEqual(records.map((r: PromotionRecord) => [r.environment, r.revision, r.strategy, r.attempts]), [['staging', '1.1.0', 'patch', 1], ['prod', '1.1.0', 'patch', 1]]);
       assert.match(records[0]?.message ?? '', /set \/spec\/chart\/spec\/version to 1\.1\.0 in 1 target/);
@@ -229,15 +220,15 @@ describe('PipelineController on real clusters', () => {
       const spec = patchPipeline('cart', [['dev', undefined], ['staging', 'staging-kubeconfig']], 'cart') as { spec: Record<string, unknown> };
       spec.spec.promotion = { strategy: 'webhook', webhook: { secretRef: { name: 'cart-hook' } } };
       const created = (await ok(mgmt, 'POST', PIPELINES, spec)) as Pipeline;
-      await eventually('the pipeline is ready', async () => condition(await getPipeline(mgmt, 'cart'), 'Ready')?.status === 'True');
+      await eventually('the pipeline is ready', async () => condition(await getPipeline(mgmt, 'cart'), 'Ready')?.status === 'True', 40_000);
       await setVersion(mgmt, 'cart', '2.1.0');
 
       const failed = await eventually('the first attempt is recorded as failed', async () => {
         const records = (await getPipeline(mgmt, 'cart')).status?.promotions ?? [];
         return records.find((r) => r.state === 'Failed' || (r.state !== 'Pending' && r.attempts > 1));
-      });
+      }, 40_000);
       if (failed.state === 'Failed') assert.match(failed.message ?? '', /HTTP 500: deploy system unavailable/);
-      const succeeded = await eventually('the retry succeeds', async () => (await getPipeline(mgmt, 'cart')).status?.promotions?.find((r) => r.state === 'Succeeded'));
+      const succeeded = await eventually('the retry succeeds', async () => (await getPipeline(mgmt, 'cart')).status?.promotions?.find((r) => r.state === 'Succeeded'), 40_000);
       assert.equal(succeeded.attempts, 2);
       assert.equal(calls.length, 2);
       const key = `${created.metadata?.uid ?? ''}/staging/2.1.0`;
@@ -277,7 +268,7 @@ describe('PipelineController on real clusters', () => {
       const ready = await eventually('Ready=False InvalidSpec', async () => {
         const c = condition(await getPipeline(mgmt, 'twice'), 'Ready');
         return c?.reason === 'InvalidSpec' && c;
-      });
+      }, 40_000);
       assert.equal(ready.status, 'False');
       assert.match(ready.message, /spec\.environments\[1\]\.targets\[0\]: the same target \(local namespace bad\)/);
       assert.equal(running.controller.stats().reconcileErrors, 0, 'an invalid spec is a status, not a failure');
@@ -302,7 +293,7 @@ describe('PipelineController on real clusters', () => {
       const p = await eventually('Ready=False TargetNotReadable, with the reachable target read', async () => {
         const pipeline = await getPipeline(mgmt, 'lost');
         return condition(pipeline, 'Ready')?.reason === 'TargetNotReadable' && pipeline.status?.environments?.[0]?.targets[0]?.readable === true && pipeline;
-      });
+      }, 40_000);
       const ready = condition(p, 'Ready');
       assert.equal(ready?.status, 'False');
       assert.match(ready.message, new RegExp(`prod: secret:${NS}/gone-kubeconfig namespace lost: .*127\\.0\\.0\\.1:${port}|prod: secret:${NS}/gone-kubeconfig namespace lost: .*ECONNREFUSED`));
@@ -338,7 +329,7 @@ describe('PipelineController on real clusters', () => {
     const firstRun = first.run(stopFirst.signal);
     try {
       await ok(mgmt, 'POST', PIPELINES, patchPipeline('pay', [['dev', undefined], ['staging', 'staging-kubeconfig']], 'pay'));
-      await eventually('the pipeline is ready', async () => condition(await getPipeline(mgmt, 'pay'), 'Ready')?.status === 'True');
+      await eventually('the pipeline is ready', async () => condition(await getPipeline(mgmt, 'pay'), 'Ready')?.status === 'True', 40_000);
       const generationBefore = (await getRelease(staging, 'pay')).metadata.generation;
       await setVersion(mgmt, 'pay', '3.1.0');
       await firstRun;
@@ -352,7 +343,7 @@ describe('PipelineController on real clusters', () => {
       // A new controller (a restarted service) takes the Pending promotion up again.
       const second = startController({}, registry);
       try {
-        const done = await eventually('the resumed promotion succeeds', async () => (await getPipeline(mgmt, 'pay')).status?.promotions?.find((r) => r.state === 'Succeeded'));
+        const done = await eventually('the resumed promotion succeeds', async () => (await getPipeline(mgmt, 'pay')).status?.promotions?.find((r) => r.state === 'Succeeded'), 40_000);
         assert.equal(done.attempts, 2);
         assert.equal(done.startedAt, pending[0]?.startedAt, 'the same promotion, resumed');
         const release = await getRelease(staging, 'pay');

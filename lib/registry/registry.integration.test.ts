@@ -17,6 +17,7 @@ import {
 } from '../cluster/index.ts';
 import { FakeClock, KubeApiError, KubeconfigRefusedError, TransportError, UnknownKindError, type GroupVersionKind } from '../util/index.ts';
 import { Registry, type RegistryOptions } from './index.ts';
+import { eventually } from '../../e2e/harness/index.ts';
 
 const configMaps: GroupVersionKind = { group: '', version: 'v1', kind: 'ConfigMap' };
 const kustomizations: GroupVersionKind = { group: 'kustomize.toolkit.fluxcd.io', version: 'v1', kind: 'Kustomization' };
@@ -61,14 +62,6 @@ async function drain(registry: Registry): Promise<void> {
     const next = await registry.queue.get();
     if (next === undefined) return;
     registry.queue.done(next.item);
-  }
-}
-
-async function eventually(what: string, check: () => boolean | Promise<boolean>, timeoutMs = 20_000): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  while (!(await check())) {
-    if (Date.now() > deadline) assert.fail(`timed out waiting until ${what}`);
-    await delay(50);
   }
 }
 
