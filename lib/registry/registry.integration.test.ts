@@ -283,6 +283,7 @@ describe('registry on real clusters', () => {
     await eventually('the rebuilt cache reports the new credentials\' 403', () =>
       reader.lastError instanceof KubeApiError && reader.lastError.statusCode === 403 && reader.lastError.cluster === 'secret:team-b/rotating');
     assert.equal(registry.caches().length, 1, 'the same key, rebuilt');
+    assert.ok((registry.caches()[0]?.watchErrors ?? 0) > 0, 'the rebuilt cache counts its failures');
 
     const deleted = await mgmt.request('DELETE', '/api/v1/namespaces/team-b/secrets/rotating');
     assert.equal(deleted.statusCode, 200);

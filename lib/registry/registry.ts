@@ -420,6 +420,7 @@ export class Registry {
       for (const owner of this.#index.ownersOfCache(key)) this.#queue.add(owner);
     };
     let lastErrorMessage: string | undefined;
+    const detachers: (() => void)[] = [];
     const entry: CacheEntry = {
       key,
       cluster: state,
@@ -429,9 +430,9 @@ export class Registry {
       unusedSince: undefined,
       nextGcCheckAt: undefined,
       errors: 0,
-      detach: () => undefined,
+      detach: () => { for (const detach of detachers) detach(); },
     };
-    const detachers = [
+    detachers.push(
       informer.addHandler({
         add: requeueObject,
         update: (_old, current) => { requeueObject(current); },
@@ -445,8 +446,8 @@ export class Registry {
         if (err.message !== lastErrorMessage) requeueAll();
         lastErrorMessage = err.message;
       }),
-    ];
-    return { ...entry, detach: () => { for (const detach of detachers) detach(); } };
+    );
+    return entry;
   }
 
   /** Under `#lock`: makes a started cache visible and schedules its first GC check. */
