@@ -3,6 +3,7 @@
 // holds the Pipeline and the kubeconfig Secrets of the other two; each cluster runs the podinfo
 // HelmRelease in namespace `apps`.
 import { helmReleaseCrd, kustomizationCrd, pipelineCrd } from '../fixtures/crds/index.ts';
+import { FluxStandIn, HELM_RELEASE, type FluxStandInOptions } from './flux/standin.ts';
 import type { TestCluster } from './harness/index.ts';
 
 export const APP_NAMESPACE = 'apps';
@@ -101,4 +102,24 @@ export interface PipelineStatusView {
 export async function appliedVersion(cluster: TestCluster): Promise<string | undefined> {
   const res = await cluster.request('GET', `/apis/helm.toolkit.fluxcd.io/v2/namespaces/${APP_NAMESPACE}/helmreleases/${APP_NAME}`);
   return (res.body as { status?: { history?: { chartVersion?: string }[] } }).status?.history?.[0]?.chartVersion;
+}
+
+/**
+ * Starts a Flux stand-in for HelmReleases in each cluster (synced before it returns); the result
+ * stops them all.
+ */
+export async function startFlux(clusters: readonly TestCluster[], options: Pick<FluxStandInOptions, 'applyDelayMs' | 'onReconciled'> = {}): Promise<() => Promise<void>> {
+  const fluxes: FluxStandIn[] = [];
+  const stop = async (): Promise<void> => { await Promise.all(fluxes.map((f) => f.stop())); };
+  try {
+    for (const cluster of clusters) {
+      const flux = new FluxStandIn({ ...options, name: cluster.name, kubeconfig: cluster.adminKubeconfig, kinds: [HELM_RELEASE] });
+      fluxes.push(flux);
+      await flux.start();
+    }
+  } catch (err) {
+    await stop();
+    throw err;
+  }
+  return stop;
 }

@@ -3,8 +3,7 @@
 // release too — once. Local apiservers only: it stops one (kind cannot), so it is not in scenarios/.
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
-import { FluxStandIn, HELM_RELEASE } from './flux/standin.ts';
-import { appliedVersion, readPipeline, releaseToDev, setUpFleet, type Fleet } from './fleet.ts';
+import { appliedVersion, readPipeline, releaseToDev, setUpFleet, startFlux, type Fleet } from './fleet.ts';
 import { useClusters, type TestCluster } from './harness/index.ts';
 import { startService, type ServiceProcess } from './service.ts';
 import { eventually } from './harness/index.ts';
@@ -13,23 +12,19 @@ describe('a target cluster down mid-pipeline', () => {
   const env = useClusters(3, { namePrefix: 'outage' });
   let fleet: Fleet;
   let service: ServiceProcess | undefined;
-  const fluxes: FluxStandIn[] = [];
+  let stopFlux: (() => Promise<void>) | undefined;
 
   before(async () => {
     const [management, staging, prod] = env.clusters as [TestCluster, TestCluster, TestCluster];
     fleet = { management, staging, prod };
     await setUpFleet(fleet, '1.0.0');
-    for (const cluster of env.clusters) {
-      const flux = new FluxStandIn({ name: cluster.name, kubeconfig: cluster.adminKubeconfig, kinds: [HELM_RELEASE] });
-      await flux.start();
-      fluxes.push(flux);
-    }
+    stopFlux = await startFlux(env.clusters);
     service = await startService('outage', management.adminKubeconfig);
   }, { timeout: 300_000 });
 
   after(async () => {
     await service?.stop();
-    await Promise.all(fluxes.map((f) => f.stop()));
+    await stopFlux?.();
   });
 
   it('reports prod unreadable, keeps promoting to staging, and catches prod up when it returns', async () => {

@@ -10,8 +10,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { setTimeout as delay } from 'node:timers/promises';
 import { parseArgs } from 'node:util';
-import { FluxStandIn, HELM_RELEASE } from '../flux/standin.ts';
-import { appliedVersion, ENVIRONMENTS, readPipeline, releaseToDev, setUpFleet, type Fleet, type PipelineStatusView } from '../fleet.ts';
+import { appliedVersion, ENVIRONMENTS, readPipeline, releaseToDev, setUpFleet, startFlux, type Fleet, type PipelineStatusView } from '../fleet.ts';
 import { startCluster, type TestCluster } from '../harness/index.ts';
 import { freePort } from '../harness/index.ts';
 
@@ -60,17 +59,10 @@ async function main(): Promise<void> {
   say('management', 'Pipeline delivery/podinfo: dev (local) → staging (Secret) → prod (Secret), strategy patch /spec/chart/spec/version');
 
   step('Starting a Flux stand-in in each cluster (applies the chart version a HelmRelease asks for)');
-  for (const cluster of clusters) {
-    const flux = new FluxStandIn({
-      name: cluster.name,
-      kubeconfig: cluster.adminKubeconfig,
-      kinds: [HELM_RELEASE],
-      applyDelayMs: 1500,
-      onReconciled: (e) => { say(e.cluster, `flux: HelmRelease ${e.namespace}/${e.name} applied ${color(33, e.revision)}, Ready`); },
-    });
-    await flux.start();
-    stoppers.push(() => flux.stop());
-  }
+  stoppers.push(await startFlux(clusters, {
+    applyDelayMs: 1500,
+    onReconciled: (e) => { say(e.cluster, `flux: HelmRelease ${e.namespace}/${e.name} applied ${color(33, e.revision)}, Ready`); },
+  }));
 
   step('Starting the fleetcache service against the management cluster');
   const work = await mkdtemp(join(tmpdir(), 'fleetcache-demo-'));

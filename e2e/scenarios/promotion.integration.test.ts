@@ -4,8 +4,7 @@
 // apiservers (make test) and on kind (make e2e-kind).
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
-import { FluxStandIn, HELM_RELEASE } from '../flux/standin.ts';
-import { appliedVersion, PIPELINE_NAME, PIPELINE_NAMESPACE, pipelineObject, readPipeline, releaseToDev, setUpFleet, type Fleet } from '../fleet.ts';
+import { appliedVersion, PIPELINE_NAME, PIPELINE_NAMESPACE, pipelineObject, readPipeline, releaseToDev, setUpFleet, startFlux, type Fleet } from '../fleet.ts';
 import { useClusters, type TestCluster } from '../harness/index.ts';
 import { startService, type ServiceProcess } from '../service.ts';
 import { eventually } from '../harness/index.ts';
@@ -17,23 +16,19 @@ describe('scenario: pipeline promotion across clusters', () => {
   const env = useClusters(3, { namePrefix: 'fleet' });
   let fleet: Fleet;
   const replicas: ServiceProcess[] = [];
-  const fluxes: FluxStandIn[] = [];
+  let stopFlux: (() => Promise<void>) | undefined;
 
   before(async () => {
     const [management, staging, prod] = env.clusters as [TestCluster, TestCluster, TestCluster];
     fleet = { management, staging, prod };
     await setUpFleet(fleet, '1.0.0');
-    for (const cluster of env.clusters) {
-      const flux = new FluxStandIn({ name: cluster.name, kubeconfig: cluster.adminKubeconfig, kinds: [HELM_RELEASE] });
-      await flux.start();
-      fluxes.push(flux);
-    }
+    stopFlux = await startFlux(env.clusters);
     for (const name of ['replica-a', 'replica-b']) replicas.push(await startService(name, management.adminKubeconfig, replicaArgs));
   }, { timeout: 300_000 });
 
   after(async () => {
     await Promise.all(replicas.map((r) => r.stop()));
-    await Promise.all(fluxes.map((f) => f.stop()));
+    await stopFlux?.();
   });
 
   async function leaders(): Promise<ServiceProcess[]> {

@@ -1,6 +1,6 @@
 // The Pipeline controller against three real clusters: "mgmt" (the management cluster, which is
 // also the dev environment), "staging" and "prod" (reached through kubeconfig Secrets on mgmt).
-// The test plays Flux: a background loop marks every HelmRelease Ready at its spec's chart version.
+// A Flux stand-in (e2e/flux) marks every HelmRelease Ready at its spec's chart version.
 import assert from 'node:assert/strict';
 import { createServer, type IncomingHttpHeaders } from 'node:http';
 import type { AddressInfo } from 'node:net';
@@ -13,6 +13,7 @@ import { Registry } from '../registry/index.ts';
 import { abortReason } from '../util/index.ts';
 import { PipelineController, type Pipeline, type PipelineControllerOptions, type PromotionRecord, type PromotionRequest } from './index.ts';
 import { eventually } from '../../e2e/harness/index.ts';
+import { startFlux } from '../../e2e/fleet.ts';
 
 const NS = 'team-a';
 const HR = '/apis/helm.toolkit.fluxcd.io/v2';
@@ -80,29 +81,6 @@ async function eventsOf(cluster: TestCluster, pipeline: string): Promise<{ reaso
   return body.items.filter((e) => e.involvedObject.kind === 'Pipeline');
 }
 
-/** Flux, played by the test: every HelmRelease becomes Ready at its chart version, history newest first. */
-async function playFlux(clusters: readonly TestCluster[], signal: AbortSignal): Promise<void> {
-  while (!signal.aborted) {
-    for (const cluster of clusters) {
-      const res = await cluster.request('GET', `${HR}/helmreleases`).catch(() => undefined);
-      if (res?.statusCode !== 200) continue;
-      for (const hr of (res.body as { items: HelmRelease[] }).items) {
-        const version = hr.spec.chart.spec.version;
-        const history = hr.status?.history ?? [];
-        if (hr.status?.observedGeneration === hr.metadata.generation && history[0]?.chartVersion === version) continue;
-        const status = {
-          observedGeneration: hr.metadata.generation,
-          conditions: [{ type: 'Ready', status: 'True', reason: 'UpgradeSucceeded', message: `installed ${version}`, lastTransitionTime: new Date().toISOString().replace(/\.\d+Z$/, 'Z') }],
-          history: [{ chartVersion: version }, ...history].slice(0, 5),
-        };
-        // A 409 means someone changed it meanwhile: the next round sees the new generation.
-        await cluster.request('PUT', `${HR}/namespaces/${hr.metadata.namespace}/helmreleases/${hr.metadata.name}/status`, { ...hr, status }).catch(() => undefined);
-      }
-    }
-    await delay(150, undefined, { signal }).catch(() => undefined);
-  }
-}
-
 function patchPipeline(name: string, envs: readonly (readonly [env: string, cluster: string | undefined])[], namespace: string): object {
   return {
     apiVersion: 'fleetcache.dev/v1alpha1',
@@ -121,8 +99,7 @@ describe('PipelineController on real clusters', () => {
   let mgmt: TestCluster;
   let staging: TestCluster;
   let prod: TestCluster;
-  const flux = new AbortController();
-  let fluxLoop: Promise<void> = Promise.resolve();
+  let stopFlux: (() => Promise<void>) | undefined;
 
   before(async () => {
     [mgmt, staging, prod] = env.clusters as [TestCluster, TestCluster, TestCluster];
@@ -130,12 +107,11 @@ describe('PipelineController on real clusters', () => {
     await ensureNamespace(mgmt, NS);
     await putSecret(mgmt, 'staging-kubeconfig', { value: staging.adminKubeconfig });
     await putSecret(mgmt, 'prod-kubeconfig', { value: prod.adminKubeconfig });
-    fluxLoop = playFlux([mgmt, staging, prod], flux.signal);
+    stopFlux = await startFlux([mgmt, staging, prod]); // plays Flux: HelmReleases become Ready at their chart version
   });
 
   after(async () => {
-    flux.abort();
-    await fluxLoop;
+    await stopFlux?.();
   });
 
   /** A registry and a running controller; `stop()` stops both and waits. */
