@@ -597,7 +597,11 @@ export class Registry {
     if (fresh !== undefined && this.#clusters.get(old.key) !== fresh) await fresh.connection.close();
     else if (fresh !== undefined) this.#scheduleCheck(fresh);
     old.checkTimer?.cancel();
-    for (const entry of removed) entry.detach();
+    for (const entry of removed) {
+      entry.detach();
+      // Keys not rebuilt are gone for good (as after GC): their readers need not be kept.
+      if (!this.#caches.has(entry.key)) this.#readers.delete(entry.key);
+    }
     await Promise.all(removed.map((entry) => entry.informer.stop()));
     await old.connection.close();
     for (const owner of owners) this.#queue.add(owner);
