@@ -162,7 +162,11 @@ describe('PipelineController on real clusters', () => {
       assert.match(records[0]?.message ?? '', /set \/spec\/chart\/spec\/version to 1\.1\.0 in 1 target/);
       // Never skipping: prod's promotion began only after staging's had finished (and staging was ready).
       assert.ok((records[1]?.startedAt ?? '') >= (records[0]?.finishedAt ?? 'z'), JSON.stringify(records));
-      const promoted = (await eventsOf(mgmt, 'shop')).filter((e) => e.reason === 'Promoted');
+      // The Event follows the status record that says Succeeded: wait for it, then check it exactly.
+      const promoted = await eventually('both Promoted events are recorded', async () => {
+        const events = (await eventsOf(mgmt, 'shop')).filter((e) => e.reason === 'Promoted');
+        return events.length >= 2 && events;
+      }, 10_000);
       assert.equal(promoted.length, 2);
       assert.ok(promoted.some((e) => e.message.includes('from dev to staging')) && promoted.some((e) => e.message.includes('from staging to prod')));
       assert.deepEqual(running.controller.stats().promotions, { succeeded: 2, failed: 0 });
@@ -216,7 +220,11 @@ describe('PipelineController on real clusters', () => {
       assert.equal(firstCall.body.from, 'dev');
       assert.deepEqual(firstCall.body.targets, [{ cluster: `secret:${NS}/staging-kubeconfig`, namespace: 'cart' }]);
       assert.equal((await getRelease(staging, 'cart')).spec.chart.spec.version, '2.0.0', 'the webhook strategy does not patch');
-      const reasons = (await eventsOf(mgmt, 'cart')).map((e) => e.reason).sort();
+      // The Event follows the status record that says Succeeded: wait for it, then check them exactly.
+      const reasons = await eventually('both outcome events are recorded', async () => {
+        const all = (await eventsOf(mgmt, 'cart')).map((e) => e.reason).sort();
+        return all.length >= 2 && all;
+      }, 10_000);
       assert.deepEqual(reasons, ['Promoted', 'PromotionFailed']);
       assert.deepEqual(running.controller.stats().promotions, { succeeded: 1, failed: 1 });
     } finally {
