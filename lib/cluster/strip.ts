@@ -373,10 +373,15 @@ function walkObject(b: Uint8Array, open: number, n: number, level: Level): numbe
   }
 }
 
+/** Kept text up to this size is assembled in one reused buffer; a bigger one gets its own. */
+const SCRATCH_MAX = 1 << 20;
+let scratch = Buffer.allocUnsafe(64 * 1024);
+
 /**
  * Decodes bytes [start, end) of `buf` as UTF-8 without the ranges the walk finds; undefined when
  * there is nothing to remove or the scan is unsure. Cuts fall on ASCII bytes, never inside a
- * multi-byte character.
+ * multi-byte character. The kept bytes are copied together and decoded once: JSON.parse gets one
+ * flat string rather than a concatenation it would first have to copy again.
  */
 function stripped(buf: Buffer, start: number, end: number, level: typeof EVENT | typeof LIST): string | undefined {
   cuts.length = 0;
@@ -384,13 +389,21 @@ function stripped(buf: Buffer, start: number, end: number, level: typeof EVENT |
   const open = ws(buf, start, end);
   const result = at(buf, open, end) === LBRACE ? walkObject(buf, open, end, level) : FAIL;
   if (result === FAIL || cuts.length === 0) return undefined;
+  let length = end - start;
+  for (let k = 0; k < cuts.length; k += 2) length -= (cuts[k + 1] ?? 0) - (cuts[k] ?? 0);
+  let out = scratch;
+  if (length > out.length) {
+    out = Buffer.allocUnsafe(length);
+    if (length <= SCRATCH_MAX) scratch = out;
+  }
   let from = start;
-  let text = '';
+  let size = 0;
   for (let k = 0; k < cuts.length; k += 2) {
-    text += buf.toString('utf8', from, cuts[k]);
+    size += buf.copy(out, size, from, cuts[k]);
     from = cuts[k + 1] ?? end;
   }
-  return text + buf.toString('utf8', from, end);
+  size += buf.copy(out, size, from, end);
+  return out.toString('utf8', 0, size);
 }
 
 /**
