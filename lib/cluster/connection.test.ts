@@ -195,7 +195,7 @@ describe('ClusterConnection', () => {
       const q = srv.requests.at(-1)?.url.searchParams;
       assert.deepEqual([q?.get('watch'), q?.get('resourceVersion'), q?.get('allowWatchBookmarks'), q?.get('timeoutSeconds')], ['true', '1', 'true', '300']);
       const seen: WatchEvent[] = [];
-      const failure = await (async () => { for await (const e of stream) seen.push(e); })().then(() => undefined, (e: unknown) => e);
+      const failure = await (async () => { for await (const batch of stream) seen.push(...batch); })().then(() => undefined, (e: unknown) => e);
       assert.deepEqual(seen.map((e) => [e.type, e.object.metadata?.resourceVersion]), [['ADDED', '2'], ['BOOKMARK', '3']]);
       assert.equal((seen[0]?.object as { data: { s: string } }).data.s, 'ü'.repeat(50));
       assert.ok(failure instanceof KubeApiError && failure.isGone && failure.statusCode === 410);
@@ -211,7 +211,7 @@ describe('ClusterConnection', () => {
         srv.routes.set('/api/v1/namespaces/m/configmaps', (_q, res) => { res.writeHead(200); res.end(body); });
         const stream = await conn.resourceClient(configMaps).watch({ namespace: 'm', resourceVersion: '1', timeoutSeconds: 300, allowWatchBookmarks: true, signal: AbortSignal.timeout(5000) });
         let count = 0;
-        const failure = await (async () => { for await (const _ of stream) count++; })().then(() => undefined, (e: unknown) => e);
+        const failure = await (async () => { for await (const batch of stream) count += batch.length; })().then(() => undefined, (e: unknown) => e);
         assert.equal(count, 1);
         assert.ok(failure instanceof type, String(failure));
       }

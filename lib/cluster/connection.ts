@@ -111,7 +111,7 @@ interface WatchRequest {
 /** The private capabilities a connection lends its resource clients. */
 interface ConnectionPort {
   send(request: PortRequest, signal: AbortSignal, isList: boolean): Promise<unknown>;
-  openWatch(request: WatchRequest, signal: AbortSignal): Promise<AsyncIterable<WatchEvent>>;
+  openWatch(request: WatchRequest, signal: AbortSignal): Promise<AsyncIterable<readonly WatchEvent[]>>;
 }
 
 interface DiscoveredGroup {
@@ -251,7 +251,7 @@ export class ClusterConnection implements ResourceResolver {
   }
 
   /** Opens a watch stream through the request limiter. */
-  async #openWatch(request: WatchRequest, signal: AbortSignal): Promise<AsyncIterable<WatchEvent>> {
+  async #openWatch(request: WatchRequest, signal: AbortSignal): Promise<AsyncIterable<readonly WatchEvent[]>> {
     if (this.#life.signal.aborted) throw new ClosedError(`connection to cluster ${this.name}`);
     const { path, query, gvk } = request;
     const res = await scheduleAbortable(this.#requests, signal, () => this.#transport.open({ method: 'GET', path, query, gvk, signal }));
@@ -328,7 +328,7 @@ class HttpResourceClient implements ResourceClient {
     return list as KubeList;
   }
 
-  async watch(options: WatchOptions): Promise<AsyncIterable<WatchEvent>> {
+  async watch(options: WatchOptions): Promise<AsyncIterable<readonly WatchEvent[]>> {
     const query = selectorQuery(options);
     query.set('watch', 'true');
     query.set('resourceVersion', options.resourceVersion);

@@ -9,7 +9,7 @@ type StreamItem = { readonly event: WatchEvent } | { readonly end: true } | { re
  * Invariant: `#queue` holds what was pushed and not yet consumed; `#wake` is set only while the
  * consumer waits on an empty queue.
  */
-export class FakeWatchStream implements AsyncIterable<WatchEvent> {
+export class FakeWatchStream implements AsyncIterable<readonly WatchEvent[]> {
   readonly options: WatchOptions;
   #queue: StreamItem[] = [];
   #wake: (() => void) | undefined;
@@ -48,17 +48,28 @@ export class FakeWatchStream implements AsyncIterable<WatchEvent> {
     wake?.();
   }
 
-  async *[Symbol.asyncIterator](): AsyncGenerator<WatchEvent, void, undefined> {
+  /** Yields the events pushed since the last batch, as the real stream does, up to an end or error. */
+  async *[Symbol.asyncIterator](): AsyncGenerator<readonly WatchEvent[], void, undefined> {
     try {
       for (;;) {
-        const item = this.#queue.shift();
+        const batch: WatchEvent[] = [];
+        let item = this.#queue[0];
+        while (item !== undefined && 'event' in item) {
+          batch.push(item.event);
+          this.#queue.shift();
+          item = this.#queue[0];
+        }
+        if (batch.length > 0) {
+          yield batch;
+          continue;
+        }
         if (item === undefined) {
           await new Promise<void>((resolve) => { this.#wake = resolve; });
           continue;
         }
+        this.#queue.shift();
         if ('end' in item) return;
-        if ('error' in item) throw item.error;
-        yield item.event;
+        throw item.error;
       }
     } finally {
       this.#closed = true;
@@ -186,7 +197,7 @@ export class FakeResourceClient implements ResourceClient {
     });
   }
 
-  watch(options: WatchOptions): Promise<AsyncIterable<WatchEvent>> {
+  watch(options: WatchOptions): Promise<AsyncIterable<readonly WatchEvent[]>> {
     this.watchCalls.push(options);
     const failure = this.#takeFailure('watch');
     if (failure !== undefined) return Promise.reject(failure);

@@ -116,9 +116,11 @@ export interface ResourceClient {
   list(options: ListOptions): Promise<KubeList>;
   /**
    * Opens a WATCH. Resolves once the server accepted it (HTTP 200); the stream then yields events
-   * in order and ends when the server closes it. Leaving the loop early releases the socket.
+   * in order, in batches (never empty: whatever arrived since the consumer last took a batch, so a
+   * busy stream costs one iteration per socket read rather than one per event), and ends when the server closes
+   * it. Leaving the loop early releases the socket.
    */
-  watch(options: WatchOptions): Promise<AsyncIterable<WatchEvent>>;
+  watch(options: WatchOptions): Promise<AsyncIterable<readonly WatchEvent[]>>;
 }
 
 /**

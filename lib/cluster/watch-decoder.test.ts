@@ -17,7 +17,10 @@ async function collect(chunks: readonly Buffer[], options: DecodeOptions = {}): 
   const res = body();
   const events: WatchEvent[] = [];
   const done = (async () => {
-    for await (const event of decodeWatchStream(res, scope, new AbortController().signal, options)) events.push(event);
+    for await (const batch of decodeWatchStream(res, scope, new AbortController().signal, options)) {
+      assert.ok(batch.length > 0, 'never an empty batch');
+      events.push(...batch);
+    }
   })();
   for (const chunk of chunks) res.write(chunk);
   res.end();
@@ -59,7 +62,7 @@ describe('decodeWatchStream', () => {
     res.end(`${JSON.stringify(lines[0])}\n{"type":"ADDED","object":{\n${JSON.stringify(lines[3])}\n`);
     const seen: WatchEvent[] = [];
     await assert.rejects(async () => {
-      for await (const event of decodeWatchStream(res, scope, new AbortController().signal, { dropManagedFields: true })) seen.push(event);
+      for await (const batch of decodeWatchStream(res, scope, new AbortController().signal, { dropManagedFields: true })) seen.push(...batch);
     }, WatchDecodeError);
     assert.equal(seen.length, 1);
     assert.ok(res.destroyed);
@@ -88,13 +91,16 @@ describe('decodeWatchStream', () => {
     const iterator = decodeWatchStream(res, scope, new AbortController().signal)[Symbol.asyncIterator]();
     const first = iterator.next();
     res.write(`${JSON.stringify(lines[3])}\n`.repeat(1000));
-    assert.equal((await first).done, false);
+    const head = await first;
+    if (head.done === true) assert.fail('the stream ended early');
     assert.ok(res.isPaused(), 'a backlog of decoded events pauses the response');
-    let count = 1;
+    let count = head.value.length;
     while (count < 1000) {
-      await iterator.next();
-      count++;
+      const next = await iterator.next();
+      if (next.done === true) assert.fail('the stream ended early');
+      count += next.value.length;
     }
+    assert.equal(count, 1000);
     res.end();
     assert.equal((await iterator.next()).done, true);
     assert.ok(res.destroyed);

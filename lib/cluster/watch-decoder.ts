@@ -118,7 +118,8 @@ class LineDecoder {
 const HIGH_WATER = 256;
 
 /**
- * Decodes a watch response body (one JSON event per line) into events. The socket is released
+ * Decodes a watch response body (one JSON event per line) into events, yielded in batches of
+ * everything decoded since the consumer last took one (never empty). The socket is released
  * when the stream ends, fails, or the consumer leaves early. A stream that breaks, or ends in the
  * middle of a line, throws a `TransportError`; the caller resumes from the last event it applied.
  * A bad line throws after the events before it were yielded.
@@ -126,7 +127,7 @@ const HIGH_WATER = 256;
  * Chunks are taken from `data` events as they arrive (no re-concatenation of buffered chunks, as
  * the stream's own iterator does) and decoded at once; a backlog pauses the socket.
  */
-export async function* decodeWatchStream(res: IncomingMessage, scope: ErrorScope, signal: AbortSignal, options: DecodeOptions = {}): AsyncGenerator<WatchEvent, void, undefined> {
+export async function* decodeWatchStream(res: IncomingMessage, scope: ErrorScope, signal: AbortSignal, options: DecodeOptions = {}): AsyncGenerator<readonly WatchEvent[], void, undefined> {
   const lines = new LineDecoder(scope, options);
   // Invariants: `queue` holds decoded events not yet yielded, in stream order; the response is
   // paused only while the queue is at least HIGH_WATER long; `wake` is set only while the
@@ -171,7 +172,7 @@ export async function* decodeWatchStream(res: IncomingMessage, scope: ErrorScope
       if (queue.length > 0) {
         const batch = queue;
         queue = [];
-        for (const event of batch) yield event;
+        yield batch;
         continue;
       }
       if (state.failure !== undefined) throw state.failure.error;

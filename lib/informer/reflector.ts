@@ -304,17 +304,20 @@ export class Reflector {
       });
       this.#recovered();
       lastActivity = clock.now();
-      for await (const event of stream) {
-        if (watchSignal.aborted) break;
-        received++;
+      events: for await (const batch of stream) {
         lastActivity = clock.now();
         this.state.lastEventTime = lastActivity;
-        const rv = event.object.metadata?.resourceVersion;
-        if (event.type !== 'BOOKMARK') {
-          this.state.events++;
-          s.sink.apply(event.type, event.object);
+        for (const event of batch) {
+          // A handler may stop the informer mid-batch: nothing after that is applied.
+          if (watchSignal.aborted) break events;
+          received++;
+          const rv = event.object.metadata?.resourceVersion;
+          if (event.type !== 'BOOKMARK') {
+            this.state.events++;
+            s.sink.apply(event.type, event.object);
+          }
+          if (rv !== undefined && rv !== '') this.state.resourceVersion = rv;
         }
-        if (rv !== undefined && rv !== '') this.state.resourceVersion = rv;
       }
       if (watchSignal.aborted) throw abortReason(watchSignal);
     } catch (err) {
