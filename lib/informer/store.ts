@@ -50,15 +50,15 @@ export interface StoreReader<T extends KubeObject = KubeObject> {
  * The informer's cache: objects by key, with their indexes. Only the informer mutates it; it is a
  * plain synchronous structure (mutations happen one event at a time on the event loop).
  *
- * Invariants: for every index `i` and value `v`, `#indexes[i][v]` holds exactly the keys `k` of
- * `#items` with `v ∈ indexers[i](#items[k])`, and holds no empty set. `#indexValues[i][k]` is the
- * value list `k` is filed under in `i`, so removing `k` touches only those sets.
+ * Invariants: for every index `i` and value `v`, `i.keys[v]` holds exactly the keys `k` of
+ * `#items` with `v ∈ i.fn(#items[k])`, and holds no empty set. `i.values[k]` is the value list
+ * `k` is filed under in `i`, so removing `k` touches only those sets.
  */
 export class Store<T extends KubeObject = KubeObject> implements StoreReader<T> {
   readonly #items = new Map<string, T>();
-  readonly #indexers: ReadonlyMap<string, IndexFunc<T>>;
-  readonly #indexes = new Map<string, Map<string, Set<string>>>();
-  readonly #indexValues = new Map<string, Map<string, readonly string[]>>();
+  /** One entry per index, `namespace` first: walked on every write, so an array, not a map. */
+  readonly #indexes: readonly StoreIndex<T>[];
+  readonly #byName: ReadonlyMap<string, StoreIndex<T>>;
   readonly #onIndexError: (index: string, key: string, err: unknown) => void;
 
   /**
@@ -68,11 +68,8 @@ export class Store<T extends KubeObject = KubeObject> implements StoreReader<T> 
   constructor(indexers: Readonly<Record<string, IndexFunc<T>>>, onIndexError: (index: string, key: string, err: unknown) => void) {
     const all = new Map<string, IndexFunc<T>>([[NAMESPACE_INDEX, (obj) => [obj.metadata?.namespace ?? '']]]);
     for (const [name, fn] of Object.entries(indexers)) all.set(name, fn);
-    this.#indexers = all;
-    for (const name of all.keys()) {
-      this.#indexes.set(name, new Map());
-      this.#indexValues.set(name, new Map());
-    }
+    this.#indexes = [...all].map(([name, fn]) => ({ name, fn, keys: new Map(), values: new Map() }));
+    this.#byName = new Map(this.#indexes.map((index) => [index.name, index]));
     this.#onIndexError = onIndexError;
   }
 
@@ -97,14 +94,14 @@ export class Store<T extends KubeObject = KubeObject> implements StoreReader<T> 
   }
 
   indexNames(): string[] {
-    return [...this.#indexers.keys()];
+    return [...this.#byName.keys()];
   }
 
   byIndex(indexName: string, value: string): T[] {
-    const index = this.#indexes.get(indexName);
+    const index = this.#byName.get(indexName);
     if (index === undefined) throw new TypeError(`no index named ${JSON.stringify(indexName)}; indexes: ${this.indexNames().join(', ')}`);
     const out: T[] = [];
-    for (const key of index.get(value) ?? []) {
+    for (const key of index.keys.get(value) ?? []) {
       const obj = this.#items.get(key);
       if (obj !== undefined) out.push(obj);
     }
@@ -118,32 +115,29 @@ export class Store<T extends KubeObject = KubeObject> implements StoreReader<T> 
 
   /** Inserts or replaces the object under `key`, keeping every index in step. */
   set(key: string, obj: T): void {
-    const previous = this.#items.get(key);
+    const replacing = this.#items.has(key);
     this.#items.set(key, obj);
-    for (const [name, fn] of this.#indexers) {
+    for (const index of this.#indexes) {
       let values: readonly string[];
       try {
-        values = fn(obj);
+        values = index.fn(obj);
       } catch (err) {
-        this.#onIndexError(name, key, err);
+        this.#onIndexError(index.name, key, err);
         values = [];
       }
-      const byKey = this.#indexValues.get(name);
-      const index = this.#indexes.get(name);
-      if (byKey === undefined || index === undefined) continue;
-      const old = previous === undefined ? undefined : byKey.get(key);
+      const old = replacing ? index.values.get(key) : undefined;
       if (old !== undefined && sameValues(old, values)) continue;
-      if (old !== undefined) unfile(index, key, old);
+      if (old !== undefined) unfile(index.keys, key, old);
       if (values.length === 0) {
-        byKey.delete(key);
+        index.values.delete(key);
         continue;
       }
-      byKey.set(key, values);
+      index.values.set(key, values);
       for (const v of values) {
-        let keys = index.get(v);
+        let keys = index.keys.get(v);
         if (keys === undefined) {
           keys = new Set();
-          index.set(v, keys);
+          index.keys.set(v, keys);
         }
         keys.add(key);
       }
@@ -155,15 +149,24 @@ export class Store<T extends KubeObject = KubeObject> implements StoreReader<T> 
     const previous = this.#items.get(key);
     if (previous === undefined) return undefined;
     this.#items.delete(key);
-    for (const [name, byKey] of this.#indexValues) {
-      const old = byKey.get(key);
-      const index = this.#indexes.get(name);
-      if (old === undefined || index === undefined) continue;
-      unfile(index, key, old);
-      byKey.delete(key);
+    for (const index of this.#indexes) {
+      const old = index.values.get(key);
+      if (old === undefined) continue;
+      unfile(index.keys, key, old);
+      index.values.delete(key);
     }
     return previous;
   }
+}
+
+/** One index of a {@link Store}. */
+interface StoreIndex<T extends KubeObject> {
+  readonly name: string;
+  readonly fn: IndexFunc<T>;
+  /** Index value → the keys filed under it (never an empty set). */
+  readonly keys: Map<string, Set<string>>;
+  /** Key → the values it is filed under, so removing it touches only those sets. */
+  readonly values: Map<string, readonly string[]>;
 }
 
 function sameValues(a: readonly string[], b: readonly string[]): boolean {
