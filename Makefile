@@ -13,7 +13,7 @@ INTEGRATION_TESTS = $(shell find $(TEST_DIRS) -name '*.integration.test.ts' 2>/d
 INTEGRATION_CONCURRENCY ?= 1
 NODE_TEST := node --test --test-reporter=spec --test-timeout=600000
 
-.PHONY: all deps assets build lint typecheck test test-unit test-integration bench demo manifests docker-build kind-load deploy e2e-kind clean help
+.PHONY: all deps assets build lint typecheck test test-unit test-integration bench demo manifests wasm docker-build kind-load deploy e2e-kind clean help
 
 all: test
 
@@ -55,6 +55,9 @@ bench: deps ## Benchmarks: side-by-side comparisons printed as tables.
 
 manifests: deps ## Regenerate config/crd from fixtures/crds (CI checks they are in sync).
 	node cmd/gen-manifests.ts
+
+wasm: deps ## Reassemble lib/cluster/skip-wasm.ts from skip.wat (a unit test checks they are in sync).
+	node tools/wasm.ts
 
 IMG ?= fleetcache:dev
 KIND_CLUSTER ?= fleetcache-mgmt
