@@ -7,9 +7,10 @@
 // (the children get --expose-gc themselves; `node --expose-gc bench/informer.bench.ts` works too;
 // ROUNDS=5 for more runs per variant). Two fleetcache variants strip managedFields: the default
 // transform (dropped while decoding, never built) and an equivalent custom transform (built by the
-// parser, then deleted), which shows what the decode-time pre-pass is worth.
+// parser, then deleted), which shows what the decode-time pre-pass is worth. Two floors without
+// any informer show what receiving the stream, and receiving plus parsing every line, cost alone.
 import { spawn } from 'node:child_process';
-import { createServer } from 'node:http';
+import { createServer, get as httpGet, type ClientRequest, type IncomingMessage } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { PerformanceObserver } from 'node:perf_hooks';
 import { fileURLToPath } from 'node:url';
@@ -27,12 +28,16 @@ const FIRST_RV = 1_000;
 /** Runs per variant (env ROUNDS, default 3); medians are reported. */
 const ROUNDS = Number(process.env.ROUNDS ?? 3);
 
-type Variant = 'fleetcache' | 'fleetcache-late' | 'fleetcache-whole' | 'client-node';
+type Variant = 'fleetcache' | 'fleetcache-late' | 'fleetcache-whole' | 'client-node' | 'floor-receive' | 'floor-parse';
 const VARIANTS: readonly { readonly id: Variant; readonly label: string }[] = [
   { id: 'client-node', label: 'client-node makeInformer' },
   { id: 'fleetcache', label: 'fleetcache (default transform)' },
   { id: 'fleetcache-late', label: 'fleetcache (same, stripped after parse)' },
   { id: 'fleetcache-whole', label: 'fleetcache (identity transform)' },
+  // Lower bounds, no informer: what receiving the bytes costs, and receiving plus JSON.parse of
+  // every line and of the LIST (what an informer that parses all it receives cannot avoid).
+  { id: 'floor-receive', label: 'floor: receive LIST + WATCH, split lines' },
+  { id: 'floor-parse', label: 'floor: the same + JSON.parse, nothing kept' },
 ];
 
 interface Result {
@@ -43,6 +48,7 @@ interface Result {
   readonly wallMs: number;
   readonly events: number;
   readonly cached: number;
+  /** -1 for the floors, which keep nothing. */
   readonly retainedBytes: number;
 }
 
@@ -135,7 +141,61 @@ interface Subject {
   cached(): number;
 }
 
-function subject(variant: Variant, kc: KubeConfig): Subject {
+/** A bare HTTP client reading the LIST, then the WATCH line by line (JSON.parse'd when `parse`). */
+function floor(server: string, parse: boolean): Subject {
+  const requests = new Set<ClientRequest>();
+  const get = (path: string, onResponse: (res: IncomingMessage) => void, onError: (err: Error) => void): void => {
+    const req = httpGet(`${server}${path}`, { headers: { authorization: `Bearer ${TOKEN}` } }, onResponse);
+    req.on('error', onError);
+    requests.add(req);
+  };
+  return {
+    start: (onUpdate, onError) => {
+      get(`/api/v1/namespaces/${NAMESPACE}/configmaps`, (list) => {
+        const chunks: Buffer[] = [];
+        list.on('data', (chunk: Buffer) => chunks.push(chunk));
+        list.on('end', () => {
+          const body = Buffer.concat(chunks);
+          const rv = parse ? (JSON.parse(body.toString('utf8')) as { metadata: { resourceVersion: string } }).metadata.resourceVersion : String(FIRST_RV);
+          get(`/api/v1/namespaces/${NAMESPACE}/configmaps?watch=true&resourceVersion=${rv}`, (watch) => {
+            let pending: Buffer | undefined;
+            let lines = 0;
+            const line = (buf: Buffer, start: number, end: number): void => {
+              lines++;
+              if (parse) onUpdate((JSON.parse(buf.toString('utf8', start, end)) as { object: KubeObject }).object.metadata?.resourceVersion);
+              else onUpdate(lines === EVENTS ? String(FIRST_RV + EVENTS) : undefined);
+            };
+            watch.on('data', (chunk: Buffer) => {
+              let start = 0;
+              let nl = chunk.indexOf(0x0a);
+              if (nl !== -1 && pending !== undefined) {
+                const joined = Buffer.concat([pending, chunk.subarray(0, nl)]);
+                pending = undefined;
+                line(joined, 0, joined.length);
+                start = nl + 1;
+                nl = chunk.indexOf(0x0a, start);
+              }
+              while (nl !== -1) {
+                line(chunk, start, nl);
+                start = nl + 1;
+                nl = chunk.indexOf(0x0a, start);
+              }
+              if (start < chunk.length) pending = pending === undefined ? chunk.subarray(start) : Buffer.concat([pending, chunk.subarray(start)]);
+            });
+          }, onError);
+        });
+      }, onError);
+    },
+    stop: () => {
+      for (const req of requests) req.destroy();
+      return Promise.resolve();
+    },
+    cached: () => 0,
+  };
+}
+
+function subject(variant: Variant, kc: KubeConfig, server: string): Subject {
+  if (variant === 'floor-receive' || variant === 'floor-parse') return floor(server, variant === 'floor-parse');
   if (variant === 'client-node') {
     const api = kc.makeApiClient(CoreV1Api);
     const informer = makeInformer(kc, `/api/v1/namespaces/${NAMESPACE}/configmaps`, () => api.listNamespacedConfigMap({ namespace: NAMESPACE }));
@@ -178,7 +238,7 @@ async function runVariant(variant: Variant, server: string): Promise<Result> {
   gcObserver.observe({ entryTypes: ['gc'] });
   const cpu0 = process.cpuUsage();
   const wall0 = performance.now();
-  const informer = subject(variant, kc);
+  const informer = subject(variant, kc, server);
   let events = 0;
   await new Promise<void>((resolve, reject) => {
     informer.start((rv) => {
@@ -194,7 +254,7 @@ async function runVariant(variant: Variant, server: string): Promise<Result> {
   gc();
   const heapAfter = process.memoryUsage().heapUsed;
   const cached = informer.cached();
-  return { variant, cpuMs: (cpu.user + cpu.system) / 1000, gcMs, wallMs, events, cached, retainedBytes: (heapAfter - heapBefore) / cached };
+  return { variant, cpuMs: (cpu.user + cpu.system) / 1000, gcMs, wallMs, events, cached, retainedBytes: cached === 0 ? -1 : (heapAfter - heapBefore) / cached };
 }
 
 function child(args: readonly string[], input: 'pipe' | 'ignore'): ReturnType<typeof spawn> {
@@ -220,12 +280,12 @@ async function main(): Promise<void> {
   process.stdout.write(`informer benchmark: ${OBJECTS} objects (${Math.round(info.listBytes / OBJECTS)} B each as JSON), ${EVENTS} MODIFIED events (${(info.watchBytes / 1e6).toFixed(1)} MB) over loopback HTTP\n\n`);
   // Each variant runs ROUNDS times, interleaved, in fresh processes; the table shows medians (the
   // machine may be shared, and client-node's retained size is bimodal from run to run).
-  const runs: Result[] = [];
+  const runs: (Result & { readonly round: number })[] = [];
   try {
     for (let round = 0; round < ROUNDS; round++) {
       for (const { id } of VARIANTS) {
         const proc = child(['--variant', id, '--server', info.url], 'ignore');
-        runs.push(JSON.parse(await firstLine(proc)) as Result);
+        runs.push({ ...(JSON.parse(await firstLine(proc)) as Result), round });
         await new Promise((resolve) => proc.once('exit', resolve));
       }
     }
@@ -251,14 +311,21 @@ async function main(): Promise<void> {
   const base = results.find((r) => r.variant === 'client-node');
   if (base === undefined) throw new Error('no client-node result');
   const perCore = (r: Result): number => (r.events / r.cpuMs) * 1000;
+  // The throughput ratio is taken within each round (runs next to each other share the machine's
+  // load of the moment), then the median over rounds: steadier than a ratio of medians here.
+  const ratio = (id: Variant): number => median(Array.from({ length: ROUNDS }, (_, round) => {
+    const mine = runs.find((r) => r.variant === id && r.round === round);
+    const theirs = runs.find((r) => r.variant === 'client-node' && r.round === round);
+    return mine === undefined || theirs === undefined ? Number.NaN : perCore(mine) / perCore(theirs);
+  }));
   const rows = results.map((r) => {
     const label = VARIANTS.find((v) => v.id === r.variant)?.label ?? r.variant;
     return [
       label,
       Math.round(perCore(r)).toLocaleString('en-US'),
-      `${(perCore(r) / perCore(base)).toFixed(2)}×`,
-      Math.round(r.retainedBytes).toLocaleString('en-US'),
-      `${(r.retainedBytes / base.retainedBytes).toFixed(2)}×`,
+      `${ratio(r.variant).toFixed(2)}×`,
+      r.retainedBytes < 0 ? '-' : Math.round(r.retainedBytes).toLocaleString('en-US'),
+      r.retainedBytes < 0 ? '-' : `${(r.retainedBytes / base.retainedBytes).toFixed(2)}×`,
       `${r.cpuMs.toFixed(0)} / ${r.gcMs.toFixed(0)} / ${r.wallMs.toFixed(0)}`,
       String(r.cached),
     ];
@@ -267,7 +334,7 @@ async function main(): Promise<void> {
   const widths = header.map((h, i) => Math.max(h.length, ...rows.map((r) => (r[i] ?? '').length)));
   const line = (cells: readonly string[]): string => cells.map((c, i) => (i === 0 ? c.padEnd(widths[i] ?? 0) : c.padStart(widths[i] ?? 0))).join('  ');
   process.stdout.write(`${line(header)}\n${line(widths.map((w) => '-'.repeat(w)))}\n${rows.map(line).join('\n')}\n`);
-  process.stdout.write(`\nmedians of ${ROUNDS} runs. events/s per core = events / (user + system CPU time of the informer process, LIST included);\nGC = main-thread GC pauses; retained = heap growth after GC (streams stopped, cache kept) / cached objects.\n`);
+  process.stdout.write(`\nmedians of ${ROUNDS} runs (the events/s ratio: median of the ratios within each round). events/s per core = events / (user + system\nCPU time of the informer process, LIST included); GC = main-thread GC pauses; retained = heap growth after GC (streams stopped,\ncache kept) / cached objects.\n`);
 }
 
 const args = process.argv.slice(2);
