@@ -106,6 +106,27 @@ describe('decodeWatchStream', () => {
     assert.ok(res.destroyed);
   });
 
+  it('fails at once for a response the connection dropped before the consumer started', async () => {
+    // What a reset between the response headers and the first next() leaves: no event will follow.
+    // (An IncomingMessage destroyed while nobody listens for 'error' records no error: the second
+    // case; with a listener, it keeps the reset's error: the first.)
+    const res = body();
+    res.on('error', () => undefined);
+    res.write(`${JSON.stringify(lines[3])}\n`);
+    res.destroy(new Error('read ECONNRESET'));
+    await new Promise((resolve) => setImmediate(resolve));
+    const failure = await (async () => {
+      for await (const _ of decodeWatchStream(res, scope, new AbortController().signal)) assert.fail('no event expected');
+    })().then(() => undefined, (e: unknown) => e);
+    assert.ok(failure instanceof TransportError && failure.message.includes('ECONNRESET'), String(failure));
+    const closed = body();
+    closed.destroy();
+    await new Promise((resolve) => setImmediate(resolve));
+    await assert.rejects(async () => {
+      for await (const _ of decodeWatchStream(closed, scope, new AbortController().signal)) assert.fail('no event expected');
+    }, (err: unknown) => err instanceof TransportError && err.message.includes('closed before the stream ended'));
+  });
+
   it('releases the socket when the consumer leaves early', async () => {
     const res = body();
     res.write(`${JSON.stringify(lines[3])}\n`.repeat(3));

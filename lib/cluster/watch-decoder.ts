@@ -167,6 +167,13 @@ export async function* decodeWatchStream(res: IncomingMessage, scope: ErrorScope
   res.on('end', onEnd);
   res.on('error', onError);
   res.on('close', onClose);
+  // The body runs at the consumer's first next(), some turns after the response arrived: a
+  // connection reset in between destroyed the response before anyone listened, and no event
+  // will come to say so. Without this the stream would sit silent until the inactivity deadline.
+  if (res.destroyed && !res.readableEnded) {
+    const cause = res.errored ?? new Error('the connection closed before the stream ended');
+    state.failure = { error: cause };
+  }
   try {
     for (;;) {
       if (queue.length > 0) {
