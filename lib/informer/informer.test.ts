@@ -280,7 +280,9 @@ describe('ResourceInformer: retries', () => {
   it('records 403 as a typed error with cluster, GVK and status, retries slowly, and recovers', async () => {
     const { client, clock, informer } = setup();
     const errors: Error[] = [];
+    let recoveries = 0;
     informer.on('error', (e) => { errors.push(e); });
+    informer.on('recovered', () => { recoveries++; });
     client.failNext('list', apiError(403, 'Forbidden'));
     informer.start();
     await settle();
@@ -296,15 +298,19 @@ describe('ResourceInformer: retries', () => {
     clock.advance(1);
     await informer.waitForSync();
     assert.equal(informer.stats().lastError, undefined);
+    assert.equal(recoveries, 1);
   });
 
-  it('resumes from the last good event after a malformed line or a cut stream', async () => {
+  it('resumes from the last good event after a malformed line or a cut stream, and says when it recovered', async () => {
     const { client, clock, informer } = setup();
     const { seen, handler } = recorder();
+    let recoveries = 0;
+    informer.on('recovered', () => { recoveries++; });
     informer.addHandler(handler);
     informer.start();
     await informer.waitForSync();
     await settle();
+    assert.equal(recoveries, 0, 'nothing to recover from');
     client.upsert(cm('ns', 'a'));
     await settle();
     const goodRv = client.resourceVersion;
@@ -322,6 +328,8 @@ describe('ResourceInformer: retries', () => {
     assert.equal(client.watchCalls.at(-1)?.resourceVersion, goodRv);
     assert.equal(client.listCalls.length, 1, 'no relist needed: the resourceVersion is still valid');
     assert.equal(seen.length, 1);
+    assert.equal(informer.stats().lastError, undefined);
+    assert.equal(recoveries, 2, 'once after each failure, when the next watch was accepted');
   });
 
   it('treats a watch that closes at once without events as a failure, not a hot loop', async () => {

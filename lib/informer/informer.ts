@@ -55,6 +55,12 @@ export interface InformerEvents {
   synced: [];
   /** A LIST or WATCH attempt failed (410 Gone excepted); the informer keeps retrying. */
   error: [error: Error];
+  /**
+   * A LIST or WATCH succeeded after failed attempts: `stats().lastError` is clear again. A watch
+   * that resumes without a relist delivers no object event, so this is how readers waiting on an
+   * error learn that it is gone.
+   */
+  recovered: [];
   /** A LIST was applied (the first one included). */
   relisted: [summary: RelistSummary];
 }
@@ -284,6 +290,7 @@ export class ResourceInformer<T extends KubeObject = KubeObject> implements Info
       random: settings.random,
       logger: this.#logger,
       onError: (error) => { this.#events.emit('error', error); },
+      onRecovered: () => { this.#events.emit('recovered'); },
     });
   }
 

@@ -46,6 +46,8 @@ export interface ReflectorSettings extends SelectorOptions {
   readonly logger: Logger;
   /** Called for every failed attempt (410 Gone excepted: it is routine and leads to a relist). */
   readonly onError: (error: Error) => void;
+  /** Called when a LIST or WATCH succeeds after failed attempts (the last error is cleared). */
+  readonly onRecovered: () => void;
 }
 
 /** Why a LIST happened. */
@@ -206,8 +208,10 @@ export class Reflector {
   }
 
   #recovered(): void {
+    if (this.state.lastError === undefined) return;
     this.state.lastError = undefined;
     this.state.lastErrorTime = undefined;
+    this.#s.onRecovered();
   }
 
   async #resolve(signal: AbortSignal): Promise<ResourceClient> {

@@ -61,7 +61,11 @@ export interface PipelineControllerStats {
   readonly promotions: { readonly succeeded: number; readonly failed: number };
 }
 
-/** How often a Pipeline with an unreadable target is looked at again (recovery sends no event). */
+/**
+ * How often a Pipeline with an unreadable target is looked at again. A cache that recovers wakes
+ * its owners itself; a target whose cache could not be built at all (credentials missing or
+ * refused, a kind not served) has no cache to say when that changes.
+ */
 const UNREADABLE_RECHECK_MS = 30_000;
 /** Attempts at recording a promotion's outcome against concurrent writers of the Pipeline. */
 const OUTCOME_WRITE_ATTEMPTS = 5;

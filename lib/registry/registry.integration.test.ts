@@ -1,6 +1,7 @@
 // The registry against two real clusters: "mgmt" holds the owners' kubeconfig Secrets, "remote"
-// holds the targets. Garbage-collection timings are shortened; their defaults are covered by
-// registry.test.ts on a fake clock.
+// holds the targets. Garbage-collection timings are shortened, except in the test of the default
+// schedule, which runs on a fake clock. Faults a real apiserver cannot produce on demand are in
+// registry.test.ts, against the simulated one.
 import assert from 'node:assert/strict';
 import { createServer, type Socket } from 'node:net';
 import { setTimeout as delay } from 'node:timers/promises';

@@ -446,6 +446,9 @@ export class Registry {
         if (err.message !== lastErrorMessage) requeueAll();
         lastErrorMessage = err.message;
       }),
+      // A watch that resumes without a relist sends no object event: owners that saw the error
+      // would otherwise wait for their next resync to see it gone.
+      informer.on('recovered', () => { lastErrorMessage = undefined; requeueAll(); }),
     );
     return entry;
   }
