@@ -4,18 +4,7 @@ import { describe, it } from 'node:test';
 import { assemble, render } from '../../tools/wasm.ts';
 import { FAIL, simdAvailable, skipContainerOrString, skipJs, useSimd } from './skip.ts';
 import { SKIP_WASM } from './skip-wasm.ts';
-
-/** mulberry32: a small seeded generator, so a failure names a reproducible seed. */
-function random(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
+import { seededRandom as random } from '../util/seeded-random.ts';
 
 /**
  * Random text starting with a string, object or array: mostly well-formed, with runs of plain

@@ -5,6 +5,7 @@ import { describe, it } from 'node:test';
 import { LAST_APPLIED_ANNOTATION, stripManagedFields } from '../informer/transform.ts';
 import { parseEventDroppingManagedFields, parseListDroppingManagedFields } from './strip.ts';
 import type { KubeObject, ObjectMeta } from './types.ts';
+import { seededRandom as random } from '../util/seeded-random.ts';
 
 /** What the informer caches from an object: the transform's result, or the object as is if it throws. */
 function ingest(obj: unknown): unknown {
@@ -31,18 +32,6 @@ function assertEquivalent(text: string, context: string): void {
   assert.deepEqual(ingest(objectOf(actual)), ingest(objectOf(expected)), context);
   // Nothing but the event's object may change.
   assert.deepEqual({ ...(actual as object), object: null }, { ...(expected as object), object: null }, context);
-}
-
-/** mulberry32: a small seeded generator, so a failure names a reproducible seed. */
-function random(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
 }
 
 const NASTY = [
