@@ -24,8 +24,11 @@ export const FAIL = -1;
 /** Returned by `follow` when it reached its limit inside the value. */
 const MORE = -3;
 
-/** Containers deeper than this fail the scan (as in skip.wat and strip.ts). */
-const MAX_DEPTH = 512;
+/**
+ * Containers deeper than this make a scan give up (here, in strip.ts, and in skip.wat, which has
+ * the number written out); JSON.parse of the original text still handles them.
+ */
+export const MAX_DEPTH = 512;
 
 /** Values up to this many bytes are scanned in JavaScript: copying them out would cost more. */
 const SHORT = 128;

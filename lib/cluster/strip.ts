@@ -18,7 +18,7 @@
  * unnoticed, with the same result as if that value had been valid.
  */
 
-import { skipContainerOrString } from './skip.ts';
+import { MAX_DEPTH, skipContainerOrString } from './skip.ts';
 
 const TAB = 0x09;
 const LF = 0x0a;
@@ -52,9 +52,6 @@ const RBRACE = 0x7d;
 const FAIL = -1;
 /** Returned by a walk once everything to remove has been found: the rest is left to JSON.parse. */
 const STOP = -2;
-
-/** Containers deeper than this make the scan give up (JSON.parse still handles them). */
-const MAX_DEPTH = 512;
 
 /** What a level of the walk is looking at. */
 const EVENT = 0;

@@ -170,10 +170,8 @@ export async function* decodeWatchStream(res: IncomingMessage, scope: ErrorScope
   // The body runs at the consumer's first next(), some turns after the response arrived: a
   // connection reset in between destroyed the response before anyone listened, and no event
   // will come to say so. Without this the stream would sit silent until the inactivity deadline.
-  if (res.destroyed && !res.readableEnded) {
-    const cause = res.errored ?? new Error('the connection closed before the stream ended');
-    state.failure = { error: cause };
-  }
+  if (res.readableEnded) state.ended = true;
+  else if (res.destroyed) state.failure = { error: res.errored ?? new Error('the connection closed before the stream ended') };
   try {
     for (;;) {
       if (queue.length > 0) {
