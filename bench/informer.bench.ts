@@ -7,15 +7,17 @@
 // (the children get --expose-gc themselves; `node --expose-gc bench/informer.bench.ts` works too;
 // ROUNDS=5 for more runs per variant). Two fleetcache variants strip managedFields: the default
 // transform (dropped while decoding, never built) and an equivalent custom transform (built by the
-// parser, then deleted), which shows what the decode-time pre-pass is worth. Two floors without
-// any informer show what receiving the stream, and receiving plus parsing every line, cost alone.
+// parser, then deleted), which shows what the decode-time pre-pass is worth. Three floors without
+// any informer show what receiving the stream, receiving plus parsing every line, and the least
+// work of an informer that keeps what it is sent, cost alone.
 import { spawn } from 'node:child_process';
 import { createServer, get as httpGet, type ClientRequest, type IncomingMessage } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { PerformanceObserver } from 'node:perf_hooks';
 import { fileURLToPath } from 'node:url';
 import { CoreV1Api, KubeConfig, makeInformer } from '@kubernetes/client-node';
-import { ClusterConnection, createListLimiter, type KubeObject } from '../lib/cluster/index.ts';
+import { ClusterConnection, createListLimiter, type KubeList, type KubeObject, type WatchEvent } from '../lib/cluster/index.ts';
+import { parseEventDroppingManagedFields, parseListDroppingManagedFields } from '../lib/cluster/strip.ts';
 import { identityTransform, ResourceInformer, stripManagedFields } from '../lib/informer/index.ts';
 
 /** Objects in the collection (what the cache retains). */
@@ -28,16 +30,19 @@ const FIRST_RV = 1_000;
 /** Runs per variant (env ROUNDS, default 3); medians are reported. */
 const ROUNDS = Number(process.env.ROUNDS ?? 3);
 
-type Variant = 'fleetcache' | 'fleetcache-late' | 'fleetcache-whole' | 'client-node' | 'floor-receive' | 'floor-parse';
+type Variant = 'fleetcache' | 'fleetcache-late' | 'fleetcache-whole' | 'client-node' | 'floor-receive' | 'floor-parse' | 'floor-keep';
 const VARIANTS: readonly { readonly id: Variant; readonly label: string }[] = [
   { id: 'client-node', label: 'client-node makeInformer' },
   { id: 'fleetcache', label: 'fleetcache (default transform)' },
   { id: 'fleetcache-late', label: 'fleetcache (same, stripped after parse)' },
   { id: 'fleetcache-whole', label: 'fleetcache (identity transform)' },
-  // Lower bounds, no informer: what receiving the bytes costs, and receiving plus JSON.parse of
-  // every line and of the LIST (what an informer that parses all it receives cannot avoid).
+  // Lower bounds, no informer: what receiving the bytes costs; receiving plus JSON.parse of every
+  // line and of the LIST (what an informer that parses all it receives cannot avoid); and the
+  // least an informer with fleetcache's default transform does: the same pre-pass and JSON.parse,
+  // objects kept in a Map by namespace/name (no freezing, indexes, handlers or bookkeeping).
   { id: 'floor-receive', label: 'floor: receive LIST + WATCH, split lines' },
   { id: 'floor-parse', label: 'floor: the same + JSON.parse, nothing kept' },
+  { id: 'floor-keep', label: 'floor: pre-pass + JSON.parse, kept in a Map' },
 ];
 
 interface Result {
@@ -48,7 +53,7 @@ interface Result {
   readonly wallMs: number;
   readonly events: number;
   readonly cached: number;
-  /** -1 for the floors, which keep nothing. */
+  /** -1 for the floors that keep nothing. */
   readonly retainedBytes: number;
 }
 
@@ -141,9 +146,14 @@ interface Subject {
   cached(): number;
 }
 
-/** A bare HTTP client reading the LIST, then the WATCH line by line (JSON.parse'd when `parse`). */
-function floor(server: string, parse: boolean): Subject {
+/**
+ * A bare HTTP client reading the LIST, then the WATCH line by line: only split (`receive`),
+ * JSON.parse'd (`parse`), or decoded as fleetcache's default transform has it and kept (`keep`).
+ */
+function floor(server: string, mode: 'receive' | 'parse' | 'keep'): Subject {
   const requests = new Set<ClientRequest>();
+  const kept = new Map<string, KubeObject>();
+  const keep = (obj: KubeObject): void => { kept.set(`${obj.metadata?.namespace ?? ''}/${obj.metadata?.name ?? ''}`, obj); };
   const get = (path: string, onResponse: (res: IncomingMessage) => void, onError: (err: Error) => void): void => {
     const req = httpGet(`${server}${path}`, { headers: { authorization: `Bearer ${TOKEN}` } }, onResponse);
     req.on('error', onError);
@@ -156,14 +166,24 @@ function floor(server: string, parse: boolean): Subject {
         list.on('data', (chunk: Buffer) => chunks.push(chunk));
         list.on('end', () => {
           const body = Buffer.concat(chunks);
-          const rv = parse ? (JSON.parse(body.toString('utf8')) as { metadata: { resourceVersion: string } }).metadata.resourceVersion : String(FIRST_RV);
+          let rv = String(FIRST_RV);
+          if (mode !== 'receive') {
+            const parsed = (mode === 'keep' ? parseListDroppingManagedFields(body) : JSON.parse(body.toString('utf8'))) as KubeList;
+            if (mode === 'keep') for (const item of parsed.items) keep(item);
+            rv = parsed.metadata.resourceVersion ?? rv;
+          }
           get(`/api/v1/namespaces/${NAMESPACE}/configmaps?watch=true&resourceVersion=${rv}`, (watch) => {
             let pending: Buffer | undefined;
             let lines = 0;
             const line = (buf: Buffer, start: number, end: number): void => {
               lines++;
-              if (parse) onUpdate((JSON.parse(buf.toString('utf8', start, end)) as { object: KubeObject }).object.metadata?.resourceVersion);
-              else onUpdate(lines === EVENTS ? String(FIRST_RV + EVENTS) : undefined);
+              if (mode === 'receive') {
+                onUpdate(lines === EVENTS ? String(FIRST_RV + EVENTS) : undefined);
+                return;
+              }
+              const { object } = (mode === 'keep' ? parseEventDroppingManagedFields(buf, start, end) : JSON.parse(buf.toString('utf8', start, end))) as WatchEvent;
+              if (mode === 'keep') keep(object);
+              onUpdate(object.metadata?.resourceVersion);
             };
             watch.on('data', (chunk: Buffer) => {
               let start = 0;
@@ -190,12 +210,14 @@ function floor(server: string, parse: boolean): Subject {
       for (const req of requests) req.destroy();
       return Promise.resolve();
     },
-    cached: () => 0,
+    cached: () => kept.size,
   };
 }
 
 function subject(variant: Variant, kc: KubeConfig, server: string): Subject {
-  if (variant === 'floor-receive' || variant === 'floor-parse') return floor(server, variant === 'floor-parse');
+  if (variant === 'floor-receive') return floor(server, 'receive');
+  if (variant === 'floor-parse') return floor(server, 'parse');
+  if (variant === 'floor-keep') return floor(server, 'keep');
   if (variant === 'client-node') {
     const api = kc.makeApiClient(CoreV1Api);
     const informer = makeInformer(kc, `/api/v1/namespaces/${NAMESPACE}/configmaps`, () => api.listNamespacedConfigMap({ namespace: NAMESPACE }));
