@@ -170,8 +170,10 @@ export async function* decodeWatchStream(res: IncomingMessage, scope: ErrorScope
   // The body runs at the consumer's first next(), some turns after the response arrived: a
   // connection reset in between destroyed the response before anyone listened, and no event
   // will come to say so. Without this the stream would sit silent until the inactivity deadline.
-  if (res.readableEnded) state.ended = true;
-  else if (res.destroyed) state.failure = { error: res.errored ?? new Error('the connection closed before the stream ended') };
+  // The events missed are replayed through the same handlers.
+  if (res.readableEnded) onEnd();
+  if (res.errored !== null) onError(res.errored);
+  if (res.destroyed) onClose();
   try {
     for (;;) {
       if (queue.length > 0) {
