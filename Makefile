@@ -6,7 +6,7 @@ export PATH := $(CURDIR)/node_modules/.bin:$(PATH)
 
 # Test files: unit tests are *.test.ts; tests that start real kube-apiservers are
 # *.integration.test.ts. Both run straight from the TypeScript sources.
-TEST_DIRS := lib cmd fixtures e2e
+TEST_DIRS := lib cmd fixtures e2e tools
 UNIT_TESTS = $(shell find $(TEST_DIRS) -name '*.test.ts' ! -name '*.integration.test.ts' 2>/dev/null | sort)
 INTEGRATION_TESTS = $(shell find $(TEST_DIRS) -name '*.integration.test.ts' 2>/dev/null | sort)
 # Integration tests each start their own apiservers: one file at a time suits a 2-core machine.
@@ -56,7 +56,7 @@ bench: deps ## Benchmarks: side-by-side comparisons printed as tables.
 manifests: deps ## Regenerate config/crd from fixtures/crds (CI checks they are in sync).
 	node cmd/gen-manifests.ts
 
-wasm: deps ## Reassemble lib/cluster/skip-wasm.ts from skip.wat (a unit test checks they are in sync).
+wasm: deps ## Reassemble lib/transport/skip-wasm.ts from skip.wat (a unit test checks they are in sync).
 	node tools/wasm.ts
 
 IMG ?= fleetcache:dev

@@ -1,6 +1,7 @@
 // ESLint flat config: typescript-eslint's type-checked rules over every TypeScript file.
 import js from '@eslint/js';
 import tseslint from 'typescript-eslint';
+import rooms from './tools/eslint/rooms.js';
 
 export default tseslint.config(
   { ignores: ['dist/**', 'node_modules/**', 'e2e/gomod/**'] },
@@ -26,6 +27,12 @@ export default tseslint.config(
         { selector: 'TSEnumDeclaration', message: 'Enums are not erasable syntax; use a union of string literals.' },
       ],
     },
+  },
+  {
+    // The design map's rooms: what each folder may import (tools/eslint/rooms.js).
+    files: ['lib/**/*.ts', 'cmd/**/*.ts', 'fixtures/**/*.ts'],
+    plugins: { fleetcache: rooms },
+    rules: { 'fleetcache/rooms': 'error' },
   },
   {
     // Tests use node:test's describe/it, whose returned promises the runner itself awaits.

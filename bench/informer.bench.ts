@@ -16,8 +16,8 @@ import type { AddressInfo } from 'node:net';
 import { PerformanceObserver } from 'node:perf_hooks';
 import { fileURLToPath } from 'node:url';
 import { CoreV1Api, KubeConfig, makeInformer } from '@kubernetes/client-node';
-import { ClusterConnection, createListLimiter, type KubeList, type KubeObject, type WatchEvent } from '../lib/cluster/index.ts';
-import { parseEventDroppingManagedFields, parseListDroppingManagedFields } from '../lib/cluster/strip.ts';
+import { ClusterConnection, createListLimiter, type KubeList, type KubeObject, type WatchEvent } from '../lib/transport/index.ts';
+import { parseEventDroppingManagedFields, parseListDroppingManagedFields } from '../lib/transport/strip.ts';
 import { identityTransform, ResourceInformer, stripManagedFields } from '../lib/informer/index.ts';
 
 /** Objects in the collection (what the cache retains). */

@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { setTimeout as delay } from 'node:timers/promises';
 import { after, describe, it } from 'node:test';
-import { ClusterConnection } from '../lib/cluster/index.ts';
+import { ClusterConnection } from '../lib/transport/index.ts';
 import { useClusters } from '../e2e/harness/index.ts';
 import { KubeLeaseClient, LeaderElector, type ElectionOutcome } from './leader.ts';
 

@@ -1,4 +1,4 @@
-import type { ClusterConnection } from '../lib/cluster/index.ts';
+import type { ClusterConnection } from '../lib/transport/index.ts';
 import { KubeApiError, noopLogger, realClock, sleep, toError, type Clock, type Logger } from '../lib/util/index.ts';
 
 /** The part of a coordination.k8s.io/v1 Lease's spec leader election reads and writes. */

@@ -4,7 +4,7 @@ import type { AddressInfo } from 'node:net';
 import { PassThrough } from 'node:stream';
 import { after, describe, it } from 'node:test';
 import { KubeConfig } from '@kubernetes/client-node';
-import { ClusterConnection } from '../lib/cluster/index.ts';
+import { ClusterConnection } from '../lib/transport/index.ts';
 import { toError } from '../lib/util/index.ts';
 import { createLogger } from './logging.ts';
 

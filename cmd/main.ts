@@ -5,14 +5,8 @@ import { homedir, hostname } from 'node:os';
 import path from 'node:path';
 import type { Writable } from 'node:stream';
 import type { KubeConfig } from '@kubernetes/client-node';
-import {
-  ClusterConnection,
-  CompositeProvider,
-  CoreV1SecretReader,
-  LocalProvider,
-  localKubeConfig,
-  SecretProvider,
-} from '../lib/cluster/index.ts';
+import { CompositeProvider, CoreV1SecretReader, LocalProvider, localKubeConfig, SecretProvider } from '../lib/cluster/index.ts';
+import { ClusterConnection } from '../lib/transport/index.ts';
 import { PipelineController } from '../lib/pipeline/index.ts';
 import { defaultControllerRateLimiter, RateLimitingWorkQueue } from '../lib/queue/index.ts';
 import { Registry, type OwnerKey } from '../lib/registry/index.ts';

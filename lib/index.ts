@@ -3,6 +3,7 @@
  * controllers that must react when objects in other clusters change.
  */
 export * from './util/index.ts';
+export * from './transport/index.ts';
 export * from './cluster/index.ts';
 export * from './informer/index.ts';
 export * from './queue/index.ts';

@@ -1,12 +1,12 @@
-// Assembles lib/cluster/skip.wat into lib/cluster/skip-wasm.ts (the module's bytes, base64), so
+// Assembles lib/transport/skip.wat into lib/transport/skip-wasm.ts (the module's bytes, base64), so
 // the library needs no build step and no assembler at run time. Run through `make wasm`; a test
-// (lib/cluster/skip.test.ts) fails when the committed bytes are not the .wat file's.
+// (lib/transport/skip.test.ts) fails when the committed bytes are not the .wat file's.
 import { readFileSync, writeFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import wabt from 'wabt';
 
-const SOURCE = fileURLToPath(new URL('../lib/cluster/skip.wat', import.meta.url));
-const TARGET = fileURLToPath(new URL('../lib/cluster/skip-wasm.ts', import.meta.url));
+const SOURCE = fileURLToPath(new URL('../lib/transport/skip.wat', import.meta.url));
+const TARGET = fileURLToPath(new URL('../lib/transport/skip-wasm.ts', import.meta.url));
 
 /** The module's bytes, assembled from the .wat source. */
 export async function assemble(): Promise<Uint8Array> {

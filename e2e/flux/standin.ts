@@ -1,5 +1,5 @@
 import { KubeConfig } from '@kubernetes/client-node';
-import { ClusterConnection, resourcePath, type KubeObject, type ResourceInfo } from '../../lib/cluster/index.ts';
+import { ClusterConnection, resourcePath, type KubeObject, type ResourceInfo } from '../../lib/transport/index.ts';
 import { ResourceInformer } from '../../lib/informer/index.ts';
 import { KubeApiError, noopLogger, toError, type GroupVersionKind, type Logger } from '../../lib/util/index.ts';
 

@@ -1,23 +1,8 @@
 /**
- * Reaching a cluster: the per-cluster connection (kubeconfig credentials, one keep-alive HTTP
- * agent, request and LIST limiters, discovery of GVK → resource and scope) and the LIST/WATCH
- * client seam the informer builds on.
+ * Who a cluster is and who we are on it: cluster references and the providers that turn them into
+ * credentials (local, static, kubeconfig Secret, Cluster API through a composite), and safe
+ * loading of untrusted kubeconfigs.
  */
-export { ClusterConnection, resourcePath } from './connection.ts';
-export type { ClusterConnectionOptions, RequestOptions } from './connection.ts';
-export { createListLimiter } from './limiter.ts';
-export type {
-  KubeList,
-  KubeObject,
-  ListOptions,
-  ObjectMeta,
-  ResourceClient,
-  ResourceInfo,
-  ResourceResolver,
-  SelectorOptions,
-  WatchEvent,
-  WatchOptions,
-} from './types.ts';
 export { loadKubeconfig, localKubeConfig } from './kubeconfig.ts';
 export type { LoadKubeconfigOptions, LocalKubeConfigOptions } from './kubeconfig.ts';
 export { clusterKey, CompositeProvider, InvalidClusterRefError, LocalProvider, StaticProvider } from './providers.ts';

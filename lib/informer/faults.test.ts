@@ -5,7 +5,7 @@ import { setTimeout as delay } from 'node:timers/promises';
 import { describe, it, type TestContext } from 'node:test';
 import { KubeConfig } from '@kubernetes/client-node';
 import { SimulatedCluster } from '../../fixtures/index.ts';
-import { ClusterConnection, type KubeObject } from '../cluster/index.ts';
+import { ClusterConnection, type KubeObject } from '../transport/index.ts';
 import { KubeApiError, WatchDecodeError } from '../util/index.ts';
 import { ResourceInformer, type InformerOptions } from './index.ts';
 import { eventually } from '../../e2e/harness/index.ts';

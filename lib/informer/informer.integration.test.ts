@@ -5,7 +5,7 @@ import { describe, it } from 'node:test';
 import { KubeConfig } from '@kubernetes/client-node';
 import { openCrd } from '../../fixtures/crds/index.ts';
 import { useClusters, type TestCluster } from '../../e2e/harness/index.ts';
-import { ClusterConnection, createListLimiter, resourcePath, type KubeObject, type ResourceClient } from '../cluster/index.ts';
+import { ClusterConnection, createListLimiter, resourcePath, type KubeObject, type ResourceClient } from '../transport/index.ts';
 import { KubeApiError, UnknownKindError, type GroupVersionKind } from '../util/index.ts';
 import { ResourceInformer, type InformerHandler, type InformerOptions } from './index.ts';
 import { eventually } from '../../e2e/harness/index.ts';

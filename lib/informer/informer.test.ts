@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { afterEach, describe, it } from 'node:test';
-import { FakeResourceClient } from '../cluster/testing.ts';
-import type { KubeObject, ResourceClient, ResourceInfo, ResourceResolver } from '../cluster/index.ts';
+import { FakeResourceClient } from '../transport/testing.ts';
+import type { KubeObject, ResourceClient, ResourceInfo, ResourceResolver } from '../transport/index.ts';
 import {
   ClosedError,
   FakeClock,

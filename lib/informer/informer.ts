@@ -1,4 +1,4 @@
-import type { KubeObject, ResourceClient, ResourceResolver } from '../cluster/index.ts';
+import type { KubeObject, ResourceClient, ResourceResolver } from '../transport/index.ts';
 import {
   abortReason,
   childController,

@@ -1,4 +1,4 @@
-import type { KubeObject, ResourceClient, ResourceResolver, SelectorOptions } from '../cluster/index.ts';
+import type { KubeObject, ResourceClient, ResourceResolver, SelectorOptions } from '../transport/index.ts';
 import {
   abortReason,
   apiVersionOf,

@@ -1,4 +1,4 @@
-import type { KubeObject } from '../cluster/index.ts';
+import type { KubeObject } from '../transport/index.ts';
 
 /** Values an object is indexed under; an empty array leaves it out of the index. */
 export type IndexFunc<T extends KubeObject = KubeObject> = (obj: T) => readonly string[];

@@ -1,4 +1,4 @@
-import type { KubeObject } from '../cluster/index.ts';
+import type { KubeObject } from '../transport/index.ts';
 
 /**
  * Applied to every object at ingest, before it is stored, frozen and handed to handlers. It receives

@@ -1,5 +1,5 @@
 import type { KubeConfig } from '@kubernetes/client-node';
-import { ClusterConnection, type KubeObject } from '../cluster/index.ts';
+import { ClusterConnection, type KubeObject } from '../transport/index.ts';
 import { ResourceInformer } from '../informer/index.ts';
 import { runWorkers, type RequeueAfter } from '../queue/index.ts';
 import { parseOwnerKey, type OwnerRef, type Registry } from '../registry/index.ts';

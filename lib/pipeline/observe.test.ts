@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import type { KubeObject } from '../cluster/index.ts';
+import type { KubeObject } from '../transport/index.ts';
 import { TransportError } from '../util/index.ts';
 import { environmentStatusOf, isObjectReady, objectRevision, targetStatusOf } from './observe.ts';
 import type { TargetStatus } from './types.ts';

@@ -1,4 +1,4 @@
-import type { KubeObject } from '../cluster/index.ts';
+import type { KubeObject } from '../transport/index.ts';
 import { getAtPointer } from './json-pointer.ts';
 import type { EnvironmentStatus, TargetStatus } from './types.ts';
 import type { ResolvedTarget } from './validate.ts';

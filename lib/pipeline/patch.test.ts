@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import type { RequestOptions, ResourceInfo } from '../cluster/index.ts';
+import type { RequestOptions, ResourceInfo } from '../transport/index.ts';
 import { KubeApiError, type GroupVersionKind } from '../util/index.ts';
 import { PromotionError } from './errors.ts';
 import { getAtPointer } from './json-pointer.ts';

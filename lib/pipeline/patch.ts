@@ -1,4 +1,4 @@
-import { resourcePath, type ClusterConnection, type KubeObject } from '../cluster/index.ts';
+import { resourcePath, type ClusterConnection, type KubeObject } from '../transport/index.ts';
 import { KubeApiError, type GroupVersionKind } from '../util/index.ts';
 import { PromotionError } from './errors.ts';
 import { getAtPointer, setAtPointerOp, type JsonPatchOp } from './json-pointer.ts';

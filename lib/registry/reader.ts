@@ -1,5 +1,5 @@
 import type { Informer } from '../informer/index.ts';
-import type { KubeObject } from '../cluster/index.ts';
+import type { KubeObject } from '../transport/index.ts';
 import { ClosedError, type GroupVersionKind } from '../util/index.ts';
 
 /**

@@ -8,14 +8,7 @@ import { setTimeout as delay } from 'node:timers/promises';
 import { after, before, describe, it } from 'node:test';
 import { helmReleaseCrd, kustomizationCrd } from '../../fixtures/crds/index.ts';
 import { useClusters, type TestCluster } from '../../e2e/harness/index.ts';
-import {
-  CompositeProvider,
-  CoreV1SecretReader,
-  KubeconfigSecretNotFoundError,
-  SecretProvider,
-  StaticProvider,
-  type ClusterRef,
-} from '../cluster/index.ts';
+import { CompositeProvider, CoreV1SecretReader, KubeconfigSecretNotFoundError, SecretProvider, StaticProvider, type ClusterRef } from '../cluster/index.ts';
 import { FakeClock, KubeApiError, KubeconfigRefusedError, TransportError, UnknownKindError, type GroupVersionKind } from '../util/index.ts';
 import { Registry, type RegistryOptions } from './index.ts';
 import { eventually } from '../../e2e/harness/index.ts';

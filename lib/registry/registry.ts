@@ -1,16 +1,7 @@
 import { Mutex } from 'async-mutex';
 import type Bottleneck from 'bottleneck';
-import {
-  ClusterConnection,
-  clusterKey,
-  createListLimiter,
-  KubeconfigSecretNotFoundError,
-  type ClusterAccess,
-  type ClusterProvider,
-  type ClusterRef,
-  type KubeObject,
-  type ResourceClient,
-} from '../cluster/index.ts';
+import { clusterKey, KubeconfigSecretNotFoundError, type ClusterAccess, type ClusterProvider, type ClusterRef } from '../cluster/index.ts';
+import { ClusterConnection, createListLimiter, type KubeObject, type ResourceClient } from '../transport/index.ts';
 import { ResourceInformer, type InformerOptions } from '../informer/index.ts';
 import {
   DelayingWorkQueue,

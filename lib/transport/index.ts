@@ -1,0 +1,21 @@
+/**
+ * How bytes travel between fleetcache and an API server: the per-cluster connection (kubeconfig
+ * credentials, one keep-alive HTTP agent, request and LIST limiters, discovery of GVK → resource
+ * and scope), the wire types, the watch decoder and the pre-pass that drops managedFields before
+ * JSON.parse. Knows nothing about who a cluster is: `lib/cluster` decides that.
+ */
+export { ClusterConnection, resourcePath } from './connection.ts';
+export type { ClusterConnectionOptions, RequestOptions } from './connection.ts';
+export { createListLimiter } from './limiter.ts';
+export type {
+  KubeList,
+  KubeObject,
+  ListOptions,
+  ObjectMeta,
+  ResourceClient,
+  ResourceInfo,
+  ResourceResolver,
+  SelectorOptions,
+  WatchEvent,
+  WatchOptions,
+} from './types.ts';
