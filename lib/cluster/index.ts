@@ -9,3 +9,5 @@ export { clusterKey, CompositeProvider, InvalidClusterRefError, LocalProvider, S
 export type { ClusterAccess, ClusterProvider, ClusterRef, CompositeProviderOptions, LocalProviderOptions, ResolveContext, StaticProviderOptions } from './providers.ts';
 export { CoreV1SecretReader, KubeconfigSecretNotFoundError, SecretProvider } from './provider-secret.ts';
 export type { CoreV1SecretReaderOptions, SecretData, SecretProviderOptions, SecretReader } from './provider-secret.ts';
+export { identityKey, OWN_IDENTITY, serviceAccountIdentity } from './identity.ts';
+export type { Identity } from './identity.ts';
