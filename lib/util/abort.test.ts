@@ -1,6 +1,7 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { childController, isAbortError, raceAbort, sleep } from './abort.ts';
+import { getEventListeners } from 'node:events';
+import { childController, isAbortError, onAbort, raceAbort, sleep } from './abort.ts';
 import { FakeClock } from './clock.ts';
 
 describe('sleep', () => {
@@ -64,5 +65,49 @@ describe('raceAbort', () => {
     await assert.rejects(raced, /gone/);
     rejectLater(new Error('late failure')); // must not surface as an unhandled rejection
     await new Promise((resolve) => setImmediate(resolve));
+  });
+});
+
+describe('onAbort', () => {
+  it('keeps one listener on a signal however many children and racers use it, and none once all have ended', async () => {
+    const parent = new AbortController();
+    const children = Array.from({ length: 1_000 }, () => childController(parent.signal));
+    const races = Array.from({ length: 1_000 }, () => raceAbort(new Promise<void>(() => undefined), parent.signal));
+    assert.equal(getEventListeners(parent.signal, 'abort').length, 1);
+    for (const child of children.slice(0, 500)) child.dispose();
+    assert.equal(getEventListeners(parent.signal, 'abort').length, 1);
+    parent.abort(new Error('closing'));
+    assert.equal(getEventListeners(parent.signal, 'abort').length, 0);
+    // Disposed children were detached and stay open; the others followed the parent.
+    assert.equal(children.filter(({ controller }) => controller.signal.aborted).length, 500);
+    const settled = await Promise.allSettled(races);
+    assert.ok(settled.every((r) => r.status === 'rejected' && String(r.reason).includes('closing')));
+  });
+
+  it('removes its listener when the last callback detaches, so a long-lived signal does not accumulate them', async () => {
+    const root = new AbortController();
+    for (let round = 0; round < 50; round += 1) {
+      const { dispose } = childController(root.signal);
+      await raceAbort(Promise.resolve(round), root.signal);
+      await sleep(0, root.signal);
+      dispose();
+    }
+    assert.equal(getEventListeners(root.signal, 'abort').length, 0);
+  });
+
+  it('runs callbacks once, in order, and lets one detach another while they run', () => {
+    const controller = new AbortController();
+    const ran: string[] = [];
+    let detachSecond = (): void => undefined;
+    const detachFirst = onAbort(controller.signal, () => { ran.push('first'); detachSecond(); });
+    detachSecond = onAbort(controller.signal, () => { ran.push('second'); });
+    onAbort(controller.signal, () => { ran.push('third'); });
+    controller.abort();
+    controller.abort();
+    detachFirst();
+    assert.deepEqual(ran, ['first', 'third']);
+    // An aborted signal runs a new callback at once.
+    onAbort(controller.signal, () => { ran.push('late'); });
+    assert.deepEqual(ran, ['first', 'third', 'late']);
   });
 });

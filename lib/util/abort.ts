@@ -12,6 +12,61 @@ export function isAbortError(err: unknown): boolean {
   return err instanceof Error && (err.name === 'AbortError' || err.name === 'TimeoutError');
 }
 
+/** Our one listener on a signal and the callbacks it runs. */
+interface FanOut {
+  readonly callbacks: Set<() => void>;
+  readonly listener: () => void;
+}
+
+/**
+ * One 'abort' listener per signal, fanning out to a set of callbacks.
+ *
+ * `addEventListener` scans the signal's listener list for a duplicate on every call, so n
+ * listeners on one long-lived signal (the registry's root, a caller's signal shared by many
+ * builds) cost O(n²) to add. Here a signal carries at most one listener of ours, whatever the
+ * number of children, and adding or removing a callback is O(1).
+ *
+ * Invariant: a signal is a key of `fanOuts` if and only if our listener is attached to it and its
+ * set of callbacks is non-empty; the last callback detached removes the listener too, so a
+ * long-lived signal keeps nothing for children that ended on their own.
+ */
+const fanOuts = new WeakMap<AbortSignal, FanOut>();
+
+/**
+ * Runs `callback` once when `signal` aborts (at once, synchronously, if it already has) and returns
+ * a function that detaches it. Detaching after it ran, or twice, does nothing.
+ */
+export function onAbort(signal: AbortSignal, callback: () => void): () => void {
+  if (signal.aborted) {
+    callback();
+    return () => undefined;
+  }
+  let fanOut = fanOuts.get(signal);
+  if (fanOut === undefined) {
+    const callbacks = new Set<() => void>();
+    const listener = (): void => {
+      fanOuts.delete(signal);
+      // A Set iterates live: a callback detached by an earlier one while they run is skipped.
+      for (const run of callbacks) {
+        callbacks.delete(run);
+        run();
+      }
+    };
+    fanOut = { callbacks, listener };
+    fanOuts.set(signal, fanOut);
+    signal.addEventListener('abort', listener, { once: true });
+  }
+  // A wrapper per call, so the same function can be attached twice and detached once each.
+  const entry = (): void => { callback(); };
+  const { callbacks, listener } = fanOut;
+  callbacks.add(entry);
+  return () => {
+    if (!callbacks.delete(entry) || callbacks.size > 0) return;
+    fanOuts.delete(signal);
+    signal.removeEventListener('abort', listener);
+  };
+}
+
 /**
  * Resolves after `ms`, or rejects with the signal's reason as soon as it aborts. The timer and
  * the abort listener are both released whichever comes first.
@@ -22,15 +77,14 @@ export function sleep(ms: number, signal?: AbortSignal, clock: Clock = realClock
       reject(abortReason(signal));
       return;
     }
-    const onAbort = (): void => {
-      timer.cancel();
-      if (signal !== undefined) reject(abortReason(signal));
-    };
     const timer = clock.setTimer(ms, () => {
-      signal?.removeEventListener('abort', onAbort);
+      detach();
       resolve();
     });
-    signal?.addEventListener('abort', onAbort, { once: true });
+    const detach = signal === undefined ? () => undefined : onAbort(signal, () => {
+      timer.cancel();
+      reject(abortReason(signal));
+    });
   });
 }
 
@@ -46,9 +100,8 @@ export function childController(parent?: AbortSignal): { readonly controller: Ab
     controller.abort(parent.reason);
     return { controller, dispose: () => undefined };
   }
-  const onAbort = (): void => { controller.abort(parent.reason); };
-  parent.addEventListener('abort', onAbort, { once: true });
-  return { controller, dispose: () => { parent.removeEventListener('abort', onAbort); } };
+  const dispose = onAbort(parent, () => { controller.abort(parent.reason); });
+  return { controller, dispose };
 }
 
 /**
@@ -62,11 +115,10 @@ export function raceAbort<T>(promise: Promise<T>, signal?: AbortSignal): Promise
     return Promise.reject(abortReason(signal));
   }
   return new Promise<T>((resolve, reject) => {
-    const onAbort = (): void => { reject(abortReason(signal)); };
-    signal.addEventListener('abort', onAbort, { once: true });
+    const detach = onAbort(signal, () => { reject(abortReason(signal)); });
     promise.then(
-      (value) => { signal.removeEventListener('abort', onAbort); resolve(value); },
-      (err: unknown) => { signal.removeEventListener('abort', onAbort); reject(err instanceof Error ? err : new Error(String(err))); },
+      (value) => { detach(); resolve(value); },
+      (err: unknown) => { detach(); reject(err instanceof Error ? err : new Error(String(err))); },
     );
   });
 }
