@@ -1,15 +1,17 @@
 // The harness itself: pinned version, restart against the same etcd, teardown, figures.
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
-import { readdirSync } from 'node:fs';
+import { existsSync, mkdtempSync, readdirSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { setTimeout as delay } from 'node:timers/promises';
 import { describe, it } from 'node:test';
 import { VersionApi } from '@kubernetes/client-node';
 import { sweepStaleClusterDirs } from './cluster.ts';
 import { startCluster } from './index.ts';
 
-function leftovers(name: string): string[] {
-  return readdirSync('/dev/shm').filter((entry) => entry.startsWith(`fleetcache-${name}-`));
+function leftovers(name: string, base = '/dev/shm'): string[] {
+  return readdirSync(base).filter((entry) => entry.startsWith(`fleetcache-${name}-`));
 }
 
 describe('harness: a local cluster', () => {
@@ -44,8 +46,12 @@ describe('harness: a local cluster', () => {
     assert.deepEqual(leftovers('broken'), [], 'its files are removed');
   });
 
-  it('leaves no orphan process when the test process is killed outright', async () => {
-    const child = spawn(process.execPath, [new URL('./testdata/start-and-hang.ts', import.meta.url).pathname], { stdio: ['ignore', 'pipe', 'inherit'] });
+  it('leaves no orphan process when the test process is killed outright', async (t) => {
+    // A base directory of its own: a test run elsewhere on the machine sweeps /dev/shm too, and
+    // would remove the orphan's files before this test looks for them.
+    const base = mkdtempSync(join(existsSync('/dev/shm') ? '/dev/shm' : tmpdir(), 'orphan-base-'));
+    t.after(() => { rmSync(base, { recursive: true, force: true }); });
+    const child = spawn(process.execPath, [new URL('./testdata/start-and-hang.ts', import.meta.url).pathname, base], { stdio: ['ignore', 'pipe', 'inherit'] });
     const pids = await new Promise<number[]>((resolve, reject) => {
       let out = '';
       child.stdout.on('data', (chunk: Buffer) => {
@@ -60,9 +66,9 @@ describe('harness: a local cluster', () => {
     const alive = (): number[] => pids.filter((pid) => { try { process.kill(pid, 0); return true; } catch { return false; } });
     while (alive().length > 0 && Date.now() < deadline) await delay(100);
     assert.deepEqual(alive(), [], 'etcd and kube-apiserver died with their parent');
-    assert.equal(leftovers('orphan-check').length, 1, 'only its files outlive it');
-    const removed = await sweepStaleClusterDirs();
+    assert.equal(leftovers('orphan-check', base).length, 1, 'only its files outlive it');
+    const removed = await sweepStaleClusterDirs(base);
     assert.ok(removed.some((entry) => entry.startsWith('fleetcache-orphan-check-')), 'the next run sweeps them');
-    assert.deepEqual(leftovers('orphan-check'), []);
+    assert.deepEqual(leftovers('orphan-check', base), []);
   });
 });

@@ -21,6 +21,11 @@ export interface StartClusterOptions {
   readonly apiserverFlags?: readonly string[];
   /** How long to wait for etcd and then the apiserver to become ready. Default 120 000 ms. */
   readonly readyTimeoutMs?: number;
+  /**
+   * Where the cluster's directory (etcd data, certificates) is made. Default `/dev/shm`, or the
+   * temp dir without it. Stale directories there are swept before the first start of a process.
+   */
+  readonly baseDir?: string;
 }
 
 /** How long each part of a start took, in milliseconds. */
@@ -115,9 +120,10 @@ export async function startCluster(options: StartClusterOptions = {}): Promise<T
   counter += 1;
   const name = options.name ?? `cluster-${counter}`;
   const readyTimeoutMs = options.readyTimeoutMs ?? 120_000;
-  swept ??= sweepStaleClusterDirs();
+  const base = options.baseDir ?? clusterBaseDir();
+  swept ??= sweepStaleClusterDirs(base);
   await swept;
-  const dir = await mkdtemp(join(clusterBaseDir(), `fleetcache-${name}-`));
+  const dir = await mkdtemp(join(base, `fleetcache-${name}-`));
   await writeFile(join(dir, 'owner.pid'), String(process.pid));
   const [etcdPort, peerPort, apiPort] = [await freePort(), await freePort(), await freePort()];
   const etcdEndpoint = `http://127.0.0.1:${etcdPort}`;
