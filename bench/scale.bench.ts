@@ -1,0 +1,111 @@
+// Scale benchmark (issue 12): `node bench/scale.bench.ts [--quick] [CxO[@fdlimit] ...]` (make bench
+// runs the default set). For each configuration, C simulated clusters × 4 kinds × O objects of
+// about 2 KB are served by a separate process (bench/scale/sim-host.ts), and a fresh fleetcache
+// process (bench/scale/measure.ts), optionally under a descriptor limit, asks one owner per cluster
+// for the four kinds at once. Printed: time to all synced, RSS, heap, descriptors, CPU; then every
+// owner leaves and what stays after the caches are collected; then a least-squares fit of RSS and
+// heap over clusters and objects (the per-cluster and per-object cost). Figures vary ±25 % on a
+// shared machine: compare runs of one session, and read the fit, not single rows.
+import { spawn } from 'node:child_process';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { createInterface } from 'node:readline';
+
+interface Config { readonly clusters: number; readonly objects: number; readonly fdLimit: number | undefined }
+interface Snapshot { readonly rss: number; readonly heap: number; readonly fds: number }
+interface Result {
+  readonly clusters: number; readonly caches: number; readonly synced: number; readonly buildErrors: number; readonly watchErrors: number;
+  readonly objects: number; readonly syncedMs: number; readonly cpuMs: number; readonly base: Snapshot; readonly loaded: Snapshot;
+  readonly peakFds: number; readonly peakRss: number; readonly cachesLeft: number; readonly after: Snapshot;
+}
+
+const args = process.argv.slice(2);
+const quick = args.includes('--quick');
+const parse = (spec: string): Config => {
+  const match = /^(\d+)x(\d+)(?:@(\d+))?$/.exec(spec);
+  if (match === null) throw new TypeError(`configuration ${JSON.stringify(spec)}: expected CLUSTERSxOBJECTS[@FDLIMIT]`);
+  return { clusters: Number(match[1]), objects: Number(match[2]), fdLimit: match[3] === undefined ? undefined : Number(match[3]) };
+};
+const explicit = args.filter((a) => !a.startsWith('--')).map(parse);
+const configs: readonly Config[] = explicit.length > 0 ? explicit : quick
+  ? ['20x50', '50x50', '100x20@1024'].map(parse)
+  : ['100x200', '500x200', '1000x200', '1000x50@1024'].map(parse);
+
+const here = new URL('./scale/', import.meta.url).pathname;
+const MiB = 2 ** 20;
+
+async function run(config: Config): Promise<Result> {
+  const host = spawn(process.execPath, [join(here, 'sim-host.ts'), String(config.clusters), String(config.objects)], { stdio: ['pipe', 'pipe', 'inherit'] });
+  try {
+    const line = await new Promise<string>((resolve, reject) => {
+      createInterface({ input: host.stdout }).once('line', resolve);
+      host.once('exit', (code) => { reject(new Error(`sim host exited with ${code}`)); });
+    });
+    const dir = mkdtempSync(join(tmpdir(), 'fleetcache-scale-'));
+    try {
+      const file = join(dir, 'fleet.json');
+      writeFileSync(file, line);
+      const node = `${JSON.stringify(process.execPath)} --expose-gc ${JSON.stringify(join(here, 'measure.ts'))} ${JSON.stringify(file)}`;
+      const script = config.fdLimit === undefined ? `exec ${node}` : `ulimit -n ${config.fdLimit} && exec ${node}`;
+      const measured = spawn('bash', ['-c', script], { stdio: ['ignore', 'pipe', 'inherit'] });
+      let out = '';
+      measured.stdout.on('data', (chunk: Buffer) => { out += chunk.toString(); });
+      const code = await new Promise<number | null>((resolve) => { measured.once('exit', resolve); });
+      if (code !== 0) throw new Error(`measured process exited with ${code}`);
+      return JSON.parse(out) as Result;
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  } finally {
+    host.stdin.end();
+    await new Promise((resolve) => { host.once('exit', resolve); setTimeout(resolve, 10_000).unref(); });
+  }
+}
+
+/** Least squares y ≈ a + b·x1 + c·x2 (normal equations, 3×3). Undefined when the points cannot separate the terms. */
+function fit(points: readonly (readonly [number, number, number])[]): readonly [number, number, number] | undefined {
+  if (points.length < 3) return undefined;
+  const m = [[0, 0, 0], [0, 0, 0], [0, 0, 0]];
+  const v = [0, 0, 0];
+  for (const [x1, x2, y] of points) {
+    const row = [1, x1, x2];
+    for (let i = 0; i < 3; i++) {
+      v[i] = (v[i] ?? 0) + (row[i] ?? 0) * y;
+      for (let j = 0; j < 3; j++) (m[i] ?? [])[j] = ((m[i] ?? [])[j] ?? 0) + (row[i] ?? 0) * (row[j] ?? 0);
+    }
+  }
+  const det = (a: number[][]): number => {
+    const g = (i: number, j: number): number => a[i]?.[j] ?? 0;
+    return g(0, 0) * (g(1, 1) * g(2, 2) - g(1, 2) * g(2, 1)) - g(0, 1) * (g(1, 0) * g(2, 2) - g(1, 2) * g(2, 0)) + g(0, 2) * (g(1, 0) * g(2, 1) - g(1, 1) * g(2, 0));
+  };
+  const d = det(m);
+  if (Math.abs(d) < 1e-9) return undefined;
+  const solve = (k: number): number => det(m.map((row, i) => row.map((cell, j) => (j === k ? v[i] ?? 0 : cell)))) / d;
+  return [solve(0), solve(1), solve(2)];
+}
+
+const results: { config: Config; result: Result }[] = [];
+for (const config of configs) {
+  process.stderr.write(`# ${config.clusters} clusters × 4 kinds × ${config.objects} objects${config.fdLimit === undefined ? '' : `, descriptor limit ${config.fdLimit}`}…\n`);
+  results.push({ config, result: await run(config) });
+}
+
+console.log('\n| clusters × objects/kind | fd limit | caches synced | synced in | RSS | heap | peak fds | CPU | after all owners left: caches, heap Δ, fds Δ |');
+console.log('| --- | --- | --- | --- | --- | --- | --- | --- | --- |');
+for (const { config, result: r } of results) {
+  console.log(`| ${config.clusters} × ${config.objects} | ${config.fdLimit ?? '-'} | ${r.synced}/${r.caches}${r.buildErrors > 0 ? ` (${r.buildErrors} failed)` : ''} | ${(r.syncedMs / 1000).toFixed(1)} s | ${((r.loaded.rss - r.base.rss) / MiB).toFixed(0)} MiB (peak ${(r.peakRss / MiB).toFixed(0)}) | ${((r.loaded.heap - r.base.heap) / MiB).toFixed(0)} MiB | ${r.peakFds} | ${(r.cpuMs / 1000).toFixed(1)} s | ${r.cachesLeft}, ${((r.after.heap - r.base.heap) / MiB).toFixed(1)} MiB, ${r.after.fds - r.base.fds} |`);
+}
+const points = (pick: (r: Result) => number): (readonly [number, number, number])[] => results.map(({ result: r }) => [r.clusters, r.objects, pick(r)] as const);
+const rssFit = fit(points((r) => r.loaded.rss - r.base.rss));
+const heapFit = fit(points((r) => r.loaded.heap - r.base.heap));
+const cpuFit = fit(points((r) => r.cpuMs));
+if (rssFit === undefined || heapFit === undefined || cpuFit === undefined) {
+  console.log('\n(fit needs at least three configurations that vary clusters and objects independently)');
+} else {
+  console.log('\n| fitted cost | per cluster | per object |');
+  console.log('| --- | --- | --- |');
+  console.log(`| RSS | ${(rssFit[1] / 1024).toFixed(0)} KiB | ${rssFit[2].toFixed(0)} B |`);
+  console.log(`| heap | ${(heapFit[1] / 1024).toFixed(0)} KiB | ${heapFit[2].toFixed(0)} B |`);
+  console.log(`| CPU to sync | ${cpuFit[1].toFixed(1)} ms | ${(cpuFit[2] * 1000).toFixed(1)} µs |`);
+}

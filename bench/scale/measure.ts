@@ -1,0 +1,73 @@
+// The measured side of the scale benchmark: one Registry, one owner per cluster asking for the
+// four kinds at once; reports time to all synced, RSS, heap, descriptors and CPU, then lets every
+// owner go and reports what is left once the caches are collected. argv: a file holding the
+// sim host's JSON line. Prints one JSON line on stdout.
+import { readdirSync, readFileSync } from 'node:fs';
+import { setTimeout as delay } from 'node:timers/promises';
+import { StaticProvider } from '../../lib/cluster/index.ts';
+import { Registry } from '../../lib/registry/index.ts';
+
+interface Target { readonly name: string; readonly kubeconfig: string }
+const KINDS = [
+  { group: '', version: 'v1', kind: 'ConfigMap' },
+  { group: '', version: 'v1', kind: 'Secret' },
+  { group: 'helm.toolkit.fluxcd.io', version: 'v2', kind: 'HelmRelease' },
+  { group: 'kustomize.toolkit.fluxcd.io', version: 'v1', kind: 'Kustomization' },
+] as const;
+
+const fleet = JSON.parse(readFileSync(process.argv[2] ?? '', 'utf8')) as Target[];
+const deadlineMs = Number(process.argv[3] ?? 600_000);
+const fds = (): number => readdirSync('/proc/self/fd').length;
+const gc = (): void => { (globalThis as { gc?: () => void }).gc?.(); };
+
+gc();
+const base = { rss: process.memoryUsage().rss, heap: process.memoryUsage().heapUsed, fds: fds() };
+const cpu0 = process.cpuUsage();
+const started = performance.now();
+const registry = new Registry({
+  provider: new StaticProvider({ clusters: Object.fromEntries(fleet.map((c) => [c.name, c.kubeconfig])) }),
+  credentialCheckIntervalMs: 0,
+  gcInitialDelayMs: 200,
+  gcMaxDelayMs: 1_000,
+  gcGraceMs: 0,
+});
+const owners = fleet.map((c) => ({ namespace: 'owners', name: c.name }));
+const readers = await Promise.all(fleet.flatMap((c, i) => KINDS.map(async (gvk) => {
+  try {
+    return await registry.watchTargetAndGetReader({ kind: 'static', name: c.name }, { gvk, namespace: 'apps', name: 'obj-0' }, owners[i] ?? { namespace: 'owners', name: c.name });
+  } catch (err) {
+    return err instanceof Error ? err : new Error(String(err));
+  }
+})));
+const buildErrors = readers.filter((r) => r instanceof Error).length;
+let synced = 0;
+let peakFds = fds();
+let peakRss = process.memoryUsage().rss;
+while (performance.now() - started < deadlineMs) {
+  synced = readers.filter((r) => !(r instanceof Error) && r.synced).length;
+  peakFds = Math.max(peakFds, fds());
+  peakRss = Math.max(peakRss, process.memoryUsage().rss);
+  if (synced + buildErrors === readers.length) break;
+  await delay(100);
+}
+const syncedMs = performance.now() - started;
+const cpu = process.cpuUsage(cpu0);
+gc();
+const loaded = { rss: process.memoryUsage().rss, heap: process.memoryUsage().heapUsed, fds: fds() };
+const objects = registry.caches().reduce((sum, c) => sum + c.objects, 0);
+const watchErrors = registry.caches().reduce((sum, c) => sum + c.watchErrors, 0);
+
+for (const owner of owners) registry.forgetOwner(owner);
+const collectStarted = performance.now();
+while (registry.caches().length > 0 && performance.now() - collectStarted < 120_000) await delay(100);
+const cachesLeft = registry.caches().length;
+await registry.close();
+await delay(500); // sockets closed by the agents' destroy() leave the fd table on the next turns
+gc();
+const after = { rss: process.memoryUsage().rss, heap: process.memoryUsage().heapUsed, fds: fds() };
+
+process.stdout.write(`${JSON.stringify({
+  clusters: fleet.length, caches: readers.length, synced, buildErrors, watchErrors, objects, syncedMs,
+  cpuMs: (cpu.user + cpu.system) / 1000, base, loaded, peakFds, peakRss, cachesLeft, after,
+})}\n`);
+process.exit(0);
