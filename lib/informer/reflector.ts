@@ -127,6 +127,8 @@ export class Reflector {
   #listed = false;
   /** True once a watch was opened since the last LIST: the next open is a reconnect. */
   #watchedSinceList = false;
+  /** Watch events received so far, bookmarks included: a 410 after one is not "in a row". */
+  #received = 0;
 
   constructor(settings: ReflectorSettings) {
     this.#s = settings;
@@ -154,6 +156,7 @@ export class Reflector {
     // 410s in a row with no watch event between them: the first relists at once, later ones back off.
     let gonesInARow = 0;
     while (!signal.aborted) {
+      const receivedBefore = this.#received;
       let progressed = false;
       let delay: number;
       try {
@@ -173,6 +176,8 @@ export class Reflector {
           case 'relist':
             this.state.gones++;
             listReason ??= 'gone';
+            // A watch that delivered events before its 410 ends the streak (the routine compaction case).
+            if (this.#received !== receivedBefore) gonesInARow = 0;
             delay = gonesInARow++ === 0 ? 0 : this.#backoff.next();
             this.#s.logger.info('resourceVersion expired; relisting', { resourceVersion: this.state.resourceVersion, inMs: Math.round(delay) });
             break;
@@ -315,6 +320,7 @@ export class Reflector {
           // A handler may stop the informer mid-batch: nothing after that is applied.
           if (watchSignal.aborted) break events;
           received++;
+          this.#received++;
           const rv = event.object.metadata?.resourceVersion;
           if (event.type !== 'BOOKMARK') {
             this.state.events++;
