@@ -4,6 +4,7 @@ import { createServer as createTcpServer } from 'node:net';
 import type { AddressInfo, Socket } from 'node:net';
 import { after, before, describe, it } from 'node:test';
 import { KubeConfig } from '@kubernetes/client-node';
+import { eventually } from '../../e2e/harness/index.ts';
 import { KubeApiError, TransportError, UnknownKindError, WatchDecodeError } from '../util/index.ts';
 import { ClusterConnection, createListLimiter, resourcePath, type WatchEvent } from './index.ts';
 
@@ -246,16 +247,23 @@ describe('ClusterConnection', () => {
   });
 
   it('close() ends open watches and releases the sockets', async () => {
-    srv.routes.set('/api/v1/namespaces/hang/configmaps', (_q, res) => { res.writeHead(200); res.write('{"type":"BOOKMARK","object":{"metadata":{"resourceVersion":"5"}}}\n'); });
+    let watchSocket: Socket | undefined;
+    srv.routes.set('/api/v1/namespaces/hang/configmaps', (req, res) => {
+      watchSocket = req.socket;
+      res.writeHead(200);
+      res.write('{"type":"BOOKMARK","object":{"metadata":{"resourceVersion":"5"}}}\n');
+    });
     const conn = connect();
     const stream = await conn.resourceClient(configMaps).watch({ namespace: 'hang', resourceVersion: '1', timeoutSeconds: 300, allowWatchBookmarks: true, signal: new AbortController().signal });
-    const consumed = (async () => { for await (const _ of stream) { /* drain */ } })().then(() => 'ended', () => 'failed');
-    await new Promise((r) => setTimeout(r, 50));
-    const open = srv.sockets.size;
+    let outcome: 'ended' | 'failed' | undefined;
+    const consumed = (async () => { for await (const _ of stream) { /* drain */ } })().then(() => { outcome = 'ended'; }, () => { outcome = 'failed'; });
+    // The watch resolved, so the server has answered its headers on this socket.
+    const socket = watchSocket;
+    assert.ok(socket !== undefined && srv.sockets.has(socket), 'the watch holds a server socket');
     await conn.close();
-    assert.ok(['ended', 'failed'].includes(await consumed));
-    await new Promise((r) => setTimeout(r, 50));
-    assert.ok(srv.sockets.size < open, 'the watch socket was closed');
+    await eventually('close() ends the watch stream', () => outcome, 10_000);
+    await consumed;
+    await eventually('the watch socket is closed', () => !srv.sockets.has(socket), 10_000);
     await assert.rejects(conn.request({ method: 'GET', path: '/api/v1' }), /closed/);
   });
 
@@ -267,10 +275,7 @@ describe('ClusterConnection', () => {
     await new Promise<void>((resolve) => silent.listen(0, '127.0.0.1', resolve));
     after(() => new Promise<void>((resolve) => { for (const s of held) s.destroy(); silent.close(() => { resolve(); }); }));
     const conn = new ClusterConnection({ name: 'silent', kubeConfig: kubeConfig(`https://127.0.0.1:${(silent.address() as AddressInfo).port}`) });
-    const waitFor = async (what: string, check: () => boolean): Promise<void> => {
-      for (let i = 0; i < 100 && !check(); i++) await new Promise((r) => setTimeout(r, 20));
-      assert.ok(check(), what);
-    };
+    const waitFor = async (what: string, check: () => boolean): Promise<void> => { await eventually(what, check, 10_000); };
 
     const aborted = new AbortController();
     const first = conn.request({ method: 'GET', path: '/api/v1', signal: aborted.signal });
