@@ -5,6 +5,7 @@ import {
   ClosedError,
   formatGvk,
   noopLogger,
+  ObjectSkippedError,
   realClock,
   toError,
   type BackoffOptions,
@@ -53,7 +54,10 @@ export interface InformerEvents {
   [event: string]: readonly unknown[];
   /** The first complete LIST has been applied. */
   synced: [];
-  /** A LIST or WATCH attempt failed (410 Gone excepted); the informer keeps retrying. */
+  /**
+   * A LIST or WATCH attempt failed (410 Gone excepted); the informer keeps retrying. Also an
+   * `ObjectSkippedError` for an object that could not be taken into the cache (left out alone).
+   */
   error: [error: Error];
   /**
    * A LIST or WATCH succeeded after failed attempts: `stats().lastError` is clear again. A watch
@@ -79,6 +83,8 @@ export interface InformerStats {
   readonly reconnects: number;
   /** ADDED/MODIFIED/DELETED watch events received (bookmarks excluded). */
   readonly events: number;
+  /** Objects left out of the cache because they could not be taken (see `ObjectSkippedError`). */
+  readonly skipped: number;
   /** The last resourceVersion seen (opaque). */
   readonly resourceVersion: string;
   /** When the last complete LIST was applied (clock milliseconds). */
@@ -233,6 +239,7 @@ export class ResourceInformer<T extends KubeObject = KubeObject> implements Info
   #run: Promise<void> | undefined;
   #stopping: Promise<void> | undefined;
   #resyncTimer: Timer | undefined;
+  #skipped = 0;
   /** Set during a relist, to count what it changed. */
   #tally: { added: number; updated: number; deleted: number } | undefined;
 
@@ -387,6 +394,7 @@ export class ResourceInformer<T extends KubeObject = KubeObject> implements Info
       gones: r.gones,
       reconnects: r.reconnects,
       events: r.events,
+      skipped: this.#skipped,
       resourceVersion: r.resourceVersion,
       lastSyncTime: r.lastSyncTime,
       lastEventTime: r.lastEventTime,
@@ -409,6 +417,10 @@ export class ResourceInformer<T extends KubeObject = KubeObject> implements Info
       const old = this.#store.get(key);
       if (old !== undefined && uidOf(old) === uidOf(raw) && rvOf(old) === rvOf(raw)) continue;
       const obj = this.#ingest(raw);
+      if (obj === undefined) {
+        this.#drop(key, old);
+        continue;
+      }
       if (old === undefined) {
         this.#store.set(key, obj);
         this.#deliver('add', obj, initial);
@@ -440,21 +452,25 @@ export class ResourceInformer<T extends KubeObject = KubeObject> implements Info
       if (old === undefined) return;
       const obj = this.#ingest(raw);
       this.#store.delete(key);
-      this.#deliver('delete', obj, false);
+      // An untakeable final state still deletes: the last cached state stands in for it.
+      this.#deliver('delete', obj ?? old, obj === undefined);
+      return;
+    }
+    if (old !== undefined && uidOf(old) === uidOf(raw) && rvOf(old) === rvOf(raw)) return;
+    const obj = this.#ingest(raw);
+    if (obj === undefined) {
+      this.#drop(key, old);
       return;
     }
     if (old === undefined) {
-      const obj = this.#ingest(raw);
       this.#store.set(key, obj);
       this.#deliver('add', obj, false);
       return;
     }
-    if (uidOf(old) !== uidOf(raw)) {
-      this.#replaceIncarnation(key, old, this.#ingest(raw));
+    if (uidOf(old) !== uidOf(obj)) {
+      this.#replaceIncarnation(key, old, obj);
       return;
     }
-    if (rvOf(old) === rvOf(raw)) return;
-    const obj = this.#ingest(raw);
     this.#store.set(key, obj);
     this.#deliver('update', old, obj);
   }
@@ -467,7 +483,12 @@ export class ResourceInformer<T extends KubeObject = KubeObject> implements Info
     this.#deliver('add', obj, false);
   }
 
-  #ingest(raw: KubeObject): T {
+  /**
+   * Transforms and freezes a decoded object; undefined when it cannot be taken (freezing it
+   * failed): it is then reported as an `ObjectSkippedError` and left out, and the rest of the
+   * cache carries on.
+   */
+  #ingest(raw: KubeObject): T | undefined {
     let obj: T;
     try {
       obj = this.#transform(raw);
@@ -475,7 +496,26 @@ export class ResourceInformer<T extends KubeObject = KubeObject> implements Info
       this.#logger.warn('transform threw; caching the object untransformed', { key: objectKey(raw), error: toError(err).message });
       obj = raw as T;
     }
-    return deepFreeze(obj);
+    try {
+      return deepFreeze(obj);
+    } catch (err) {
+      const meta = raw.metadata;
+      const error = new ObjectSkippedError({ cluster: this.cluster, gvk: this.gvk, namespace: meta?.namespace ?? '', name: meta?.name ?? '' }, { cause: err });
+      this.#skipped++;
+      this.#logger.warn('object left out of the cache', { error: error.message });
+      this.#events.emit('error', error);
+      return undefined;
+    }
+  }
+
+  /**
+   * An object that could not be taken: whatever the cache held under its key is stale now, so it
+   * goes, reported as a delete whose final state is unknown.
+   */
+  #drop(key: string, old: T | undefined): void {
+    if (old === undefined) return;
+    this.#store.delete(key);
+    this.#deliver('delete', old, true);
   }
 
   #markSynced(): void {

@@ -38,16 +38,28 @@ export function identityTransform(obj: KubeObject): KubeObject {
 
 /**
  * Freezes a JSON value and everything reachable from it, so that a reader or handler cannot change
- * an object every other reader shares. Already frozen parts are not walked again.
+ * an object every other reader shares. Already frozen parts are not walked again. The walk keeps
+ * its own stack instead of recursing: the API server accepts objects nested thousands deep (a
+ * HelmRelease's free-form `spec.values`), and the call stack would overflow on them.
  */
 export function deepFreeze<T>(value: T): T {
   if (typeof value !== 'object' || value === null || Object.isFrozen(value)) return value;
+  // Invariant: everything on `stack` is frozen and its children not yet visited; freezing on push
+  // means a part reachable twice is walked once.
   Object.freeze(value);
-  if (Array.isArray(value)) {
-    for (const item of value as unknown[]) deepFreeze(item);
-  } else {
-    const record = value as Record<string, unknown>;
-    for (const key in record) deepFreeze(record[key]);
+  const stack: object[] = [value];
+  const visit = (child: unknown): void => {
+    if (typeof child !== 'object' || child === null || Object.isFrozen(child)) return;
+    Object.freeze(child);
+    stack.push(child);
+  };
+  for (let current = stack.pop(); current !== undefined; current = stack.pop()) {
+    if (Array.isArray(current)) {
+      for (const item of current as unknown[]) visit(item);
+    } else {
+      const record = current as Record<string, unknown>;
+      for (const key in record) visit(record[key]);
+    }
   }
   return value;
 }

@@ -26,11 +26,54 @@ import type {
   WatchEvent,
   WatchOptions,
 } from './types.ts';
+import { checkGvk, checkName, checkNamespace, checkResource } from './segments.ts';
 import { parseListDroppingManagedFields } from './strip.ts';
 import { decodeWatchStream } from './watch-decoder.ts';
 
+const MiB = 1024 * 1024;
+
+/**
+ * Bounds on what one answer of an API server may make this process hold. A read stops at its limit
+ * and destroys the stream (the excess is never buffered) with a `LimitExceededError` naming the
+ * limit; the cache concerned backs off as after any other failure.
+ */
+export interface ReadLimits {
+  /**
+   * Largest watch event (one line: one object plus a small envelope). Default 16 MiB: the API
+   * server refuses objects above about 1.5 MiB (etcd's request limit), so ten times that is
+   * headroom, and a pod's memory limit survives several watches each holding one line.
+   */
+  readonly maxWatchEventBytes?: number;
+  /**
+   * Largest LIST response (one page). Default 64 MiB: a page of 500 objects (the informer's default
+   * page size) averaging 128 KiB, about twenty times a real page of Pods, while one page being
+   * parsed (roughly three times its size in objects) still fits the service's 512 MiB pod limit.
+   * Raise it for an unpaginated LIST of a large collection (the fallback after two expired
+   * continue tokens).
+   */
+  readonly maxListBytes?: number;
+  /**
+   * Largest other successful response: discovery documents and single-object answers of
+   * `request()` (GET, PATCH, ...). Default 16 MiB, as for a watch event.
+   */
+  readonly maxResponseBytes?: number;
+  /**
+   * Largest error response body read to build a `KubeApiError` (a Status is a few hundred bytes).
+   * Default 64 KiB; beyond it the HTTP status alone is reported, with a `LimitExceededError` as `cause`.
+   */
+  readonly maxErrorBytes?: number;
+}
+
+/** The defaults of {@link ReadLimits}, in bytes. */
+export const DEFAULT_READ_LIMITS: Readonly<Required<ReadLimits>> = Object.freeze({
+  maxWatchEventBytes: 16 * MiB,
+  maxListBytes: 64 * MiB,
+  maxResponseBytes: 16 * MiB,
+  maxErrorBytes: 64 * 1024,
+});
+
 /** Options of {@link ClusterConnection}. */
-export interface ClusterConnectionOptions {
+export interface ClusterConnectionOptions extends ReadLimits {
   /** The cluster's name in the fleet; it appears in every error and log line. Required, non-empty. */
   readonly name: string;
   /**
@@ -83,6 +126,12 @@ export interface RequestOptions {
  * resources; without it a namespaced resource's path covers all namespaces.
  */
 export function resourcePath(info: ResourceInfo, where: { readonly namespace?: string | undefined; readonly name?: string | undefined } = {}): string {
+  // Every value is checked as a path segment before it is pasted: a version such as
+  // `v1/namespaces/kube-system/secrets/db?` must not reach another resource with our credentials.
+  checkGvk(info.gvk);
+  checkResource(info.resource);
+  if (info.namespaced && where.namespace !== undefined && where.namespace !== '') checkNamespace(where.namespace);
+  if (where.name !== undefined) checkName(where.name);
   const { group, version } = info.gvk;
   const root = group === '' ? `/api/${version}` : `/apis/${group}/${version}`;
   const ns = info.namespaced && where.namespace !== undefined && where.namespace !== '' ? `/namespaces/${encodeURIComponent(where.namespace)}` : '';
@@ -101,6 +150,9 @@ interface PortRequest {
   readonly parse?: ((body: Buffer) => unknown) | undefined;
 }
 
+/** A LIST page is read under `maxListBytes`; anything else under `maxResponseBytes`. */
+type Sent = 'list' | 'other';
+
 interface WatchRequest {
   readonly path: string;
   readonly query: URLSearchParams;
@@ -110,7 +162,7 @@ interface WatchRequest {
 
 /** The private capabilities a connection lends its resource clients. */
 interface ConnectionPort {
-  send(request: PortRequest, signal: AbortSignal, isList: boolean): Promise<unknown>;
+  send(request: PortRequest, signal: AbortSignal, kind: Sent): Promise<unknown>;
   openWatch(request: WatchRequest, signal: AbortSignal): Promise<AsyncIterable<readonly WatchEvent[]>>;
 }
 
@@ -121,6 +173,18 @@ interface DiscoveredGroup {
 
 interface ApiResourceList {
   readonly resources?: readonly { readonly name?: unknown; readonly kind?: unknown; readonly namespaced?: unknown; readonly verbs?: unknown }[];
+}
+
+/** Validates the read limits and merges them over the defaults (into a new object). */
+export function readLimitsOf(options: ReadLimits, owner: string): Required<ReadLimits> {
+  const out = { ...DEFAULT_READ_LIMITS };
+  for (const name of Object.keys(DEFAULT_READ_LIMITS) as (keyof ReadLimits)[]) {
+    const value = options[name];
+    if (value === undefined) continue;
+    if (!Number.isSafeInteger(value) || value < 1) throw new TypeError(`${owner} option ${name} must be a positive integer (bytes), got ${String(value)}`);
+    out[name] = value;
+  }
+  return out;
 }
 
 function positiveNumber(option: string, value: number, integer = false): number {
@@ -145,6 +209,7 @@ export class ClusterConnection implements ResourceResolver {
   readonly #requests: Bottleneck;
   readonly #lists: Bottleneck;
   readonly #requestTimeoutMs: number;
+  readonly #limits: Required<ReadLimits>;
   readonly #logger: Logger;
   readonly #discovery: LRUCache<string, DiscoveredGroup>;
   readonly #discovering = new Map<string, Promise<DiscoveredGroup>>();
@@ -152,7 +217,7 @@ export class ClusterConnection implements ResourceResolver {
   readonly #life = new AbortController();
   /** What the resource clients may do with this connection (kept off the public surface). */
   readonly #port: ConnectionPort = {
-    send: (request, signal, isList) => this.#send(request, signal, isList),
+    send: (request, signal, kind) => this.#send(request, signal, kind),
     openWatch: (request, signal) => this.#openWatch(request, signal),
   };
 
@@ -168,11 +233,13 @@ export class ClusterConnection implements ResourceResolver {
       requestTimeoutMs: positiveNumber('requestTimeoutMs', options.requestTimeoutMs ?? 60_000),
       userAgent: options.userAgent ?? 'fleetcache',
       clock: options.clock ?? realClock,
+      limits: readLimitsOf(options, 'ClusterConnection'),
     };
     this.name = options.name;
+    this.#limits = settings.limits;
     this.#logger = (options.logger ?? noopLogger).child({ cluster: options.name });
     this.#requestTimeoutMs = settings.requestTimeoutMs;
-    this.#transport = new Transport({ cluster: options.name, kubeConfig: options.kubeConfig, clock: settings.clock, userAgent: settings.userAgent });
+    this.#transport = new Transport({ cluster: options.name, kubeConfig: options.kubeConfig, clock: settings.clock, userAgent: settings.userAgent, maxErrorBytes: settings.limits.maxErrorBytes });
     this.#requests = createRequestLimiter(settings.qps, settings.burst);
     this.#lists = options.listLimiter ?? defaultListLimiter();
     const clock = settings.clock;
@@ -188,9 +255,11 @@ export class ClusterConnection implements ResourceResolver {
    * Resolves a GVK to its resource name and scope. A cached group/version that lacks the kind is
    * re-read once before giving up, so a CRD installed after the first look is found. Rejects with
    * `UnknownKindError` when the server does not serve the kind, `KubeApiError`/`TransportError`
-   * when discovery itself failed.
+   * when discovery itself failed, `InvalidPathSegmentError` (before any request) when the GVK
+   * cannot be part of a URL.
    */
   async resolve(gvk: GroupVersionKind, signal?: AbortSignal): Promise<ResourceInfo> {
+    checkGvk(gvk);
     const gv = apiVersionOf(gvk);
     let group = this.#discovery.get(gv);
     let fresh = false;
@@ -230,7 +299,7 @@ export class ClusterConnection implements ResourceResolver {
       body: options.body === undefined ? undefined : JSON.stringify(options.body),
       contentType: options.contentType,
       gvk: options.gvk,
-    }, signal, false);
+    }, signal, 'other');
   }
 
   /** Releases every socket and the request limiter. Idempotent; later requests fail. */
@@ -244,10 +313,13 @@ export class ClusterConnection implements ResourceResolver {
   }
 
   /** One JSON request through the request limiter (and the LIST limiter for a LIST page). */
-  #send(request: PortRequest, signal: AbortSignal, isList: boolean): Promise<unknown> {
+  #send(request: PortRequest, signal: AbortSignal, kind: Sent): Promise<unknown> {
     if (this.#life.signal.aborted) return Promise.reject(new ClosedError(`connection to cluster ${this.name}`));
-    const run = (): Promise<unknown> => scheduleAbortable(this.#requests, signal, () => this.#transport.json({ ...request, signal }, this.#requestTimeoutMs, request.parse));
-    return isList ? scheduleAbortable(this.#lists, signal, run) : run();
+    const limit = kind === 'list'
+      ? { name: 'maxListBytes' as const, bytes: this.#limits.maxListBytes }
+      : { name: 'maxResponseBytes' as const, bytes: this.#limits.maxResponseBytes };
+    const run = (): Promise<unknown> => scheduleAbortable(this.#requests, signal, () => this.#transport.json({ ...request, signal }, this.#requestTimeoutMs, limit, request.parse));
+    return kind === 'list' ? scheduleAbortable(this.#lists, signal, run) : run();
   }
 
   /** Opens a watch stream through the request limiter. */
@@ -255,7 +327,11 @@ export class ClusterConnection implements ResourceResolver {
     if (this.#life.signal.aborted) throw new ClosedError(`connection to cluster ${this.name}`);
     const { path, query, gvk } = request;
     const res = await scheduleAbortable(this.#requests, signal, () => this.#transport.open({ method: 'GET', path, query, gvk, signal }));
-    return decodeWatchStream(res, { cluster: this.name, gvk }, signal, { dropManagedFields: request.dropManagedFields });
+    return decodeWatchStream(res, { cluster: this.name, gvk }, signal, {
+      dropManagedFields: request.dropManagedFields,
+      maxEventBytes: this.#limits.maxWatchEventBytes,
+      request: { method: 'GET', path },
+    });
   }
 
   #discover(gv: string, gvk: GroupVersionKind, signal: AbortSignal | undefined): Promise<DiscoveredGroup> {
@@ -271,7 +347,7 @@ export class ClusterConnection implements ResourceResolver {
     const path = gvk.group === '' ? `/api/${gvk.version}` : `/apis/${gv}`;
     let body: unknown;
     try {
-      body = await this.#send({ method: 'GET', path, gvk }, this.#life.signal, false);
+      body = await this.#send({ method: 'GET', path, gvk }, this.#life.signal, 'other');
     } catch (err) {
       if (err instanceof KubeApiError && err.statusCode === 404) throw new UnknownKindError({ cluster: this.name, gvk, statusCode: 404 }, { cause: err });
       throw err;
@@ -279,6 +355,12 @@ export class ClusterConnection implements ResourceResolver {
     const kinds = new Map<string, ResourceInfo>();
     for (const r of (body as ApiResourceList | undefined)?.resources ?? []) {
       if (typeof r.name !== 'string' || typeof r.kind !== 'string' || r.name.includes('/')) continue;
+      // The server names the resource pasted into later URLs: an entry that is not a plain
+      // segment (or a kind we would refuse to ask for) is left out, as if not served.
+      if (!validDiscovered(gvk, r.name, r.kind)) {
+        this.#logger.debug('discovery entry left out: not a valid resource name or kind', { groupVersion: gv });
+        continue;
+      }
       const verbs = Array.isArray(r.verbs) ? r.verbs.filter((v): v is string => typeof v === 'string') : [];
       kinds.set(r.kind, Object.freeze({
         gvk: Object.freeze({ group: gvk.group, version: gvk.version, kind: r.kind }),
@@ -291,6 +373,16 @@ export class ClusterConnection implements ResourceResolver {
     this.#discovery.set(gv, group);
     this.#logger.debug('discovered group version', { groupVersion: gv, kinds: kinds.size });
     return group;
+  }
+}
+
+function validDiscovered(gvk: GroupVersionKind, resource: string, kind: string): boolean {
+  try {
+    checkResource(resource);
+    checkGvk({ group: gvk.group, version: gvk.version, kind });
+    return true;
+  } catch {
+    return false;
   }
 }
 
@@ -320,7 +412,7 @@ class HttpResourceClient implements ResourceClient {
     if (options.resourceVersion !== undefined) query.set('resourceVersion', options.resourceVersion);
     const path = resourcePath(this.info, { namespace: options.namespace });
     const parse = options.dropManagedFields === true ? parseListDroppingManagedFields : undefined;
-    const body = await this.#port.send({ method: 'GET', path, query, gvk: this.info.gvk, parse }, options.signal, true);
+    const body = await this.#port.send({ method: 'GET', path, query, gvk: this.info.gvk, parse }, options.signal, 'list');
     const list = body as Partial<KubeList> | undefined;
     if (typeof list !== 'object' || !Array.isArray(list.items) || typeof list.metadata !== 'object') {
       throw new TransportError({ cluster: this.cluster, gvk: this.info.gvk }, `GET ${path}: the response is not a list`);

@@ -8,11 +8,14 @@ import {
   FleetcacheError,
   KubeApiError,
   KubeconfigInvalidError,
+  LimitExceededError,
   TransportError,
   type Clock,
   type GroupVersionKind,
   type KubeStatus,
+  type ReadLimit,
 } from '../util/index.ts';
+import { checkRequestPath } from './segments.ts';
 
 /** One HTTP request to the API server. */
 export interface HttpRequest {
@@ -29,8 +32,11 @@ export interface HttpRequest {
   readonly gvk?: GroupVersionKind | undefined;
 }
 
-/** Largest error body read to build a `KubeApiError` (a Status is a few hundred bytes). */
-const MAX_ERROR_BODY = 64 * 1024;
+/** A read limit: the option that sets it and its value in bytes. */
+export interface BodyLimit {
+  readonly name: ReadLimit;
+  readonly bytes: number;
+}
 
 /** Options of {@link Transport}: the already validated options of the owning connection. */
 export interface TransportOptions {
@@ -38,6 +44,8 @@ export interface TransportOptions {
   readonly kubeConfig: KubeConfig;
   readonly clock: Clock;
   readonly userAgent: string;
+  /** Largest error body read to build a `KubeApiError`. */
+  readonly maxErrorBytes: number;
 }
 
 /**
@@ -54,6 +62,7 @@ export class Transport {
   readonly #kc: KubeConfig;
   readonly #clock: Clock;
   readonly #userAgent: string;
+  readonly #maxErrorBytes: number;
   readonly #base: URL;
   readonly #secure: boolean;
   readonly #viaProxy: boolean;
@@ -67,6 +76,7 @@ export class Transport {
     this.#kc = options.kubeConfig;
     this.#clock = options.clock;
     this.#userAgent = options.userAgent;
+    this.#maxErrorBytes = options.maxErrorBytes;
     const cluster = options.kubeConfig.getCurrentCluster();
     if (cluster === null) throw new KubeconfigInvalidError(options.cluster, 'the current context names no cluster');
     let base: URL;
@@ -96,6 +106,8 @@ export class Transport {
    */
   async open(request: HttpRequest): Promise<http.IncomingMessage> {
     if (this.#closed) throw new TransportError({ cluster: this.#cluster, gvk: request.gvk }, 'connection is closed');
+    // Whoever built the path, nothing with a query, fragment or dot segment leaves with our credentials.
+    checkRequestPath(request.path);
     const signal = request.signal;
     if (signal.aborted) throw abortReason(signal);
     const scratch: https.RequestOptions = {};
@@ -150,9 +162,10 @@ export class Transport {
   /**
    * Sends a request and parses its JSON body (with `parse`, default `JSON.parse` of the UTF-8
    * text). `timeoutMs` bounds the whole exchange, body included: a silently dead connection fails
-   * instead of hanging.
+   * instead of hanging. A body longer than `limit` rejects with a `LimitExceededError` once the
+   * limit is reached (the rest is not read).
    */
-  async json(request: HttpRequest, timeoutMs: number, parse: (body: Buffer) => unknown = parseJson): Promise<unknown> {
+  async json(request: HttpRequest, timeoutMs: number, limit: BodyLimit, parse: (body: Buffer) => unknown = parseJson): Promise<unknown> {
     const child = childController(request.signal);
     const controller = child.controller;
     const timer = this.#clock.setTimer(timeoutMs, () => {
@@ -160,7 +173,8 @@ export class Transport {
     });
     try {
       const res = await this.open({ ...request, signal: controller.signal });
-      const body = await readBodyBytes(res, Infinity, controller.signal);
+      const body = await readBounded(res, limit.bytes, controller.signal);
+      if (body === undefined) throw this.#limitError(request, limit);
       if (body.length === 0) return undefined;
       try {
         return parse(body);
@@ -217,13 +231,24 @@ export class Transport {
     return this.#agent;
   }
 
+  #limitError(request: HttpRequest, limit: BodyLimit): LimitExceededError {
+    return new LimitExceededError({ cluster: this.#cluster, gvk: request.gvk, limit: limit.name, limitBytes: limit.bytes, request: { method: request.method, path: request.path } });
+  }
+
   async #apiError(request: HttpRequest, res: http.IncomingMessage): Promise<KubeApiError> {
     const statusCode = res.statusCode ?? 0;
     let status: KubeStatus | undefined;
+    let cause: Error | undefined;
     try {
-      const text = await readBody(res, MAX_ERROR_BODY, request.signal);
-      const parsed: unknown = text === '' ? undefined : JSON.parse(text);
-      if (isStatus(parsed)) status = parsed;
+      const body = await readBounded(res, this.#maxErrorBytes, request.signal);
+      if (body === undefined) {
+        // The HTTP status still decides how the failure is handled; the oversized body is why no message.
+        cause = this.#limitError(request, { name: 'maxErrorBytes', bytes: this.#maxErrorBytes });
+      } else {
+        const text = body.toString('utf8');
+        const parsed: unknown = text === '' ? undefined : JSON.parse(text);
+        if (isStatus(parsed)) status = parsed;
+      }
     } catch {
       // A body that is not a Status (or a broken one) still leaves the HTTP status to report.
       res.destroy();
@@ -235,7 +260,7 @@ export class Transport {
       status,
       retryAfterSeconds: parseRetryAfter(res.headers['retry-after'], this.#clock.now()),
       request: { method: request.method, path: request.path },
-    });
+    }, cause === undefined ? undefined : { cause });
   }
 }
 
@@ -260,28 +285,33 @@ function parseJson(body: Buffer): unknown {
   return JSON.parse(body.toString('utf8'));
 }
 
-/** Reads a response body as UTF-8, up to `limit` bytes (then stops and destroys the stream). */
-export async function readBody(res: http.IncomingMessage, limit: number, signal: AbortSignal): Promise<string> {
-  return (await readBodyBytes(res, limit, signal)).toString('utf8');
-}
-
-/** Reads a response body, up to `limit` bytes (then stops and destroys the stream). */
-async function readBodyBytes(res: http.IncomingMessage, limit: number, signal: AbortSignal): Promise<Buffer> {
+/**
+ * Reads a whole response body of at most `limit` bytes; undefined when it is longer (a
+ * Content-Length above the limit is refused before reading). The stream is destroyed as soon as
+ * the limit is passed, so at most `limit` bytes plus one chunk are ever held.
+ */
+export async function readBounded(res: http.IncomingMessage, limit: number, signal: AbortSignal): Promise<Buffer | undefined> {
+  const declared = Number(res.headers['content-length']);
+  if (Number.isFinite(declared) && declared > limit) {
+    res.destroy();
+    return undefined;
+  }
   const chunks: Buffer[] = [];
   let size = 0;
   try {
     for await (const chunk of res) {
       const buf = chunk as Buffer;
-      chunks.push(buf);
       size += buf.length;
-      if (size >= limit) {
+      if (size > limit) {
+        chunks.length = 0;
         res.destroy();
-        break;
+        return undefined;
       }
+      chunks.push(buf);
     }
   } catch (err) {
     if (signal.aborted) throw abortReason(signal);
     throw err;
   }
-  return Buffer.concat(chunks);
+  return Buffer.concat(chunks, size);
 }

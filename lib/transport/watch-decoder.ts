@@ -3,6 +3,7 @@ import {
   abortReason,
   FleetcacheError,
   KubeApiError,
+  LimitExceededError,
   TransportError,
   WatchDecodeError,
   type ErrorScope,
@@ -18,6 +19,14 @@ export interface DecodeOptions {
    * event's object while parsing (see strip.ts). Default false: objects arrive whole.
    */
   readonly dropManagedFields?: boolean | undefined;
+  /**
+   * Largest event (one line, newline excluded) in bytes; a longer one fails the stream with a
+   * `LimitExceededError` as soon as the limit is passed, without waiting for its end. Default
+   * unbounded (the connection passes its `maxWatchEventBytes`).
+   */
+  readonly maxEventBytes?: number | undefined;
+  /** The watch request, named by a `LimitExceededError`. */
+  readonly request?: { readonly method: string; readonly path: string } | undefined;
 }
 
 const NEWLINE = 0x0a;
@@ -70,37 +79,60 @@ export function decodeWatchLine(buf: Buffer, start: number, end: number, scope: 
 class LineDecoder {
   readonly #scope: ErrorScope;
   readonly #options: DecodeOptions;
+  readonly #maxBytes: number;
   /** The bytes after the last newline seen (an event still arriving), in arrival order. */
   #pending: Buffer[] = [];
+  /** Total length of `#pending`: never above `#maxBytes` (the stream fails first). */
+  #pendingBytes = 0;
 
   constructor(scope: ErrorScope, options: DecodeOptions) {
     this.#scope = scope;
     this.#options = options;
+    this.#maxBytes = options.maxEventBytes ?? Infinity;
   }
 
-  /** Decodes every line `chunk` completes into `out`; throws at the first bad line. */
+  /** Decodes every line `chunk` completes into `out`; throws at the first bad or oversized line. */
   push(chunk: Buffer, out: WatchEvent[]): void {
     let nl = chunk.indexOf(NEWLINE);
     if (nl === -1) {
-      this.#pending.push(chunk);
+      this.#keep(chunk);
       return;
     }
     if (this.#pending.length > 0) {
+      this.#check(this.#pendingBytes + nl);
       this.#pending.push(chunk.subarray(0, nl));
       const line = Buffer.concat(this.#pending);
       this.#pending = [];
+      this.#pendingBytes = 0;
       this.#decode(line, 0, line.length, out);
     } else {
+      this.#check(nl);
       this.#decode(chunk, 0, nl, out);
     }
     let start = nl + 1;
     nl = chunk.indexOf(NEWLINE, start);
     while (nl !== -1) {
+      this.#check(nl - start);
       this.#decode(chunk, start, nl, out);
       start = nl + 1;
       nl = chunk.indexOf(NEWLINE, start);
     }
-    if (start < chunk.length) this.#pending.push(chunk.subarray(start));
+    if (start < chunk.length) this.#keep(chunk.subarray(start));
+  }
+
+  #keep(part: Buffer): void {
+    this.#check(this.#pendingBytes + part.length);
+    this.#pending.push(part);
+    this.#pendingBytes += part.length;
+  }
+
+  /** Throws once an event is longer than the limit, before its bytes are kept. */
+  #check(length: number): void {
+    if (length <= this.#maxBytes) return;
+    // Whatever was held goes now; the stream is destroyed by the caller.
+    this.#pending = [];
+    this.#pendingBytes = 0;
+    throw new LimitExceededError({ ...this.#scope, limit: 'maxWatchEventBytes', limitBytes: this.#maxBytes, request: this.#options.request });
   }
 
   /** True when the stream stopped in the middle of an event. */
@@ -147,6 +179,8 @@ export async function* decodeWatchStream(res: IncomingMessage, scope: ErrorScope
       lines.push(chunk, queue);
     } catch (err) {
       state.failure = { error: err };
+      // Stop reading at once: an oversized line must not keep arriving while the consumer catches up.
+      res.destroy();
     }
     if (queue.length >= HIGH_WATER) res.pause();
     notify();

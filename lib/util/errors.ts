@@ -71,16 +71,18 @@ export class KubeApiError extends FleetcacheError {
     },
     options?: ErrorOptions,
   ) {
-    const reason = scope.status?.reason ?? '';
-    const detail = scope.status?.message ?? (reason === '' ? `HTTP ${scope.statusCode}` : reason);
+    // The Status comes from the peer: its strings are bounded and escaped before they are kept.
+    const status = scope.status === undefined ? undefined : boundedStatus(scope.status);
+    const reason = status?.reason ?? '';
+    const detail = status?.message ?? (reason === '' ? `HTTP ${scope.statusCode}` : reason);
     const req = scope.request === undefined ? '' : ` (${scope.request.method} ${scope.request.path})`;
     super('ERR_KUBE_API', `${where(scope)}: HTTP ${scope.statusCode}${reason === '' ? '' : ` ${reason}`}: ${detail}${req}`, options);
     this.cluster = scope.cluster;
     this.gvk = scope.gvk;
     this.statusCode = scope.statusCode;
     this.reason = reason;
-    this.status = scope.status;
-    this.retryAfterSeconds = scope.retryAfterSeconds ?? scope.status?.details?.retryAfterSeconds;
+    this.status = status;
+    this.retryAfterSeconds = scope.retryAfterSeconds ?? status?.details?.retryAfterSeconds;
     this.request = scope.request;
   }
 
@@ -121,11 +123,11 @@ export class UnknownKindError extends FleetcacheError {
 export class WatchDecodeError extends FleetcacheError {
   readonly cluster: string;
   readonly gvk: GroupVersionKind | undefined;
-  /** The start of the offending line, for diagnosis (never more than 200 characters). */
+  /** The start of the offending line, for diagnosis (200 characters at most, escaped as {@link peerText} does). */
   readonly excerpt: string;
 
   constructor(scope: ErrorScope & { readonly line: string }, options?: ErrorOptions) {
-    const excerpt = scope.line.length > 200 ? `${scope.line.slice(0, 200)}…` : scope.line;
+    const excerpt = scope.line.length > 200 ? `${peerText(scope.line.slice(0, 200))}…` : peerText(scope.line);
     super('ERR_WATCH_DECODE', `${where(scope)}: malformed watch event: ${JSON.stringify(excerpt)}`, options);
     this.cluster = scope.cluster;
     this.gvk = scope.gvk;
@@ -172,4 +174,145 @@ export class ClosedError extends FleetcacheError {
 export function toError(thrown: unknown): Error {
   if (thrown instanceof Error) return thrown;
   return new Error(typeof thrown === 'string' ? thrown : `non-error thrown: ${String(thrown)}`);
+}
+
+/** Characters of a peer's text (a Status message, a line excerpt) kept in errors and logs. */
+export const MAX_PEER_TEXT = 1024;
+
+/** Control, format (bidi overrides and isolates, zero-width), line/paragraph separators, lone surrogates. */
+const UNSAFE_CHAR = /^[\p{Cc}\p{Cf}\p{Zl}\p{Zp}\p{Cs}]$/u;
+
+/**
+ * Makes text that came from a peer safe to keep in an error, a status or a log line: control, bidi
+ * and other invisible characters are written as `\u{…}` escapes, so a hostile server cannot make a
+ * line read differently from what it says, and the result (escapes included) is at most `max`
+ * characters plus a marker saying how many were dropped, so it cannot flood a log either. Only
+ * what is kept is ever scanned.
+ */
+export function peerText(text: string, max = MAX_PEER_TEXT): string {
+  let out = '';
+  let i = 0;
+  while (i < text.length) {
+    const cp = text.codePointAt(i) ?? 0;
+    const ch = String.fromCodePoint(cp);
+    const piece = UNSAFE_CHAR.test(ch) ? `\\u{${cp.toString(16)}}` : ch;
+    if (out.length + piece.length > max) break;
+    out += piece;
+    i += ch.length;
+  }
+  return i < text.length ? `${out}…[${text.length - i} more characters]` : out;
+}
+
+/** A Status with its strings bounded and escaped ({@link peerText}) and at most 16 causes. */
+function boundedStatus(status: KubeStatus): KubeStatus {
+  const text = (value: unknown, max: number): string | undefined => (typeof value === 'string' ? peerText(value, max) : undefined);
+  const details = status.details;
+  const causes = Array.isArray(details?.causes) ? details.causes.slice(0, 16) : undefined;
+  return {
+    ...(status.kind === 'Status' ? { kind: 'Status' } : {}),
+    ...(typeof status.apiVersion === 'string' ? { apiVersion: peerText(status.apiVersion, 64) } : {}),
+    ...(status.status === 'Success' || status.status === 'Failure' ? { status: status.status } : {}),
+    ...(typeof status.message === 'string' ? { message: peerText(status.message) } : {}),
+    ...(typeof status.reason === 'string' ? { reason: peerText(status.reason, 128) } : {}),
+    ...(typeof status.code === 'number' ? { code: status.code } : {}),
+    ...(typeof details === 'object' && details !== null ? {
+      details: {
+        ...(typeof details.name === 'string' ? { name: peerText(details.name, 256) } : {}),
+        ...(typeof details.group === 'string' ? { group: peerText(details.group, 256) } : {}),
+        ...(typeof details.kind === 'string' ? { kind: peerText(details.kind, 128) } : {}),
+        ...(typeof details.retryAfterSeconds === 'number' ? { retryAfterSeconds: details.retryAfterSeconds } : {}),
+        ...(causes === undefined ? {} : {
+          causes: causes.map((c) => {
+            const cause: { reason?: string; message?: string; field?: string } = {};
+            const reason = text(c.reason, 128);
+            const message = text(c.message, 256);
+            const field = text(c.field, 256);
+            if (reason !== undefined) cause.reason = reason;
+            if (message !== undefined) cause.message = message;
+            if (field !== undefined) cause.field = field;
+            return cause;
+          }),
+        }),
+      },
+    } : {}),
+  };
+}
+
+/** The read limits of a cluster connection, by the name of the option that sets each. */
+export type ReadLimit = 'maxWatchEventBytes' | 'maxListBytes' | 'maxResponseBytes' | 'maxErrorBytes';
+
+/**
+ * A peer sent more bytes than a read limit allows (one watch event, a LIST page, a response or an
+ * error body). The read stopped at the limit and the stream was destroyed: the excess was never
+ * buffered. The cache concerned backs off and retries like after any other failure.
+ */
+export class LimitExceededError extends FleetcacheError {
+  readonly cluster: string;
+  readonly gvk: GroupVersionKind | undefined;
+  /** The option that sets the limit exceeded. */
+  readonly limit: ReadLimit;
+  /** Its value, in bytes. */
+  readonly limitBytes: number;
+  /** HTTP method and path (without the query string) of the request whose answer was too large. */
+  readonly request: { readonly method: string; readonly path: string } | undefined;
+
+  constructor(scope: ErrorScope & { readonly limit: ReadLimit; readonly limitBytes: number; readonly request?: { readonly method: string; readonly path: string } | undefined }) {
+    const what: Record<ReadLimit, string> = {
+      maxWatchEventBytes: 'a watch event',
+      maxListBytes: 'a LIST response',
+      maxResponseBytes: 'a response',
+      maxErrorBytes: 'an error response',
+    };
+    const req = scope.request === undefined ? '' : ` (${scope.request.method} ${scope.request.path})`;
+    super('ERR_LIMIT_EXCEEDED', `${where(scope)}: ${what[scope.limit]} exceeds ${scope.limitBytes} bytes, the limit ${scope.limit}${req}; the rest was not read`);
+    this.cluster = scope.cluster;
+    this.gvk = scope.gvk;
+    this.limit = scope.limit;
+    this.limitBytes = scope.limitBytes;
+    this.request = scope.request;
+  }
+}
+
+/** Which part of an API path a value was meant to be. */
+export type PathSegmentField = 'group' | 'version' | 'kind' | 'resource' | 'namespace' | 'name' | 'path';
+
+/**
+ * A group, version, kind, resource, namespace or name cannot be used in an API path (it contains
+ * `/` or `%`, is `.` or `..`, or breaks the field's character rules). Raised before any URL is
+ * built, so nothing was requested.
+ */
+export class InvalidPathSegmentError extends FleetcacheError {
+  readonly field: PathSegmentField;
+  /** The refused value, bounded and escaped ({@link peerText}). */
+  readonly value: string;
+  /** Which rule it broke. */
+  readonly reason: string;
+
+  constructor(scope: { readonly field: PathSegmentField; readonly value: string; readonly reason: string }) {
+    const value = peerText(scope.value, 120);
+    super('ERR_INVALID_PATH_SEGMENT', `invalid ${scope.field} ${JSON.stringify(value)}: ${scope.reason}`);
+    this.field = scope.field;
+    this.value = value;
+    this.reason = scope.reason;
+  }
+}
+
+/**
+ * An object the API server sent could not be taken into a cache (freezing it failed). It is left out alone; the rest of the cache carries on. Emitted as the informer's
+ * `error` event with the original failure as `cause`.
+ */
+export class ObjectSkippedError extends FleetcacheError {
+  readonly cluster: string;
+  readonly gvk: GroupVersionKind | undefined;
+  /** The object left out: its namespace ('' when cluster-scoped) and name. */
+  readonly object: { readonly namespace: string; readonly name: string };
+
+  constructor(scope: ErrorScope & { readonly namespace: string; readonly name: string }, options?: ErrorOptions) {
+    const object = scope.namespace === '' ? scope.name : `${scope.namespace}/${scope.name}`;
+    const detail = options?.cause instanceof Error ? `: ${peerText(options.cause.message, 200)}` : '';
+    super('ERR_OBJECT_SKIPPED', `${where(scope)}: object ${JSON.stringify(peerText(object, 300))} left out of the cache${detail}`, options);
+    this.cluster = scope.cluster;
+    this.gvk = scope.gvk;
+    this.object = { namespace: scope.namespace, name: scope.name };
+  }
 }
