@@ -1,6 +1,30 @@
 import { abortReason, type GroupVersionKind } from '../util/index.ts';
 import type { KubeList, KubeObject, ListOptions, ResourceClient, ResourceInfo, WatchEvent, WatchOptions } from './types.ts';
 
+/**
+ * A deep copy of a JSON value that walks with its own stack: objects nest as deep as the API server
+ * allows (thousands of levels), where `structuredClone` overflows the call stack.
+ */
+function cloneJson<T>(value: T): T {
+  if (typeof value !== 'object' || value === null) return value;
+  const root: unknown = Array.isArray(value) ? [] : {};
+  const stack: [Record<string, unknown>, Record<string, unknown>][] = [[value as Record<string, unknown>, root as Record<string, unknown>]];
+  for (let pair = stack.pop(); pair !== undefined; pair = stack.pop()) {
+    const [from, to] = pair;
+    for (const key of Object.keys(from)) {
+      const child = from[key];
+      if (typeof child === 'object' && child !== null) {
+        const copy = Array.isArray(child) ? [] : {};
+        to[key] = copy;
+        stack.push([child as Record<string, unknown>, copy as Record<string, unknown>]);
+      } else {
+        to[key] = child;
+      }
+    }
+  }
+  return root as T;
+}
+
 type StreamItem = { readonly event: WatchEvent } | { readonly end: true } | { readonly error: Error };
 
 /**
@@ -28,7 +52,7 @@ export class FakeWatchStream implements AsyncIterable<readonly WatchEvent[]> {
   }
 
   push(event: WatchEvent): void {
-    this.#put({ event: structuredClone(event) });
+    this.#put({ event: cloneJson(event) });
   }
 
   /** Ends the stream normally, as a server-side timeout does. */
@@ -143,12 +167,12 @@ export class FakeResourceClient implements ResourceClient {
     const stored: KubeObject = {
       apiVersion: 'v1',
       kind: this.info.gvk.kind,
-      ...structuredClone(obj),
-      metadata: { ...structuredClone(meta), uid, resourceVersion: String(++this.#rv) },
+      ...cloneJson(obj),
+      metadata: { ...cloneJson(meta), uid, resourceVersion: String(++this.#rv) },
     };
     this.#objects.set(key, stored);
     if (options.quiet !== true) this.send({ type: previous === undefined ? 'ADDED' : 'MODIFIED', object: stored });
-    return structuredClone(stored);
+    return cloneJson(stored);
   }
 
   /** Deletes an object and sends DELETED (with a new resourceVersion) unless `quiet`. */
@@ -188,7 +212,7 @@ export class FakeResourceClient implements ResourceClient {
     const end = options.limit === undefined ? all.length : Math.min(all.length, start + options.limit);
     const items = all.slice(start, end).map(([, obj]) => {
       // Items of a typed list carry no apiVersion/kind.
-      const { apiVersion: _apiVersion, kind: _kind, ...rest } = structuredClone(obj);
+      const { apiVersion: _apiVersion, kind: _kind, ...rest } = cloneJson(obj);
       return rest;
     });
     return Promise.resolve({
