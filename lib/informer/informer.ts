@@ -1,4 +1,4 @@
-import type { KubeObject, ResourceClient, ResourceResolver } from '../transport/index.ts';
+import { checkGvk, type KubeObject, type ResourceClient, type ResourceResolver } from '../transport/index.ts';
 import {
   abortReason,
   childController,
@@ -250,6 +250,8 @@ export class ResourceInformer<T extends KubeObject = KubeObject> implements Info
       source = { client: options.client };
     } else {
       if (options.connection === undefined || options.gvk === undefined) throw new TypeError('informer options: give either client, or connection and gvk');
+      // Typed error now rather than a slow retry loop: the GVK would be pasted into URLs.
+      checkGvk(options.gvk);
       source = { resolver: options.connection, gvk: options.gvk };
     }
     const pageSize = nonNegative('pageSize', options.pageSize ?? 500, true);

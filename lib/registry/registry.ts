@@ -1,7 +1,7 @@
 import { Mutex } from 'async-mutex';
 import type Bottleneck from 'bottleneck';
 import { clusterKey, KubeconfigSecretNotFoundError, type ClusterAccess, type ClusterProvider, type ClusterRef } from '../cluster/index.ts';
-import { ClusterConnection, createListLimiter, type KubeObject, type ResourceClient } from '../transport/index.ts';
+import { checkGvk, ClusterConnection, createListLimiter, readLimitsOf, type KubeObject, type ReadLimits, type ResourceClient } from '../transport/index.ts';
 import { ResourceInformer, type InformerOptions } from '../informer/index.ts';
 import {
   DelayingWorkQueue,
@@ -43,6 +43,8 @@ export interface RegistryOptions {
   readonly burst?: number;
   /** Concurrent LISTs across all clusters. Default 50. */
   readonly maxConcurrentLists?: number;
+  /** Bounds on what one answer of an API server may make the process hold (see `ReadLimits` for the defaults). */
+  readonly readLimits?: ReadLimits;
   /** Informer settings applied to every cache (page size, transform, inactivity timeout...). */
   readonly informer?: Pick<InformerOptions, 'pageSize' | 'transform' | 'resyncIntervalMs' | 'watchInactivityTimeoutMs' | 'backoff' | 'slowBackoff'>;
   /** First delay between checks of a cache that is still used. Default 2 000. */
@@ -148,6 +150,7 @@ export class Registry {
   readonly #logger: Logger;
   readonly #clock: Clock;
   readonly #qps: number;
+  readonly #readLimits: Required<ReadLimits>;
   readonly #burst: number;
   readonly #informerOptions: NonNullable<RegistryOptions['informer']>;
   readonly #gcGraceMs: number;
@@ -165,6 +168,7 @@ export class Registry {
     this.#logger = options.logger ?? noopLogger;
     this.#clock = options.clock ?? realClock;
     this.#qps = positive('qps', options.qps ?? 20);
+    this.#readLimits = readLimitsOf(options.readLimits ?? {}, 'registry readLimits');
     this.#burst = positive('burst', options.burst ?? 30);
     this.#informerOptions = { ...options.informer };
     this.#gcGraceMs = positive('gcGraceMs', options.gcGraceMs ?? 30_000, true);
@@ -207,6 +211,8 @@ export class Registry {
     signal?: AbortSignal,
   ): Promise<CacheReader<T>> {
     if (this.#closed !== undefined) throw new ClosedError('registry');
+    // Before anything is recorded or requested: the GVK ends up in URLs sent with the cluster's credentials.
+    checkGvk(target.gvk);
     const cluster = clusterKey(ref, owner.namespace);
     const key = cacheKeyOf(cluster, target.gvk);
     this.#index.add(ownerKey(owner), { cacheKey: key, objectKey: objectKeyOf(key, target.namespace, target.name) });
@@ -499,6 +505,7 @@ export class Registry {
       qps: this.#qps,
       burst: this.#burst,
       listLimiter: this.#listLimiter,
+      ...this.#readLimits,
       logger: this.#logger.child({ cluster }),
       clock: this.#clock,
     });

@@ -4,7 +4,7 @@
  * and scope), the wire types, the watch decoder and the pre-pass that drops managedFields before
  * JSON.parse. Knows nothing about who a cluster is: `lib/cluster` decides that.
  */
-export { ClusterConnection, DEFAULT_READ_LIMITS, resourcePath } from './connection.ts';
+export { ClusterConnection, DEFAULT_READ_LIMITS, readLimitsOf, resourcePath } from './connection.ts';
 export type { ClusterConnectionOptions, ReadLimits, RequestOptions } from './connection.ts';
 export { checkGvk, checkName, checkNamespace, checkPathSegment } from './segments.ts';
 export { createListLimiter } from './limiter.ts';

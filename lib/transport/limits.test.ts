@@ -98,8 +98,8 @@ describe('read limits against a hostile API server', () => {
 
   it('has the documented defaults', () => {
     assert.deepEqual({ ...DEFAULT_READ_LIMITS }, { maxWatchEventBytes: 16 * MiB, maxListBytes: 64 * MiB, maxResponseBytes: 16 * MiB, maxErrorBytes: 64 * 1024 });
-    assert.throws(() => connect('bad', hostile.kubeconfig, { maxListBytes: 0 }), (err: unknown) => err instanceof TypeError && /maxListBytes/.test(err.message));
-    assert.throws(() => connect('bad', hostile.kubeconfig, { maxWatchEventBytes: 1.5 }), (err: unknown) => err instanceof TypeError && /maxWatchEventBytes/.test(err.message));
+    assert.throws(() => connect('bad', hostile.kubeconfig, { maxListBytes: 0 }), (err: unknown) => err instanceof TypeError && err.message.includes('maxListBytes'));
+    assert.throws(() => connect('bad', hostile.kubeconfig, { maxWatchEventBytes: 1.5 }), (err: unknown) => err instanceof TypeError && err.message.includes('maxWatchEventBytes'));
   });
 
   it('a 256 MiB watch line without a newline fails at the 16 MiB default, holding a small multiple of it', async () => {
@@ -214,7 +214,7 @@ describe('read limits against a hostile API server', () => {
     informer.start();
     await informer.waitForSync(AbortSignal.timeout(30_000));
     await until(() => errors.length >= 1, 'the silent watch to be cut');
-    assert.ok(errors[0] instanceof TransportError && /silent/.test(errors[0].message), inspect(errors[0]));
+    assert.ok(errors[0] instanceof TransportError && errors[0].message.includes('silent'), inspect(errors[0]));
     await healthy.stillUpdates();
   });
 
@@ -242,7 +242,7 @@ describe('read limits against a hostile API server', () => {
     assert.ok((err.status?.message ?? '').length < 2048, 'the kept Status is bounded too');
     assert.match(err.message, /…\[\d+ more characters\]/);
     assert.match(err.message, /ok\\u\{202e\}\\u\{a\}\\u\{1b\}\[31mx/);
-    assert.doesNotMatch(err.message, /[\u202e\n\u001b]/u);
+    for (const raw of ['\u202e', '\n', '\u001b']) assert.ok(!err.message.includes(raw), `no raw ${JSON.stringify(raw)}`);
     assert.ok(logged.length > 0);
     for (const line of logged) {
       assert.ok(line.length < 4096, `log line bounded (${line.length})`);

@@ -16,7 +16,9 @@ function refuse(field: PathSegmentField, value: string, reason: string): never {
  * `.` or `..` and must not contain `/` or `%`. Also refuses the empty string.
  */
 export function checkPathSegment(field: PathSegmentField, value: string): void {
-  if (typeof value !== 'string' || value === '') refuse(field, String(value), 'must be a non-empty string');
+  // Callers in plain JavaScript may pass anything.
+  const given: unknown = value;
+  if (typeof given !== 'string' || given === '') refuse(field, String(given), 'must be a non-empty string');
   if (value === '.' || value === '..') refuse(field, value, 'may not be "." or ".."');
   if (value.includes('/')) refuse(field, value, 'may not contain "/"');
   if (value.includes('%')) refuse(field, value, 'may not contain "%"');
@@ -32,7 +34,10 @@ function checkPattern(field: PathSegmentField, value: string, pattern: RegExp, m
  * label, the kind a CamelCase identifier. Throws `InvalidPathSegmentError`.
  */
 export function checkGvk(gvk: GroupVersionKind): void {
-  if (typeof gvk !== 'object' || gvk === null) throw new TypeError(`a GroupVersionKind must be an object, got ${gvk === null ? 'null' : typeof gvk}`);
+  const given: unknown = gvk;
+  if (typeof given !== 'object' || given === null) throw new TypeError(`a GroupVersionKind must be an object, got ${given === null ? 'null' : typeof given}`);
+  const group: unknown = gvk.group;
+  if (typeof group !== 'string') refuse('group', String(group), 'must be a string');
   if (gvk.group !== '') checkPattern('group', gvk.group, DNS_SUBDOMAIN, 253, 'a lowercase DNS subdomain');
   checkPattern('version', gvk.version, DNS_LABEL, 63, 'a lowercase DNS label');
   checkPattern('kind', gvk.kind, KIND, 63, 'letters and digits starting with a letter');
@@ -59,7 +64,8 @@ export function checkName(name: string): void {
  * fragment, dot segment or encoded slash, whichever code built it.
  */
 export function checkRequestPath(path: string): void {
-  if (typeof path !== 'string' || !path.startsWith('/')) refuse('path', String(path), 'must be an absolute path');
+  const given: unknown = path;
+  if (typeof given !== 'string' || !given.startsWith('/')) refuse('path', String(given), 'must be an absolute path');
   if (/[?#\s\\]/u.test(path) || /[\p{Cc}\p{Cf}]/u.test(path)) refuse('path', path, 'may not contain "?", "#", "\\", spaces or control characters');
   for (const raw of path.slice(1).split('/')) {
     let segment: string;

@@ -16,7 +16,7 @@ function cloneJson<T>(value: T): T {
       if (typeof child === 'object' && child !== null) {
         const copy = Array.isArray(child) ? [] : {};
         to[key] = copy;
-        stack.push([child as Record<string, unknown>, copy as Record<string, unknown>]);
+        stack.push([child as Record<string, unknown>, copy]);
       } else {
         to[key] = child;
       }

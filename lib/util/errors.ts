@@ -203,39 +203,48 @@ export function peerText(text: string, max = MAX_PEER_TEXT): string {
   return i < text.length ? `${out}…[${text.length - i} more characters]` : out;
 }
 
-/** A Status with its strings bounded and escaped ({@link peerText}) and at most 16 causes. */
+/** A Status with its strings bounded and escaped ({@link peerText}) and at most 16 causes; fields of the wrong type dropped. */
 function boundedStatus(status: KubeStatus): KubeStatus {
+  // The Status came off the wire: nothing about its shape is trusted.
+  const raw = status as Readonly<Record<string, unknown>>;
   const text = (value: unknown, max: number): string | undefined => (typeof value === 'string' ? peerText(value, max) : undefined);
-  const details = status.details;
-  const causes = Array.isArray(details?.causes) ? details.causes.slice(0, 16) : undefined;
-  return {
-    ...(status.kind === 'Status' ? { kind: 'Status' } : {}),
-    ...(typeof status.apiVersion === 'string' ? { apiVersion: peerText(status.apiVersion, 64) } : {}),
-    ...(status.status === 'Success' || status.status === 'Failure' ? { status: status.status } : {}),
-    ...(typeof status.message === 'string' ? { message: peerText(status.message) } : {}),
-    ...(typeof status.reason === 'string' ? { reason: peerText(status.reason, 128) } : {}),
-    ...(typeof status.code === 'number' ? { code: status.code } : {}),
-    ...(typeof details === 'object' && details !== null ? {
-      details: {
-        ...(typeof details.name === 'string' ? { name: peerText(details.name, 256) } : {}),
-        ...(typeof details.group === 'string' ? { group: peerText(details.group, 256) } : {}),
-        ...(typeof details.kind === 'string' ? { kind: peerText(details.kind, 128) } : {}),
-        ...(typeof details.retryAfterSeconds === 'number' ? { retryAfterSeconds: details.retryAfterSeconds } : {}),
-        ...(causes === undefined ? {} : {
-          causes: causes.map((c) => {
-            const cause: { reason?: string; message?: string; field?: string } = {};
-            const reason = text(c.reason, 128);
-            const message = text(c.message, 256);
-            const field = text(c.field, 256);
-            if (reason !== undefined) cause.reason = reason;
-            if (message !== undefined) cause.message = message;
-            if (field !== undefined) cause.field = field;
-            return cause;
-          }),
-        }),
-      },
-    } : {}),
-  };
+  const out: { -readonly [K in keyof KubeStatus]: KubeStatus[K] } = {};
+  if (raw.kind === 'Status') out.kind = 'Status';
+  const apiVersion = text(raw.apiVersion, 64);
+  if (apiVersion !== undefined) out.apiVersion = apiVersion;
+  if (raw.status === 'Success' || raw.status === 'Failure') out.status = raw.status;
+  const message = text(raw.message, MAX_PEER_TEXT);
+  if (message !== undefined) out.message = message;
+  const reason = text(raw.reason, 128);
+  if (reason !== undefined) out.reason = reason;
+  if (typeof raw.code === 'number') out.code = raw.code;
+  const details: unknown = raw.details;
+  if (typeof details === 'object' && details !== null) {
+    const d = details as Readonly<Record<string, unknown>>;
+    const kept: { name?: string; group?: string; kind?: string; retryAfterSeconds?: number; causes?: { reason?: string; message?: string; field?: string }[] } = {};
+    const name = text(d.name, 256);
+    if (name !== undefined) kept.name = name;
+    const group = text(d.group, 256);
+    if (group !== undefined) kept.group = group;
+    const kind = text(d.kind, 128);
+    if (kind !== undefined) kept.kind = kind;
+    if (typeof d.retryAfterSeconds === 'number') kept.retryAfterSeconds = d.retryAfterSeconds;
+    if (Array.isArray(d.causes)) {
+      kept.causes = (d.causes as unknown[]).slice(0, 16).map((c) => {
+        const from = typeof c === 'object' && c !== null ? c as Readonly<Record<string, unknown>> : {};
+        const cause: { reason?: string; message?: string; field?: string } = {};
+        const causeReason = text(from.reason, 128);
+        const causeMessage = text(from.message, 256);
+        const field = text(from.field, 256);
+        if (causeReason !== undefined) cause.reason = causeReason;
+        if (causeMessage !== undefined) cause.message = causeMessage;
+        if (field !== undefined) cause.field = field;
+        return cause;
+      });
+    }
+    out.details = kept;
+  }
+  return out;
 }
 
 /** The read limits of a cluster connection, by the name of the option that sets each. */
