@@ -8,7 +8,7 @@ import type { AddressInfo } from 'node:net';
 import { after, before, describe, it } from 'node:test';
 import { KubeConfig } from '@kubernetes/client-node';
 import { startHostileApiServer, type HostileApiServer } from '../../fixtures/hostile/index.ts';
-import { loadKubeconfig, StaticProvider } from '../cluster/index.ts';
+import { loadKubeconfig, StaticProvider, type ClusterProvider } from '../cluster/index.ts';
 import { ResourceInformer } from '../informer/index.ts';
 import { Registry } from '../registry/index.ts';
 import { InvalidPathSegmentError, UnknownKindError, type GroupVersionKind } from '../util/index.ts';
@@ -90,13 +90,18 @@ describe('path segments', () => {
       const bad: GroupVersionKind = { group: '', version: SECRET_GRAB, kind: 'Secret' };
       const before = total(hostile);
       assert.throws(() => new ResourceInformer({ connection: conn, gvk: bad }), refused('version'));
-      const registry = new Registry({ provider: new StaticProvider({ clusters: { hostile: hostile.kubeconfig } }), credentialCheckIntervalMs: 0 });
+      // The provider is not even asked (for a Secret provider that would be a read of the Secret).
+      const statics = new StaticProvider({ clusters: { hostile: hostile.kubeconfig } });
+      let resolved = 0;
+      const provider: ClusterProvider = { resolve: (ref, context) => { resolved++; return statics.resolve(ref, context); } };
+      const registry = new Registry({ provider, credentialCheckIntervalMs: 0 });
       after(() => registry.close());
       await assert.rejects(
         registry.watchTargetAndGetReader({ kind: 'static', name: 'hostile' }, { gvk: bad, namespace: 'kube-system', name: 'db' }, { namespace: 'team', name: 'p' }),
         refused('version'),
       );
       assert.equal(total(hostile), before, 'no request reached the server');
+      assert.equal(resolved, 0, 'no credentials were resolved');
       assert.deepEqual(registry.caches(), []);
     });
   });
