@@ -59,12 +59,12 @@ describe('--help', () => {
       ['leader-elect-lease-duration', 'leader-elect-renew-deadline', 'leader-elect-retry-period', 'cache-gc-grace-period'].map((name) => parseDuration(name, documented(name) ?? '')),
     );
     assert.deepEqual([config.leaseDurationMs, config.renewDeadlineMs, config.retryPeriodMs], [30_000, 10_000, 2_000], 'client-go\'s leader election timings');
-    for (const name of ['allow-exec-kubeconfigs', 'allow-auth-provider-kubeconfigs', 'allow-file-kubeconfigs', 'allow-cross-namespace-secrets']) {
+    for (const name of ['allow-exec-kubeconfigs', 'allow-auth-provider-kubeconfigs', 'allow-file-kubeconfigs', 'allow-cross-namespace-secrets', 'insecure-kubeconfig-tls']) {
       assert.equal(documented(name), 'false');
     }
     assert.deepEqual(
-      [config.allowExecKubeconfigs, config.allowAuthProviderKubeconfigs, config.allowFileKubeconfigs, config.allowCrossNamespaceSecrets],
-      [false, false, false, false],
+      [config.allowExecKubeconfigs, config.allowAuthProviderKubeconfigs, config.allowFileKubeconfigs, config.allowCrossNamespaceSecrets, config.insecureKubeconfigTls],
+      [false, false, false, false, false],
     );
   });
 
@@ -79,7 +79,7 @@ describe('parseFlags', () => {
       '--kubeconfig', '/k', '--metrics-bind-address', '127.0.0.1:9090', '--health-probe-bind-address=[::1]:9091',
       '--leader-elect', '--leader-election-id', 'my-lease', '--leader-election-namespace', 'ops', '--concurrency', '8',
       '--log-level', 'debug', '--allow-exec-kubeconfigs', '--allow-auth-provider-kubeconfigs=true',
-      '--allow-file-kubeconfigs', '--allow-cross-namespace-secrets',
+      '--allow-file-kubeconfigs', '--allow-cross-namespace-secrets', '--insecure-kubeconfig-tls',
       '--leader-elect-lease-duration=1m30s', '--leader-elect-renew-deadline', '20s', '--leader-elect-retry-period=500ms',
       '--cache-gc-grace-period', '2m',
     ]);
@@ -96,6 +96,7 @@ describe('parseFlags', () => {
       allowAuthProviderKubeconfigs: true,
       allowFileKubeconfigs: true,
       allowCrossNamespaceSecrets: true,
+      insecureKubeconfigTls: true,
       leaseDurationMs: 90_000,
       renewDeadlineMs: 20_000,
       retryPeriodMs: 500,

@@ -32,6 +32,7 @@ export interface Config {
   readonly allowAuthProviderKubeconfigs: boolean;
   readonly allowFileKubeconfigs: boolean;
   readonly allowCrossNamespaceSecrets: boolean;
+  readonly insecureKubeconfigTls: boolean;
   /** Leader election timings, in milliseconds. */
   readonly leaseDurationMs: number;
   readonly renewDeadlineMs: number;
@@ -133,6 +134,10 @@ export const flagTable: readonly FlagSpec[] = [
   {
     name: 'allow-cross-namespace-secrets', type: 'boolean', default: 'false',
     description: 'Let a Pipeline use a kubeconfig Secret (or Cluster API Cluster) in a namespace other than its own.',
+  },
+  {
+    name: 'insecure-kubeconfig-tls', type: 'boolean', default: 'false',
+    description: 'Accept insecure-skip-tls-verify: true in kubeconfigs read from Secrets (no TLS verification of those clusters).',
   },
   { name: 'help', type: 'boolean', description: 'Print this help and exit.' },
   { name: 'version', type: 'boolean', description: 'Print the version and exit.' },
@@ -290,6 +295,7 @@ export function parseFlags(argv: readonly string[]): Invocation {
       allowAuthProviderKubeconfigs: bool('allow-auth-provider-kubeconfigs'),
       allowFileKubeconfigs: bool('allow-file-kubeconfigs'),
       allowCrossNamespaceSecrets: bool('allow-cross-namespace-secrets'),
+      insecureKubeconfigTls: bool('insecure-kubeconfig-tls'),
     },
   };
 }

@@ -135,6 +135,7 @@ async function runService(config: Config, io: ProcessIo, logger: Logger): Promis
     allowAuthProvider: config.allowAuthProviderKubeconfigs,
     allowLocalFiles: config.allowFileKubeconfigs,
     allowCrossNamespace: config.allowCrossNamespaceSecrets,
+    allowInsecureTls: config.insecureKubeconfigTls,
   });
   const provider = new CompositeProvider({ byKind: { local: new LocalProvider({ kubeConfig }), secret: secrets, 'cluster-api': secrets } });
   const registry = new Registry({ provider, queue, logger, gcGraceMs: config.cacheGcGracePeriodMs });

@@ -186,7 +186,7 @@ describe('loadKubeconfig: invalid kubeconfigs', () => {
   });
 
   it('requires an https server URL without credentials in it', () => {
-    assertInvalid(() => loadKubeconfig(kubeconfig({ cluster: '    insecure-skip-tls-verify: true' }), opts), /cluster "prod" has no server URL/);
+    assertInvalid(() => loadKubeconfig(kubeconfig({ cluster: '    insecure-skip-tls-verify: true' }), { ...opts, allowInsecureTls: true }), /cluster "prod" has no server URL/);
     const plain = kubeconfig({ cluster: '    server: http://prod.example:8080' });
     assertInvalid(() => loadKubeconfig(plain, opts), /cluster "prod" server uses http:\/\/ without TLS/);
     assert.equal(loadKubeconfig(plain, { ...opts, allowPlainHttp: true }).getCurrentCluster()?.server, 'http://prod.example:8080');
@@ -198,7 +198,7 @@ describe('loadKubeconfig: invalid kubeconfigs', () => {
   it('refuses contradictory credentials', () => {
     assertInvalid(() => loadKubeconfig(kubeconfig({ user: `    token: ${TOKEN}\n    username: admin\n    password: ${TOKEN}` }), opts), /user "ci" sets both a token and a username\/password/);
     assertInvalid(() => loadKubeconfig(kubeconfig({ user: '    client-certificate-data: Y2VydA==' }), opts), /user "ci" has a client certificate but no client key/);
-    assertInvalid(() => loadKubeconfig(kubeconfig({ cluster: `    server: https://p.example\n    insecure-skip-tls-verify: true\n    certificate-authority-data: ${CA}` }), opts), /sets both insecure-skip-tls-verify and a certificate authority/);
+    assertInvalid(() => loadKubeconfig(kubeconfig({ cluster: `    server: https://p.example\n    insecure-skip-tls-verify: true\n    certificate-authority-data: ${CA}` }), { ...opts, allowInsecureTls: true }), /sets both insecure-skip-tls-verify and a certificate authority/);
     assertInvalid(() => loadKubeconfig(kubeconfig({ user: `    token: { value: ${TOKEN} }` }), opts), /user "ci" field token must be a string/);
   });
 

@@ -26,6 +26,11 @@ export interface LoadKubeconfigOptions {
   /** Accept `http://` servers, which send credentials unencrypted. Default false. */
   readonly allowPlainHttp?: boolean | undefined;
   /**
+   * Accept `insecure-skip-tls-verify: true`, which lets anyone on the path read the credentials
+   * (Flux refuses it unless `--insecure-kubeconfig-tls`). Default false.
+   */
+  readonly allowInsecureTls?: boolean | undefined;
+  /**
    * Directory that relative file paths are resolved against, as kubectl resolves them against the
    * kubeconfig file's directory. Default unset: a relative path is invalid (it would depend on the
    * process's working directory).
@@ -52,6 +57,8 @@ const hints: Readonly<Record<Exclude<KubeconfigRule, 'cross-namespace'>, string>
   exec: 'exec plugins run a command on this host; set allowExec only for kubeconfig sources whose authors you trust with that',
   'auth-provider': 'auth-provider plugins run commands and call identity providers; set allowAuthProvider only for trusted kubeconfig sources',
   'local-file': 'an untrusted kubeconfig must embed its credentials (the *-data fields, token); set allowLocalFiles to let it read files on this host',
+  'insecure-tls': 'without TLS verification anyone on the path can read the credentials; give certificate-authority-data, or set allowInsecureTls (flag --insecure-kubeconfig-tls)',
+  proxy: 'proxy-url must be an http://, https:// or socks5:// URL with a host',
 };
 
 /** One entry of `clusters:` or `users:` after the shape check, still untrusted. */
@@ -73,7 +80,7 @@ interface RawKubeconfig {
 }
 
 /** Every rule relaxed: for a kubeconfig the service's operator supplied, as kubectl would read it. */
-const trusted = { allowExec: true, allowAuthProvider: true, allowLocalFiles: true, allowPlainHttp: true } as const;
+const trusted = { allowExec: true, allowAuthProvider: true, allowLocalFiles: true, allowPlainHttp: true, allowInsecureTls: true } as const;
 
 /**
  * Parses an untrusted kubeconfig and returns a new client-node `KubeConfig` that holds only the
@@ -98,7 +105,7 @@ export function loadKubeconfig(yaml: string, options: LoadKubeconfigOptions): Ku
   const invalid = (message: string): KubeconfigInvalidError => new KubeconfigInvalidError(cluster, message);
 
   const raw = parseDocument(yaml, invalid);
-  for (const entry of raw.clusters) checkClusterRules(cluster, entry, options);
+  for (const entry of raw.clusters) checkClusterRules(cluster, entry, options, invalid);
   for (const entry of raw.users) checkUserRules(cluster, entry, options);
 
   const contextName = options.context === undefined || options.context === '' ? raw.currentContext : options.context;
@@ -188,11 +195,37 @@ function fileField(body: Mapping, field: string): string | undefined {
   return typeof value === 'string' ? value : `<${typeof value}>`;
 }
 
-function checkClusterRules(cluster: string, entry: NamedEntry, options: LoadKubeconfigOptions): void {
+function checkClusterRules(cluster: string, entry: NamedEntry, options: LoadKubeconfigOptions, invalid: Invalid): void {
   const ca = fileField(entry.body, 'certificate-authority');
   if (ca !== undefined && options.allowLocalFiles !== true) {
     throw refuse(cluster, 'local-file', `cluster ${quote(entry.name)} certificate-authority file ${quote(ca)}`);
   }
+  if (entry.body['insecure-skip-tls-verify'] === true && options.allowInsecureTls !== true) {
+    throw refuse(cluster, 'insecure-tls', `cluster ${quote(entry.name)} insecure-skip-tls-verify`);
+  }
+  const proxy = entry.body['proxy-url'];
+  if (proxy !== undefined && proxy !== null && proxy !== '') checkProxyUrl(cluster, entry.name, proxy, invalid);
+}
+
+const proxySchemes: readonly string[] = ['http:', 'https:', 'socks5:'];
+
+/**
+ * `proxy-url` is where every request goes first, credentials included: only an http, https or
+ * socks5 proxy with a host is accepted (a `file:` URL, say, would be read as a connection to
+ * localhost). The URL is never quoted in errors, nor chained as a cause: it may carry a password.
+ */
+function checkProxyUrl(cluster: string, entryName: string, proxy: unknown, invalid: Invalid): void {
+  const where = `cluster ${quote(entryName)}`;
+  if (typeof proxy !== 'string') throw invalid(`${where} field proxy-url must be a string`);
+  let url: URL;
+  try {
+    url = new URL(proxy);
+  } catch {
+    throw invalid(`${where} proxy-url is not a valid URL`);
+  }
+  if (!proxySchemes.includes(url.protocol)) throw refuse(cluster, 'proxy', `${where} proxy-url with scheme ${quote(url.protocol)}`);
+  if (url.hostname === '') throw refuse(cluster, 'proxy', `${where} proxy-url without a host`);
+  if ((url.pathname !== '' && url.pathname !== '/') || url.search !== '' || url.hash !== '') throw refuse(cluster, 'proxy', `${where} proxy-url with a path, query or fragment`);
 }
 
 /** Fields of an auth-provider config that name files (client-node's FileAuth and OIDC read them). */

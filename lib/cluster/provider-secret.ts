@@ -154,6 +154,8 @@ export interface SecretProviderOptions {
   readonly allowAuthProvider?: boolean | undefined;
   /** Accept references to files on this host (CA, client certificate and key, token files). Default false. */
   readonly allowLocalFiles?: boolean | undefined;
+  /** Accept `insecure-skip-tls-verify: true` (no TLS verification). Default false. */
+  readonly allowInsecureTls?: boolean | undefined;
   /** Let an owner reference a Secret in a namespace other than its own. Default false. */
   readonly allowCrossNamespace?: boolean | undefined;
   /** Context to use in every kubeconfig. Default: each kubeconfig's `current-context`; empty means that default. */
@@ -165,6 +167,7 @@ interface SecretProviderSettings {
   readonly allowExec: boolean;
   readonly allowAuthProvider: boolean;
   readonly allowLocalFiles: boolean;
+  readonly allowInsecureTls: boolean;
   readonly allowCrossNamespace: boolean;
   readonly contextName: string | undefined;
 }
@@ -198,6 +201,7 @@ export class SecretProvider implements ClusterProvider {
       allowExec: flag('allowExec', options.allowExec),
       allowAuthProvider: flag('allowAuthProvider', options.allowAuthProvider),
       allowLocalFiles: flag('allowLocalFiles', options.allowLocalFiles),
+      allowInsecureTls: flag('allowInsecureTls', options.allowInsecureTls),
       allowCrossNamespace: flag('allowCrossNamespace', options.allowCrossNamespace),
       contextName: contextName === '' ? undefined : contextName,
     };
@@ -247,6 +251,7 @@ export class SecretProvider implements ClusterProvider {
       allowExec: s.allowExec,
       allowAuthProvider: s.allowAuthProvider,
       allowLocalFiles: s.allowLocalFiles,
+      allowInsecureTls: s.allowInsecureTls,
     });
     return { name: cluster, kubeConfig, fingerprint: fingerprintOf(key, bytes) };
   }

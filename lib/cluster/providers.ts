@@ -221,7 +221,7 @@ export class StaticProvider implements ClusterProvider {
       if (typeof source === 'string') {
         let kubeConfig: KubeConfig;
         try {
-          kubeConfig = loadKubeconfig(source, { cluster: key, allowExec: true, allowAuthProvider: true, allowLocalFiles: true, allowPlainHttp: true });
+          kubeConfig = loadKubeconfig(source, { cluster: key, allowExec: true, allowAuthProvider: true, allowLocalFiles: true, allowPlainHttp: true, allowInsecureTls: true });
         } catch (err) {
           throw new TypeError(`${option}: ${err instanceof Error ? err.message : String(err)}`, { cause: err });
         }

@@ -146,7 +146,7 @@ export class KubeconfigInvalidError extends FleetcacheError {
 }
 
 /** Which safety rule refused a kubeconfig or a reference to one. */
-export type KubeconfigRule = 'exec' | 'auth-provider' | 'local-file' | 'cross-namespace';
+export type KubeconfigRule = 'exec' | 'auth-provider' | 'local-file' | 'cross-namespace' | 'insecure-tls' | 'proxy';
 
 /** An untrusted kubeconfig (or a reference to one) broke a safety rule that was not relaxed. */
 export class KubeconfigRefusedError extends FleetcacheError {
