@@ -125,6 +125,7 @@ describe('read limits against a hostile API server', () => {
     console.log(`watch line: server sent ${sentMiB.toFixed(1)} MiB of 256 MiB; peak RSS growth ${growthMiB.toFixed(1)} MiB (limit 16 MiB)`);
     assert.ok(sentMiB < 48, `the client stopped reading soon after the limit (server sent ${sentMiB.toFixed(1)} MiB)`);
     assert.ok(growthMiB < 96, `peak RSS growth ${growthMiB.toFixed(1)} MiB stays below 96 MiB (6× the limit; +274 MiB before limits)`);
+    await healthy.stillUpdates();
   });
 
   it('a 256 MiB LIST body fails at the 64 MiB default, holding a small multiple of it', async () => {
@@ -143,6 +144,7 @@ describe('read limits against a hostile API server', () => {
     console.log(`LIST body: server sent ${sentMiB.toFixed(1)} MiB of 256 MiB; peak RSS growth ${growthMiB.toFixed(1)} MiB (limit 64 MiB)`);
     assert.ok(sentMiB < 96, `the client stopped reading soon after the limit (server sent ${sentMiB.toFixed(1)} MiB)`);
     assert.ok(growthMiB < 192, `peak RSS growth ${growthMiB.toFixed(1)} MiB stays below 192 MiB (3× the limit; +785 MiB before limits)`);
+    await healthy.stillUpdates();
   });
 
   it('a LIST whose Content-Length is over the limit is refused before its body is read', async () => {
@@ -154,6 +156,7 @@ describe('read limits against a hostile API server', () => {
     await assert.rejects(client.list({ signal: AbortSignal.timeout(60_000) }), (err: unknown) => err instanceof LimitExceededError && err.limit === 'maxListBytes');
     const sentMiB = (hostile.counters.bytesSent - sentBefore) / MiB;
     assert.ok(sentMiB < 16, `little was sent before the client hung up (${sentMiB.toFixed(1)} MiB)`);
+    await healthy.stillUpdates();
   });
 
   it('a 256 MiB error body leaves the HTTP status, with the limit as cause, and is not read past 64 KiB', async () => {
@@ -174,6 +177,7 @@ describe('read limits against a hostile API server', () => {
     console.log(`error body: server sent ${sentMiB.toFixed(1)} MiB of 256 MiB; peak RSS growth ${growthMiB.toFixed(1)} MiB (limit 64 KiB)`);
     assert.ok(sentMiB < 16, `the client stopped reading (server sent ${sentMiB.toFixed(1)} MiB)`);
     assert.ok(growthMiB < 48, `peak RSS growth ${growthMiB.toFixed(1)} MiB stays below 48 MiB`);
+    await healthy.stillUpdates();
   });
 
   it('a discovery body over maxResponseBytes fails with the limit named', async () => {
@@ -182,6 +186,7 @@ describe('read limits against a hostile API server', () => {
     after(() => conn.close());
     await assert.rejects(conn.resolve(CONFIGMAP), (err: unknown) => err instanceof LimitExceededError && err.limit === 'maxResponseBytes' && err.limitBytes === MiB && err.request?.path === '/api/v1');
     hostile.discovery = { kind: 'normal' };
+    await healthy.stillUpdates();
   });
 
   it('an informer whose watch exceeds the limit backs off and retries; the healthy cluster keeps syncing', async () => {
