@@ -7,8 +7,9 @@ import { after, before, describe, it } from 'node:test';
 import { inspect } from 'node:util';
 import { startHostileApiServer, type HostileApiServer } from '../../fixtures/hostile/index.ts';
 import { SimulatedCluster } from '../../fixtures/sim/index.ts';
-import { loadKubeconfig } from '../cluster/index.ts';
+import { loadKubeconfig, StaticProvider } from '../cluster/index.ts';
 import { ResourceInformer } from '../informer/index.ts';
+import { Registry } from '../registry/index.ts';
 import { KubeApiError, LimitExceededError, TransportError, type GroupVersionKind, type Logger } from '../util/index.ts';
 import { ClusterConnection, createListLimiter, DEFAULT_READ_LIMITS, type ReadLimits } from './index.ts';
 
@@ -207,6 +208,33 @@ describe('read limits against a hostile API server', () => {
     assert.ok(hostile.counters.requests.watch - watchesBefore >= 3, 'the watch was retried');
     await healthy.stillUpdates();
     assert.equal(healthy.informer.stats().lastError, undefined);
+  });
+
+  it('a registry given readLimits reports the exceeded limit on the hostile cache; its cache on the healthy cluster carries on', async () => {
+    hostile.list = { kind: 'normal' };
+    hostile.discovery = { kind: 'normal' };
+    hostile.watch = { kind: 'huge-body', bytes: 8 * MiB };
+    const registry = new Registry({
+      provider: new StaticProvider({ clusters: { hostile: hostile.kubeconfig, healthy: healthy.sim.kubeconfig } }),
+      credentialCheckIntervalMs: 0,
+      readLimits: { maxWatchEventBytes: MiB },
+      informer: fast,
+    });
+    after(() => registry.close());
+    assert.throws(() => new Registry({ provider: new StaticProvider({ clusters: {} }), readLimits: { maxErrorBytes: -1 } }), (err: unknown) => err instanceof TypeError && err.message.includes('maxErrorBytes'));
+    const owner = { namespace: 'team', name: 'pipeline' };
+    const bad = await registry.watchTargetAndGetReader({ kind: 'static', name: 'hostile' }, { gvk: CONFIGMAP, namespace: 'default', name: 'x' }, owner);
+    const good = await registry.watchTargetAndGetReader({ kind: 'static', name: 'healthy' }, { gvk: CONFIGMAP, namespace: 'default', name: 'reg' }, owner);
+    await good.waitForSync(AbortSignal.timeout(30_000));
+    await until(() => bad.lastError !== undefined, 'the hostile cache to report its error');
+    const err = bad.lastError;
+    assert.ok(err instanceof LimitExceededError, inspect(err));
+    assert.equal(err.limit, 'maxWatchEventBytes');
+    assert.equal(err.limitBytes, MiB);
+    assert.equal(err.cluster, 'static:hostile');
+    healthy.sim.store.create({ apiVersion: 'v1', kind: 'ConfigMap', metadata: { name: 'reg', namespace: 'default' }, data: { v: '1' } });
+    await until(() => good.get('default', 'reg') !== undefined, 'the healthy cache through the registry');
+    assert.equal(good.lastError, undefined);
   });
 
   it('a slow-loris watch (a byte at a time, never a line) is cut by the inactivity deadline', async () => {
