@@ -40,6 +40,12 @@ function isBlank(buf: Buffer, start: number, end: number): boolean {
   return true;
 }
 
+/** The start of a bad line for its error: never the whole line, which may be megabytes long. */
+function excerpt(buf: Buffer, start: number, end: number): string {
+  const text = buf.toString('utf8', start, Math.min(end, start + 1024));
+  return end - start > 1024 ? `${text}…` : text;
+}
+
 /**
  * Decodes bytes [start, end) of `buf`, one line of a watch stream, into an event; undefined for
  * a blank line. ERROR events become a thrown `KubeApiError`, anything malformed a
@@ -51,11 +57,11 @@ export function decodeWatchLine(buf: Buffer, start: number, end: number, scope: 
   try {
     parsed = options.dropManagedFields === true ? parseEventDroppingManagedFields(buf, start, end) : JSON.parse(buf.toString('utf8', start, end));
   } catch (err) {
-    throw new WatchDecodeError({ ...scope, line: buf.toString('utf8', start, end) }, { cause: err });
+    throw new WatchDecodeError({ ...scope, line: excerpt(buf, start, end) }, { cause: err });
   }
-  if (typeof parsed !== 'object' || parsed === null) throw new WatchDecodeError({ ...scope, line: buf.toString('utf8', start, end) });
+  if (typeof parsed !== 'object' || parsed === null) throw new WatchDecodeError({ ...scope, line: excerpt(buf, start, end) });
   const { type, object } = parsed as { type?: unknown; object?: unknown };
-  if (typeof object !== 'object' || object === null || Array.isArray(object)) throw new WatchDecodeError({ ...scope, line: buf.toString('utf8', start, end) });
+  if (typeof object !== 'object' || object === null || Array.isArray(object)) throw new WatchDecodeError({ ...scope, line: excerpt(buf, start, end) });
   switch (type) {
     case 'ADDED':
     case 'MODIFIED':
@@ -67,7 +73,7 @@ export function decodeWatchLine(buf: Buffer, start: number, end: number, scope: 
       throw new KubeApiError({ ...scope, statusCode: typeof status.code === 'number' ? status.code : 500, status });
     }
     default:
-      throw new WatchDecodeError({ ...scope, line: buf.toString('utf8', start, end) });
+      throw new WatchDecodeError({ ...scope, line: excerpt(buf, start, end) });
   }
 }
 
