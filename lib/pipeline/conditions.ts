@@ -1,4 +1,5 @@
 import { isDeepStrictEqual } from 'node:util';
+import { sanitizeForDisplay } from '../util/index.ts';
 import type { Condition, EnvironmentStatus, PipelineStatus, PromotionRecord } from './types.ts';
 
 // Pipeline conditions in the usual Kubernetes form, and the "did the status change" test.
@@ -22,10 +23,8 @@ export type ConditionInput = Omit<Condition, 'lastTransitionTime'>;
 
 /** Messages are capped well under the API's 32 768 limit: status is read by people. */
 const MAX_MESSAGE = 2_000;
-
-function capped(message: string): string {
-  return message.length > MAX_MESSAGE ? `${message.slice(0, MAX_MESSAGE - 1)}…` : message;
-}
+/** A target's error and a promotion's message, each: they sit in lists. */
+export const MAX_STATUS_TEXT = 1_000;
 
 /**
  * `conditions` with `next` set: `lastTransitionTime` is kept when the status did not change (a new
@@ -37,7 +36,7 @@ export function setCondition(conditions: readonly Condition[], next: ConditionIn
     type: next.type,
     status: next.status,
     reason: next.reason,
-    message: capped(next.message),
+    message: sanitizeForDisplay(next.message, MAX_MESSAGE),
     lastTransitionTime: previous?.status === next.status ? previous.lastTransitionTime : now,
     observedGeneration: next.observedGeneration,
   };
@@ -83,6 +82,18 @@ export function promotingCondition(records: readonly PromotionRecord[], generati
     return { type: PROMOTING, status: 'False', reason: REASON_PROMOTION_FAILED, message: `promoting ${newest.revision} to ${newest.environment} failed: ${newest.message ?? 'unknown error'}`, observedGeneration: generation };
   }
   return { type: PROMOTING, status: 'False', reason: REASON_IDLE, message: 'no promotion in progress', observedGeneration: generation };
+}
+
+/**
+ * `environments` as status may show them: each target's error (a peer's words) bounded and with
+ * control and bidi characters escaped. Condition and promotion messages are treated where they
+ * are made.
+ */
+export function displayEnvironments(environments: readonly EnvironmentStatus[]): EnvironmentStatus[] {
+  return environments.map((env) => ({
+    ...env,
+    targets: env.targets.map((t) => (t.error === undefined ? t : { ...t, error: sanitizeForDisplay(t.error, MAX_STATUS_TEXT) })),
+  }));
 }
 
 /** JSON as the server would store it: no undefined members, no class instances. */
