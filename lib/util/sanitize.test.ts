@@ -65,5 +65,6 @@ describe('redactUrl', () => {
     assert.doesNotMatch(out, /p4ss|t0k|sig=abc/);
     assert.match(out, /http:\/\/REDACTED@h\/x\?REDACTED/);
     assert.match(out, /https:\/\/h2\/y\?REDACTED/);
+    assert.equal(redactUrlsInText('listening on http://127.0.0.1:8080 and https://[::1]:8443'), 'listening on http://127.0.0.1:8080 and https://[::1]:8443', 'nothing to redact: left as written');
   });
 });

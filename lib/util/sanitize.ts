@@ -93,7 +93,10 @@ export function redactUrl(raw: string | URL): string {
 /** Absolute http(s)/ws(s) URLs inside free text, up to the first character no URL holds unescaped. */
 const urlInText = /\b(?:https?|wss?):\/\/[^\s"'<>`\\]+/gi;
 
-/** `text` with every http(s) URL in it passed through {@link redactUrl}. */
+/**
+ * `text` with every http(s) URL in it that carries user information, a query or a fragment passed
+ * through {@link redactUrl}; other URLs are left exactly as written.
+ */
 export function redactUrlsInText(text: string): string {
-  return text.replace(urlInText, (match) => redactUrl(match));
+  return text.replace(urlInText, (match) => (/[@?#]/.test(match) ? redactUrl(match) : match));
 }
