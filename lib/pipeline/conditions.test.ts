@@ -68,6 +68,12 @@ describe('what reaches status from outside', () => {
     assert.match(c.message, /^cluster prod: HTTP 500: \\u202egnp\.exe\\n\{"forged":true\}\\x1b\[2Jy+…\[\+\d+ chars\]$/);
   });
 
+  it('revisions read from tenant objects are escaped in status', () => {
+    const [env] = displayEnvironments([{ name: 'prod', ready: true, revision: '1.0\u202e0.1', targets: [{ cluster: 'local', namespace: 'x', readable: true, exists: true, ready: true, revision: '1.0\u202e0.1' }] }]);
+    assert.equal(env?.revision, '1.0\\u202e0.1');
+    assert.equal(env.targets[0]?.revision, '1.0\\u202e0.1');
+  });
+
   it('each target error is bounded and escaped, everything else kept', () => {
     const environments: EnvironmentStatus[] = [{ name: 'prod', ready: false, targets: [
       { cluster: 'secret:a/b', namespace: 'x', readable: false, ready: false, error: `line1\nline2\u2067${'e'.repeat(10_000)}` },

@@ -85,14 +85,22 @@ export function promotingCondition(records: readonly PromotionRecord[], generati
 }
 
 /**
- * `environments` as status may show them: each target's error (a peer's words) bounded and with
- * control and bidi characters escaped. Condition and promotion messages are treated where they
+ * `environments` as status may show them: each target's error (a peer's words) and each revision
+ * (read from objects in clusters the tenant controls) bounded and with control and bidi characters
+ * escaped. Only the status shows these: decisions are taken on what the caches hold, and promotion
+ * records keep the revision they act on. Condition and promotion messages are treated where they
  * are made.
  */
 export function displayEnvironments(environments: readonly EnvironmentStatus[]): EnvironmentStatus[] {
+  const text = (value: string): string => sanitizeForDisplay(value, MAX_STATUS_TEXT);
   return environments.map((env) => ({
     ...env,
-    targets: env.targets.map((t) => (t.error === undefined ? t : { ...t, error: sanitizeForDisplay(t.error, MAX_STATUS_TEXT) })),
+    ...(env.revision === undefined ? {} : { revision: text(env.revision) }),
+    targets: env.targets.map((t) => ({
+      ...t,
+      ...(t.error === undefined ? {} : { error: text(t.error) }),
+      ...(t.revision === undefined ? {} : { revision: text(t.revision) }),
+    })),
   }));
 }
 
