@@ -2,7 +2,10 @@
 // given (controller-runtime's metrics server does the same). Node can make keys and sign, but has
 // no X.509 writer: the few DER structures a certificate needs are written here.
 import { generateKeyPairSync, randomBytes, sign } from 'node:crypto';
+import { readFile } from 'node:fs/promises';
 import { isIPv4, isIPv6 } from 'node:net';
+import path from 'node:path';
+import { realClock, toError, type Clock, type Logger, type Timer } from '../lib/util/index.ts';
 
 /** PEM certificate and private key. */
 export interface ServingCertificate {
@@ -104,4 +107,62 @@ export function selfSignedCertificate(options: { readonly commonName: string; re
   const der = sequence(tbs, ECDSA_WITH_SHA256, bits(signature));
   const pem = (label: string, data: Buffer): string => `-----BEGIN ${label}-----\n${(data.toString('base64').match(/.{1,64}/g) ?? []).join('\n')}\n-----END ${label}-----\n`;
   return { cert: pem('CERTIFICATE', der), key: privateKey.export({ type: 'pkcs8', format: 'pem' }).toString() };
+}
+
+/** Where a certificate and its key are read from (`--metrics-cert-path` and the names in it). */
+export interface CertificateFiles {
+  readonly dir: string;
+  readonly certName: string;
+  readonly keyName: string;
+}
+
+/** Reads the certificate and key of `files`. */
+export async function readCertificate(files: CertificateFiles): Promise<ServingCertificate> {
+  const [cert, key] = await Promise.all([
+    readFile(path.join(files.dir, files.certName), 'utf8'),
+    readFile(path.join(files.dir, files.keyName), 'utf8'),
+  ]);
+  return { cert, key };
+}
+
+/**
+ * Re-reads `files` every `intervalMs` (default 10 000) and calls `onChange` with the pair when it
+ * changed, as controller-runtime's certwatcher does for a rotated certificate (cert-manager, a
+ * mounted Secret). A pair that cannot be read or used is logged and the current one kept. Returns
+ * the stop function.
+ */
+export function watchCertificate(options: {
+  readonly files: CertificateFiles;
+  readonly current: ServingCertificate;
+  readonly onChange: (tls: ServingCertificate) => void;
+  readonly logger: Logger;
+  readonly clock?: Clock;
+  readonly intervalMs?: number;
+}): () => void {
+  const clock = options.clock ?? realClock;
+  const interval = options.intervalMs ?? 10_000;
+  let current = options.current;
+  let timer: Timer | undefined;
+  let stopped = false;
+  const poll = async (): Promise<void> => {
+    try {
+      const next = await readCertificate(options.files);
+      if (stopped || (next.cert === current.cert && next.key === current.key)) return;
+      options.onChange(next);
+      current = next;
+      options.logger.info('metrics: loaded the rotated certificate', { path: options.files.dir });
+    } catch (err) {
+      // Mid-rotation the two files may disagree for a moment: keep serving the current pair.
+      options.logger.warn('metrics: could not load the certificate; keeping the current one', { path: options.files.dir, error: toError(err) });
+    }
+  };
+  const schedule = (): void => {
+    if (stopped) return;
+    timer = clock.setTimer(interval, () => { void poll().finally(schedule); });
+  };
+  schedule();
+  return () => {
+    stopped = true;
+    timer?.cancel();
+  };
 }

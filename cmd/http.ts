@@ -1,5 +1,5 @@
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
-import { createServer as createTlsServer } from 'node:https';
+import { createServer as createTlsServer, Server as TlsServer } from 'node:https';
 import type { AddressInfo } from 'node:net';
 import type { CacheInfo } from '../lib/registry/index.ts';
 import { formatGvk, noopLogger, toError, type Logger } from '../lib/util/index.ts';
@@ -87,6 +87,15 @@ export class HttpServer {
     const http = new HttpServer(server, server.address() as AddressInfo, options.tls === undefined ? 'http' : 'https');
     logger.info('listening', { url: http.url, secure: options.tls !== undefined, authenticated: options.authorize !== undefined });
     return http;
+  }
+
+  /**
+   * Serves `tls` to new connections from now on (a rotated certificate); open connections keep
+   * theirs. Throws on a plain HTTP server, or when the certificate and key do not load.
+   */
+  setCertificate(tls: ServingCertificate): void {
+    if (!(this.#server instanceof TlsServer)) throw new Error('setCertificate on a plain HTTP server');
+    this.#server.setSecureContext({ cert: tls.cert, key: tls.key });
   }
 
   /** Stops listening and ends open connections; resolves when the server is closed. Idempotent. */

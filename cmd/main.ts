@@ -13,7 +13,7 @@ import { Registry, type OwnerKey } from '../lib/registry/index.ts';
 import { toError, type Logger } from '../lib/util/index.ts';
 import { parseFlags, usage, UsageError, type Config } from './flags.ts';
 import { KubeAuthFilter } from './auth.ts';
-import { selfSignedCertificate, type ServingCertificate } from './certificate.ts';
+import { readCertificate, selfSignedCertificate, watchCertificate, type ServingCertificate } from './certificate.ts';
 import { HttpServer, metricsRoutes, probeRoutes, type Check, type HttpServerOptions } from './http.ts';
 import { KubeLeaseClient, LeaderElector, type ElectionOutcome } from './leader.ts';
 import { createLogger } from './logging.ts';
@@ -123,10 +123,14 @@ async function leaseNamespace(config: Config, env: ProcessIo['env']): Promise<st
  * --metrics-cert-path, else a self-signed one) and every request authenticated and authorised on
  * the management cluster; otherwise plain HTTP. `close` releases the review connection.
  */
-async function metricsProtection(config: Config, kubeConfig: KubeConfig, logger: Logger): Promise<Pick<HttpServerOptions, 'tls' | 'authorize'> & { readonly close: () => Promise<void> }> {
+async function metricsProtection(config: Config, kubeConfig: KubeConfig, logger: Logger): Promise<Pick<HttpServerOptions, 'tls' | 'authorize'> & {
+  /** Starts following certificate rotation in --metrics-cert-path, once the server is up. */
+  readonly watch: (server: HttpServer) => void;
+  readonly close: () => Promise<void>;
+}> {
   if (!config.metricsSecure) {
     logger.warn('metrics are served over plain HTTP to anyone who can reach them (--metrics-secure=false)');
-    return { close: () => Promise.resolve() };
+    return { watch: () => undefined, close: () => Promise.resolve() };
   }
   let tls: ServingCertificate;
   if (config.metricsCert === undefined) {
@@ -134,13 +138,24 @@ async function metricsProtection(config: Config, kubeConfig: KubeConfig, logger:
     tls = selfSignedCertificate({ commonName: 'fleetcache-metrics', hosts: ['localhost', hostname(), '127.0.0.1', '::1', ...(bound === '' ? [] : [bound])] });
     logger.info('metrics: serving a self-signed certificate (pass --metrics-cert-path to use your own)');
   } else {
-    const { dir, certName, keyName } = config.metricsCert;
-    tls = { cert: await readFile(path.join(dir, certName), 'utf8'), key: await readFile(path.join(dir, keyName), 'utf8') };
-    logger.info('metrics: serving the certificate from --metrics-cert-path', { path: dir, cert: certName });
+    tls = await readCertificate(config.metricsCert);
+    logger.info('metrics: serving the certificate from --metrics-cert-path', { path: config.metricsCert.dir, cert: config.metricsCert.certName });
   }
+  const files = config.metricsCert;
+  let stopWatching = (): void => undefined;
   const connection = new ClusterConnection({ name: 'local', kubeConfig, logger });
   const filter = new KubeAuthFilter({ reviews: (apiPath, body) => connection.request({ method: 'POST', path: apiPath, body }), logger });
-  return { tls, authorize: (req, urlPath) => filter.check(req, urlPath), close: () => connection.close() };
+  return {
+    tls,
+    authorize: (req, urlPath) => filter.check(req, urlPath),
+    watch: (server) => {
+      if (files !== undefined) stopWatching = watchCertificate({ files, current: tls, onChange: (next) => { server.setCertificate(next); }, logger });
+    },
+    close: async () => {
+      stopWatching();
+      await connection.close();
+    },
+  };
 }
 
 /**
@@ -206,7 +221,9 @@ async function runService(config: Config, io: ProcessIo, logger: Logger): Promis
       const metrics = (): string => renderMetrics({ workqueue, caches: () => registry.caches(), controller: () => controller.stats(), leader: () => elector?.isLeader ?? true });
       const protection = await metricsProtection(config, kubeConfig, logger);
       closeReviews = () => protection.close();
-      servers.push(await HttpServer.start({ name: 'metrics', address: config.metricsBindAddress, routes: metricsRoutes({ metrics, caches: () => registry.caches() }), logger, tls: protection.tls, authorize: protection.authorize }));
+      const server = await HttpServer.start({ name: 'metrics', address: config.metricsBindAddress, routes: metricsRoutes({ metrics, caches: () => registry.caches() }), logger, tls: protection.tls, authorize: protection.authorize });
+      servers.push(server);
+      protection.watch(server);
     }
   } catch (err) {
     await closeServers();
