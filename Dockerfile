@@ -35,5 +35,5 @@ COPY --from=build /src/dist/cmd dist/cmd
 COPY --from=build /src/dist/fixtures dist/fixtures
 # The image's `node` user (uid 1000); numeric so that runAsNonRoot can verify it.
 USER 1000:1000
-EXPOSE 8080 8081
+EXPOSE 8443 8081
 ENTRYPOINT ["node", "dist/cmd/fleetcache.js"]

@@ -59,9 +59,13 @@ describe('--help', () => {
       ['leader-elect-lease-duration', 'leader-elect-renew-deadline', 'leader-elect-retry-period', 'cache-gc-grace-period'].map((name) => parseDuration(name, documented(name) ?? '')),
     );
     assert.deepEqual([config.leaseDurationMs, config.renewDeadlineMs, config.retryPeriodMs], [30_000, 10_000, 2_000], 'client-go\'s leader election timings');
-    for (const name of ['allow-exec-kubeconfigs', 'allow-auth-provider-kubeconfigs', 'allow-file-kubeconfigs', 'allow-cross-namespace-secrets', 'insecure-kubeconfig-tls']) {
+    for (const name of ['allow-exec-kubeconfigs', 'allow-auth-provider-kubeconfigs', 'allow-file-kubeconfigs', 'allow-cross-namespace-secrets', 'insecure-kubeconfig-tls', 'allow-private-webhooks']) {
       assert.equal(documented(name), 'false');
     }
+    assert.equal(config.allowPrivateWebhooks, false);
+    assert.equal(documented('metrics-secure'), 'true');
+    assert.equal(config.metricsSecure, true, 'metrics are authenticated unless asked otherwise');
+    assert.equal(config.metricsCert, undefined);
     assert.deepEqual(
       [config.allowExecKubeconfigs, config.allowAuthProviderKubeconfigs, config.allowFileKubeconfigs, config.allowCrossNamespaceSecrets, config.insecureKubeconfigTls],
       [false, false, false, false, false],
@@ -81,11 +85,13 @@ describe('parseFlags', () => {
       '--log-level', 'debug', '--allow-exec-kubeconfigs', '--allow-auth-provider-kubeconfigs=true',
       '--allow-file-kubeconfigs', '--allow-cross-namespace-secrets', '--insecure-kubeconfig-tls',
       '--leader-elect-lease-duration=1m30s', '--leader-elect-renew-deadline', '20s', '--leader-elect-retry-period=500ms',
-      '--cache-gc-grace-period', '2m',
+      '--cache-gc-grace-period', '2m', '--allow-private-webhooks', '--metrics-cert-path', '/certs', '--metrics-cert-key=key.pem',
     ]);
     assert.deepEqual(config, {
       kubeconfig: '/k',
       metricsBindAddress: { host: '127.0.0.1', port: 9090 },
+      metricsSecure: true,
+      metricsCert: { dir: '/certs', certName: 'tls.crt', keyName: 'key.pem' },
       healthProbeBindAddress: { host: '::1', port: 9091 },
       leaderElect: true,
       leaderElectionId: 'my-lease',
@@ -97,6 +103,7 @@ describe('parseFlags', () => {
       allowFileKubeconfigs: true,
       allowCrossNamespaceSecrets: true,
       insecureKubeconfigTls: true,
+      allowPrivateWebhooks: true,
       leaseDurationMs: 90_000,
       renewDeadlineMs: 20_000,
       retryPeriodMs: 500,
@@ -112,8 +119,10 @@ describe('parseFlags', () => {
   });
 
   it('takes --flag=false for booleans, as Go flags do, and "0" to disable a server', () => {
-    const config = run(['--leader-elect=false', '--metrics-bind-address=0', '--health-probe-bind-address', '0']);
+    const config = run(['--leader-elect=false', '--metrics-bind-address=0', '--health-probe-bind-address', '0', '--metrics-secure=false']);
     assert.equal(config.leaderElect, false);
+    assert.equal(config.metricsSecure, false);
+    assert.equal(run(['--metrics-secure']).metricsSecure, true);
     assert.equal(config.metricsBindAddress, undefined);
     assert.equal(config.healthProbeBindAddress, undefined);
   });
@@ -137,6 +146,7 @@ describe('parseFlags', () => {
       [['--leader-election-namespace', 'a.b'], /--leader-election-namespace/],
       [['--kubeconfig'], /kubeconfig/],
       [['--kubeconfig='], /--kubeconfig must not be empty/],
+      [['--metrics-secure=false', '--metrics-cert-path=/certs'], /--metrics-cert-path needs --metrics-secure/],
     ];
     for (const [argv, message] of cases) {
       assert.throws(() => parseFlags(argv), (err: unknown) => err instanceof UsageError && message.test(err.message), argv.join(' '));

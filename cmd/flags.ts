@@ -20,6 +20,10 @@ export interface Config {
   readonly kubeconfig: string | undefined;
   /** undefined when disabled ("0"). */
   readonly metricsBindAddress: BindAddress | undefined;
+  /** HTTPS with TokenReview + SubjectAccessReview on every request; false: plain HTTP, no authentication. */
+  readonly metricsSecure: boolean;
+  /** The metrics server's certificate files; undefined: a self-signed certificate made at start. */
+  readonly metricsCert: { readonly dir: string; readonly certName: string; readonly keyName: string } | undefined;
   /** undefined when disabled ("0"). */
   readonly healthProbeBindAddress: BindAddress | undefined;
   readonly leaderElect: boolean;
@@ -33,6 +37,8 @@ export interface Config {
   readonly allowFileKubeconfigs: boolean;
   readonly allowCrossNamespaceSecrets: boolean;
   readonly insecureKubeconfigTls: boolean;
+  /** Webhooks may reach loopback and private addresses. */
+  readonly allowPrivateWebhooks: boolean;
   /** Leader election timings, in milliseconds. */
   readonly leaseDurationMs: number;
   readonly renewDeadlineMs: number;
@@ -76,8 +82,24 @@ export const flagTable: readonly FlagSpec[] = [
     description: 'Kubeconfig of the management cluster (where Pipelines, Secrets, Events and the Lease live). When unset: $KUBECONFIG (its first file), else the in-cluster service account, else ~/.kube/config.',
   },
   {
-    name: 'metrics-bind-address', type: 'string', value: 'address', default: ':8080',
+    name: 'metrics-bind-address', type: 'string', value: 'address', default: ':8443',
     description: 'Address of the metrics server (/metrics, /debug/caches), as [host]:port; "0" disables it.',
+  },
+  {
+    name: 'metrics-secure', type: 'boolean', default: 'true',
+    description: 'Serve metrics over HTTPS and let in only requests whose bearer token passes a TokenReview and a SubjectAccessReview (get on the path) on the management cluster. --metrics-secure=false serves plain HTTP to anyone.',
+  },
+  {
+    name: 'metrics-cert-path', type: 'string', value: 'dir',
+    description: 'Directory holding the metrics server\'s certificate and key. When unset: a self-signed certificate is generated at start.',
+  },
+  {
+    name: 'metrics-cert-name', type: 'string', value: 'file', default: 'tls.crt',
+    description: 'Certificate file (PEM) in --metrics-cert-path.',
+  },
+  {
+    name: 'metrics-cert-key', type: 'string', value: 'file', default: 'tls.key',
+    description: 'Private key file (PEM) in --metrics-cert-path.',
   },
   {
     name: 'health-probe-bind-address', type: 'string', value: 'address', default: ':8081',
@@ -138,6 +160,10 @@ export const flagTable: readonly FlagSpec[] = [
   {
     name: 'insecure-kubeconfig-tls', type: 'boolean', default: 'false',
     description: 'Accept insecure-skip-tls-verify: true in kubeconfigs read from Secrets (no TLS verification of those clusters).',
+  },
+  {
+    name: 'allow-private-webhooks', type: 'boolean', default: 'false',
+    description: 'Let promotion webhooks reach loopback and private addresses (RFC 1918, 100.64.0.0/10, fc00::/7). Link-local (cloud metadata), unspecified, multicast and reserved addresses stay refused.',
   },
   { name: 'help', type: 'boolean', description: 'Print this help and exit.' },
   { name: 'version', type: 'boolean', description: 'Print the version and exit.' },
@@ -242,7 +268,7 @@ export function parseFlags(argv: readonly string[]): Invocation {
   } catch (err) {
     throw new UsageError(err instanceof Error ? err.message : String(err));
   }
-  const bool = (name: string): boolean => !explicitFalse.has(name) && values[name] === true;
+  const bool = (name: string): boolean => !explicitFalse.has(name) && (values[name] === true || (values[name] === undefined && flagTable.find((f) => f.name === name)?.default === 'true'));
   if (bool('help')) return { kind: 'help' };
   if (bool('version')) return { kind: 'version' };
   const str = (name: string): string | undefined => {
@@ -276,6 +302,10 @@ export function parseFlags(argv: readonly string[]): Invocation {
   if (!(retryPeriodMs < renewDeadlineMs && renewDeadlineMs < leaseDurationMs)) {
     throw new UsageError('leader election needs --leader-elect-retry-period < --leader-elect-renew-deadline < --leader-elect-lease-duration');
   }
+  const metricsSecure = bool('metrics-secure');
+  const certDir = str('metrics-cert-path');
+  const metricsCert = certDir === undefined ? undefined : { dir: certDir, certName: str('metrics-cert-name') ?? '', keyName: str('metrics-cert-key') ?? '' };
+  if (metricsCert !== undefined && !metricsSecure) throw new UsageError('--metrics-cert-path needs --metrics-secure (the default)');
   return {
     kind: 'run',
     config: {
@@ -285,6 +315,8 @@ export function parseFlags(argv: readonly string[]): Invocation {
       cacheGcGracePeriodMs: parseDuration('cache-gc-grace-period', str('cache-gc-grace-period') ?? ''),
       kubeconfig: str('kubeconfig'),
       metricsBindAddress: parseBindAddress('metrics-bind-address', str('metrics-bind-address') ?? ''),
+      metricsSecure,
+      metricsCert,
       healthProbeBindAddress: parseBindAddress('health-probe-bind-address', str('health-probe-bind-address') ?? ''),
       leaderElect: bool('leader-elect'),
       leaderElectionId,
@@ -296,6 +328,7 @@ export function parseFlags(argv: readonly string[]): Invocation {
       allowFileKubeconfigs: bool('allow-file-kubeconfigs'),
       allowCrossNamespaceSecrets: bool('allow-cross-namespace-secrets'),
       insecureKubeconfigTls: bool('insecure-kubeconfig-tls'),
+      allowPrivateWebhooks: bool('allow-private-webhooks'),
     },
   };
 }

@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { spawn, type ChildProcess } from 'node:child_process';
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { setTimeout as delay } from 'node:timers/promises';
@@ -8,6 +8,8 @@ import { after, before, describe, it } from 'node:test';
 import { fileURLToPath } from 'node:url';
 import { loadAll } from 'js-yaml';
 import { useClusters } from '../e2e/harness/index.ts';
+import { rawRequest } from '../e2e/harness/api.ts';
+import { selfSignedCertificate } from './certificate.ts';
 import { kustomizationCrd, pipelineCrd } from '../fixtures/crds/index.ts';
 import { eventually } from '../e2e/harness/index.ts';
 
@@ -49,6 +51,9 @@ describe('the fleetcache process', () => {
   const dir = mkdtempSync(path.join(tmpdir(), 'fleetcache-cmd-'));
   const kubeconfigPath = path.join(dir, 'kubeconfig');
   let token = '';
+  /** Bearer tokens of a ServiceAccount bound to fleetcache-metrics-reader, and of one with no RBAC. */
+  let readerToken = '';
+  let nobodyToken = '';
   const services: Service[] = [];
   after(() => {
     for (const s of services) if (s.child.exitCode === null) s.child.kill('SIGKILL');
@@ -69,7 +74,7 @@ describe('the fleetcache process', () => {
     token = /"?token"?: *"?([^"\s]+)"?/.exec(kubeconfig)?.[1] ?? '';
     assert.ok(token.length > 20, 'the restricted kubeconfig carries a bearer token');
     writeFileSync(kubeconfigPath, kubeconfig);
-    for (const file of ['role.yaml', 'role_binding.yaml', 'leader_election_role.yaml', 'leader_election_role_binding.yaml']) {
+    for (const file of ['role.yaml', 'role_binding.yaml', 'leader_election_role.yaml', 'leader_election_role_binding.yaml', 'metrics_auth_role.yaml', 'metrics_auth_role_binding.yaml', 'metrics_reader_role.yaml']) {
       for (const doc of loadAll(readFileSync(path.join(root, 'config/rbac', file), 'utf8')) as { kind: string; metadata: { name: string; namespace?: string }; subjects?: { namespace: string }[] }[]) {
         if (doc.metadata.namespace !== undefined) doc.metadata.namespace = namespace; // what config/default's kustomization does
         for (const s of doc.subjects ?? []) s.namespace = namespace;
@@ -79,6 +84,15 @@ describe('the fleetcache process', () => {
         assert.ok(res.statusCode === 201 || res.statusCode === 409, `${doc.kind} ${doc.metadata.name}: ${res.statusCode}`);
       }
     }
+    const tokenOf = (yaml: string): string => /"?token"?: *"?([^"\s]+)"?/.exec(yaml)?.[1] ?? '';
+    readerToken = tokenOf(await c.restrictedKubeconfig({ namespace: 'monitoring', serviceAccount: 'prometheus' }));
+    nobodyToken = tokenOf(await c.restrictedKubeconfig({ namespace: 'monitoring', serviceAccount: 'nobody' }));
+    const binding = await c.request('POST', '/apis/rbac.authorization.k8s.io/v1/clusterrolebindings', {
+      metadata: { name: 'prometheus-fleetcache-metrics' },
+      roleRef: { apiGroup: 'rbac.authorization.k8s.io', kind: 'ClusterRole', name: 'fleetcache-metrics-reader' },
+      subjects: [{ kind: 'ServiceAccount', name: 'prometheus', namespace: 'monitoring' }],
+    });
+    assert.equal(binding.statusCode, 201, JSON.stringify(binding.body));
     await c.request('POST', '/api/v1/namespaces', { apiVersion: 'v1', kind: 'Namespace', metadata: { name: 'apps' } });
     const pipeline = {
       apiVersion: 'fleetcache.dev/v1alpha1',
@@ -117,12 +131,19 @@ describe('the fleetcache process', () => {
     });
     assert.ok(status.conditions !== undefined);
 
-    const text = await (await fetch(`${metrics}/metrics`)).text();
+    // Metrics are HTTPS behind TokenReview + SubjectAccessReview by default (self-signed here).
+    const scrape = async (route: string): Promise<string> => {
+      const res = await rawRequest(`${metrics}${route}`, { headers: { authorization: `Bearer ${readerToken}` }, insecure: true });
+      assert.equal(res.statusCode, 200, res.text);
+      return res.text;
+    };
+    assert.match(metrics, /^https:/);
+    const text = await scrape('/metrics');
     assert.match(text, /^fleetcache_leader 1$/m);
     assert.match(text, /^workqueue_adds_total\{name="owners"\} [1-9]/m);
     assert.match(text, /^fleetcache_reconciles_total [1-9]/m);
     const caches = await eventually('a cache', async () => {
-      const body = (await (await fetch(`${metrics}/debug/caches`)).json()) as { caches: { cluster: string; gvk: string; synced: boolean }[] };
+      const body = JSON.parse(await scrape('/debug/caches')) as { caches: { cluster: string; gvk: string; synced: boolean }[] };
       return body.caches.find((c) => c.gvk === 'kustomize.toolkit.fluxcd.io/v1, Kind=Kustomization' && c.synced);
     });
     assert.equal(caches.cluster, 'local');
@@ -134,6 +155,42 @@ describe('the fleetcache process', () => {
     await assert.rejects(fetch(`${probes}/healthz`), 'the servers are closed');
     // JSON lines only, and never the bearer token of the kubeconfig, even at debug level.
     assert.ok(!service.stderr.includes(token));
+  });
+
+  it('authenticates /metrics and /debug/caches as kubebuilder v4 does; probes stay plain', async () => {
+    const certDir = path.join(dir, 'metrics-certs');
+    const own = selfSignedCertificate({ commonName: 'fleetcache-metrics-test', hosts: ['127.0.0.1'] });
+    mkdirSync(certDir);
+    writeFileSync(path.join(certDir, 'tls.crt'), own.cert);
+    writeFileSync(path.join(certDir, 'tls.key'), own.key, { mode: 0o600 });
+    const service = new Service(['--kubeconfig', kubeconfigPath, '--health-probe-bind-address', '127.0.0.1:0', '--metrics-bind-address', '127.0.0.1:0', '--metrics-cert-path', certDir]);
+    services.push(service);
+    const probes = await service.url('probes');
+    const metrics = await service.url('metrics');
+    // The certificate from --metrics-cert-path: a client trusting exactly it connects.
+    const get = (route: string, bearer?: string): Promise<{ statusCode: number; text: string }> =>
+      rawRequest(`${metrics}${route}`, { ca: own.cert, headers: bearer === undefined ? {} : { authorization: `Bearer ${bearer}` } });
+    for (const route of ['/metrics', '/debug/caches']) {
+      assert.deepEqual(await get(route), { statusCode: 401, text: 'Unauthorized\n' }, `${route} without a token`);
+      assert.deepEqual(await get(route, 'not-a-real-token'), { statusCode: 401, text: 'Unauthorized\n' }, `${route} with a made-up token`);
+      assert.deepEqual(await get(route, nobodyToken), { statusCode: 403, text: 'Authorization denied for user system:serviceaccount:monitoring:nobody\n' }, `${route} without RBAC`);
+      assert.equal((await get(route, readerToken)).statusCode, 200, `${route} as a metrics reader`);
+    }
+    assert.match((await get('/metrics', readerToken)).text, /^fleetcache_reconciles_total /m);
+    await assert.rejects(fetch(`${metrics.replace('https:', 'http:')}/metrics`), 'no plain HTTP on the metrics port');
+    assert.equal((await fetch(`${probes}/healthz`)).status, 200, 'probes need no token');
+    service.child.kill('SIGTERM');
+    assert.equal(await service.exited, 0, service.stderr);
+
+    // --metrics-secure=false: plain HTTP to anyone, and a warning saying so.
+    const open = new Service(['--kubeconfig', kubeconfigPath, '--health-probe-bind-address', '127.0.0.1:0', '--metrics-bind-address', '127.0.0.1:0', '--metrics-secure=false']);
+    services.push(open);
+    const plain = await open.url('metrics');
+    assert.match(plain, /^http:/);
+    assert.equal((await fetch(`${plain}/metrics`)).status, 200);
+    assert.ok(open.lines.some((l) => l.level === 'warn' && String(l.message).includes('--metrics-secure=false')));
+    open.child.kill('SIGTERM');
+    assert.equal(await open.exited, 0, open.stderr);
   });
 
   it('exits at once with status 1 on a second signal', async () => {

@@ -1,7 +1,10 @@
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
+import { createServer as createTlsServer, Server as TlsServer } from 'node:https';
 import type { AddressInfo } from 'node:net';
 import type { CacheInfo } from '../lib/registry/index.ts';
 import { formatGvk, noopLogger, toError, type Logger } from '../lib/util/index.ts';
+import type { AuthDecision } from './auth.ts';
+import type { ServingCertificate } from './certificate.ts';
 import type { BindAddress } from './flags.ts';
 import { scrubText } from './logging.ts';
 import { metricsContentType } from './metrics.ts';
@@ -26,6 +29,13 @@ export interface HttpServerOptions {
   readonly routes: Readonly<Record<string, Route>>;
   /** Default: discards everything. */
   readonly logger?: Logger;
+  /** Serve HTTPS (TLS 1.2 and up) with this certificate. Default: plain HTTP. */
+  readonly tls?: ServingCertificate | undefined;
+  /**
+   * Asked before a route answers (never for 404 or 405); a refusal answers its status and message.
+   * Default: every request is answered.
+   */
+  readonly authorize?: ((req: IncomingMessage, path: string) => Promise<AuthDecision>) | undefined;
 }
 
 /** One listening HTTP server; `close()` ends it and every connection it holds. */
@@ -34,25 +44,36 @@ export class HttpServer {
   /** The address actually bound (the port is known even when 0 was asked for). */
   readonly host: string;
   readonly port: number;
+  readonly #scheme: 'http' | 'https';
   #closed: Promise<void> | undefined;
 
-  private constructor(server: Server, address: AddressInfo) {
+  private constructor(server: Server, address: AddressInfo, scheme: 'http' | 'https') {
     this.#server = server;
     this.host = address.address;
     this.port = address.port;
+    this.#scheme = scheme;
   }
 
-  /** `http://host:port` of the bound address (loopback when bound to every interface). */
+  /** `http(s)://host:port` of the bound address (loopback when bound to every interface). */
   get url(): string {
     const host = this.host === '::' || this.host === '0.0.0.0' ? '127.0.0.1' : this.host;
-    return `http://${host.includes(':') ? `[${host}]` : host}:${this.port}`;
+    return `${this.#scheme}://${host.includes(':') ? `[${host}]` : host}:${this.port}`;
   }
 
   /** Listens; rejects when the address cannot be bound (in use, not local). */
   static async start(options: HttpServerOptions): Promise<HttpServer> {
     const logger = (options.logger ?? noopLogger).child({ server: options.name });
     const routes = new Map(Object.entries(options.routes));
-    const server = createServer((req, res) => { serve(routes, logger, req, res); });
+    const handler = (req: IncomingMessage, res: ServerResponse): void => {
+      serve(routes, logger, options.authorize, req, res).catch((err: unknown) => {
+        logger.error(`request failed: ${toError(err).message}`, { error: toError(err) });
+        if (!res.headersSent) res.writeHead(500, { 'content-type': 'text/plain; charset=utf-8' });
+        res.end();
+      });
+    };
+    const server: Server = options.tls === undefined
+      ? createServer(handler)
+      : createTlsServer({ cert: options.tls.cert, key: options.tls.key, minVersion: 'TLSv1.2' }, handler);
     // Probes and scrapes are short; never let an idle client hold a socket for long.
     server.keepAliveTimeout = 5_000;
     server.requestTimeout = 30_000;
@@ -63,9 +84,18 @@ export class HttpServer {
         resolve();
       });
     });
-    const http = new HttpServer(server, server.address() as AddressInfo);
-    logger.info('listening', { url: http.url });
+    const http = new HttpServer(server, server.address() as AddressInfo, options.tls === undefined ? 'http' : 'https');
+    logger.info('listening', { url: http.url, secure: options.tls !== undefined, authenticated: options.authorize !== undefined });
     return http;
+  }
+
+  /**
+   * Serves `tls` to new connections from now on (a rotated certificate); open connections keep
+   * theirs. Throws on a plain HTTP server, or when the certificate and key do not load.
+   */
+  setCertificate(tls: ServingCertificate): void {
+    if (!(this.#server instanceof TlsServer)) throw new Error('setCertificate on a plain HTTP server');
+    this.#server.setSecureContext({ cert: tls.cert, key: tls.key });
   }
 
   /** Stops listening and ends open connections; resolves when the server is closed. Idempotent. */
@@ -78,15 +108,18 @@ export class HttpServer {
   }
 }
 
-function serve(routes: ReadonlyMap<string, Route>, logger: Logger, req: IncomingMessage, res: ServerResponse): void {
+async function serve(routes: ReadonlyMap<string, Route>, logger: Logger, authorize: HttpServerOptions['authorize'], req: IncomingMessage, res: ServerResponse): Promise<void> {
   const url = new URL(req.url ?? '/', 'http://localhost');
   const route = routes.get(url.pathname);
+  const decision = route === undefined || authorize === undefined || (req.method !== 'GET' && req.method !== 'HEAD') ? undefined : await authorize(req, url.pathname);
   let answer: RouteAnswer;
   if (route === undefined) {
     answer = text(404, `404 page not found\n`);
   } else if (req.method !== 'GET' && req.method !== 'HEAD') {
     answer = text(405, `method ${req.method ?? ''} not allowed\n`);
     res.setHeader('allow', 'GET, HEAD');
+  } else if (decision !== undefined && !decision.allowed) {
+    answer = text(decision.status, `${decision.message}\n`);
   } else {
     try {
       answer = route(url.searchParams);

@@ -102,3 +102,43 @@ describe('a kubeconfig bearer token never reaches the logs', () => {
     assert.ok(!text.includes(token.slice(8)), 'not even part of it');
   });
 });
+
+describe('what outside text can do to a log line', () => {
+  it('redacts URL credentials and query strings in messages, fields and errors', () => {
+    const out = capture();
+    const logger = createLogger({ stream: out.stream });
+    const url = 'http://hook-user:hook-pass@hooks.example.com/deploy?token=tok-9f2';
+    logger.warn(`promotion failed: Request cannot be constructed from a URL that includes credentials: ${url}`, { url, error: new Error(`POST ${url} failed`) });
+    const text = out.text();
+    for (const leak of ['hook-pass', 'hook-user', 'tok-9f2']) assert.ok(!text.includes(leak), leak);
+    const [line] = out.lines();
+    assert.equal(line?.url, 'http://REDACTED@hooks.example.com/deploy?REDACTED');
+    assert.match(String(line.message), /includes credentials: http:\/\/REDACTED@hooks\.example\.com\/deploy\?REDACTED$/);
+  });
+
+  it('escapes control and bidi characters, so a peer cannot forge a line or reorder one', () => {
+    const out = capture();
+    const logger = createLogger({ stream: out.stream });
+    const forged = 'watch failed\n{"level":"info","message":"leader elected"}\u001b[2J\u202eevil';
+    logger.error(forged, { error: new Error(forged), name: 'obj\u2066x\u2069' });
+    const [line, ...rest] = out.lines();
+    assert.equal(rest.length, 0);
+    assert.equal(line?.message, 'watch failed\\n{"level":"info","message":"leader elected"}\\x1b[2J\\u202eevil');
+    assert.equal((line.error as { message: string }).message, line.message);
+    assert.equal(line.name, 'obj\\u2066x\\u2069');
+    assert.doesNotMatch(out.text(), /\u202e|\u2066|\\u001b/, 'no raw bidi or escape survives, not even JSON-escaped');
+  });
+
+  it('caps every string: a 1 MiB error message is logged as 4 KiB with a marker', () => {
+    const out = capture();
+    const logger = createLogger({ stream: out.stream });
+    const huge = 'x'.repeat(1024 * 1024);
+    logger.warn('watch error', { error: new Error(huge), detail: huge });
+    const [line] = out.lines();
+    const message = (line?.error as { message: string }).message;
+    assert.ok(message.length <= 4_096, String(message.length));
+    assert.match(message, /…\[\+\d+ chars\]$/);
+    assert.ok(String(line?.detail).length <= 4_096);
+    assert.ok(out.text().length < 16 * 1024, `the line is ${out.text().length} characters`);
+  });
+});

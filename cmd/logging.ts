@@ -1,6 +1,6 @@
 import type { Writable } from 'node:stream';
 import winston from 'winston';
-import type { Logger } from '../lib/util/index.ts';
+import { redactUrlsInText, sanitizeForDisplay, type Logger } from '../lib/util/index.ts';
 import type { LogLevel } from './flags.ts';
 
 /** Options of {@link createLogger}. */
@@ -14,6 +14,9 @@ export interface CreateLoggerOptions {
 }
 
 const redacted = '[REDACTED]';
+
+/** Longest string a log line carries in one field (message included), in UTF-16 code units. */
+export const MAX_LOG_TEXT = 4_096;
 
 /**
  * Field names whose values are credentials wherever they appear (kubeconfig user entries, HTTP
@@ -36,18 +39,26 @@ const credentialPatterns: readonly [RegExp, string][] = [
   [/-----BEGIN [A-Z ]*PRIVATE KEY-----[\s\S]*?(-----END [A-Z ]*PRIVATE KEY-----|$)/g, redacted],
 ];
 
-/** Replaces credential shapes in free text (see credentialPatterns). */
+/**
+ * Replaces credential shapes in free text (see credentialPatterns) and passes every URL in it
+ * through `redactUrl` (user information and query replaced).
+ */
 export function scrubText(text: string): string {
-  let out = text;
+  let out = redactUrlsInText(text);
   for (const [pattern, replacement] of credentialPatterns) out = out.replace(pattern, replacement);
   return out;
 }
 
+/** What a log line may carry of outside text: scrubbed, then bounded with controls and bidi escaped. */
+function displayText(text: string): string {
+  return sanitizeForDisplay(scrubText(text), MAX_LOG_TEXT);
+}
+
 function scrub(value: unknown, depth: number): unknown {
-  if (typeof value === 'string') return scrubText(value);
+  if (typeof value === 'string') return displayText(value);
   if (value instanceof Error) {
     const code = (value as { code?: unknown }).code;
-    return { name: value.name, message: scrubText(value.message), ...(typeof code === 'string' ? { code } : {}) };
+    return { name: value.name, message: displayText(value.message), ...(typeof code === 'string' ? { code: displayText(code) } : {}) };
   }
   if (typeof value !== 'object' || value === null) return value;
   if (depth > 6) return '[…]';
@@ -61,8 +72,9 @@ function scrub(value: unknown, depth: number): unknown {
 
 /**
  * Defence in depth: the library never logs credentials on purpose, but an error message may quote
- * a server's answer or a kubeconfig. Every string field and the message are scrubbed before the
- * line is serialized; Error values become { name, message, code }.
+ * a server's answer, a kubeconfig or a URL. Every string field and the message are scrubbed,
+ * URLs redacted, control and bidi characters escaped and the length capped at
+ * {@link MAX_LOG_TEXT} before the line is serialized; Error values become { name, message, code }.
  */
 const redact = winston.format((info) => {
   for (const key of Object.keys(info)) {

@@ -12,7 +12,9 @@ import { defaultControllerRateLimiter, RateLimitingWorkQueue } from '../lib/queu
 import { Registry, type OwnerKey } from '../lib/registry/index.ts';
 import { toError, type Logger } from '../lib/util/index.ts';
 import { parseFlags, usage, UsageError, type Config } from './flags.ts';
-import { HttpServer, metricsRoutes, probeRoutes, type Check } from './http.ts';
+import { KubeAuthFilter } from './auth.ts';
+import { readCertificate, selfSignedCertificate, watchCertificate, type ServingCertificate } from './certificate.ts';
+import { HttpServer, metricsRoutes, probeRoutes, type Check, type HttpServerOptions } from './http.ts';
 import { KubeLeaseClient, LeaderElector, type ElectionOutcome } from './leader.ts';
 import { createLogger } from './logging.ts';
 import { renderMetrics, WorkqueueMetrics, type ControllerStats } from './metrics.ts';
@@ -117,6 +119,46 @@ async function leaseNamespace(config: Config, env: ProcessIo['env']): Promise<st
 }
 
 /**
+ * How the metrics server is protected: with --metrics-secure (the default) HTTPS (the certificate in
+ * --metrics-cert-path, else a self-signed one) and every request authenticated and authorised on
+ * the management cluster; otherwise plain HTTP. `close` releases the review connection.
+ */
+async function metricsProtection(config: Config, kubeConfig: KubeConfig, logger: Logger): Promise<Pick<HttpServerOptions, 'tls' | 'authorize'> & {
+  /** Starts following certificate rotation in --metrics-cert-path, once the server is up. */
+  readonly watch: (server: HttpServer) => void;
+  readonly close: () => Promise<void>;
+}> {
+  if (!config.metricsSecure) {
+    logger.warn('metrics are served over plain HTTP to anyone who can reach them (--metrics-secure=false)');
+    return { watch: () => undefined, close: () => Promise.resolve() };
+  }
+  let tls: ServingCertificate;
+  if (config.metricsCert === undefined) {
+    const bound = config.metricsBindAddress?.host ?? '';
+    tls = selfSignedCertificate({ commonName: 'fleetcache-metrics', hosts: ['localhost', hostname(), '127.0.0.1', '::1', ...(bound === '' ? [] : [bound])] });
+    logger.info('metrics: serving a self-signed certificate (pass --metrics-cert-path to use your own)');
+  } else {
+    tls = await readCertificate(config.metricsCert);
+    logger.info('metrics: serving the certificate from --metrics-cert-path', { path: config.metricsCert.dir, cert: config.metricsCert.certName });
+  }
+  const files = config.metricsCert;
+  let stopWatching = (): void => undefined;
+  const connection = new ClusterConnection({ name: 'local', kubeConfig, logger });
+  const filter = new KubeAuthFilter({ reviews: (apiPath, body) => connection.request({ method: 'POST', path: apiPath, body }), logger });
+  return {
+    tls,
+    authorize: (req, urlPath) => filter.check(req, urlPath),
+    watch: (server) => {
+      if (files !== undefined) stopWatching = watchCertificate({ files, current: tls, onChange: (next) => { server.setCertificate(next); }, logger });
+    },
+    close: async () => {
+      stopWatching();
+      await connection.close();
+    },
+  };
+}
+
+/**
  * Runs the service until `io.signal` aborts (→ 0) or something fatal happens (→ 1): leadership
  * lost, the controller failing, a server that cannot bind.
  *
@@ -139,7 +181,7 @@ async function runService(config: Config, io: ProcessIo, logger: Logger): Promis
   });
   const provider = new CompositeProvider({ byKind: { local: new LocalProvider({ kubeConfig }), secret: secrets, 'cluster-api': secrets } });
   const registry = new Registry({ provider, queue, logger, gcGraceMs: config.cacheGcGracePeriodMs });
-  const controller: Controller = new PipelineController({ registry, localKubeConfig: kubeConfig, logger, workers: config.concurrency });
+  const controller: Controller = new PipelineController({ registry, localKubeConfig: kubeConfig, logger, workers: config.concurrency, allowPrivateWebhooks: config.allowPrivateWebhooks });
 
   let elector: LeaderElector | undefined;
   let leaseConnection: ClusterConnection | undefined;
@@ -167,14 +209,22 @@ async function runService(config: Config, io: ProcessIo, logger: Logger): Promis
     },
   ];
   const servers: HttpServer[] = [];
-  const closeServers = async (): Promise<void> => { await Promise.all(servers.map((s) => s.close())); };
+  let closeReviews = (): Promise<void> => Promise.resolve();
+  const closeServers = async (): Promise<void> => {
+    await Promise.all(servers.map((s) => s.close()));
+    await closeReviews();
+  };
   try {
     if (config.healthProbeBindAddress !== undefined) {
       servers.push(await HttpServer.start({ name: 'probes', address: config.healthProbeBindAddress, routes: probeRoutes(readiness), logger }));
     }
     if (config.metricsBindAddress !== undefined) {
       const metrics = (): string => renderMetrics({ workqueue, caches: () => registry.caches(), controller: () => controller.stats(), leader: () => elector?.isLeader ?? true });
-      servers.push(await HttpServer.start({ name: 'metrics', address: config.metricsBindAddress, routes: metricsRoutes({ metrics, caches: () => registry.caches() }), logger }));
+      const protection = await metricsProtection(config, kubeConfig, logger);
+      closeReviews = () => protection.close();
+      const server = await HttpServer.start({ name: 'metrics', address: config.metricsBindAddress, routes: metricsRoutes({ metrics, caches: () => registry.caches() }), logger, tls: protection.tls, authorize: protection.authorize });
+      servers.push(server);
+      protection.watch(server);
     }
   } catch (err) {
     await closeServers();

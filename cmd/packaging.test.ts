@@ -48,6 +48,21 @@ describe('config/', () => {
     assert.ok(container.args.includes('--leader-elect'));
     // Every flag the manifest passes is one the binary accepts.
     for (const arg of container.args) assert.match(usage(), new RegExp(`  ${arg.replace(/=.*$/, '')}[ \\n]`), arg);
+    assert.ok(!container.args.some((a) => a.startsWith('--metrics-secure')), 'metrics stay authenticated (the default)');
+  });
+
+  it('exposes metrics over the authenticated port, with the RBAC the metrics filter needs and a reader role', () => {
+    const docs = (file: string): { kind: string; metadata: { name: string }; spec?: { ports?: { name: string; port: number; targetPort: string }[] }; rules?: { apiGroups?: string[]; resources?: string[]; nonResourceURLs?: string[]; verbs: string[] }[]; roleRef?: { name: string }; subjects?: { name: string }[] }[] =>
+      loadAll(readFileSync(path.join(root, file), 'utf8')) as ReturnType<typeof docs>;
+    const service = docs('config/manager/manager.yaml').find((d) => d.kind === 'Service');
+    assert.deepEqual(service?.spec?.ports?.map((p) => [p.name, p.port, p.targetPort]), [['https', 8443, 'metrics']]);
+    const rbac = readdirSync(path.join(root, 'config/rbac')).filter((f) => f.endsWith('.yaml') && f !== 'kustomization.yaml').flatMap((f) => docs(`config/rbac/${f}`));
+    const role = (name: string): NonNullable<ReturnType<typeof docs>[number]['rules']> => rbac.find((d) => d.kind === 'ClusterRole' && d.metadata.name === name)?.rules ?? [];
+    const auth = role('fleetcache-metrics-auth');
+    assert.deepEqual(auth.map((r) => [r.apiGroups, r.resources, r.verbs]), [[['authentication.k8s.io'], ['tokenreviews'], ['create']], [['authorization.k8s.io'], ['subjectaccessreviews'], ['create']]]);
+    const binding = rbac.find((d) => d.kind === 'ClusterRoleBinding' && d.roleRef?.name === 'fleetcache-metrics-auth');
+    assert.deepEqual(binding?.subjects?.map((s) => s.name), ['fleetcache']);
+    assert.deepEqual(role('fleetcache-metrics-reader'), [{ nonResourceURLs: ['/metrics', '/debug/caches'], verbs: ['get'] }]);
   });
 });
 

@@ -40,6 +40,8 @@ export async function startService(name: string, managementKubeconfig: string, e
     `--kubeconfig=${kubeconfig}`,
     `--health-probe-bind-address=127.0.0.1:${probePort}`,
     `--metrics-bind-address=127.0.0.1:${metricsPort}`,
+    // The scenarios read metrics without a token; the authenticated server has its own test (cmd/).
+    '--metrics-secure=false',
     '--log-level=debug',
     ...extraArgs,
   ], { stdio: ['ignore', 'ignore', 'pipe'] });

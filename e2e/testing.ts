@@ -1,7 +1,8 @@
 /**
  * `fleetcache/testing`: what operators need to test their own controllers the way fleetcache tests
  * itself — real kube-apiservers on loopback (no Docker), simulated API servers with fault injection
- * (hundreds per process), and CRDs shaped like Flux's.
+ * (hundreds per process), a hostile webhook receiver (huge answers, answers that hang after the
+ * headers, answers that echo secrets), and CRDs shaped like Flux's.
  */
 export * from './harness/index.ts';
 export * from '../fixtures/index.ts';

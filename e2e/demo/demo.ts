@@ -75,6 +75,7 @@ async function main(): Promise<void> {
     `--kubeconfig=${kubeconfigPath}`,
     `--health-probe-bind-address=127.0.0.1:${healthPort}`,
     `--metrics-bind-address=127.0.0.1:${metricsPort}`,
+    '--metrics-secure=false', // a local demo: plain metrics, so that curl needs no token
     '--log-level=info',
   ], { stdio: ['ignore', 'inherit', 'pipe'] });
   let partial = '';

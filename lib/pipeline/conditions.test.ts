@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { promotingCondition, readyCondition, sameStatus, setCondition } from './conditions.ts';
+import { displayEnvironments, promotingCondition, READY, readyCondition, sameStatus, setCondition } from './conditions.ts';
 import type { Condition, EnvironmentStatus, PipelineStatus } from './types.ts';
 
 const ready: Condition = { type: 'Ready', status: 'True', reason: 'Reconciled', message: 'm', lastTransitionTime: '2025-01-01T00:00:00Z', observedGeneration: 1 };
@@ -56,5 +56,33 @@ describe('conditions', () => {
     assert.ok(!sameStatus(a, { ...a, observedGeneration: 2 }));
     assert.ok(!sameStatus(a, { ...a, conditions: [{ ...ready, message: 'other' }] }));
     assert.ok(!sameStatus(undefined, a));
+  });
+});
+
+describe('what reaches status from outside', () => {
+  it('condition messages are bounded and have control and bidi characters escaped', () => {
+    const hostile = `cluster prod: HTTP 500: \u202egnp.exe\n{"forged":true}\u001b[2J${'y'.repeat(50_000)}`;
+    const [c] = setCondition([], { type: READY, status: 'False', reason: 'TargetNotReadable', message: hostile, observedGeneration: 1 }, '2026-01-01T00:00:00Z');
+    assert.ok(c !== undefined);
+    assert.ok(c.message.length <= 2_000, String(c.message.length));
+    assert.match(c.message, /^cluster prod: HTTP 500: \\u202egnp\.exe\\n\{"forged":true\}\\x1b\[2Jy+…\[\+\d+ chars\]$/);
+  });
+
+  it('revisions read from tenant objects are escaped in status', () => {
+    const [env] = displayEnvironments([{ name: 'prod', ready: true, revision: '1.0\u202e0.1', targets: [{ cluster: 'local', namespace: 'x', readable: true, exists: true, ready: true, revision: '1.0\u202e0.1' }] }]);
+    assert.equal(env?.revision, '1.0\\u202e0.1');
+    assert.equal(env.targets[0]?.revision, '1.0\\u202e0.1');
+  });
+
+  it('each target error is bounded and escaped, everything else kept', () => {
+    const environments: EnvironmentStatus[] = [{ name: 'prod', ready: false, targets: [
+      { cluster: 'secret:a/b', namespace: 'x', readable: false, ready: false, error: `line1\nline2\u2067${'e'.repeat(10_000)}` },
+      { cluster: 'local', namespace: 'y', readable: true, exists: true, ready: true, revision: '1.0.0' },
+    ] }];
+    const [env] = displayEnvironments(environments);
+    const [bad, good] = env?.targets ?? [];
+    assert.ok(bad?.error !== undefined && bad.error.length <= 1_000);
+    assert.match(bad.error, /^line1\\nline2\\u2067e+…\[\+\d+ chars\]$/);
+    assert.deepEqual(good, environments[0]?.targets[1]);
   });
 });

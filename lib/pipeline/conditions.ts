@@ -1,4 +1,5 @@
 import { isDeepStrictEqual } from 'node:util';
+import { sanitizeForDisplay } from '../util/index.ts';
 import type { Condition, EnvironmentStatus, PipelineStatus, PromotionRecord } from './types.ts';
 
 // Pipeline conditions in the usual Kubernetes form, and the "did the status change" test.
@@ -22,10 +23,8 @@ export type ConditionInput = Omit<Condition, 'lastTransitionTime'>;
 
 /** Messages are capped well under the API's 32 768 limit: status is read by people. */
 const MAX_MESSAGE = 2_000;
-
-function capped(message: string): string {
-  return message.length > MAX_MESSAGE ? `${message.slice(0, MAX_MESSAGE - 1)}…` : message;
-}
+/** A target's error and a promotion's message, each: they sit in lists. */
+export const MAX_STATUS_TEXT = 1_000;
 
 /**
  * `conditions` with `next` set: `lastTransitionTime` is kept when the status did not change (a new
@@ -37,7 +36,7 @@ export function setCondition(conditions: readonly Condition[], next: ConditionIn
     type: next.type,
     status: next.status,
     reason: next.reason,
-    message: capped(next.message),
+    message: sanitizeForDisplay(next.message, MAX_MESSAGE),
     lastTransitionTime: previous?.status === next.status ? previous.lastTransitionTime : now,
     observedGeneration: next.observedGeneration,
   };
@@ -83,6 +82,26 @@ export function promotingCondition(records: readonly PromotionRecord[], generati
     return { type: PROMOTING, status: 'False', reason: REASON_PROMOTION_FAILED, message: `promoting ${newest.revision} to ${newest.environment} failed: ${newest.message ?? 'unknown error'}`, observedGeneration: generation };
   }
   return { type: PROMOTING, status: 'False', reason: REASON_IDLE, message: 'no promotion in progress', observedGeneration: generation };
+}
+
+/**
+ * `environments` as status may show them: each target's error (a peer's words) and each revision
+ * (read from objects in clusters the tenant controls) bounded and with control and bidi characters
+ * escaped. Only the status shows these: decisions are taken on what the caches hold, and promotion
+ * records keep the revision they act on. Condition and promotion messages are treated where they
+ * are made.
+ */
+export function displayEnvironments(environments: readonly EnvironmentStatus[]): EnvironmentStatus[] {
+  const text = (value: string): string => sanitizeForDisplay(value, MAX_STATUS_TEXT);
+  return environments.map((env) => ({
+    ...env,
+    ...(env.revision === undefined ? {} : { revision: text(env.revision) }),
+    targets: env.targets.map((t) => ({
+      ...t,
+      ...(t.error === undefined ? {} : { error: text(t.error) }),
+      ...(t.revision === undefined ? {} : { revision: text(t.revision) }),
+    })),
+  }));
 }
 
 /** JSON as the server would store it: no undefined members, no class instances. */

@@ -2,11 +2,12 @@
 // also the dev environment), "staging" and "prod" (reached through kubeconfig Secrets on mgmt).
 // A Flux stand-in (e2e/flux) marks every HelmRelease Ready at its spec's chart version.
 import assert from 'node:assert/strict';
-import { createServer, type IncomingHttpHeaders } from 'node:http';
+import { createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { setTimeout as delay } from 'node:timers/promises';
 import { after, before, describe, it } from 'node:test';
 import { helmReleaseCrd, pipelineCrd } from '../../fixtures/crds/index.ts';
+import { HOSTILE_INTERNAL_SECRET, HostileWebhookReceiver } from '../../fixtures/index.ts';
 import { useClusters, type TestCluster } from '../../e2e/harness/index.ts';
 import { CompositeProvider, CoreV1SecretReader, LocalProvider, SecretProvider } from '../cluster/index.ts';
 import { Registry } from '../registry/index.ts';
@@ -182,20 +183,14 @@ describe('PipelineController on real clusters', () => {
   });
 
   it('promotes through a webhook, recording a failed attempt and retrying with the same Idempotency-Key', async () => {
-    const calls: { headers: IncomingHttpHeaders; body: Record<string, unknown> }[] = [];
-    const server = createServer((req, res) => {
-      const chunks: Buffer[] = [];
-      req.on('data', (c: Buffer) => chunks.push(c));
-      req.on('end', () => {
-        calls.push({ headers: req.headers, body: JSON.parse(Buffer.concat(chunks).toString('utf8')) as Record<string, unknown> });
-        if (calls.length === 1) res.writeHead(500).end('deploy system unavailable');
-        else res.writeHead(200).end('{}');
-      });
-    });
-    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-    await putSecret(mgmt, 'cart-hook', { url: `http://127.0.0.1:${(server.address() as AddressInfo).port}/promote` });
+    // The receiver sits on loopback: this controller allows private networks. Its first answer
+    // echoes secrets and control characters back; none of it may reach status or Events.
+    const receiver = await HostileWebhookReceiver.start();
+    receiver.answer({ kind: 'echo-secrets', status: 500 });
+    const port = new URL(receiver.url).port;
+    await putSecret(mgmt, 'cart-hook', { url: `http://hook-user:hook-pass@127.0.0.1:${port}/promote?token=tok-4b1d` });
     for (const c of [mgmt, staging]) await createRelease(c, 'cart', '2.0.0');
-    const running = startController();
+    const running = startController({ allowPrivateWebhooks: true });
     try {
       const spec = patchPipeline('cart', [['dev', undefined], ['staging', 'staging-kubeconfig']], 'cart') as { spec: Record<string, unknown> };
       spec.spec.promotion = { strategy: 'webhook', webhook: { secretRef: { name: 'cart-hook' } } };
@@ -203,35 +198,71 @@ describe('PipelineController on real clusters', () => {
       await eventually('the pipeline is ready', async () => condition(await getPipeline(mgmt, 'cart'), 'Ready')?.status === 'True', 40_000);
       await setVersion(mgmt, 'cart', '2.1.0');
 
+      await eventually('the first attempt reached the receiver', () => receiver.received.length >= 1, 40_000);
+      receiver.answer({ kind: 'plain', status: 200, body: '{}' });
       const failed = await eventually('the first attempt is recorded as failed', async () => {
         const records = (await getPipeline(mgmt, 'cart')).status?.promotions ?? [];
         return records.find((r) => r.state === 'Failed' || (r.state !== 'Pending' && r.attempts > 1));
       }, 40_000);
-      if (failed.state === 'Failed') assert.match(failed.message ?? '', /HTTP 500: deploy system unavailable/);
+      if (failed.state === 'Failed') assert.equal(failed.message, `the webhook http://REDACTED@127.0.0.1:${port}/promote?REDACTED answered HTTP 500`);
       const succeeded = await eventually('the retry succeeds', async () => (await getPipeline(mgmt, 'cart')).status?.promotions?.find((r) => r.state === 'Succeeded'), 40_000);
       assert.equal(succeeded.attempts, 2);
+      const calls = receiver.received;
       assert.equal(calls.length, 2);
       const key = `${created.metadata?.uid ?? ''}/staging/2.1.0`;
       assert.deepEqual(calls.map((c) => c.headers['idempotency-key']), [key, key]);
       const [firstCall] = calls;
       assert.ok(firstCall !== undefined);
-      assert.equal(firstCall.body.revision, '2.1.0');
-      assert.equal(firstCall.body.environment, 'staging');
-      assert.equal(firstCall.body.from, 'dev');
-      assert.deepEqual(firstCall.body.targets, [{ cluster: `secret:${NS}/staging-kubeconfig`, namespace: 'cart' }]);
+      const body = JSON.parse(firstCall.body) as Record<string, unknown>;
+      assert.equal(firstCall.headers.authorization, `Basic ${Buffer.from('hook-user:hook-pass').toString('base64')}`);
+      assert.equal(body.revision, '2.1.0');
+      assert.equal(body.environment, 'staging');
+      assert.equal(body.from, 'dev');
+      assert.deepEqual(body.targets, [{ cluster: `secret:${NS}/staging-kubeconfig`, namespace: 'cart' }]);
       assert.equal((await getRelease(staging, 'cart')).spec.chart.spec.version, '2.0.0', 'the webhook strategy does not patch');
       // The Event follows the status record that says Succeeded: wait for it, then check them exactly.
-      const reasons = await eventually('both outcome events are recorded', async () => {
-        const all = (await eventsOf(mgmt, 'cart')).map((e) => e.reason).sort();
+      const events = await eventually('both outcome events are recorded', async () => {
+        const all = await eventsOf(mgmt, 'cart');
         return all.length >= 2 && all;
       }, 10_000);
-      assert.deepEqual(reasons, ['Promoted', 'PromotionFailed']);
+      assert.deepEqual(events.map((e) => e.reason).sort(), ['Promoted', 'PromotionFailed']);
       assert.deepEqual(running.controller.stats().promotions, { succeeded: 1, failed: 1 });
+      // Nothing the receiver said, and no part of the URL's secrets, in status or Events.
+      const seen = JSON.stringify([(await getPipeline(mgmt, 'cart')).status, events]);
+      for (const leak of [HOSTILE_INTERNAL_SECRET, 'hook-pass', 'hook-user', 'tok-4b1d', 'leader election lost', '\\u001b', '\\u202e']) assert.ok(!seen.includes(leak), leak);
     } finally {
       await mgmt.request('DELETE', `${PIPELINES}/cart`);
       await running.stop();
-      server.closeAllConnections();
-      server.close();
+      await receiver.close();
+    }
+  });
+
+  it('refuses a webhook on loopback by default: Failed with a fixed reason, nothing sent, other Pipelines carry on', async () => {
+    const receiver = await HostileWebhookReceiver.start();
+    receiver.answer({ kind: 'echo-secrets', status: 500 });
+    // 127.1 is 127.0.0.1 to the URL parser; the tenant hopes for an internal-only answer.
+    const port = new URL(receiver.url).port;
+    await putSecret(mgmt, 'inside-hook', { url: `http://127.1:${port}/debug?token=tok-77` });
+    for (const c of [mgmt, staging]) for (const ns of ['inside', 'outside']) await createRelease(c, ns, '4.0.0');
+    const running = startController();
+    try {
+      const spec = patchPipeline('inside', [['dev', undefined], ['staging', 'staging-kubeconfig']], 'inside') as { spec: Record<string, unknown> };
+      spec.spec.promotion = { strategy: 'webhook', webhook: { secretRef: { name: 'inside-hook' } } };
+      await ok(mgmt, 'POST', PIPELINES, spec);
+      await ok(mgmt, 'POST', PIPELINES, patchPipeline('outside', [['dev', undefined], ['staging', 'staging-kubeconfig']], 'outside'));
+      await eventually('the pipelines are ready', async () => condition(await getPipeline(mgmt, 'inside'), 'Ready')?.status === 'True' && condition(await getPipeline(mgmt, 'outside'), 'Ready')?.status === 'True', 40_000);
+      await setVersion(mgmt, 'inside', '4.1.0');
+      await setVersion(mgmt, 'outside', '4.1.0');
+      const failed = await eventually('the promotion is recorded as failed', async () => (await getPipeline(mgmt, 'inside')).status?.promotions?.find((r) => r.state === 'Failed'), 40_000);
+      assert.equal(failed.message, `refused the webhook http://127.0.0.1:${port}/debug?REDACTED: it resolves to a loopback address (private networks are allowed only with --allow-private-webhooks)`);
+      assert.equal(receiver.received.length, 0, 'nothing reached the receiver');
+      // A patch Pipeline reconciled by the same controller went on promoting.
+      await eventually('the other pipeline promoted staging', async () => (await getPipeline(mgmt, 'outside')).status?.promotions?.some((r) => r.state === 'Succeeded') === true, 40_000);
+    } finally {
+      await mgmt.request('DELETE', `${PIPELINES}/inside`);
+      await mgmt.request('DELETE', `${PIPELINES}/outside`);
+      await running.stop();
+      await receiver.close();
     }
   });
 

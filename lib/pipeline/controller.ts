@@ -3,8 +3,8 @@ import { ClusterConnection, type KubeObject } from '../transport/index.ts';
 import { ResourceInformer } from '../informer/index.ts';
 import { runWorkers, type RequeueAfter } from '../queue/index.ts';
 import { parseOwnerKey, type OwnerRef, type Registry } from '../registry/index.ts';
-import { apiVersionOf, isAbortError, KubeApiError, noopLogger, realClock, toError, type Clock, type Logger } from '../util/index.ts';
-import { invalidSpecCondition, plain, promotingCondition, readyCondition, sameStatus, setCondition, type ConditionInput } from './conditions.ts';
+import { apiVersionOf, isAbortError, KubeApiError, noopLogger, realClock, sanitizeForDisplay, toError, type Clock, type Logger } from '../util/index.ts';
+import { displayEnvironments, invalidSpecCondition, MAX_STATUS_TEXT, plain, promotingCondition, readyCondition, sameStatus, setCondition, type ConditionInput } from './conditions.ts';
 import { decidePromotion, DEFAULT_RETRY, retryDueAt, withRecord, type PromotionDecision } from './decide.ts';
 import { PromotionError } from './errors.ts';
 import { environmentStatusOf, targetStatusOf, type TargetObservation } from './observe.ts';
@@ -45,6 +45,11 @@ export interface PipelineControllerOptions {
   readonly workers?: number;
   /** Bound on one webhook delivery, answer included. Default 10 000. */
   readonly webhookTimeoutMs?: number;
+  /**
+   * Let webhooks reach loopback and private addresses (RFC 1918, CGNAT, IPv6 ULA); link-local,
+   * unspecified, multicast and reserved addresses stay refused. Default false.
+   */
+  readonly allowPrivateWebhooks?: boolean;
   /**
    * Called once a promotion has been recorded `Pending` in the Pipeline's status, just before it
    * acts: an approval gate or audit hook. Rejecting leaves the promotion Pending: the reconcile
@@ -108,6 +113,7 @@ export class PipelineController {
   readonly #clock: Clock;
   readonly #workers: number;
   readonly #webhookTimeoutMs: number;
+  readonly #allowPrivateWebhooks: boolean;
   readonly #beforePromotion: PipelineControllerOptions['beforePromotion'];
   readonly #stats = { reconciles: 0, reconcileErrors: 0, succeeded: 0, failed: 0 };
   /** Set for the duration of `run`. */
@@ -124,6 +130,9 @@ export class PipelineController {
     if (typeof kubeConfig !== 'object' || kubeConfig === null || typeof (kubeConfig as { getCurrentCluster?: unknown }).getCurrentCluster !== 'function') {
       throw new TypeError('PipelineController option localKubeConfig must be a KubeConfig');
     }
+    if (options.allowPrivateWebhooks !== undefined && typeof options.allowPrivateWebhooks !== 'boolean') {
+      throw new TypeError('PipelineController option allowPrivateWebhooks must be a boolean');
+    }
     if (options.beforePromotion !== undefined && typeof options.beforePromotion !== 'function') {
       throw new TypeError('PipelineController option beforePromotion must be a function');
     }
@@ -139,6 +148,7 @@ export class PipelineController {
     this.#clock = settings.clock;
     this.#workers = settings.workers;
     this.#webhookTimeoutMs = settings.webhookTimeoutMs;
+    this.#allowPrivateWebhooks = options.allowPrivateWebhooks ?? false;
     this.#beforePromotion = options.beforePromotion;
   }
 
@@ -322,9 +332,9 @@ export class PipelineController {
     // Not bound to `signal`: once acting, finish and record the outcome (each step has a timeout).
     let outcome: { readonly ok: boolean; readonly message: string };
     try {
-      outcome = { ok: true, message: await this.#act(spec, request) };
+      outcome = { ok: true, message: sanitizeForDisplay(await this.#act(spec, request), MAX_STATUS_TEXT) };
     } catch (err) {
-      outcome = { ok: false, message: toError(err).message };
+      outcome = { ok: false, message: sanitizeForDisplay(toError(err).message, MAX_STATUS_TEXT) };
     }
     const finished: PromotionRecord = { ...pending, state: outcome.ok ? 'Succeeded' : 'Failed', message: outcome.message, finishedAt: this.#now() };
     await this.#recordOutcome(current, finished);
@@ -370,6 +380,7 @@ export class PipelineController {
       idempotencyKey: `${request.pipeline.uid}/${request.to}/${request.revision}`,
       timeoutMs: this.#webhookTimeoutMs,
       clock: this.#clock,
+      allowPrivateNetworks: this.#allowPrivateWebhooks,
     });
     return `webhook answered HTTP ${status}`;
   }
@@ -415,7 +426,7 @@ export class PipelineController {
     const now = this.#now();
     let conditions = setCondition(pipeline.status?.conditions ?? [], ready, now);
     conditions = setCondition(conditions, promotingCondition(records, generation), now);
-    return plain({ observedGeneration: generation, conditions, environments, promotions: records });
+    return plain({ observedGeneration: generation, conditions, environments: displayEnvironments(environments), promotions: records });
   }
 
   /** Writes the status when it differs from the Pipeline's; false when someone wrote first. */
@@ -459,7 +470,7 @@ export class PipelineController {
           involvedObject: { apiVersion: apiVersionOf(PIPELINE_GVK), kind: PIPELINE_GVK.kind, namespace, name: meta.name, uid: meta.uid, resourceVersion: meta.resourceVersion },
           type,
           reason,
-          message: message.length > 1_000 ? `${message.slice(0, 999)}…` : message,
+          message: sanitizeForDisplay(message, 1_000),
           source: { component: 'fleetcache' },
           firstTimestamp: now,
           lastTimestamp: now,

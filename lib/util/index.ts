@@ -1,7 +1,7 @@
 /**
  * Small pieces shared by every part of fleetcache: typed errors, group/version/kind helpers, an
- * injectable clock, abort-signal helpers, backoff and the logger interface. Imports nothing else
- * from the project.
+ * injectable clock, abort-signal helpers, backoff, the logger interface and what makes outside text
+ * safe to print. Imports nothing else from the project.
  */
 export * from './errors.ts';
 export * from './gvk.ts';
@@ -9,3 +9,4 @@ export * from './clock.ts';
 export * from './abort.ts';
 export * from './backoff.ts';
 export * from './logger.ts';
+export * from './sanitize.ts';
