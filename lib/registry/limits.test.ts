@@ -2,7 +2,7 @@
 // of different caches wait for each other, observed in the simulated server's request log.
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { SimulatedCluster } from '../../fixtures/index.ts';
+import { SimulatedCluster, startSimulatedClusters } from '../../fixtures/index.ts';
 import { StaticProvider, type ClusterRef } from '../cluster/index.ts';
 import { FakeClock, type GroupVersionKind } from '../util/index.ts';
 import { Registry } from './index.ts';
@@ -48,5 +48,35 @@ describe('Registry limits', () => {
     assert.ok(first !== undefined && second !== undefined);
     assert.ok(second.at >= first.at + 1_000,
       `the second LIST reached the server only once the first was answered (arrived at +${second.at - first.at} ms of server time)`);
+  });
+
+  it('allows 50 concurrent LISTs across clusters by default', async (t) => {
+    const serverClock = new FakeClock(1_000_000);
+    const clusters = await startSimulatedClusters(51, { namespaces: ['apps'], clock: serverClock });
+    t.after(() => Promise.all(clusters.map((c) => c.close())));
+    const registry = new Registry({
+      provider: new StaticProvider({ clusters: Object.fromEntries(clusters.map((c) => [c.name, c.kubeconfig])) }),
+      clock: new FakeClock(Date.now()),
+      credentialCheckIntervalMs: 0,
+    });
+    t.after(() => registry.close());
+    const refs: ClusterRef[] = clusters.map((c) => ({ kind: 'static', name: c.name }));
+    for (const ref of refs) await (await registry.connectionFor(ref, 'team-a')).resolve(configMaps);
+
+    for (const c of clusters) c.faults.setLatency(1_000);
+    const owner = { namespace: 'team-a', name: 'fleet' };
+    const readers = await Promise.all(refs.map((ref) => registry.watchTargetAndGetReader(ref, { gvk: configMaps, namespace: 'apps', name: 'x' }, owner)));
+    const lists = (): number => clusters.reduce((sum, c) => sum + c.counters.requests.list, 0);
+    const deadline = Date.now() + 20_000;
+    while (lists() < 50 && Date.now() < deadline) await new Promise((resolve) => { setImmediate(resolve); });
+    // Give a 51st LIST the chance to arrive (it would at once without the limit).
+    await Promise.all(clusters.map((c) => c.waitFor((n) => n.requests.list >= 1, { timeoutMs: 1_000 }).catch(() => undefined)));
+    assert.equal(lists(), 50, 'fifty LISTs reached the fleet while none was answered');
+    serverClock.advance(1_000);
+    await Promise.all(clusters.map((c) => c.waitFor((n) => n.requests.list >= 1)));
+    for (const c of clusters) c.faults.setLatency(0);
+    serverClock.advance(1_000);
+    await Promise.all(readers.map((r) => r.waitForSync(AbortSignal.timeout(20_000))));
+    assert.equal(lists(), 51);
   });
 });
