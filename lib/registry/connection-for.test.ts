@@ -57,10 +57,12 @@ describe('Registry.connectionFor', () => {
   });
 
   it('surfaces the provider\'s refusal, and remembers nothing failed', async () => {
-    const registry = new Registry({ provider: new StaticProvider({ clusters: {} }), clock: new FakeClock(), credentialCheckIntervalMs: 0 });
+    const provider = new CountingProvider();
+    const registry = new Registry({ provider, clock: new FakeClock(), credentialCheckIntervalMs: 0 });
     try {
       await assert.rejects(registry.connectionFor({ kind: 'static', name: 'nowhere' }, 'team-a'), InvalidClusterRefError);
       await assert.rejects(registry.connectionFor({ kind: 'static', name: 'nowhere' }, 'team-a'), InvalidClusterRefError);
+      assert.equal(provider.calls, 2, 'the second call asked the provider again: the failure was not remembered');
     } finally {
       await registry.close();
     }

@@ -4,7 +4,6 @@
 // registry.test.ts, against the simulated one.
 import assert from 'node:assert/strict';
 import { createServer, type Socket } from 'node:net';
-import { setTimeout as delay } from 'node:timers/promises';
 import { after, before, describe, it } from 'node:test';
 import { helmReleaseCrd, kustomizationCrd } from '../../fixtures/crds/index.ts';
 import { useClusters, type TestCluster } from '../../e2e/harness/index.ts';
@@ -82,6 +81,23 @@ async function openWatches(cluster: TestCluster, resource: string): Promise<numb
     }
   }
   return total;
+}
+
+/**
+ * Resolves once the garbage collector has checked the registry's only cache `checks` times after
+ * the wall-clock time `since` (a check shows as its next one moving further away), or once the
+ * cache is gone (the caller's assertion then says so).
+ */
+async function gcChecksAfter(registry: Registry, since: number, checks: number): Promise<void> {
+  let seen = 0;
+  let last = registry.caches()[0]?.nextGcCheckInMs;
+  await eventually(`${checks} garbage-collection checks ran`, () => {
+    const next = registry.caches()[0]?.nextGcCheckInMs;
+    if (next === undefined) return true;
+    if (last !== undefined && next > last && Date.now() > since) seen += 1;
+    last = next;
+    return seen >= checks;
+  });
 }
 
 /** Sockets and timers the process holds (handles other tests leave behind only ever expire). */
@@ -221,7 +237,7 @@ describe('registry on real clusters', () => {
     const watchesWithCache = await openWatches(target, 'configmaps');
 
     registry.forgetOwner(a);
-    await delay(800); // several GC checks and more than the grace period
+    await gcChecksAfter(registry, Date.now() + 200, 2); // two checks after the 200 ms grace period
     assert.equal(registry.caches().length, 1, 'still used by the other owner');
     assert.equal(reader.synced, true);
 
@@ -310,7 +326,7 @@ describe('registry on real clusters', () => {
     registry.forgetOwner(owner);
     assert.equal(nextCheck(), 30_000, 'eligible after the default grace period, not at the next backoff step');
     clock.advance(29_999);
-    await delay(50);
+    assert.equal(nextCheck(), 1, 'no check is due before the grace period ends');
     assert.equal(registry.caches().length, 1);
     clock.advance(1);
     await eventually('collected', () => registry.caches().length === 0);

@@ -218,7 +218,9 @@ export class Registry {
     this.#index.add(ownerKey(owner), { cacheKey: key, objectKey: objectKeyOf(key, target.namespace, target.name) });
 
     // Hot path: published, and this owner's namespace already admitted to the cluster. No lock.
-    if (this.#caches.get(key)?.cluster.admitted.has(owner.namespace) !== true) {
+    // A build shared with another owner admitted only that owner's namespace: go round again
+    // until this one's is admitted too (its own build runs the provider's checks for it).
+    while (this.#caches.get(key)?.cluster.admitted.has(owner.namespace) !== true) {
       let building = this.#building.get(key);
       if (building === undefined) {
         building = this.#build(key, cluster, ref, target.gvk, owner.namespace);
