@@ -3,70 +3,89 @@ import { setTimeout as delay } from 'node:timers/promises';
 import { after, describe, it } from 'node:test';
 import { ClusterConnection } from '../lib/transport/index.ts';
 import { useClusters } from '../e2e/harness/index.ts';
-import { KubeLeaseClient, LeaderElector, type ElectionOutcome } from './leader.ts';
+import { KubeLeaseClient, LeaderElector, type ElectionOutcome, type LeaderElectorOptions } from './leader.ts';
 
-// Short durations so that expiry takes seconds: lease 2 s, renew deadline 1 s, retry 250 ms.
-const timing = { leaseDurationMs: 2_000, renewDeadlineMs: 1_000, retryPeriodMs: 250 };
+// Nothing here asserts how long something took: each step waits for a condition (bounded only so a
+// failure ends with a message), and the ordering claims are read from the Lease and the callbacks.
+// A follower measures expiry with its own lease duration, from when it last saw the record change;
+// so the candidates that must not lose or steal a lease on a loaded machine get generous timings,
+// and only `c`, which must wait out an expiry, gets a short one.
+type Timing = Pick<LeaderElectorOptions, 'leaseDurationMs' | 'renewDeadlineMs' | 'retryPeriodMs'>;
+const steady: Timing = { leaseDurationMs: 30_000, renewDeadlineMs: 20_000, retryPeriodMs: 250 };
+const quick: Timing = { leaseDurationMs: 3_000, renewDeadlineMs: 2_000, retryPeriodMs: 250 };
 
-async function until(what: string, condition: () => boolean, timeoutMs = 10_000): Promise<number> {
-  const start = Date.now();
-  while (!condition()) {
-    if (Date.now() - start > timeoutMs) throw new Error(`timed out waiting for ${what}`);
+/** Polls `condition`; fails with `what` after `timeoutMs` (a bound on waiting, not a claim about speed). */
+async function until(what: string, condition: () => boolean | Promise<boolean>, timeoutMs = 60_000): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  while (!(await condition())) {
+    if (Date.now() > deadline) throw new Error(`timed out after ${timeoutMs / 1000} s waiting for ${what}`);
     await delay(25);
   }
-  return Date.now() - start;
 }
+
+interface LeaseSpec { holderIdentity?: string; leaseTransitions?: number; renewTime?: string; acquireTime?: string }
 
 describe('leader election on a real Lease', () => {
   const fixture = useClusters(1);
   const connections: ClusterConnection[] = [];
   after(async () => { await Promise.all(connections.map((c) => c.close())); });
 
-  function candidate(identity: string, releaseOnCancel: boolean): { elector: LeaderElector; stop: () => Promise<ElectionOutcome> } {
+  function candidate(identity: string, releaseOnCancel: boolean, timing: Timing): { elector: LeaderElector; leaders: string[]; stop: () => Promise<ElectionOutcome> } {
     const cluster = fixture.clusters[0];
     assert.ok(cluster !== undefined);
     const connection = new ClusterConnection({ name: `local-${identity}`, kubeConfig: cluster.kubeConfig() });
     connections.push(connection);
     const elector = new LeaderElector({ leases: new KubeLeaseClient({ connection, namespace: 'default', name: 'fleetcache-test' }), identity, releaseOnCancel, ...timing });
     const controller = new AbortController();
-    const outcome = elector.run(controller.signal);
-    return { elector, stop: () => { controller.abort(); return outcome; } };
+    const leaders: string[] = [];
+    const outcome = elector.run(controller.signal, { onNewLeader: (holder) => leaders.push(holder) });
+    return { elector, leaders, stop: () => { controller.abort(); return outcome; } };
   }
 
-  async function holder(): Promise<{ holderIdentity?: string; leaseTransitions?: number }> {
+  async function lease(): Promise<LeaseSpec> {
     const res = await fixture.clusters[0]?.request('GET', '/apis/coordination.k8s.io/v1/namespaces/default/leases/fleetcache-test');
-    return (res?.body as { spec: { holderIdentity?: string; leaseTransitions?: number } }).spec;
+    assert.equal(res?.statusCode, 200);
+    return (res.body as { spec: LeaseSpec }).spec;
   }
 
-  it('lets one candidate lead, hands over quickly on release, and only after expiry on a crash', async () => {
-    const a = candidate('a', true);
+  it('lets one candidate lead, hands over on release, and only after expiry on a crash', async () => {
+    const a = candidate('a', true, steady);
     await until('a to lead', () => a.elector.isLeader);
-    const b = candidate('b', false);
+    const b = candidate('b', false, steady);
     await until('b to read the lease', () => b.elector.state !== 'unknown');
-    await delay(1_500); // several renewals: b must stay a follower
+    // b stays a follower while a renews: watch three renewals go by rather than sleeping.
+    const renewals = new Set<string>();
+    await until('three renewals by a', async () => { renewals.add((await lease()).renewTime ?? ''); return renewals.size >= 3; });
     assert.equal(a.elector.isLeader, true);
     assert.equal(b.elector.state, 'following');
     assert.equal(b.elector.holder, 'a');
-    assert.equal((await holder()).holderIdentity, 'a');
+    assert.equal((await lease()).holderIdentity, 'a');
 
-    // Graceful stop: a releases, b takes over at its next attempt, long before a lease duration.
+    // Graceful stop: a empties the holder, and b takes the lease because it is free, well before
+    // its 30 s expiry: b saw the empty holder before becoming the holder itself.
     assert.equal(await a.stop(), 'released');
-    const handover = await until('b to lead after the release', () => b.elector.isLeader);
-    assert.ok(handover < timing.leaseDurationMs, `handover after release took ${handover} ms`);
-    const afterRelease = await holder();
+    await until('b to lead after the release', () => b.elector.isLeader);
+    assert.deepEqual(b.leaders, ['a', '', 'b'], 'b saw a, then the released lease, then itself');
+    const afterRelease = await lease();
     assert.equal(afterRelease.holderIdentity, 'b');
     assert.equal(afterRelease.leaseTransitions, 1, 'a → (released) → b is one transition');
 
-    // Crash: b stops renewing without releasing; c must wait for the lease to expire.
-    const c = candidate('c', true);
+    // Crash: b stops renewing without releasing; c must wait a whole lease duration (its own, 3 s)
+    // past b's last renewal.
+    const c = candidate('c', true, quick);
     await until('c to read the lease', () => c.elector.state === 'following');
     assert.equal(await b.stop(), 'released');
-    assert.equal((await holder()).holderIdentity, 'b', 'no release on a crash');
-    await delay(1_000);
-    assert.equal(c.elector.isLeader, false, 'the lease is still valid 1 s after the last renewal');
-    await until('c to lead after the lease expired', () => c.elector.isLeader, 10_000);
-    assert.equal((await holder()).holderIdentity, 'c');
+    const abandoned = await lease();
+    assert.equal(abandoned.holderIdentity, 'b', 'no release on a crash');
+    await until('c to lead after the lease expired', () => c.elector.isLeader);
+    const taken = await lease();
+    assert.equal(taken.holderIdentity, 'c');
+    assert.equal(taken.leaseTransitions, 2);
+    // Both times were written from this machine's clock: c's first write as holder came at least a
+    // lease duration after b's last renewal, however slowly the steps in between ran.
+    const gap = Date.parse(taken.renewTime ?? '') - Date.parse(abandoned.renewTime ?? '');
+    assert.ok(gap >= (quick.leaseDurationMs ?? 0), `c took the lease ${gap} ms after b's last renewal, less than its lease duration`);
     assert.equal(await c.stop(), 'released');
-    assert.equal((await holder()).holderIdentity, '');
+    assert.equal((await lease()).holderIdentity, '');
   });
 });

@@ -8,9 +8,9 @@ import type { KubeConfig } from '@kubernetes/client-node';
 import { CompositeProvider, CoreV1SecretReader, LocalProvider, localKubeConfig, SecretProvider } from '../lib/cluster/index.ts';
 import { ClusterConnection } from '../lib/transport/index.ts';
 import { PipelineController } from '../lib/pipeline/index.ts';
-import { defaultControllerRateLimiter, RateLimitingWorkQueue } from '../lib/queue/index.ts';
+import { defaultControllerRateLimiter, RateLimitingWorkQueue, type RateLimitingQueue } from '../lib/queue/index.ts';
 import { Registry, type OwnerKey } from '../lib/registry/index.ts';
-import { toError, type Logger } from '../lib/util/index.ts';
+import { toError, type Clock, type Logger } from '../lib/util/index.ts';
 import { parseFlags, usage, UsageError, type Config } from './flags.ts';
 import { KubeAuthFilter } from './auth.ts';
 import { readCertificate, selfSignedCertificate, watchCertificate, type ServingCertificate } from './certificate.ts';
@@ -118,6 +118,36 @@ async function leaseNamespace(config: Config, env: ProcessIo['env']): Promise<st
   return 'default';
 }
 
+/** What {@link serviceRegistry} builds on, besides the flags. */
+export interface ServiceRegistryParts {
+  /** The management cluster: `local` targets, and the kubeconfig Secrets of the others. */
+  readonly kubeConfig: KubeConfig;
+  readonly queue: RateLimitingQueue<OwnerKey>;
+  readonly logger: Logger;
+  /** Default: the wall clock. */
+  readonly clock?: Clock;
+}
+
+/**
+ * The service's registry, as the flags configure it: a provider for every kind of cluster a
+ * Pipeline may name (no clusterRef; `Secret`; Cluster API `Cluster`, through its
+ * `<name>-kubeconfig` Secret), kubeconfigs from Secrets held to the `--allow-…` switches, and the
+ * registry's periodic credential checks left on. No I/O.
+ */
+export function serviceRegistry(config: Config, parts: ServiceRegistryParts): Registry {
+  const { kubeConfig, queue, logger, clock } = parts;
+  const secrets = new SecretProvider({
+    secrets: new CoreV1SecretReader({ kubeConfig }),
+    allowExec: config.allowExecKubeconfigs,
+    allowAuthProvider: config.allowAuthProviderKubeconfigs,
+    allowLocalFiles: config.allowFileKubeconfigs,
+    allowCrossNamespace: config.allowCrossNamespaceSecrets,
+    allowInsecureTls: config.insecureKubeconfigTls,
+  });
+  const provider = new CompositeProvider({ byKind: { local: new LocalProvider({ kubeConfig }), secret: secrets, 'cluster-api': secrets } });
+  return new Registry({ provider, queue, logger, gcGraceMs: config.cacheGcGracePeriodMs, ...(clock === undefined ? {} : { clock }) });
+}
+
 /**
  * How the metrics server is protected: with --metrics-secure (the default) HTTPS (the certificate in
  * --metrics-cert-path, else a self-signed one) and every request authenticated and authorised on
@@ -171,16 +201,7 @@ async function runService(config: Config, io: ProcessIo, logger: Logger): Promis
 
   const workqueue = new WorkqueueMetrics();
   const queue = new RateLimitingWorkQueue<OwnerKey>({ name: 'owners', metrics: workqueue, rateLimiter: defaultControllerRateLimiter() });
-  const secrets = new SecretProvider({
-    secrets: new CoreV1SecretReader({ kubeConfig }),
-    allowExec: config.allowExecKubeconfigs,
-    allowAuthProvider: config.allowAuthProviderKubeconfigs,
-    allowLocalFiles: config.allowFileKubeconfigs,
-    allowCrossNamespace: config.allowCrossNamespaceSecrets,
-    allowInsecureTls: config.insecureKubeconfigTls,
-  });
-  const provider = new CompositeProvider({ byKind: { local: new LocalProvider({ kubeConfig }), secret: secrets, 'cluster-api': secrets } });
-  const registry = new Registry({ provider, queue, logger, gcGraceMs: config.cacheGcGracePeriodMs });
+  const registry = serviceRegistry(config, { kubeConfig, queue, logger });
   const controller: Controller = new PipelineController({ registry, localKubeConfig: kubeConfig, logger, workers: config.concurrency, allowPrivateWebhooks: config.allowPrivateWebhooks });
 
   let elector: LeaderElector | undefined;

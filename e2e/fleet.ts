@@ -72,13 +72,29 @@ export async function setUpFleet(fleet: Fleet, initialVersion: string): Promise<
   await must(fleet.management, 'POST', `/apis/fleetcache.dev/v1alpha1/namespaces/${PIPELINE_NAMESPACE}/pipelines`, pipelineObject(), [201, 409]);
 }
 
+/**
+ * Reads the object at `path` and PUTs back `edit(object)`, reading again on 409 Conflict: the
+ * service and the Flux stand-in write these objects' status meanwhile, and every such write
+ * changes the resourceVersion the PUT carries.
+ */
+export async function updateObject(cluster: TestCluster, path: string, edit: (current: object) => object): Promise<void> {
+  const attempts = 20;
+  for (let attempt = 1; ; attempt++) {
+    const current = await must(cluster, 'GET', path, undefined, [200]) as object;
+    const res = await cluster.request('PUT', path, edit(current));
+    if (res.statusCode === 200) return;
+    if (res.statusCode !== 409 || attempt >= attempts) throw new Error(`${cluster.name}: PUT ${path} → HTTP ${res.statusCode} (attempt ${attempt}): ${JSON.stringify(res.body)}`);
+  }
+}
+
+interface HelmReleaseView { readonly spec: { readonly chart: { readonly spec: Readonly<Record<string, unknown>> } } }
+
 /** Asks dev for a new chart version: the start of a release. */
 export async function releaseToDev(fleet: Fleet, version: string): Promise<void> {
-  const res = await fleet.management.request('GET', `/apis/helm.toolkit.fluxcd.io/v2/namespaces/${APP_NAMESPACE}/helmreleases/${APP_NAME}`);
-  const current = res.body as { spec: { chart: { spec: Record<string, unknown> } } };
-  await must(fleet.management, 'PUT', `/apis/helm.toolkit.fluxcd.io/v2/namespaces/${APP_NAMESPACE}/helmreleases/${APP_NAME}`, {
-    ...current, spec: { ...current.spec, chart: { ...current.spec.chart, spec: { ...current.spec.chart.spec, version } } },
-  }, [200]);
+  await updateObject(fleet.management, `/apis/helm.toolkit.fluxcd.io/v2/namespaces/${APP_NAMESPACE}/helmreleases/${APP_NAME}`, (object) => {
+    const current = object as HelmReleaseView;
+    return { ...current, spec: { ...current.spec, chart: { ...current.spec.chart, spec: { ...current.spec.chart.spec, version } } } };
+  });
 }
 
 /** The Pipeline as the API server has it now. */

@@ -1,78 +1,122 @@
-// Scenario: two clusters side by side each hold only what was written to them, and credentials
-// minted in one are governed by its RBAC. Runs on local apiservers (make test) and on kind
-// (make e2e-kind).
+// Scenario: one fleetcache registry over two clusters — the first is the management cluster, the
+// second is reached through a kubeconfig Secret on it. Each cache holds its own cluster's objects
+// and wakes only the owners of what changed there; credentials that the second cluster's RBAC
+// forbids surface as a typed 403 naming the cluster and kind, and the same cache recovers by itself
+// once access is granted. Runs on local apiservers (make test) and on kind (make e2e-kind).
 import assert from 'node:assert/strict';
-import { describe, it } from 'node:test';
-import { setTimeout as delay } from 'node:timers/promises';
-import { ApiException, CoreV1Api, CustomObjectsApi, KubeConfig } from '@kubernetes/client-node';
-import { kustomizationCrd } from '../../fixtures/crds/index.ts';
-import { useClusters } from '../harness/index.ts';
+import { after, before, describe, it } from 'node:test';
+import { CompositeProvider, CoreV1SecretReader, LocalProvider, SecretProvider, type ClusterRef } from '../../lib/cluster/index.ts';
+import { Registry, type OwnerKey } from '../../lib/registry/index.ts';
+import { KubeApiError } from '../../lib/util/index.ts';
+import { eventually, useClusters, type TestCluster } from '../harness/index.ts';
+
+const configMaps = { group: '', version: 'v1', kind: 'ConfigMap' };
 
 describe('scenario: independent clusters', () => {
   const env = useClusters(2, { namePrefix: 'smoke' });
   // Unique per run: on kind the clusters outlive one run (KEEP_CLUSTERS=1).
   const run = Date.now().toString(36);
+  const ownerNs = `fleet-${run}`;
   const onlyA = `only-in-a-${run}`;
   const onlyB = `only-in-b-${run}`;
   const rbacNs = `smoke-rbac-${run}`;
+  let a: TestCluster;
+  let b: TestCluster;
+  let registry: Registry;
 
-  it('keep namespaces, ConfigMaps and custom resources apart', async () => {
-    const [a, b] = env.clusters;
-    assert.ok(a !== undefined && b !== undefined);
+  async function must(cluster: TestCluster, method: string, path: string, body?: unknown): Promise<unknown> {
+    const res = await cluster.request(method, path, body);
+    assert.ok(res.statusCode >= 200 && res.statusCode < 300, `${cluster.name}: ${method} ${path} → HTTP ${res.statusCode} ${JSON.stringify(res.body)}`);
+    return res.body;
+  }
+
+  before(async () => {
+    [a, b] = env.clusters as [TestCluster, TestCluster];
     for (const [cluster, own] of [[a, onlyA], [b, onlyB]] as const) {
-      const core = cluster.kubeConfig().makeApiClient(CoreV1Api);
-      await core.createNamespace({ body: { metadata: { name: own } } });
-      await core.createNamespacedConfigMap({ namespace: own, body: { metadata: { name: 'settings' }, data: { cluster: cluster.name } } });
-      await cluster.installCRDs([kustomizationCrd]);
-      await cluster.kubeConfig().makeApiClient(CustomObjectsApi).createNamespacedCustomObject({
-        group: 'kustomize.toolkit.fluxcd.io', version: 'v1', namespace: own, plural: 'kustomizations',
-        body: { apiVersion: 'kustomize.toolkit.fluxcd.io/v1', kind: 'Kustomization', metadata: { name: 'app' }, spec: { path: `./${own}` } },
-      });
+      await must(cluster, 'POST', '/api/v1/namespaces', { metadata: { name: own } });
+      await must(cluster, 'POST', `/api/v1/namespaces/${own}/configmaps`, { metadata: { name: 'settings' }, data: { cluster: cluster.name } });
     }
+    await must(a, 'POST', '/api/v1/namespaces', { metadata: { name: ownerNs } });
+    const secret = (name: string, kubeconfig: string): object => ({ metadata: { name }, data: { value: Buffer.from(kubeconfig).toString('base64') } });
+    await must(a, 'POST', `/api/v1/namespaces/${ownerNs}/secrets`, secret('b-kubeconfig', b.adminKubeconfig));
+    // A ServiceAccount of b with no RBAC yet: its token authenticates, and is allowed nothing.
+    await must(a, 'POST', `/api/v1/namespaces/${ownerNs}/secrets`, secret('b-reader-kubeconfig', await b.restrictedKubeconfig({ namespace: rbacNs, serviceAccount: 'reader' })));
+    await must(b, 'POST', `/api/v1/namespaces/${rbacNs}/configmaps`, { metadata: { name: 'settings' }, data: { cluster: b.name } });
 
-    for (const [cluster, own, other] of [[a, onlyA, onlyB], [b, onlyB, onlyA]] as const) {
-      const core = cluster.kubeConfig().makeApiClient(CoreV1Api);
-      const namespaces = (await core.listNamespace()).items.map((ns) => ns.metadata?.name);
-      assert.ok(namespaces.includes(own), `${cluster.name} has ${own}`);
-      assert.ok(!namespaces.includes(other), `${cluster.name} does not have ${other}`);
+    const kubeConfig = a.kubeConfig();
+    registry = new Registry({
+      provider: new CompositeProvider({ byKind: { local: new LocalProvider({ kubeConfig }), secret: new SecretProvider({ secrets: new CoreV1SecretReader({ kubeConfig: a.kubeConfig() }) }) } }),
+      // Retry a forbidden LIST every second rather than the default 5 s doubling to 60 s.
+      informer: { slowBackoff: { initialMs: 1_000, maxMs: 1_000, jitter: 0 } },
+    });
+  });
+  after(async () => { await registry.close(); });
 
-      const configMaps = await core.listConfigMapForAllNamespaces({ fieldSelector: 'metadata.name=settings' });
-      assert.deepEqual(configMaps.items.map((cm) => [cm.metadata?.namespace, cm.data?.cluster]), [[own, cluster.name]]);
-
-      const custom = (await cluster.kubeConfig().makeApiClient(CustomObjectsApi).listClusterCustomObject({
-        group: 'kustomize.toolkit.fluxcd.io', version: 'v1', plural: 'kustomizations',
-      })) as { items: { metadata: { namespace: string }; spec: { path: string } }[] };
-      assert.deepEqual(custom.items.map((k) => [k.metadata.namespace, k.spec.path]), [[own, `./${own}`]]);
+  /** Takes owner keys off the registry's queue until every one of `expected` has shown up; returns the others seen on the way. */
+  async function requeued(...expected: OwnerKey[]): Promise<OwnerKey[]> {
+    const missing = new Set(expected);
+    const others: OwnerKey[] = [];
+    const signal = AbortSignal.timeout(30_000);
+    while (missing.size > 0) {
+      const next = await registry.queue.get(signal).catch(() => undefined);
+      assert.ok(next !== undefined, `timed out waiting for ${[...missing].join(', ')} to be requeued (saw ${others.join(', ') || 'nothing else'})`);
+      registry.queue.done(next.item);
+      registry.queue.forget(next.item);
+      if (!missing.delete(next.item)) others.push(next.item);
     }
+    return others;
+  }
+
+  it('keeps each cluster\'s objects in its own cache, and wakes only the owners of what changed', async () => {
+    const local: ClusterRef = { kind: 'local' };
+    const remote: ClusterRef = { kind: 'secret', name: 'b-kubeconfig' };
+    const ownerA = { namespace: ownerNs, name: 'on-a' };
+    const ownerB = { namespace: ownerNs, name: 'on-b' };
+    const readerA = await registry.watchTargetAndGetReader(local, { gvk: configMaps, namespace: onlyA, name: 'settings' }, ownerA);
+    const readerB = await registry.watchTargetAndGetReader(remote, { gvk: configMaps, namespace: onlyB, name: 'settings' }, ownerB);
+    await Promise.all([readerA.waitForSync(AbortSignal.timeout(30_000)), readerB.waitForSync(AbortSignal.timeout(30_000))]);
+    assert.deepEqual(readerA.get(onlyA, 'settings')?.data, { cluster: a.name });
+    assert.equal(readerA.get(onlyB, 'settings'), undefined, `${a.name}'s cache has nothing of ${b.name}'s`);
+    assert.deepEqual(readerB.get(onlyB, 'settings')?.data, { cluster: b.name });
+    assert.equal(readerB.get(onlyA, 'settings'), undefined, `${b.name}'s cache has nothing of ${a.name}'s`);
+    assert.deepEqual(registry.caches().map((c) => c.cluster).sort(), ['local', `secret:${ownerNs}/b-kubeconfig`]);
+
+    // Both owners are woken once their caches have synced; then a change on b wakes b's owner only.
+    const key = (o: { namespace: string; name: string }): OwnerKey => `${o.namespace}/${o.name}`;
+    await requeued(key(ownerA), key(ownerB));
+    await must(b, 'PUT', `/api/v1/namespaces/${onlyB}/configmaps/settings`, { metadata: { name: 'settings', namespace: onlyB }, data: { cluster: b.name, changed: 'yes' } });
+    assert.deepEqual(await requeued(key(ownerB)), [], 'no other owner was woken first');
+    assert.deepEqual(readerB.get(onlyB, 'settings')?.data, { cluster: b.name, changed: 'yes' });
+    assert.deepEqual(readerA.get(onlyA, 'settings')?.data, { cluster: a.name });
   });
 
-  it('mint restricted credentials that RBAC governs', async () => {
-    const [a] = env.clusters;
-    assert.ok(a !== undefined);
-    const kc = new KubeConfig();
-    kc.loadFromString(await a.restrictedKubeconfig({ namespace: rbacNs, serviceAccount: 'reader' }));
-    const core = kc.makeApiClient(CoreV1Api);
-    await assert.rejects(core.listNamespacedConfigMap({ namespace: rbacNs }), (err: unknown) => err instanceof ApiException && err.code === 403);
+  it('reports what the remote cluster\'s RBAC forbids as a typed 403, and recovers once it is granted', async (t) => {
+    const restricted: ClusterRef = { kind: 'secret', name: 'b-reader-kubeconfig' };
+    const reader = await registry.watchTargetAndGetReader(restricted, { gvk: configMaps, namespace: rbacNs, name: 'settings' }, { namespace: ownerNs, name: 'reader' });
+    const error = await eventually('the cache reports the forbidden LIST', () => reader.lastError);
+    assert.ok(error instanceof KubeApiError, `a KubeApiError, got ${error.name}: ${error.message}`);
+    assert.equal(error.statusCode, 403);
+    assert.equal(error.cluster, `secret:${ownerNs}/b-reader-kubeconfig`);
+    assert.deepEqual(error.gvk, configMaps);
+    assert.equal(reader.synced, false);
 
-    await a.request('POST', `/apis/rbac.authorization.k8s.io/v1/namespaces/${rbacNs}/roles`, {
-      metadata: { name: 'read-configmaps' }, rules: [{ apiGroups: [''], resources: ['configmaps'], verbs: ['get', 'list', 'watch'] }],
+    // A cache covers its kind in the whole cluster, so the grant is cluster-wide (named per run:
+    // on kind, cluster-scoped objects outlive the run).
+    const role = `fleetcache-smoke-reader-${run}`;
+    await must(b, 'POST', '/apis/rbac.authorization.k8s.io/v1/clusterroles', {
+      metadata: { name: role }, rules: [{ apiGroups: [''], resources: ['configmaps'], verbs: ['get', 'list', 'watch'] }],
     });
-    await a.request('POST', `/apis/rbac.authorization.k8s.io/v1/namespaces/${rbacNs}/rolebindings`, {
-      metadata: { name: 'reader' }, roleRef: { apiGroup: 'rbac.authorization.k8s.io', kind: 'Role', name: 'read-configmaps' },
+    await must(b, 'POST', '/apis/rbac.authorization.k8s.io/v1/clusterrolebindings', {
+      metadata: { name: role }, roleRef: { apiGroup: 'rbac.authorization.k8s.io', kind: 'ClusterRole', name: role },
       subjects: [{ kind: 'ServiceAccount', name: 'reader', namespace: rbacNs }],
     });
-    // The authorizer learns of the binding through its own watch: allow it a moment.
-    const deadline = Date.now() + 15_000;
-    for (;;) {
-      try {
-        const list = await core.listNamespacedConfigMap({ namespace: rbacNs });
-        assert.ok(Array.isArray(list.items));
-        break;
-      } catch (err) {
-        if (!(err instanceof ApiException && err.code === 403) || Date.now() > deadline) throw err;
-        await delay(100);
-      }
-    }
+    t.after(async () => {
+      await b.request('DELETE', `/apis/rbac.authorization.k8s.io/v1/clusterrolebindings/${role}`);
+      await b.request('DELETE', `/apis/rbac.authorization.k8s.io/v1/clusterroles/${role}`);
+    });
+    // The same cache keeps retrying on its own: nobody asks the registry again.
+    await eventually('the cache syncs once the binding is in force', () => reader.synced, 60_000);
+    assert.equal(reader.lastError, undefined);
+    assert.deepEqual(reader.get(rbacNs, 'settings')?.data, { cluster: b.name });
   });
-
 });

@@ -4,13 +4,16 @@
 // apiservers (make test) and on kind (make e2e-kind).
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
-import { appliedVersion, PIPELINE_NAME, PIPELINE_NAMESPACE, pipelineObject, readPipeline, releaseToDev, setUpFleet, startFlux, type Fleet } from '../fleet.ts';
+import { appliedVersion, PIPELINE_NAME, PIPELINE_NAMESPACE, pipelineObject, readPipeline, releaseToDev, setUpFleet, startFlux, updateObject, type Fleet } from '../fleet.ts';
 import { useClusters, type TestCluster } from '../harness/index.ts';
 import { startService, type ServiceProcess } from '../service.ts';
 import { eventually } from '../harness/index.ts';
 
-// Short leader election timings, so a hand-over fits in a test; the defaults are client-go's.
-const replicaArgs = ['--leader-elect', '--leader-elect-lease-duration=4s', '--leader-elect-renew-deadline=3s', '--leader-elect-retry-period=500ms', '--cache-gc-grace-period=1s'];
+// A lease short enough that the hand-over after a kill fits in a test, with a renew deadline long
+// enough (half again controller-runtime's 10 s) that a leader on a loaded machine keeps its lease.
+const replicaArgs = ['--leader-elect', '--leader-elect-lease-duration=20s', '--leader-elect-renew-deadline=15s', '--leader-elect-retry-period=2s', '--cache-gc-grace-period=1s'];
+// The replicas' Lease: the default --leader-election-id, in "default" (no pod namespace here).
+const leasePath = '/apis/coordination.k8s.io/v1/namespaces/default/leases/fleetcache-leader';
 
 describe('scenario: pipeline promotion across clusters', () => {
   const env = useClusters(3, { namePrefix: 'fleet' });
@@ -41,8 +44,16 @@ describe('scenario: pipeline promotion across clusters', () => {
     return ((await readPipeline(fleet)).status?.promotions ?? []).filter((p) => p.revision === revision);
   }
 
+  async function lease(): Promise<{ holderIdentity: string | undefined; leaseTransitions: number | undefined }> {
+    const res = await fleet.management.request('GET', leasePath);
+    assert.equal(res.statusCode, 200, JSON.stringify(res.body));
+    const { holderIdentity, leaseTransitions } = (res.body as { spec: { holderIdentity?: string; leaseTransitions?: number } }).spec;
+    return { holderIdentity, leaseTransitions };
+  }
+
   it('promotes a release dev → staging → prod, once per environment, with exactly one replica leading', async () => {
-    await eventually('one replica leads', async () => (await leaders()).length === 1, 90_000);
+    const [first] = await eventually('one replica leads', async () => { const l = await leaders(); return l.length === 1 ? l : undefined; }, 90_000);
+    const before = await lease();
     await eventually('every environment is ready at 1.0.0', async () => {
       const envs = (await readPipeline(fleet)).status?.environments ?? [];
       return envs.length === 3 && envs.every((e) => e.ready && e.revision === '1.0.0');
@@ -51,7 +62,10 @@ describe('scenario: pipeline promotion across clusters', () => {
     await eventually('1.1.0 reaches prod', async () => await appliedVersion(fleet.prod) === '1.1.0', 90_000);
     assert.equal(await appliedVersion(fleet.staging), '1.1.0');
     assert.deepEqual((await promotionsOf('1.1.0')).map((p) => `${p.environment}:${p.state}`), ['staging:Succeeded', 'prod:Succeeded'], 'one promotion per environment, in order');
-    assert.equal((await leaders()).length, 1, 'still exactly one leader');
+    // Not a sample of the moment: the same replica led throughout (the Lease never changed hands).
+    const now = await leaders();
+    assert.ok(now.length === 1 && now[0] === first, `the replica that led at the start still leads, alone (leaders: ${now.map((r) => r.name).join(', ')})`);
+    assert.deepEqual(await lease(), before, 'the Lease did not change hands during the release');
   });
 
   it('hands over when the leader is killed, and the new leader finishes the next release', async () => {
@@ -71,9 +85,9 @@ describe('scenario: pipeline promotion across clusters', () => {
     const prodCluster = `secret:${PIPELINE_NAMESPACE}/prod-kubeconfig`;
     assert.ok((await leader.caches()).some((c) => c.cluster === prodCluster), 'prod is watched while the Pipeline names it');
 
-    const current = await fleet.management.request('GET', `/apis/fleetcache.dev/v1alpha1/namespaces/${PIPELINE_NAMESPACE}/pipelines/${PIPELINE_NAME}`);
-    const edited = { ...(current.body as object), spec: (pipelineObject(['dev', 'staging']) as { spec: object }).spec };
-    assert.equal((await fleet.management.request('PUT', `/apis/fleetcache.dev/v1alpha1/namespaces/${PIPELINE_NAMESPACE}/pipelines/${PIPELINE_NAME}`, edited)).statusCode, 200);
+    // The leader writes the Pipeline's status meanwhile: updateObject reads again on a conflict.
+    const spec = (pipelineObject(['dev', 'staging']) as { spec: object }).spec;
+    await updateObject(fleet.management, `/apis/fleetcache.dev/v1alpha1/namespaces/${PIPELINE_NAMESPACE}/pipelines/${PIPELINE_NAME}`, (current) => ({ ...current, spec }));
 
     await eventually('prod\'s cache is collected', async () => !(await leader.caches()).some((c) => c.cluster === prodCluster), 30_000);
     assert.ok((await leader.caches()).some((c) => c.cluster === `secret:${PIPELINE_NAMESPACE}/staging-kubeconfig`), 'staging is still watched');

@@ -4,7 +4,6 @@
 import assert from 'node:assert/strict';
 import { createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { setTimeout as delay } from 'node:timers/promises';
 import { after, before, describe, it } from 'node:test';
 import { helmReleaseCrd, pipelineCrd } from '../../fixtures/crds/index.ts';
 import { HOSTILE_INTERNAL_SECRET, HostileWebhookReceiver } from '../../fixtures/index.ts';
@@ -80,6 +79,26 @@ function condition(pipeline: Pipeline, type: string): { status: string; reason: 
 async function eventsOf(cluster: TestCluster, pipeline: string): Promise<{ reason: string; message: string; type: string }[]> {
   const body = (await ok(cluster, 'GET', `/api/v1/namespaces/${NS}/events?fieldSelector=involvedObject.name%3D${pipeline}`)) as { items: { reason: string; message: string; type: string; involvedObject: { kind: string } }[] };
   return body.items.filter((e) => e.involvedObject.kind === 'Pipeline');
+}
+
+/** The controller has nothing waiting, running or scheduled: whatever it was going to do, it did. */
+function idle(registry: Registry): boolean {
+  const s = registry.queue.stats();
+  return s.depth === 0 && s.processing === 0 && s.delayed === 0;
+}
+
+/**
+ * PUTs on pipelines/status the apiserver has answered so far, from its own `apiserver_request_total`:
+ * a write of an unchanged status leaves the object (and its resourceVersion) as it was, but is
+ * counted here.
+ */
+async function statusWrites(cluster: TestCluster): Promise<number> {
+  const res = await cluster.request('GET', '/metrics');
+  assert.equal(res.statusCode, 200);
+  const wanted = ['resource="pipelines"', 'subresource="status"', 'verb="PUT"'];
+  return String(res.body).split('\n')
+    .filter((line) => line.startsWith('apiserver_request_total{') && wanted.every((label) => line.includes(label)))
+    .reduce((sum, line) => sum + Number(line.slice(line.lastIndexOf(' ') + 1)), 0);
 }
 
 function patchPipeline(name: string, envs: readonly (readonly [env: string, cluster: string | undefined])[], namespace: string): object {
@@ -172,10 +191,23 @@ describe('PipelineController on real clusters', () => {
       assert.ok(promoted.some((e) => e.message.includes('from dev to staging')) && promoted.some((e) => e.message.includes('from staging to prod')));
       assert.deepEqual(running.controller.stats().promotions, { succeeded: 2, failed: 0 });
 
-      // Level-triggered but quiet: with nothing changing, the status is not rewritten.
-      const rv = (await getPipeline(mgmt, 'shop')).metadata?.resourceVersion;
-      await delay(1_500);
-      assert.equal((await getPipeline(mgmt, 'shop')).metadata?.resourceVersion, rv, 'status rewritten without a change');
+      // Level-triggered but quiet: a reconcile that finds nothing changed writes nothing. An edit
+      // of metadata alone makes the controller look again; once it has, and has nothing left to
+      // do, it has sent no status write and the Pipeline is still as the edit left it.
+      await eventually('the controller is idle', () => idle(running.registry), 20_000);
+      const writesBefore = await statusWrites(mgmt);
+      assert.ok(writesBefore >= 2, `the apiserver counted the controller's status writes (${writesBefore})`);
+      const addsBefore = running.registry.queue.stats().adds;
+      let edited: Pipeline | undefined;
+      while (edited === undefined) { // read-modify-write, again if the controller wrote in between
+        const current = await getPipeline(mgmt, 'shop');
+        const res = await mgmt.request('PUT', `${PIPELINES}/shop`, { ...current, metadata: { ...current.metadata, annotations: { touched: 'yes' } } });
+        if (res.statusCode === 200) edited = res.body as Pipeline;
+        else assert.equal(res.statusCode, 409, JSON.stringify(res.body));
+      }
+      await eventually('the controller reconciled the edited Pipeline and went idle', () => running.registry.queue.stats().adds > addsBefore && idle(running.registry), 20_000);
+      assert.equal(await statusWrites(mgmt), writesBefore, 'status written without a change');
+      assert.equal((await getPipeline(mgmt, 'shop')).metadata?.resourceVersion, edited.metadata?.resourceVersion, 'status rewritten without a change');
     } finally {
       await mgmt.request('DELETE', `${PIPELINES}/shop`);
       await running.stop();
@@ -364,7 +396,11 @@ describe('PipelineController on real clusters', () => {
         const release = await getRelease(staging, 'pay');
         assert.equal(release.spec.chart.spec.version, '3.1.0');
         assert.equal(release.metadata.generation, generationBefore + 1, 'staging was written exactly once');
-        await delay(1_000);
+        // Nothing more to come: staging reports 3.1.0 and the controller has nothing left to do.
+        await eventually('staging is ready at 3.1.0 and the controller idle', async () => {
+          const environments = (await getPipeline(mgmt, 'pay')).status?.environments ?? [];
+          return environments.length === 2 && environments.every((e) => e.ready && e.revision === '3.1.0') && idle(registry);
+        }, 40_000);
         const records = (await getPipeline(mgmt, 'pay')).status?.promotions ?? [];
         assert.equal(records.length, 1, 'one promotion record for (staging, 3.1.0)');
         assert.equal((await eventsOf(mgmt, 'pay')).filter((e) => e.reason === 'Promoted').length, 1);

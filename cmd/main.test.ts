@@ -1,0 +1,179 @@
+// The service's wiring, on simulated API servers: main() run in-process with real flags, and the
+// registry it builds on a fake clock. What is checked here is what the flags and cmd/main.ts decide
+// (which cluster references resolve, which kubeconfigs are refused, that credentials are re-checked
+// by default); the library's own behaviour is tested in lib/.
+import assert from 'node:assert/strict';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { PassThrough } from 'node:stream';
+import { after, before, describe, it } from 'node:test';
+import { KubeConfig } from '@kubernetes/client-node';
+import { startSimulatedClusters, type KindDefinition, type KubeObject, type SimulatedCluster } from '../fixtures/index.ts';
+import { eventually } from '../e2e/harness/index.ts';
+import { defaultControllerRateLimiter, RateLimitingWorkQueue } from '../lib/queue/index.ts';
+import type { OwnerKey } from '../lib/registry/index.ts';
+import { FakeClock, noopLogger } from '../lib/util/index.ts';
+import { parseFlags, type Config } from './flags.ts';
+import { main, serviceRegistry } from './main.ts';
+
+const pipelineKind: KindDefinition = { group: 'fleetcache.dev', version: 'v1alpha1', kind: 'Pipeline', plural: 'pipelines', namespaced: true, status: true };
+const helmReleaseKind: KindDefinition = { group: 'helm.toolkit.fluxcd.io', version: 'v2', kind: 'HelmRelease', plural: 'helmreleases', namespaced: true, status: true };
+const eventKind: KindDefinition = { group: '', version: 'v1', kind: 'Event', plural: 'events', namespaced: true };
+const configMaps = { group: '', version: 'v1', kind: 'ConfigMap' };
+
+function config(args: readonly string[]): Config {
+  const invocation = parseFlags(args);
+  assert.equal(invocation.kind, 'run');
+  return invocation.config;
+}
+
+function secret(namespace: string, name: string, kubeconfig: string): KubeObject {
+  return { apiVersion: 'v1', kind: 'Secret', metadata: { namespace, name }, data: { value: Buffer.from(kubeconfig).toString('base64') } };
+}
+
+/** A one-environment Pipeline in `apps` whose only target is the HelmRelease `podinfo` in the cluster `clusterRef` names. */
+function pipeline(name: string, clusterRef: { readonly kind: string; readonly name: string }): KubeObject {
+  return {
+    apiVersion: 'fleetcache.dev/v1alpha1',
+    kind: 'Pipeline',
+    metadata: { namespace: 'apps', name },
+    spec: {
+      appRef: { apiVersion: 'helm.toolkit.fluxcd.io/v2', kind: 'HelmRelease', name: 'podinfo' },
+      environments: [{ name: 'prod', targets: [{ namespace: 'apps', clusterRef }] }],
+      promotion: { strategy: 'patch', patch: { path: '/spec/chart/spec/version' } },
+    },
+  };
+}
+
+/**
+ * `cluster`'s kubeconfig with its bearer token replaced by an exec credential plugin that prints
+ * the same token: accepted, it authenticates; refused, nothing runs.
+ */
+function execKubeconfig(cluster: SimulatedCluster): string {
+  const script = `process.stdout.write(JSON.stringify({ apiVersion: 'client.authentication.k8s.io/v1beta1', kind: 'ExecCredential', status: { token: ${JSON.stringify(cluster.token)} } }))`;
+  const exec = [
+    '    exec:',
+    '      apiVersion: client.authentication.k8s.io/v1beta1',
+    `      command: ${JSON.stringify(process.execPath)}`,
+    `      args: [${JSON.stringify('-e')}, ${JSON.stringify(script)}]`,
+    '      interactiveMode: Never',
+  ].join('\n');
+  const token = `    token: ${JSON.stringify(cluster.token)}`;
+  assert.ok(cluster.kubeconfig.includes(token));
+  return cluster.kubeconfig.replace(token, exec);
+}
+
+interface TargetView { readonly cluster: string; readonly readable?: boolean; readonly error?: string }
+
+describe('the service wiring', () => {
+  let management: SimulatedCluster;
+  let remote: SimulatedCluster;
+  const dir = mkdtempSync(path.join(tmpdir(), 'fleetcache-main-'));
+  const kubeconfigPath = path.join(dir, 'kubeconfig');
+
+  before(async () => {
+    [management, remote] = await startSimulatedClusters(2, { namePrefix: 'wiring', namespaces: ['apps'], kinds: [pipelineKind, helmReleaseKind, eventKind] }) as [SimulatedCluster, SimulatedCluster];
+    writeFileSync(kubeconfigPath, management.kubeconfig, { mode: 0o600 });
+    remote.store.create({ apiVersion: 'helm.toolkit.fluxcd.io/v2', kind: 'HelmRelease', metadata: { namespace: 'apps', name: 'podinfo' }, spec: { chart: { spec: { version: '1.0.0' } } } });
+    // Cluster API's convention: the kubeconfig of Cluster `remote` is key `value` of Secret `remote-kubeconfig`.
+    management.store.create(secret('apps', 'remote-kubeconfig', remote.kubeconfig));
+    management.store.create(secret('apps', 'exec-kubeconfig', execKubeconfig(remote)));
+    management.store.create(pipeline('capi', { kind: 'Cluster', name: 'remote' }));
+    management.store.create(pipeline('exec', { kind: 'Secret', name: 'exec-kubeconfig' }));
+  });
+  after(async () => {
+    await Promise.all([management.close(), remote.close()]);
+    rmSync(dir, { recursive: true, force: true });
+  });
+
+  /** The prod target of a Pipeline as its status reports it, once the service has read it (or failed to). */
+  async function target(name: string): Promise<TargetView> {
+    return eventually(`the status of Pipeline ${name} reports its target`, () => {
+      const status = management.store.get({ apiVersion: 'fleetcache.dev/v1alpha1', kind: 'Pipeline', namespace: 'apps', name })?.status as { environments?: { targets: TargetView[] }[] } | undefined;
+      const seen = status?.environments?.[0]?.targets[0];
+      return seen?.readable === undefined ? undefined : seen;
+    }, 20_000);
+  }
+
+  /** Runs main() in-process with `flags` until `body` returns, then stops it with the signal, as SIGTERM does. */
+  async function withService(flags: readonly string[], body: () => Promise<void>): Promise<void> {
+    for (const name of ['capi', 'exec']) {
+      const current = management.store.get({ apiVersion: 'fleetcache.dev/v1alpha1', kind: 'Pipeline', namespace: 'apps', name });
+      assert.ok(current !== undefined);
+      management.store.updateStatus({ ...current, status: {} }); // each run starts from a blank status
+    }
+    const stop = new AbortController();
+    const stderr = new PassThrough();
+    let logs = '';
+    stderr.on('data', (chunk: Buffer) => { logs += chunk.toString('utf8'); });
+    const status = main({
+      argv: [`--kubeconfig=${kubeconfigPath}`, '--metrics-bind-address=0', '--health-probe-bind-address=0', ...flags],
+      env: {},
+      stdout: new PassThrough(),
+      stderr,
+      signal: stop.signal,
+    });
+    try {
+      await body();
+    } catch (err) {
+      throw new Error(`${err instanceof Error ? err.message : String(err)}\nservice logs:\n${logs}`, { cause: err });
+    } finally {
+      stop.abort();
+      assert.equal(await status, 0, logs);
+    }
+  }
+
+  it('resolves a Cluster API reference (kind: Cluster) through the <name>-kubeconfig Secret\'s value key', async () => {
+    await withService([], async () => {
+      const seen = await target('capi');
+      assert.equal(seen.cluster, 'cluster-api:apps/remote');
+      assert.equal(seen.readable, true, `the target was read: ${seen.error ?? ''}`);
+    });
+  });
+
+  it('refuses an exec kubeconfig by default, with the typed error in the Pipeline status', async () => {
+    await withService([], async () => {
+      const seen = await target('exec');
+      assert.equal(seen.readable, false);
+      // KubeconfigRefusedError's message: the cluster, what was refused and the rule.
+      assert.match(seen.error ?? '', /^cluster secret:apps\/exec-kubeconfig: refused user "[^"]+" exec command ".+": rule "exec"/);
+    });
+  });
+
+  it('accepts an exec kubeconfig with --allow-exec-kubeconfigs (the plugin runs and authenticates)', async () => {
+    await withService(['--allow-exec-kubeconfigs'], async () => {
+      const seen = await target('exec');
+      assert.equal(seen.readable, true, `the target was read: ${seen.error ?? ''}`);
+    });
+  });
+
+  it('re-checks credentials periodically by default: a rotated Secret takes effect after 60 s, unprompted', async (t) => {
+    const [a, b] = await startSimulatedClusters(2, { namePrefix: 'rotation', namespaces: ['apps'] }) as [SimulatedCluster, SimulatedCluster];
+    t.after(() => Promise.all([a.close(), b.close()]));
+    for (const [cluster, name] of [[a, 'a'], [b, 'b']] as const) {
+      cluster.store.create({ apiVersion: 'v1', kind: 'ConfigMap', metadata: { namespace: 'apps', name: 'settings' }, data: { cluster: name } });
+    }
+    const secretRef = { apiVersion: 'v1', kind: 'Secret', namespace: 'apps', name: 'rotating-kubeconfig' };
+    management.store.create(secret('apps', 'rotating-kubeconfig', a.kubeconfig));
+
+    const clock = new FakeClock(Date.now());
+    const kubeConfig = new KubeConfig();
+    kubeConfig.loadFromString(management.kubeconfig);
+    const queue = new RateLimitingWorkQueue<OwnerKey>({ name: 'owners', clock, rateLimiter: defaultControllerRateLimiter({ clock }) });
+    // The flags' defaults, as a bare `fleetcache` runs.
+    const registry = serviceRegistry(config([]), { kubeConfig, queue, logger: noopLogger, clock });
+    t.after(() => registry.close());
+
+    const reader = await registry.watchTargetAndGetReader({ kind: 'secret', name: 'rotating-kubeconfig' }, { gvk: configMaps, namespace: 'apps', name: 'settings' }, { namespace: 'apps', name: 'web' });
+    await reader.waitForSync(AbortSignal.timeout(20_000));
+    assert.deepEqual(reader.get('apps', 'settings')?.data, { cluster: 'a' });
+
+    const stored = management.store.get(secretRef);
+    assert.ok(stored !== undefined);
+    management.store.update({ ...stored, data: { value: Buffer.from(b.kubeconfig).toString('base64') } });
+    // Nobody calls checkCluster(): only the registry's own timer can notice the rotation.
+    clock.advance(60_000);
+    await eventually('the cache reads the cluster the rotated Secret names', () => (reader.get('apps', 'settings')?.data as { cluster?: string } | undefined)?.cluster === 'b', 20_000);
+  });
+});
