@@ -4,7 +4,7 @@
 import assert from 'node:assert/strict';
 import { createHash } from 'node:crypto';
 import { after, before, describe, it } from 'node:test';
-import { useClusters } from '../harness/index.ts';
+import { eventually, useClusters } from '../harness/index.ts';
 import type { RawResponse, WatchConnection } from '../../fixtures/sim/raw-client.ts';
 import { realTarget, simulatedTarget, WIDGET, type Target } from './targets.ts';
 
@@ -322,7 +322,12 @@ for (const kind of ['real', 'simulated'] as const) {
       it('honours resourceVersion semantics: 0, exact, legacy exact and too large', async () => {
         const ns = await namespace();
         await seed(ns, 3);
-        const any = list(await req('GET', `${cms(ns)}?resourceVersion=0&limit=1`));
+        // resourceVersion=0 is "any": the real server answers from its watch cache, which may not
+        // have seen the last create yet, so wait for it; a server that honoured limit never shows 3.
+        const any = await eventually('a resourceVersion=0 list shows every object', async () => {
+          const answer = list(await req('GET', `${cms(ns)}?resourceVersion=0&limit=1`));
+          return names(answer).length > 1 ? answer : undefined;
+        }, 10_000);
         assert.deepEqual([names(any), any.metadata.continue], [['c0', 'c1', 'c2'], undefined], 'resourceVersion=0 is served from the watch cache, which ignores limit');
         const c1 = obj(await req('GET', `${cms(ns)}/c1`));
         const exact = list(await req('GET', `${cms(ns)}?resourceVersion=${c1.metadata.resourceVersion}&resourceVersionMatch=Exact`));
