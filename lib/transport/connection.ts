@@ -16,7 +16,7 @@ import {
   type Logger,
 } from '../util/index.ts';
 import { createRequestLimiter, defaultListLimiter, scheduleAbortable } from './limiter.ts';
-import { Transport } from './transport.ts';
+import { Transport, type Impersonation } from './transport.ts';
 import type {
   KubeList,
   ListOptions,
@@ -94,6 +94,12 @@ export interface ClusterConnectionOptions extends ReadLimits {
   readonly discoveryTtlMs?: number;
   /** Bound on a non-watch request, body included. Default 60 000. */
   readonly requestTimeoutMs?: number;
+  /**
+   * Act as this user (and groups) on every request: `Impersonate-User` / `Impersonate-Group`
+   * headers on top of the kubeconfig's own credentials, which must be allowed to impersonate.
+   * Default: none, the kubeconfig's own identity.
+   */
+  readonly impersonate?: Impersonation | undefined;
   /** User-Agent header. Default `fleetcache`. */
   readonly userAgent?: string;
   /** Default: discards everything. */
@@ -226,6 +232,10 @@ export class ClusterConnection implements ResourceResolver {
     if (typeof options.kubeConfig !== 'object' || typeof options.kubeConfig.getCurrentCluster !== 'function') {
       throw new TypeError(`ClusterConnection option kubeConfig must be a KubeConfig, got ${typeof options.kubeConfig}`);
     }
+    const impersonate = options.impersonate;
+    if (impersonate !== undefined && (typeof impersonate.user !== 'string' || impersonate.user === '' || !Array.isArray(impersonate.groups) || impersonate.groups.some((g) => typeof g !== 'string' || g === ''))) {
+      throw new TypeError(`ClusterConnection option impersonate must name a non-empty user and non-empty groups, got ${JSON.stringify(impersonate)}`);
+    }
     const settings = {
       qps: positiveNumber('qps', options.qps ?? 20),
       burst: positiveNumber('burst', options.burst ?? 30, true),
@@ -239,7 +249,7 @@ export class ClusterConnection implements ResourceResolver {
     this.#limits = settings.limits;
     this.#logger = (options.logger ?? noopLogger).child({ cluster: options.name });
     this.#requestTimeoutMs = settings.requestTimeoutMs;
-    this.#transport = new Transport({ cluster: options.name, kubeConfig: options.kubeConfig, clock: settings.clock, userAgent: settings.userAgent, maxErrorBytes: settings.limits.maxErrorBytes });
+    this.#transport = new Transport({ cluster: options.name, kubeConfig: options.kubeConfig, clock: settings.clock, userAgent: settings.userAgent, maxErrorBytes: settings.limits.maxErrorBytes, impersonate });
     this.#requests = createRequestLimiter(settings.qps, settings.burst);
     this.#lists = options.listLimiter ?? defaultListLimiter();
     const clock = settings.clock;

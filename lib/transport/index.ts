@@ -8,6 +8,7 @@ export { ClusterConnection, DEFAULT_READ_LIMITS, readLimitsOf, resourcePath } fr
 export type { ClusterConnectionOptions, ReadLimits, RequestOptions } from './connection.ts';
 export { checkGvk, checkName, checkNamespace, checkPathSegment } from './segments.ts';
 export { createListLimiter } from './limiter.ts';
+export type { Impersonation } from './transport.ts';
 export type {
   KubeList,
   KubeObject,

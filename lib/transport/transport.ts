@@ -46,6 +46,14 @@ export interface TransportOptions {
   readonly userAgent: string;
   /** Largest error body read to build a `KubeApiError`. */
   readonly maxErrorBytes: number;
+  /** Sent as `Impersonate-User` / `Impersonate-Group` on every request when set. */
+  readonly impersonate?: Impersonation | undefined;
+}
+
+/** Who every request of a connection acts as (Kubernetes user impersonation). */
+export interface Impersonation {
+  readonly user: string;
+  readonly groups: readonly string[];
 }
 
 /**
@@ -63,6 +71,7 @@ export class Transport {
   readonly #clock: Clock;
   readonly #userAgent: string;
   readonly #maxErrorBytes: number;
+  readonly #impersonate: Impersonation | undefined;
   readonly #base: URL;
   readonly #secure: boolean;
   readonly #viaProxy: boolean;
@@ -77,6 +86,7 @@ export class Transport {
     this.#clock = options.clock;
     this.#userAgent = options.userAgent;
     this.#maxErrorBytes = options.maxErrorBytes;
+    this.#impersonate = options.impersonate === undefined ? undefined : { user: options.impersonate.user, groups: [...options.impersonate.groups] };
     const cluster = options.kubeConfig.getCurrentCluster();
     if (cluster === null) throw new KubeconfigInvalidError(options.cluster, 'the current context names no cluster');
     let base: URL;
@@ -121,7 +131,13 @@ export class Transport {
     const agent = this.#agentFor(scratch);
     const headers: http.OutgoingHttpHeaders = {};
     for (const [name, value] of Object.entries(scratch.headers ?? {})) {
-      if (value !== undefined) headers[name] = value;
+      // The connection's identity replaces any impersonation the kubeconfig itself asks for.
+      if (value !== undefined && !(this.#impersonate !== undefined && /^impersonate-/i.test(name))) headers[name] = value;
+    }
+    if (this.#impersonate !== undefined) {
+      headers['impersonate-user'] = this.#impersonate.user;
+      // An array is sent as one header line per group, as the API server expects.
+      if (this.#impersonate.groups.length > 0) headers['impersonate-group'] = [...this.#impersonate.groups];
     }
     headers.accept = 'application/json';
     headers['user-agent'] = this.#userAgent;
