@@ -31,3 +31,21 @@ export function identityKey(identity: Identity | undefined): string {
   if (identity === undefined || identity.kind === 'own') return '';
   return `as=${identity.user}${identity.groups.length > 0 ? `;groups=${[...identity.groups].sort().join(',')}` : ''}`;
 }
+
+const SA_USER = /^system:serviceaccount:([^:]+):[^:]+$/;
+
+/**
+ * The impersonation headers for an identity, or undefined for `own`. For a ServiceAccount whose
+ * groups are exactly the ones the API server derives for it, the groups are left out: the server
+ * adds them itself, and sending them would need `impersonate` on groups as well as on
+ * ServiceAccounts.
+ */
+export function impersonationOf(identity: Identity | undefined): { readonly user: string; readonly groups: readonly string[] } | undefined {
+  if (identity === undefined || identity.kind === 'own') return undefined;
+  const sa = SA_USER.exec(identity.user);
+  if (sa !== null) {
+    const derived = new Set(['system:serviceaccounts', `system:serviceaccounts:${sa[1] ?? ''}`, 'system:authenticated']);
+    if (identity.groups.every((g) => derived.has(g))) return { user: identity.user, groups: [] };
+  }
+  return { user: identity.user, groups: identity.groups };
+}

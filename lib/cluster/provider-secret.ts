@@ -9,6 +9,7 @@ import {
   TransportError,
   type KubeStatus,
 } from '../util/index.ts';
+import { impersonationOf, type Identity } from './identity.ts';
 import { loadKubeconfig } from './kubeconfig.ts';
 import {
   clusterKey,
@@ -32,8 +33,12 @@ export interface SecretData {
  * ({@link CoreV1SecretReader}); the registry may back it with an informer cache instead.
  */
 export interface SecretReader {
-  /** The Secret, or undefined when it (or its namespace) does not exist. Other failures reject. */
-  getSecret(namespace: string, name: string, signal?: AbortSignal): Promise<SecretData | undefined>;
+  /**
+   * The Secret, or undefined when it (or its namespace) does not exist. Other failures reject (a
+   * `KubeApiError` with status 403 when `identity` may not read it). `identity` is who reads:
+   * default the reader's own credentials.
+   */
+  getSecret(namespace: string, name: string, signal?: AbortSignal, identity?: Identity): Promise<SecretData | undefined>;
 }
 
 /** Options of {@link CoreV1SecretReader}. */
@@ -59,11 +64,19 @@ export class CoreV1SecretReader implements SecretReader {
     this.#cluster = cluster;
   }
 
-  async getSecret(namespace: string, name: string, signal?: AbortSignal): Promise<SecretData | undefined> {
+  /**
+   * @throws TypeError for an identity with groups the API server would not derive itself: one
+   *   request header per group is what impersonation needs, and client-node sets one value per
+   *   header. Read through the `ClusterSet`'s reader for those.
+   */
+  async getSecret(namespace: string, name: string, signal?: AbortSignal, identity?: Identity): Promise<SecretData | undefined> {
     signal?.throwIfAborted();
+    const impersonate = impersonationOf(identity);
+    if (impersonate !== undefined && impersonate.groups.length > 0) throw new TypeError('CoreV1SecretReader cannot impersonate groups; read through ClusterSet.secrets instead');
     const request = { method: 'GET', path: `/api/v1/namespaces/${namespace}/secrets/${name}` };
     try {
-      const options = signal === undefined ? undefined : { middleware: [abortMiddleware(signal)], middlewareMergeStrategy: 'append' as const };
+      const middleware = requestMiddleware(signal, impersonate?.user);
+      const options = middleware === undefined ? undefined : { middleware: [middleware], middlewareMergeStrategy: 'append' as const };
       return await this.#api.readNamespacedSecret({ namespace, name }, options);
     } catch (err) {
       if (signal?.aborted === true) throw abortReason(signal);
@@ -77,11 +90,13 @@ export class CoreV1SecretReader implements SecretReader {
   }
 }
 
-/** Passes the caller's signal to the request client-node is about to send. */
-function abortMiddleware(signal: AbortSignal): ObservableMiddleware {
+/** Passes the caller's signal, and who to act as, to the request client-node is about to send. */
+function requestMiddleware(signal: AbortSignal | undefined, impersonateUser: string | undefined): ObservableMiddleware | undefined {
+  if (signal === undefined && impersonateUser === undefined) return undefined;
   return {
     pre: (context) => {
-      context.setSignal(signal);
+      if (signal !== undefined) context.setSignal(signal);
+      if (impersonateUser !== undefined) context.setHeaderParam('Impersonate-User', impersonateUser);
       return new Observable(Promise.resolve(context));
     },
     post: (context) => new Observable(Promise.resolve(context)),
@@ -230,7 +245,7 @@ export class SecretProvider implements ClusterProvider {
     }
     const keys = ref.kind === 'cluster-api' ? ['value'] : ref.key === undefined || ref.key === '' ? ['value', 'kubeconfig'] : [ref.key];
 
-    const secret = await s.secrets.getSecret(namespace, secretName, context.signal);
+    const secret = await s.secrets.getSecret(namespace, secretName, context.signal, context.identity);
     if (secret === undefined) throw new KubeconfigSecretNotFoundError({ cluster, namespace, name: secretName, keys, availableKeys: undefined });
     const data = secret.data ?? {};
     const key = keys.find((k) => Object.hasOwn(data, k));

@@ -1,6 +1,7 @@
 import { createHash } from 'node:crypto';
 import { KubeConfig } from '@kubernetes/client-node';
 import { FleetcacheError } from '../util/index.ts';
+import type { Identity } from './identity.ts';
 import { loadKubeconfig } from './kubeconfig.ts';
 
 /**
@@ -45,6 +46,13 @@ export interface ResolveContext {
   readonly ownerNamespace: string;
   /** Aborts the Secret read (or any other I/O) the resolution does. */
   readonly signal?: AbortSignal | undefined;
+  /**
+   * Who the owner acts as on the management cluster. Providers that read there (the kubeconfig
+   * Secret of `SecretProvider`) read as this identity, so a tenant whose account may not read
+   * the Secret gets the API server's 403 (`KubeApiError`), never the service's own rights.
+   * Default: `OWN_IDENTITY`.
+   */
+  readonly identity?: Identity | undefined;
 }
 
 /**
