@@ -1,7 +1,8 @@
 /**
  * Who a cluster is and who we are on it: cluster references and the providers that turn them into
- * credentials (local, static, kubeconfig Secret, Cluster API through a composite), and safe
- * loading of untrusted kubeconfigs.
+ * credentials (local, static, kubeconfig Secret, Cluster API through a composite), safe loading of
+ * untrusted kubeconfigs, identities, and the keeper (`ClusterSet`) that owns every connection:
+ * admission, rotation, and closing what nobody holds.
  */
 export { loadKubeconfig, localKubeConfig } from './kubeconfig.ts';
 export type { LoadKubeconfigOptions, LocalKubeConfigOptions } from './kubeconfig.ts';
@@ -9,5 +10,7 @@ export { clusterKey, CompositeProvider, InvalidClusterRefError, LocalProvider, S
 export type { ClusterAccess, ClusterProvider, ClusterRef, CompositeProviderOptions, LocalProviderOptions, ResolveContext, StaticProviderOptions } from './providers.ts';
 export { CoreV1SecretReader, KubeconfigSecretNotFoundError, SecretProvider } from './provider-secret.ts';
 export type { CoreV1SecretReaderOptions, SecretData, SecretProviderOptions, SecretReader } from './provider-secret.ts';
-export { identityKey, OWN_IDENTITY, serviceAccountIdentity } from './identity.ts';
+export { identityKey, impersonationOf, OWN_IDENTITY, serviceAccountIdentity } from './identity.ts';
+export { ClusterChangedError, ClusterSet } from './cluster-set.ts';
+export type { AcquireOptions, ClusterChange, ClusterLease, ClusterSetOptions } from './cluster-set.ts';
 export type { Identity } from './identity.ts';

@@ -357,7 +357,7 @@ export class PipelineController {
     const promotion = spec.promotion;
     if (promotion.strategy === 'patch') {
       const results = await Promise.allSettled(env.targets.map(async (t) => {
-        const connection = await this.#registry.connectionFor(t.cluster, request.pipeline.namespace);
+        const connection = await this.#registry.connectionFor(t.cluster, request.pipeline);
         return setRevision({ connection, gvk: spec.app.gvk, namespace: t.namespace, name: spec.app.name, path: promotion.path, revision: request.revision });
       }));
       const failures = results.flatMap((r, i) => (r.status === 'rejected' ? [`${env.targets[i]?.clusterKey ?? '?'} namespace ${env.targets[i]?.namespace ?? '?'}: ${toError(r.reason).message}`] : []));

@@ -41,15 +41,15 @@ describe('Registry.connectionFor', () => {
     const registry = new Registry({ provider, clock: new FakeClock(), credentialCheckIntervalMs: 0 });
     try {
       provider.hold();
-      const pending = [registry.connectionFor(east, 'team-a'), registry.connectionFor(east, 'team-a')];
+      const pending = [registry.connectionFor(east, { namespace: 'team-a', name: 'p' }), registry.connectionFor(east, { namespace: 'team-a', name: 'p' })];
       provider.release();
       const [a, b] = await Promise.all(pending);
       assert.ok(a !== undefined && a === b);
       assert.equal(new URL(a.server).host, '127.0.0.1:6443');
-      assert.equal(await registry.connectionFor(east, 'team-a'), a, 'a known, admitted cluster is served without resolving again');
+      assert.equal(await registry.connectionFor(east, { namespace: 'team-a', name: 'p' }), a, 'a known, admitted cluster is served without resolving again');
       assert.equal(provider.calls, 1);
       // Another owner namespace runs the provider's admission again but shares the connection.
-      assert.equal(await registry.connectionFor(east, 'team-b'), a);
+      assert.equal(await registry.connectionFor(east, { namespace: 'team-b', name: 'p' }), a);
       assert.equal(provider.calls, 2);
     } finally {
       await registry.close();
@@ -60,8 +60,8 @@ describe('Registry.connectionFor', () => {
     const provider = new CountingProvider();
     const registry = new Registry({ provider, clock: new FakeClock(), credentialCheckIntervalMs: 0 });
     try {
-      await assert.rejects(registry.connectionFor({ kind: 'static', name: 'nowhere' }, 'team-a'), InvalidClusterRefError);
-      await assert.rejects(registry.connectionFor({ kind: 'static', name: 'nowhere' }, 'team-a'), InvalidClusterRefError);
+      await assert.rejects(registry.connectionFor({ kind: 'static', name: 'nowhere' }, { namespace: 'team-a', name: 'p' }), InvalidClusterRefError);
+      await assert.rejects(registry.connectionFor({ kind: 'static', name: 'nowhere' }, { namespace: 'team-a', name: 'p' }), InvalidClusterRefError);
       assert.equal(provider.calls, 2, 'the second call asked the provider again: the failure was not remembered');
     } finally {
       await registry.close();
@@ -73,15 +73,15 @@ describe('Registry.connectionFor', () => {
     const registry = new Registry({ provider, clock: new FakeClock(), credentialCheckIntervalMs: 0 });
     provider.hold();
     const controller = new AbortController();
-    const waiting = registry.connectionFor(east, 'team-a', controller.signal);
+    const waiting = registry.connectionFor(east, { namespace: 'team-a', name: 'p' }, controller.signal);
     controller.abort(new Error('caller gave up'));
     await assert.rejects(waiting, /caller gave up/);
     provider.release();
     // The shared resolution carried on without the caller: the cluster is connected.
-    const connection = await registry.connectionFor(east, 'team-a');
+    const connection = await registry.connectionFor(east, { namespace: 'team-a', name: 'p' });
     assert.equal(provider.calls, 1);
     await registry.close();
-    await assert.rejects(registry.connectionFor(east, 'team-a'), ClosedError);
+    await assert.rejects(registry.connectionFor(east, { namespace: 'team-a', name: 'p' }), ClosedError);
     await assert.rejects(connection.request({ method: 'GET', path: '/api' }), ClosedError, 'close() closed the connection it handed out');
   });
 });

@@ -1,16 +1,21 @@
 import { Mutex } from 'async-mutex';
 import type Bottleneck from 'bottleneck';
-import { clusterKey, KubeconfigSecretNotFoundError, type ClusterAccess, type ClusterProvider, type ClusterRef } from '../cluster/index.ts';
-import { checkGvk, ClusterConnection, createListLimiter, readLimitsOf, type KubeObject, type ReadLimits, type ResourceClient } from '../transport/index.ts';
-import { ResourceInformer, type InformerOptions } from '../informer/index.ts';
+import type { KubeConfig } from '@kubernetes/client-node';
 import {
-  DelayingWorkQueue,
-  ItemExponentialRateLimiter,
-  RateLimitingWorkQueue,
-  defaultControllerRateLimiter,
-  type RateLimitingQueue,
-} from '../queue/index.ts';
+  ClusterChangedError,
+  ClusterSet,
+  type ClusterChange,
+  type ClusterLease,
+  type ClusterProvider,
+  type ClusterRef,
+  type Identity,
+  type SecretReader,
+} from '../cluster/index.ts';
+import { createListLimiter, type ClusterConnection, type KubeObject, type ResourceClient } from '../transport/index.ts';
+import { ResourceInformer, type InformerHandler, type InformerOptions } from '../informer/index.ts';
+import { RateLimitingWorkQueue, defaultControllerRateLimiter, type RateLimitingQueue } from '../queue/index.ts';
 import {
+  apiVersionOf,
   childController,
   ClosedError,
   KubeApiError,
@@ -22,29 +27,45 @@ import {
   type Clock,
   type GroupVersionKind,
   type Logger,
-  type Timer,
 } from '../util/index.ts';
-import { cacheKeyOf, describeCacheKey, objectKeyOf, ownerKey, type OwnerKey, type OwnerRef, type TargetRef } from './keys.ts';
+import { GarbageCollector } from './gc.ts';
+import { cacheKeyOf, describeCacheKey, objectKeyOf, ownerKey, type CacheScope, type OwnerKey, type OwnerRef, type TargetRef } from './keys.ts';
 import { RegistryReader, type CacheReader } from './reader.ts';
 import { TargetIndex, type IndexedTarget } from './target-index.ts';
 
 /** Options of {@link Registry}. */
 export interface RegistryOptions {
-  /** Turns cluster references into credentials. Required. */
-  readonly provider: ClusterProvider;
+  /**
+   * Turns cluster references into credentials; required unless `clusters` is given. The function
+   * form receives the keeper's reader of management-cluster Secrets (read as each owner's identity).
+   */
+  readonly provider?: ClusterProvider | ((secrets: SecretReader) => ClusterProvider);
+  /**
+   * The keeper of connections to share with the rest of the process (leader election, Secret
+   * reads). Default: a keeper of the registry's own, built from `provider`, `local`, `qps`,
+   * `burst` and `credentialCheckIntervalMs`, and closed by `close()`. A shared one is not closed.
+   */
+  readonly clusters?: ClusterSet;
+  /** The management cluster, for a keeper of the registry's own (see `ClusterSetOptions.local`). Default none. */
+  readonly local?: KubeConfig;
   /**
    * The requeue queue of owner keys every cache event is funnelled into. Default: a new
    * rate-limiting queue with per-item backoff 5 ms doubling to 1000 s under a 10 qps / 100 burst
    * bucket (controller-runtime's default). The registry shuts it down on `close()`.
    */
   readonly queue?: RateLimitingQueue<OwnerKey>;
-  /** Per-cluster request limits. Default 20 qps, burst 30 (controller-runtime's). */
+  /** Per-cluster request limits of the registry's own keeper. Default 20 qps, burst 30 (controller-runtime's). */
   readonly qps?: number;
   readonly burst?: number;
   /** Concurrent LISTs across all clusters. Default 50. */
   readonly maxConcurrentLists?: number;
-  /** Bounds on what one answer of an API server may make the process hold (see `ReadLimits` for the defaults). */
-  readonly readLimits?: ReadLimits;
+  /**
+   * Default namespace scope of a cache when the target does not name one (see {@link CacheScope}).
+   * Default `auto`: cluster-wide when the credentials may list the kind at the cluster scope; on a
+   * 403 at the cluster scope the cache is dropped for that ⟨connection, kind⟩ and its owners are
+   * requeued, and from then on each target's namespace gets a cache of its own.
+   */
+  readonly scope?: CacheScope;
   /** Informer settings applied to every cache (page size, transform, inactivity timeout...). */
   readonly informer?: Pick<InformerOptions, 'pageSize' | 'transform' | 'resyncIntervalMs' | 'watchInactivityTimeoutMs' | 'backoff' | 'slowBackoff'>;
   /** First delay between checks of a cache that is still used. Default 2 000. */
@@ -55,7 +76,8 @@ export interface RegistryOptions {
   readonly gcGraceMs?: number;
   /**
    * How often each cluster's credentials are resolved again to notice rotation or a deleted
-   * Secret. 0 turns periodic checks off (call {@link Registry.checkCluster} instead). Default 60 000.
+   * Secret, by the registry's own keeper. 0 turns periodic checks off (call
+   * {@link Registry.checkCluster} instead). Default 60 000.
    */
   readonly credentialCheckIntervalMs?: number;
   /** Bound on building one cache (credentials, connection, discovery). Default 30 000. */
@@ -68,7 +90,10 @@ export interface RegistryOptions {
 
 /** What {@link Registry.caches} reports about one cache. */
 export interface CacheInfo {
+  /** The connection key: the cluster, plus the identity on the management cluster (`local[as=…]`). */
   readonly cluster: string;
+  /** The one namespace the cache watches, or undefined for all namespaces. */
+  readonly namespace?: string | undefined;
   readonly gvk: GroupVersionKind;
   readonly synced: boolean;
   readonly objects: number;
@@ -81,34 +106,55 @@ export interface CacheInfo {
   readonly watchErrors: number;
 }
 
-/** One cluster the registry talks to. Replaced whole on credential rotation, never mutated into another. */
-interface ClusterState {
-  readonly key: string;
-  readonly ref: ClusterRef;
-  readonly fingerprint: string;
-  readonly connection: ClusterConnection;
-  /** Owner namespaces the provider admitted for this cluster (its cross-namespace rule ran for them). */
-  readonly admitted: Set<string>;
-  /** Keys of published caches on this cluster. */
-  readonly caches: Set<string>;
-  /** Cache builds under way on this cluster: the connection stays open while any is running. */
-  builds: number;
-  checkTimer: Timer | undefined;
+/** Options of {@link Registry.reader}. */
+export interface ReaderOptions {
+  /** Who reads; see `ClusterSet.connectionKey`. Default `OWN_IDENTITY`. */
+  readonly identity?: Identity | undefined;
+  /** Watch this namespace only. Default: all namespaces. */
+  readonly namespace?: string | undefined;
+  /** The namespace admitted through the provider (the cross-namespace rule). Default `namespace`, else `default`. */
+  readonly ownerNamespace?: string | undefined;
+  /**
+   * Handler of the cache's events, attached when the cache is published (replaying what it holds)
+   * and re-attached to the cache that replaces it after a credential rotation. Default none.
+   */
+  readonly handler?: InformerHandler | undefined;
+  readonly signal?: AbortSignal | undefined;
+}
+
+/** A reader that keeps its cache alive, without an owner, until released. */
+export interface HeldReader<T extends KubeObject = KubeObject> extends CacheReader<T> {
+  /** Lets the cache go (collected a grace period later if no owner uses it) and detaches the handler. Idempotent. */
+  release(): void;
 }
 
 /** One published cache. */
 interface CacheEntry {
   readonly key: string;
-  readonly cluster: ClusterState;
+  readonly lease: ClusterLease;
+  /** '' for all namespaces, or the one namespace watched. */
+  readonly namespace: string;
   readonly gvk: GroupVersionKind;
+  /** Built for a caller whose scope was `auto`: a 403 at the cluster scope scopes it down. */
+  readonly auto: boolean;
   readonly informer: ResourceInformer;
   readonly createdAt: number;
+  /** Handlers of held readers attached to this informer, by hold. */
+  readonly held: Map<Hold, () => void>;
   readonly detach: () => void;
-  /** When the cache was first seen without owners since it last had some; undefined while used. */
   unusedSince: number | undefined;
   nextGcCheckAt: number | undefined;
   errors: number;
 }
+
+interface Hold {
+  readonly handler: InformerHandler | undefined;
+}
+
+/** What a build resolves with: the cache, or word that the key's scope changed. */
+type Built = CacheEntry | 'scoped-down';
+
+const SCOPES: readonly string[] = ['cluster', 'namespace', 'auto'] satisfies readonly CacheScope[];
 
 function positive(option: string, value: number, allowZero = false): number {
   if (!Number.isFinite(value) || value < 0 || (!allowZero && value === 0)) {
@@ -117,76 +163,109 @@ function positive(option: string, value: number, allowZero = false): number {
   return value;
 }
 
+function gvkKey(gvk: GroupVersionKind): string {
+  return `${apiVersionOf(gvk)}/${gvk.kind}`;
+}
+
+/** How many times one call follows a cluster that changed under it before it gives up with `ClusterChangedError`. */
+const MAX_ATTEMPTS = 3;
+
 /**
- * The multi-cluster registry: one informer cache per ⟨cluster, group/version/kind⟩, built lazily by
- * {@link watchTargetAndGetReader}, an index of which owners use which targets, one requeue queue
- * of owner keys fed by every cache, and a garbage collector for caches nobody uses.
+ * The multi-cluster registry: one informer cache per ⟨connection (cluster, identity), namespace
+ * scope, group/version/kind⟩, built lazily by {@link watchTargetAndGetReader}, an index of which
+ * owners use which targets, one requeue queue of owner keys fed by every cache, and a garbage
+ * collector (gc.ts) for caches nobody uses. Connections come from a {@link ClusterSet}: each cache
+ * holds a lease on the generation of the cluster it reads.
  *
  * Concurrency (JavaScript interleaves only at `await`):
  * - `#caches` holds only published caches; the hot path reads it without taking `#lock`.
  * - `#building` holds the single in-flight build per cache key; it is set before the build's first
  *   `await` and removed when the build settles, so concurrent callers share one build and a failed
- *   build is never remembered.
+ *   build is never remembered. A caller joins a build only after its own admission by the keeper.
  * - `#lock` serialises publishing, removing and swapping caches (double check under the lock).
  *   Nothing inside it awaits I/O: credentials, connections, discovery and the first LIST all happen
  *   before it is taken, so a hanging cluster never delays another.
- * - `#clusters` holds one state per cluster key; `#connecting` the single in-flight resolution of a
- *   cluster not yet known.
+ * - A cache is published only on a current cluster generation; a build that finds its generation
+ *   replaced moves to the new one (up to {@link MAX_ATTEMPTS} times, then `ClusterChangedError`).
+ * - `#narrowed` holds ⟨connection, kind⟩ pairs whose cluster-scope LIST was forbidden: `auto`
+ *   targets of those get namespace-scoped caches. Cleared when the cluster rotates.
  */
 export class Registry {
-  readonly #provider: ClusterProvider;
+  readonly #clusters: ClusterSet;
+  readonly #ownsClusters: boolean;
+  readonly #unsubscribe: () => void;
   readonly #queue: RateLimitingQueue<OwnerKey>;
   readonly #index = new TargetIndex();
   readonly #lock = new Mutex();
   readonly #caches = new Map<string, CacheEntry>();
-  readonly #building = new Map<string, Promise<CacheEntry>>();
-  readonly #clusters = new Map<string, ClusterState>();
-  readonly #connecting = new Map<string, Promise<ClusterState>>();
+  readonly #building = new Map<string, Promise<Built>>();
   readonly #readers = new Map<string, RegistryReader>();
-  readonly #listLimiter: Bottleneck;
-  readonly #gcQueue: DelayingWorkQueue<string>;
-  readonly #gcLimiter: ItemExponentialRateLimiter<string>;
+  readonly #holds = new Map<string, Set<Hold>>();
+  readonly #narrowed = new Map<string, Set<string>>();
+  readonly #listLimiter: Bottleneck | undefined;
+  readonly #gc: GarbageCollector<CacheEntry>;
   readonly #root = new AbortController();
   readonly #logger: Logger;
   readonly #clock: Clock;
-  readonly #qps: number;
-  readonly #readLimits: Required<ReadLimits>;
-  readonly #burst: number;
+  readonly #scope: CacheScope;
   readonly #informerOptions: NonNullable<RegistryOptions['informer']>;
-  readonly #gcGraceMs: number;
-  readonly #credentialCheckIntervalMs: number;
   readonly #buildTimeoutMs: number;
-  readonly #gcLoop: Promise<void>;
   #closed: Promise<void> | undefined;
 
   constructor(options: RegistryOptions) {
-    const provider: unknown = options.provider;
-    if (typeof provider !== 'object' || provider === null || typeof (provider as { resolve?: unknown }).resolve !== 'function') {
-      throw new TypeError('registry option provider must be a ClusterProvider');
-    }
-    this.#provider = options.provider;
     this.#logger = options.logger ?? noopLogger;
     this.#clock = options.clock ?? realClock;
-    this.#qps = positive('qps', options.qps ?? 20);
-    this.#readLimits = readLimitsOf(options.readLimits ?? {}, 'registry readLimits');
-    this.#burst = positive('burst', options.burst ?? 30);
+    const scope = options.scope ?? 'auto';
+    if (!SCOPES.includes(scope)) throw new TypeError(`registry option scope must be one of ${SCOPES.join(', ')}, got ${JSON.stringify(scope)}`);
+    this.#scope = scope;
     this.#informerOptions = { ...options.informer };
-    this.#gcGraceMs = positive('gcGraceMs', options.gcGraceMs ?? 30_000, true);
-    this.#credentialCheckIntervalMs = positive('credentialCheckIntervalMs', options.credentialCheckIntervalMs ?? 60_000, true);
     this.#buildTimeoutMs = positive('buildTimeoutMs', options.buildTimeoutMs ?? 30_000);
+    const gcGraceMs = positive('gcGraceMs', options.gcGraceMs ?? 30_000, true);
+    const gcInitialDelayMs = positive('gcInitialDelayMs', options.gcInitialDelayMs ?? 2_000);
+    const gcMaxDelayMs = positive('gcMaxDelayMs', options.gcMaxDelayMs ?? 512_000);
+    if (options.clusters !== undefined) {
+      if (!(options.clusters instanceof ClusterSet)) throw new TypeError('registry option clusters must be a ClusterSet');
+      this.#clusters = options.clusters;
+      this.#ownsClusters = false;
+    } else {
+      const provider = options.provider;
+      const usable: unknown = provider;
+      if (provider === undefined || (typeof usable !== 'function' && (typeof usable !== 'object' || usable === null || typeof (usable as { resolve?: unknown }).resolve !== 'function'))) {
+        throw new TypeError('registry option provider must be a ClusterProvider');
+      }
+      const maxConcurrentLists = positive('maxConcurrentLists', options.maxConcurrentLists ?? 50);
+      this.#listLimiter = createListLimiter(maxConcurrentLists);
+      this.#clusters = new ClusterSet({
+        provider,
+        local: options.local,
+        qps: positive('qps', options.qps ?? 20),
+        burst: positive('burst', options.burst ?? 30),
+        listLimiter: this.#listLimiter,
+        credentialCheckIntervalMs: positive('credentialCheckIntervalMs', options.credentialCheckIntervalMs ?? 60_000, true),
+        connectTimeoutMs: this.#buildTimeoutMs,
+        logger: this.#logger,
+        clock: this.#clock,
+      });
+      this.#ownsClusters = true;
+    }
     this.#queue = options.queue ?? new RateLimitingWorkQueue<OwnerKey>({
       name: 'owners',
       clock: this.#clock,
       rateLimiter: defaultControllerRateLimiter({ clock: this.#clock }),
     });
-    this.#listLimiter = createListLimiter(positive('maxConcurrentLists', options.maxConcurrentLists ?? 50));
-    this.#gcLimiter = new ItemExponentialRateLimiter({
-      baseDelayMs: positive('gcInitialDelayMs', options.gcInitialDelayMs ?? 2_000),
-      maxDelayMs: positive('gcMaxDelayMs', options.gcMaxDelayMs ?? 512_000),
+    this.#gc = new GarbageCollector<CacheEntry>({
+      host: {
+        entry: (key) => this.#caches.get(key),
+        used: (key) => this.#used(key),
+        collect: (key, entry) => this.#collect(key, entry),
+      },
+      initialDelayMs: gcInitialDelayMs,
+      maxDelayMs: gcMaxDelayMs,
+      graceMs: gcGraceMs,
+      clock: this.#clock,
+      logger: this.#logger,
     });
-    this.#gcQueue = new DelayingWorkQueue<string>({ name: 'cache-gc', clock: this.#clock });
-    // Started here but does no I/O: it only waits for keys the registry schedules.
-    this.#gcLoop = this.#runGc();
+    this.#unsubscribe = this.#clusters.subscribe((change) => this.#clusterChanged(change));
   }
 
   /** The requeue queue every cache event feeds: consume it with `runWorkers`. */
@@ -194,15 +273,28 @@ export class Registry {
     return this.#queue;
   }
 
+  /** The keeper the registry gets its connections from (its own, or the one passed as `clusters`). */
+  get clusters(): ClusterSet {
+    return this.#clusters;
+  }
+
   /**
-   * Returns a reader of `target`'s kind in the cluster `ref` names, building and starting its cache
-   * on first use, and records that `owner` uses `target`, so that any change to it requeues the
-   * owner. The reader may not be synced yet: the owner is requeued when it is.
+   * Returns a reader of `target`'s kind in the cluster `ref` names, as `owner.identity`, building
+   * and starting its cache on first use, and records that `owner` uses `target`, so that any change
+   * to it requeues the owner. The reader may not be synced yet: the owner is requeued when it is,
+   * and when an `auto`-scoped cache is scoped down (call again then: the new reader watches the
+   * target's namespace).
    *
-   * @throws the provider's errors (`KubeconfigRefusedError`, `KubeconfigSecretNotFoundError`, ...),
+   * Every caller is admitted by the keeper for its own namespace and identity before it may share
+   * a cache or a build in flight; a credential rotation or a collection racing the call is followed
+   * internally.
+   *
+   * @throws the provider's errors (`KubeconfigRefusedError`, `KubeconfigSecretNotFoundError`,
+   *   `KubeApiError` 403 when the owner's identity may not read the kubeconfig Secret, ...),
    *   `UnknownKindError` when the cluster does not serve the kind, `KubeApiError`/`TransportError`
-   *   when discovery fails, `ClosedError` after `close()`, or the signal's reason. Nothing failed is
-   *   remembered: the next call tries again.
+   *   when discovery fails, `ClusterChangedError` (retryable) when the cluster kept changing under
+   *   the call, `ClosedError` after `close()` and only then, or the signal's reason. Nothing
+   *   failed is remembered: the next call tries again.
    */
   async watchTargetAndGetReader<T extends KubeObject = KubeObject>(
     ref: ClusterRef,
@@ -211,58 +303,95 @@ export class Registry {
     signal?: AbortSignal,
   ): Promise<CacheReader<T>> {
     if (this.#closed !== undefined) throw new ClosedError('registry');
-    // Before anything is recorded or requested: the GVK ends up in URLs sent with the cluster's credentials.
-    checkGvk(target.gvk);
-    const cluster = clusterKey(ref, owner.namespace);
-    const key = cacheKeyOf(cluster, target.gvk);
-    this.#index.add(ownerKey(owner), { cacheKey: key, objectKey: objectKeyOf(key, target.namespace, target.name) });
-
-    // Hot path: published, and this owner's namespace already admitted to the cluster. No lock.
-    // A build shared with another owner admitted only that owner's namespace: go round again
-    // until this one's is admitted too (its own build runs the provider's checks for it).
-    while (this.#caches.get(key)?.cluster.admitted.has(owner.namespace) !== true) {
-      let building = this.#building.get(key);
-      if (building === undefined) {
-        building = this.#build(key, cluster, ref, target.gvk, owner.namespace);
-        this.#building.set(key, building);
-        const forget = (): void => { this.#building.delete(key); };
-        building.then(forget, forget);
+    const connection = ClusterSet.connectionKey(ref, owner.namespace, owner.identity);
+    const scope = target.scope ?? this.#scope;
+    if (!SCOPES.includes(scope)) throw new TypeError(`target scope must be one of ${SCOPES.join(', ')}, got ${JSON.stringify(scope)}`);
+    for (;;) {
+      const namespace = this.#namespaceScope(connection, scope, target);
+      const key = cacheKeyOf(connection, namespace, target.gvk);
+      this.#index.add(ownerKey(owner), { cacheKey: key, objectKey: objectKeyOf(key, target.namespace, target.name) });
+      // Hot path: published, and this owner's namespace and identity already admitted. No lock.
+      if (this.#caches.has(key) && this.#clusters.isAdmitted(connection, owner.namespace, owner.identity)) {
+        return this.#reader(key, connection, target.gvk) as unknown as CacheReader<T>;
       }
-      await raceAbort(building, signal);
+      const built = await this.#admitAndBuild(ref, owner.namespace, owner.identity, key, namespace, target.gvk, scope === 'auto', signal);
+      // T is the caller's claim about the kind's shape: the cache holds the JSON the server sent.
+      if (built !== 'scoped-down') return this.#reader(key, connection, target.gvk) as unknown as CacheReader<T>;
     }
-    // T is the caller's claim about the kind's shape: the cache holds the JSON the server sent.
-    return this.#reader(key, cluster, target.gvk) as unknown as CacheReader<T>;
   }
 
   /**
-   * The connection to the cluster `ref` names, for the writes an owner makes there (reads go
-   * through the caches). The cluster is resolved and connected on first use, sharing the single
-   * flight and the provider's admission checks of {@link watchTargetAndGetReader}, so an owner
-   * can write only where it may watch.
+   * A reader of one kind that does not register an owner: for the embedder's own objects (the
+   * service's Pipelines). The cache is held, never collected, until `release()`; with a `handler`,
+   * the caller sees every event. Same admission, sharing and errors as {@link watchTargetAndGetReader}.
+   */
+  async reader<T extends KubeObject = KubeObject>(ref: ClusterRef, gvk: GroupVersionKind, options: ReaderOptions = {}): Promise<HeldReader<T>> {
+    if (this.#closed !== undefined) throw new ClosedError('registry');
+    const namespace = options.namespace ?? '';
+    const ownerNamespace = options.ownerNamespace ?? (namespace === '' ? 'default' : namespace);
+    const connection = ClusterSet.connectionKey(ref, ownerNamespace, options.identity);
+    const key = cacheKeyOf(connection, namespace, gvk);
+    const hold: Hold = { handler: options.handler };
+    let holds = this.#holds.get(key);
+    if (holds === undefined) {
+      holds = new Set();
+      this.#holds.set(key, holds);
+    }
+    holds.add(hold);
+    let released = false;
+    const release = (): void => {
+      if (released) return;
+      released = true;
+      const set = this.#holds.get(key);
+      set?.delete(hold);
+      if (set?.size === 0) this.#holds.delete(key);
+      const entry = this.#caches.get(key);
+      entry?.held.get(hold)?.();
+      entry?.held.delete(hold);
+      this.#gc.released([key]);
+    };
+    try {
+      if (!(this.#caches.has(key) && this.#clusters.isAdmitted(connection, ownerNamespace, options.identity))) {
+        await this.#admitAndBuild(ref, ownerNamespace, options.identity, key, namespace, gvk, false, options.signal);
+      }
+    } catch (err) {
+      release();
+      throw err;
+    }
+    // Published by another build before this hold was registered: attach its handler now.
+    const entry = this.#caches.get(key);
+    if (entry !== undefined && !entry.held.has(hold)) this.#attachHold(entry, hold);
+    const reader = this.#reader(key, connection, gvk) as unknown as CacheReader<T>;
+    return Object.freeze({
+      cluster: reader.cluster,
+      gvk: reader.gvk,
+      get synced() { return reader.synced; },
+      get lastError() { return reader.lastError; },
+      get: (ns: string | undefined, name: string) => reader.get(ns, name),
+      list: (opts?: { readonly namespace?: string | undefined }) => reader.list(opts),
+      waitForSync: (s?: AbortSignal) => reader.waitForSync(s),
+      release,
+    });
+  }
+
+  /**
+   * The connection to the cluster `ref` names, as `owner.identity`, for the writes an owner makes
+   * there (reads go through the caches). The owner is admitted by the keeper as for
+   * {@link watchTargetAndGetReader}, so an owner can write only where it may watch, and on the
+   * management cluster an impersonated owner writes as its ServiceAccount.
    *
-   * The connection belongs to the registry: never close it. It is replaced when credentials
-   * rotate and closed once the cluster has no cache left (after a collection or a failed build),
-   * so ask for it at each use rather than keeping it; a request on a closed connection fails with
-   * `ClosedError`, to be retried.
+   * The connection belongs to the keeper: never close it. It is replaced when credentials rotate
+   * and closed once nothing uses the cluster (an idle timeout after the last cache), so ask for it
+   * at each use rather than keeping it.
    *
    * @throws the provider's errors, `ClosedError` after `close()`, or the signal's reason.
    */
-  async connectionFor(ref: ClusterRef, ownerNamespace: string, signal?: AbortSignal): Promise<ClusterConnection> {
+  async connectionFor(ref: ClusterRef, owner: OwnerRef, signal?: AbortSignal): Promise<ClusterConnection> {
     if (this.#closed !== undefined) throw new ClosedError('registry');
-    const cluster = clusterKey(ref, ownerNamespace);
-    const known = this.#clusters.get(cluster);
-    if (known?.admitted.has(ownerNamespace) === true) return known.connection;
-    // As a build does: bounded, on the registry's own signal (the resolution may be shared with
-    // other callers), while this caller stops waiting when its own signal aborts.
-    const { controller, dispose } = childController(this.#root.signal);
-    const deadline = this.#clock.setTimer(this.#buildTimeoutMs, () => {
-      controller.abort(new TransportError({ cluster }, `connecting took longer than ${this.#buildTimeoutMs} ms`));
-    });
-    const admitted = this.#admit(cluster, ref, ownerNamespace, controller.signal).finally(() => {
-      deadline.cancel();
-      dispose();
-    });
-    return (await raceAbort(admitted, signal)).connection;
+    const lease = await this.#acquire(ref, owner.namespace, owner.identity, signal);
+    // The keeper keeps an unheld cluster connected for its idle timeout: long enough for a write.
+    lease.release();
+    return lease.connection;
   }
 
   /**
@@ -273,20 +402,21 @@ export class Registry {
    */
   setOwnerTargets(owner: OwnerRef, targets: readonly { readonly cluster: ClusterRef; readonly target: TargetRef }[]): void {
     const indexed: IndexedTarget[] = targets.map(({ cluster, target }) => {
-      const key = cacheKeyOf(clusterKey(cluster, owner.namespace), target.gvk);
+      const connection = ClusterSet.connectionKey(cluster, owner.namespace, owner.identity);
+      const key = cacheKeyOf(connection, this.#namespaceScope(connection, target.scope ?? this.#scope, target), target.gvk);
       return { cacheKey: key, objectKey: objectKeyOf(key, target.namespace, target.name) };
     });
-    this.#released(this.#index.set(ownerKey(owner), indexed));
+    this.#gc.released(this.#index.set(ownerKey(owner), indexed));
   }
 
   /** Forgets an owner that was deleted: its caches become eligible for collection. */
   forgetOwner(owner: OwnerRef): void {
-    this.#released(this.#index.forget(ownerKey(owner)));
+    this.#gc.released(this.#index.forget(ownerKey(owner)));
   }
 
-  /** Owners using at least one target in this cache. */
+  /** Owners using at least one target in the cluster-wide cache of this kind (own identity). */
   ownersOf(ref: ClusterRef, ownerNamespace: string, gvk: GroupVersionKind): OwnerKey[] {
-    return this.#index.ownersOfCache(cacheKeyOf(clusterKey(ref, ownerNamespace), gvk));
+    return this.#index.ownersOfCache(cacheKeyOf(ClusterSet.connectionKey(ref, ownerNamespace), '', gvk));
   }
 
   /**
@@ -294,9 +424,8 @@ export class Registry {
    * caches, a deleted Secret stops them; either way their owners are requeued. Periodic checks do
    * the same every `credentialCheckIntervalMs`; call this when you know sooner (a Secret event).
    */
-  async checkCluster(ref: ClusterRef, ownerNamespace: string): Promise<void> {
-    const state = this.#clusters.get(clusterKey(ref, ownerNamespace));
-    if (state !== undefined) await this.#check(state);
+  async checkCluster(ref: ClusterRef, ownerNamespace: string, identity?: Identity): Promise<void> {
+    await this.#clusters.check(ClusterSet.connectionKey(ref, ownerNamespace, identity));
   }
 
   /** Every published cache, for the debug endpoint and metrics. */
@@ -305,7 +434,8 @@ export class Registry {
     return [...this.#caches.values()].map((entry) => {
       const stats = entry.informer.stats();
       return {
-        cluster: entry.cluster.key,
+        cluster: entry.lease.key,
+        namespace: entry.namespace === '' ? undefined : entry.namespace,
         gvk: entry.gvk,
         synced: stats.synced,
         objects: stats.objects,
@@ -320,8 +450,8 @@ export class Registry {
   }
 
   /**
-   * Stops every cache, closes every connection and the queues; resolves when all of it is
-   * released. Idempotent.
+   * Stops every cache, releases its connection (and closes the keeper when it is the registry's
+   * own) and the queues; resolves when all of it is released. Idempotent.
    */
   close(): Promise<void> {
     this.#closed ??= this.#close();
@@ -330,10 +460,10 @@ export class Registry {
 
   async #close(): Promise<void> {
     this.#root.abort(new ClosedError('registry'));
-    this.#gcQueue.shutDown();
-    await this.#gcLoop;
+    this.#unsubscribe();
+    await this.#gc.shutDown();
     // Builds in flight see the abort; wait for them so none publishes after this.
-    await Promise.allSettled([...this.#building.values(), ...this.#connecting.values()]);
+    await Promise.allSettled([...this.#building.values()]);
     const entries = await this.#lock.runExclusive(() => {
       const all = [...this.#caches.values()];
       this.#caches.clear();
@@ -341,73 +471,126 @@ export class Registry {
     });
     for (const entry of entries) entry.detach();
     await Promise.all(entries.map((entry) => entry.informer.stop()));
-    const clusters = [...this.#clusters.values()];
-    this.#clusters.clear();
-    for (const state of clusters) state.checkTimer?.cancel();
-    await Promise.all(clusters.map((state) => state.connection.close()));
-    await this.#listLimiter.stop({ dropWaitingJobs: true }).catch(() => undefined);
+    for (const entry of entries) entry.lease.release();
+    if (this.#ownsClusters) await this.#clusters.close();
+    await this.#listLimiter?.stop({ dropWaitingJobs: true }).catch(() => undefined);
     this.#queue.shutDown();
   }
 
-  #reader(key: string, cluster: string, gvk: GroupVersionKind): RegistryReader {
-    let reader = this.#readers.get(key);
-    if (reader === undefined) {
-      reader = new RegistryReader(cluster, gvk, () => this.#caches.get(key)?.informer);
-      this.#readers.set(key, reader);
-    }
-    return reader;
+  /** Whether an owner or a held reader uses the cache under `key`. */
+  #used(key: string): boolean {
+    return this.#index.ownerCount(key) > 0 || this.#holds.has(key);
   }
 
-  /** The slow path: everything that does I/O happens here, before `#lock` is taken. */
-  async #build(key: string, cluster: string, ref: ClusterRef, gvk: GroupVersionKind, ownerNamespace: string): Promise<CacheEntry> {
-    // Bounded on the injected clock, and released when the build settles: close() leaves no timer.
+  /** '' (all namespaces) or the one namespace a target's cache watches under `scope`. */
+  #namespaceScope(connection: string, scope: CacheScope, target: TargetRef): string {
+    const namespace = target.namespace ?? '';
+    if (scope === 'cluster' || namespace === '') return '';
+    if (scope === 'namespace') return namespace;
+    return this.#narrowed.get(connection)?.has(gvkKey(target.gvk)) === true ? namespace : '';
+  }
+
+  /** A lease for this caller, admitted for its own namespace and identity, within the build deadline. */
+  async #acquire(ref: ClusterRef, ownerNamespace: string, identity: Identity | undefined, signal: AbortSignal | undefined): Promise<ClusterLease> {
     const { controller, dispose } = childController(this.#root.signal);
     const deadline = this.#clock.setTimer(this.#buildTimeoutMs, () => {
-      controller.abort(new TransportError({ cluster, gvk }, `building the cache took longer than ${this.#buildTimeoutMs} ms`));
+      controller.abort(new TransportError({ cluster: ClusterSet.connectionKey(ref, ownerNamespace, identity) }, `connecting took longer than ${this.#buildTimeoutMs} ms`));
     });
     try {
-      return await this.#buildWithin(key, cluster, ref, gvk, ownerNamespace, controller.signal);
+      const combined = signal === undefined ? controller.signal : AbortSignal.any([controller.signal, signal]);
+      return await this.#clusters.acquire(ref, { ownerNamespace, identity, signal: combined });
+    } catch (err) {
+      // The registry's own abort is a close(), whatever the keeper says about it.
+      if (this.#root.signal.aborted) throw new ClosedError('registry');
+      throw err;
     } finally {
       deadline.cancel();
       dispose();
     }
   }
 
-  async #buildWithin(key: string, cluster: string, ref: ClusterRef, gvk: GroupVersionKind, ownerNamespace: string, signal: AbortSignal): Promise<CacheEntry> {
-    const state = await this.#admit(cluster, ref, ownerNamespace, signal);
-    const published = this.#caches.get(key);
-    if (published?.cluster === state) return published;
+  /**
+   * The slow path: this caller's own admission (a lease), then the single build of `key`, started
+   * with that lease or joined.
+   */
+  async #admitAndBuild(
+    ref: ClusterRef,
+    ownerNamespace: string,
+    identity: Identity | undefined,
+    key: string,
+    namespace: string,
+    gvk: GroupVersionKind,
+    auto: boolean,
+    signal: AbortSignal | undefined,
+  ): Promise<Built> {
+    const lease = await this.#acquire(ref, ownerNamespace, identity, signal);
+    let building = this.#building.get(key);
+    if (building === undefined) {
+      // The build takes over the lease: a published cache keeps it, a failed build releases it.
+      building = this.#build(key, namespace, gvk, auto, lease);
+      this.#building.set(key, building);
+      const forget = (): void => { if (this.#building.get(key) === building) this.#building.delete(key); };
+      building.then(forget, forget);
+    } else {
+      lease.release();
+    }
+    return raceAbort(building, signal);
+  }
 
-    state.builds += 1;
-    let informer: ResourceInformer | undefined;
+  async #build(key: string, namespace: string, gvk: GroupVersionKind, auto: boolean, first: ClusterLease): Promise<Built> {
+    // Bounded on the injected clock, and released when the build settles: close() leaves no timer.
+    const { controller, dispose } = childController(this.#root.signal);
+    const deadline = this.#clock.setTimer(this.#buildTimeoutMs, () => {
+      controller.abort(new TransportError({ cluster: first.key, gvk }, `building the cache took longer than ${this.#buildTimeoutMs} ms`));
+    });
+    let lease: ClusterLease | undefined = first;
     try {
-      const info = await state.connection.resolve(gvk, signal);
-      const created = this.#newInformer(state, key, gvk, state.connection.resourceClient(info));
-      informer = created.informer;
-      const entry = created;
-      return await this.#lock.runExclusive(() => {
-        if (this.#root.signal.aborted) throw new ClosedError('registry');
-        const existing = this.#caches.get(key);
-        if (existing !== undefined && existing.cluster === this.#clusters.get(cluster)) return existing;
-        if (this.#clusters.get(cluster) !== state) throw new Error(`cluster ${cluster} was rebuilt while this cache was being built; try again`);
-        entry.informer.start(this.#root.signal);
-        this.#publish(entry);
-        informer = undefined; // published: no longer ours to stop
-        return entry;
-      });
+      for (let attempt = 1; ; attempt++) {
+        if (!lease.current) {
+          // Rotated (or dropped) under us: the owners were admitted to the cluster, not to a generation.
+          const next = this.#clusters.retain(lease.key);
+          lease.release();
+          lease = next;
+          if (lease === undefined) throw new ClusterChangedError(first.key, 'the cluster was dropped while a cache was being built');
+        }
+        if (auto && namespace === '' && this.#narrowed.get(lease.key)?.has(gvkKey(gvk)) === true) return 'scoped-down';
+        const info = await lease.connection.resolve(gvk, controller.signal);
+        const entry = this.#newEntry(key, lease, namespace, gvk, auto && info.namespaced, lease.connection.resourceClient(info));
+        const published = await this.#lock.runExclusive((): CacheEntry | undefined => {
+          if (this.#root.signal.aborted) throw new ClosedError('registry');
+          const existing = this.#caches.get(key);
+          // Published meanwhile (a rotation swaps it if it is on an old generation).
+          if (existing !== undefined) return existing;
+          if (lease?.current !== true) return undefined;
+          this.#publish(entry);
+          return entry;
+        });
+        if (published === entry) {
+          lease = undefined; // the cache holds it now
+          return entry;
+        }
+        entry.detach();
+        await entry.informer.stop();
+        if (published !== undefined) return published;
+        if (attempt >= MAX_ATTEMPTS) throw new ClusterChangedError(first.key, `the cluster's credentials changed ${attempt} times while a cache was being built`);
+      }
+    } catch (err) {
+      if (this.#root.signal.aborted) throw new ClosedError('registry');
+      throw err;
     } finally {
-      state.builds -= 1;
-      if (informer !== undefined) await informer.stop();
-      await this.#closeClusterIfUnused(state);
+      lease?.release();
+      deadline.cancel();
+      dispose();
     }
   }
 
   /** Creates (not starts) an informer for a cache and wires its events to the owners' queue. */
-  #newInformer(state: ClusterState, key: string, gvk: GroupVersionKind, client: ResourceClient): CacheEntry {
+  #newEntry(key: string, lease: ClusterLease, namespace: string, gvk: GroupVersionKind, auto: boolean, client: ResourceClient): CacheEntry {
     const informer = new ResourceInformer({
       ...this.#informerOptions,
       client,
-      logger: this.#logger.child({ cluster: state.key, gvk: describeCacheKey(state.key, gvk) }),
+      ...(namespace === '' ? {} : { namespace }),
+      logger: this.#logger.child({ cluster: lease.key, gvk: describeCacheKey(lease.key, gvk, namespace) }),
       clock: this.#clock,
     });
     const requeueObject = (obj: KubeObject): void => {
@@ -422,14 +605,21 @@ export class Registry {
     const detachers: (() => void)[] = [];
     const entry: CacheEntry = {
       key,
-      cluster: state,
+      lease,
+      namespace,
       gvk,
+      auto,
       informer,
       createdAt: this.#clock.now(),
+      held: new Map(),
       unusedSince: undefined,
       nextGcCheckAt: undefined,
       errors: 0,
-      detach: () => { for (const detach of detachers) detach(); },
+      detach: () => {
+        for (const detach of detachers) detach();
+        for (const detach of entry.held.values()) detach();
+        entry.held.clear();
+      },
     };
     detachers.push(
       informer.addHandler({
@@ -441,6 +631,10 @@ export class Registry {
       informer.on('synced', () => { lastErrorMessage = undefined; requeueAll(); }),
       informer.on('error', (err) => {
         entry.errors += 1;
+        if (entry.auto && namespace === '' && !informer.synced && err instanceof KubeApiError && err.statusCode === 403) {
+          void this.#scopeDown(entry);
+          return;
+        }
         // Requeue owners when the failure changes (so status can say why), not on every retry.
         if (err.message !== lastErrorMessage) requeueAll();
         lastErrorMessage = err.message;
@@ -449,250 +643,120 @@ export class Registry {
       // would otherwise wait for their next resync to see it gone.
       informer.on('recovered', () => { lastErrorMessage = undefined; requeueAll(); }),
     );
+    for (const hold of this.#holds.get(key) ?? []) this.#attachHold(entry, hold);
     return entry;
   }
 
-  /** Under `#lock`: makes a started cache visible and schedules its first GC check. */
+  #attachHold(entry: CacheEntry, hold: Hold): void {
+    entry.held.set(hold, hold.handler === undefined ? () => undefined : entry.informer.addHandler(hold.handler));
+  }
+
+  /** Under `#lock`: makes a built cache visible, starts it on its cluster's signal, schedules its first GC check. */
   #publish(entry: CacheEntry): void {
     this.#caches.set(entry.key, entry);
-    entry.cluster.caches.add(entry.key);
-    this.#scheduleGc(entry, this.#gcLimiter.when(entry.key));
+    entry.informer.start(entry.lease.signal);
+    this.#gc.published(entry.key, entry);
   }
 
-  /**
-   * The cluster's state, resolving and connecting it on first use (single flight), and running the
-   * provider's checks for an owner namespace not yet admitted to it.
-   */
-  async #admit(cluster: string, ref: ClusterRef, ownerNamespace: string, signal: AbortSignal): Promise<ClusterState> {
-    const known = this.#clusters.get(cluster);
-    if (known !== undefined) {
-      if (!known.admitted.has(ownerNamespace)) {
-        const access = await this.#provider.resolve(ref, { ownerNamespace, signal });
-        known.admitted.add(ownerNamespace);
-        if (access.fingerprint !== known.fingerprint) void this.#check(known).catch((err: unknown) => { this.#logCheckFailure(known, err); });
-      }
-      return known;
-    }
-    let connecting = this.#connecting.get(cluster);
-    if (connecting === undefined) {
-      connecting = this.#connect(cluster, ref, ownerNamespace, signal);
-      this.#connecting.set(cluster, connecting);
-      const forget = (): void => { this.#connecting.delete(cluster); };
-      connecting.then(forget, forget);
-      return connecting;
-    }
-    // Another owner is connecting this cluster: share its connection, but run our own admission.
-    await raceAbort(connecting, signal);
-    return this.#admit(cluster, ref, ownerNamespace, signal);
-  }
-
-  async #connect(cluster: string, ref: ClusterRef, ownerNamespace: string, signal: AbortSignal): Promise<ClusterState> {
-    const access = await this.#provider.resolve(ref, { ownerNamespace, signal });
-    const state = this.#newClusterState(cluster, ref, access, ownerNamespace);
-    await this.#lock.runExclusive(() => {
-      if (this.#root.signal.aborted) throw new ClosedError('registry');
-      this.#clusters.set(cluster, state);
-    }).catch(async (err: unknown) => {
-      await state.connection.close();
-      throw err;
-    });
-    this.#scheduleCheck(state);
-    return state;
-  }
-
-  #newClusterState(cluster: string, ref: ClusterRef, access: ClusterAccess, ownerNamespace: string): ClusterState {
-    const connection = new ClusterConnection({
-      name: cluster,
-      kubeConfig: access.kubeConfig,
-      qps: this.#qps,
-      burst: this.#burst,
-      listLimiter: this.#listLimiter,
-      ...this.#readLimits,
-      logger: this.#logger.child({ cluster }),
-      clock: this.#clock,
-    });
-    return { key: cluster, ref, fingerprint: access.fingerprint, connection, admitted: new Set([ownerNamespace]), caches: new Set(), builds: 0, checkTimer: undefined };
-  }
-
-  #scheduleCheck(state: ClusterState): void {
-    if (this.#credentialCheckIntervalMs === 0 || this.#root.signal.aborted) return;
-    state.checkTimer = this.#clock.setTimer(this.#credentialCheckIntervalMs, () => {
-      state.checkTimer = undefined;
-      this.#check(state)
-        .catch((err: unknown) => { this.#logCheckFailure(state, err); })
-        .finally(() => { if (this.#clusters.get(state.key) === state) this.#scheduleCheck(state); });
-    });
-  }
-
-  #logCheckFailure(state: ClusterState, err: unknown): void {
-    if (this.#root.signal.aborted) return;
-    this.#logger.warn('credential check failed; keeping the current connection', { cluster: state.key, error: toError(err).message });
-  }
-
-  /** Re-resolves a cluster: rotates on a new fingerprint, drops it when its Secret is gone. */
-  async #check(state: ClusterState): Promise<void> {
-    const [ownerNamespace] = state.admitted;
-    if (ownerNamespace === undefined || this.#clusters.get(state.key) !== state) return;
-    let access: ClusterAccess;
-    try {
-      access = await this.#provider.resolve(state.ref, { ownerNamespace, signal: this.#root.signal });
-    } catch (err) {
-      if (err instanceof KubeconfigSecretNotFoundError || (err instanceof KubeApiError && err.statusCode === 404)) {
-        this.#logger.info('kubeconfig Secret is gone: stopping the cluster\'s caches', { cluster: state.key });
-        await this.#replaceCluster(state, undefined);
-        return;
-      }
-      throw err;
-    }
-    if (access.fingerprint === state.fingerprint) return;
-    this.#logger.info('credentials changed: rebuilding the cluster\'s connection and caches', { cluster: state.key });
-    await this.#replaceCluster(state, access);
-  }
-
-  /**
-   * Swaps a cluster's connection and every cache on it for ones built from `access` (rotation), or
-   * removes them all (`access` undefined). New caches are built and started outside the lock; the
-   * swap itself is one step under the lock, so no reader ever sees a mix. Owners are requeued.
-   */
-  async #replaceCluster(old: ClusterState, access: ClusterAccess | undefined): Promise<void> {
-    const [firstNamespace] = old.admitted;
-    const fresh = access === undefined || firstNamespace === undefined ? undefined : this.#newClusterState(old.key, old.ref, access, firstNamespace);
-    if (fresh !== undefined) for (const ns of old.admitted) fresh.admitted.add(ns);
-    const rebuilt: CacheEntry[] = [];
-    if (fresh !== undefined) {
-      for (const key of old.caches) {
-        const entry = this.#caches.get(key);
-        if (entry === undefined) continue;
-        try {
-          const info = await fresh.connection.resolve(entry.gvk, this.#root.signal);
-          rebuilt.push(this.#newInformer(fresh, key, entry.gvk, fresh.connection.resourceClient(info)));
-        } catch (err) {
-          // Not rebuilt: dropped below; its owners are requeued and rebuild it on their next call.
-          this.#logger.warn('could not rebuild a cache with the new credentials', { cluster: old.key, gvk: describeCacheKey(old.key, entry.gvk), error: toError(err).message });
-        }
-      }
-    }
-    const { removed, owners } = await this.#lock.runExclusive(() => {
-      const gone: CacheEntry[] = [];
-      const toWake = new Set<OwnerKey>();
-      if (this.#clusters.get(old.key) !== old) return { removed: gone, owners: toWake };
-      for (const key of old.caches) {
-        const entry = this.#caches.get(key);
-        if (entry !== undefined) gone.push(entry);
-        this.#caches.delete(key);
-        for (const owner of this.#index.ownersOfCache(key)) toWake.add(owner);
-      }
-      old.caches.clear();
-      if (fresh === undefined) {
-        this.#clusters.delete(old.key);
-      } else {
-        this.#clusters.set(old.key, fresh);
-        for (const entry of rebuilt) {
-          entry.informer.start(this.#root.signal);
-          this.#publish(entry);
-        }
-        rebuilt.length = 0;
-      }
-      return { removed: gone, owners: toWake };
-    });
-    // Whatever was not published (the cluster changed again meanwhile) is ours to release.
-    await Promise.all(rebuilt.map((entry) => entry.informer.stop()));
-    if (fresh !== undefined && this.#clusters.get(old.key) !== fresh) await fresh.connection.close();
-    else if (fresh !== undefined) this.#scheduleCheck(fresh);
-    old.checkTimer?.cancel();
-    for (const entry of removed) {
+  /** Drops a published cache: its informer is stopped and its lease released. Owners in `wake` are requeued. */
+  async #drop(entries: readonly CacheEntry[], wake: ReadonlySet<OwnerKey>): Promise<void> {
+    for (const entry of entries) {
       entry.detach();
       // Keys not rebuilt are gone for good (as after GC): their readers need not be kept.
       if (!this.#caches.has(entry.key)) this.#readers.delete(entry.key);
     }
-    await Promise.all(removed.map((entry) => entry.informer.stop()));
-    await old.connection.close();
-    for (const owner of owners) this.#queue.add(owner);
+    await Promise.all(entries.map((entry) => entry.informer.stop()));
+    for (const entry of entries) entry.lease.release();
+    for (const owner of wake) this.#queue.add(owner);
   }
 
-  async #closeClusterIfUnused(state: ClusterState): Promise<void> {
-    const unused = await this.#lock.runExclusive(() => {
-      if (state.caches.size > 0 || state.builds > 0 || this.#clusters.get(state.key) !== state) return false;
-      this.#clusters.delete(state.key);
+  /** The cluster-wide LIST of an `auto` cache was forbidden: its targets get namespace caches from now on. */
+  async #scopeDown(entry: CacheEntry): Promise<void> {
+    let narrowed = this.#narrowed.get(entry.lease.key);
+    if (narrowed === undefined) {
+      narrowed = new Set();
+      this.#narrowed.set(entry.lease.key, narrowed);
+    }
+    narrowed.add(gvkKey(entry.gvk));
+    this.#logger.info('listing at the cluster scope is forbidden: scoping the cache down to its targets\' namespaces', { cluster: entry.lease.key, gvk: gvkKey(entry.gvk) });
+    const removed = await this.#lock.runExclusive(() => {
+      if (this.#caches.get(entry.key) !== entry) return false;
+      this.#caches.delete(entry.key);
       return true;
     });
-    if (!unused) return;
-    state.checkTimer?.cancel();
-    await state.connection.close();
+    if (removed) await this.#drop([entry], new Set(this.#index.ownersOfCache(entry.key)));
   }
 
-  /** Caches that lost their last owner become eligible after the grace period, not at the next backoff step. */
-  #released(keys: readonly string[]): void {
-    const now = this.#clock.now();
-    for (const key of keys) {
-      const entry = this.#caches.get(key);
-      if (entry === undefined) continue;
-      entry.unusedSince ??= now;
-      this.#scheduleGc(entry, this.#gcGraceMs);
-    }
-  }
-
-  #scheduleGc(entry: CacheEntry, delayMs: number): void {
-    const at = this.#clock.now() + delayMs;
-    // An earlier check wins (the delaying queue keeps the earliest time for an item).
-    if (entry.nextGcCheckAt === undefined || at < entry.nextGcCheckAt || entry.nextGcCheckAt <= this.#clock.now()) entry.nextGcCheckAt = at;
-    this.#gcQueue.addAfter(entry.key, delayMs);
-  }
-
-  /** The garbage collector: one worker, since checks are cheap and removal is serialised anyway. */
-  async #runGc(): Promise<void> {
-    for (;;) {
-      const next = await this.#gcQueue.get();
-      if (next === undefined) return;
-      const key = next.item;
-      try {
-        await this.#gcCheck(key);
-      } catch (err) {
-        // Never stuck: a failed check is retried with backoff.
-        this.#logger.warn('cache garbage-collection check failed; retrying', { key, error: toError(err).message });
-        const entry = this.#caches.get(key);
-        if (entry !== undefined) this.#scheduleGc(entry, this.#gcLimiter.when(key));
-      } finally {
-        this.#gcQueue.done(key);
-      }
-    }
-  }
-
-  async #gcCheck(key: string): Promise<void> {
-    const entry = this.#caches.get(key);
-    if (entry === undefined) {
-      this.#gcLimiter.forget(key);
-      return;
-    }
-    entry.nextGcCheckAt = undefined;
-    const now = this.#clock.now();
-    if (this.#index.ownerCount(key) > 0) {
-      entry.unusedSince = undefined;
-      this.#scheduleGc(entry, this.#gcLimiter.when(key));
-      return;
-    }
-    entry.unusedSince ??= now;
-    const idle = now - entry.unusedSince;
-    if (idle < this.#gcGraceMs) {
-      this.#scheduleGc(entry, this.#gcGraceMs - idle);
-      return;
-    }
+  /** The GC's removal: double-checked under the lock. */
+  async #collect(key: string, entry: CacheEntry): Promise<boolean> {
     const removed = await this.#lock.runExclusive(() => {
       // Double check: an owner may have come back, or the cache been swapped, since the check began.
-      if (this.#caches.get(key) !== entry || this.#index.ownerCount(key) > 0) return false;
+      if (this.#caches.get(key) !== entry || this.#used(key)) return false;
       this.#caches.delete(key);
-      entry.cluster.caches.delete(key);
       return true;
     });
-    if (!removed) {
-      this.#scheduleGc(this.#caches.get(key) ?? entry, this.#gcLimiter.when(key));
-      return;
+    if (!removed) return false;
+    this.#logger.info('stopping unused cache', { cluster: entry.lease.key, gvk: describeCacheKey(entry.lease.key, entry.gvk, entry.namespace) });
+    await this.#drop([entry], new Set());
+    return true;
+  }
+
+  /**
+   * The keeper rotated or dropped a cluster: every cache on the old generation is rebuilt on the
+   * new one (outside the lock) and swapped in one step under the lock, or removed. Owners are
+   * requeued. Leases on the old generation are released last, so its connection closes only
+   * after every cache on it stopped.
+   */
+  async #clusterChanged(change: ClusterChange): Promise<void> {
+    this.#narrowed.delete(change.key);
+    const stale = [...this.#caches.values()].filter((entry) => entry.lease.key === change.key && !entry.lease.current);
+    const rebuilt = new Map<CacheEntry, CacheEntry>();
+    if (change.type === 'rotated') {
+      for (const old of stale) {
+        const lease = this.#clusters.retain(change.key);
+        if (lease === undefined) break;
+        try {
+          const info = await lease.connection.resolve(old.gvk, this.#root.signal);
+          rebuilt.set(old, this.#newEntry(old.key, lease, old.namespace, old.gvk, old.auto, lease.connection.resourceClient(info)));
+        } catch (err) {
+          lease.release();
+          // Not rebuilt: dropped below; its owners are requeued and rebuild it on their next call.
+          this.#logger.warn('could not rebuild a cache with the new credentials', { cluster: change.key, gvk: describeCacheKey(change.key, old.gvk, old.namespace), error: toError(err).message });
+        }
+      }
     }
-    this.#gcLimiter.forget(key);
-    this.#readers.delete(key);
-    this.#logger.info('stopping unused cache', { cluster: entry.cluster.key, gvk: describeCacheKey(entry.cluster.key, entry.gvk) });
-    entry.detach();
-    await entry.informer.stop();
-    await this.#closeClusterIfUnused(entry.cluster);
+    const { gone, wake } = await this.#lock.runExclusive(() => {
+      const removed: CacheEntry[] = [];
+      const owners = new Set<OwnerKey>();
+      for (const old of stale) {
+        if (this.#caches.get(old.key) !== old) continue;
+        removed.push(old);
+        for (const owner of this.#index.ownersOfCache(old.key)) owners.add(owner);
+        const fresh = rebuilt.get(old);
+        if (fresh !== undefined && !this.#root.signal.aborted && fresh.lease.current) {
+          this.#publish(fresh);
+          rebuilt.delete(old);
+        } else {
+          this.#caches.delete(old.key);
+        }
+      }
+      return { gone: removed, wake: owners };
+    });
+    // Whatever was not published (removed or swapped meanwhile) is ours to release.
+    for (const fresh of rebuilt.values()) {
+      fresh.detach();
+      await fresh.informer.stop();
+      fresh.lease.release();
+    }
+    await this.#drop(gone, wake);
+  }
+
+  #reader(key: string, cluster: string, gvk: GroupVersionKind): RegistryReader {
+    let reader = this.#readers.get(key);
+    if (reader === undefined) {
+      reader = new RegistryReader(cluster, gvk, () => this.#caches.get(key)?.informer);
+      this.#readers.set(key, reader);
+    }
+    return reader;
   }
 }

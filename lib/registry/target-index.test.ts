@@ -3,8 +3,8 @@ import { describe, it } from 'node:test';
 import { cacheKeyOf, objectKeyOf } from './keys.ts';
 import { TargetIndex } from './target-index.ts';
 
-const ks = cacheKeyOf('secret:ns/prod', { group: 'kustomize.toolkit.fluxcd.io', version: 'v1', kind: 'Kustomization' });
-const hr = cacheKeyOf('secret:ns/prod', { group: 'helm.toolkit.fluxcd.io', version: 'v2', kind: 'HelmRelease' });
+const ks = cacheKeyOf('secret:ns/prod', '', { group: 'kustomize.toolkit.fluxcd.io', version: 'v1', kind: 'Kustomization' });
+const hr = cacheKeyOf('secret:ns/prod', '', { group: 'helm.toolkit.fluxcd.io', version: 'v2', kind: 'HelmRelease' });
 const target = (cacheKey: string, namespace: string, name: string) => ({ cacheKey, objectKey: objectKeyOf(cacheKey, namespace, name) });
 
 describe('TargetIndex', () => {
