@@ -60,7 +60,10 @@ export interface ClusterSetOptions {
    * Secret. 0 turns periodic checks off (call {@link ClusterSet.check}). Default 60 000.
    */
   readonly credentialCheckIntervalMs?: number;
-  /** How long a cluster nobody holds stays connected before it is closed. 0 closes at once. Default 30 000. */
+  /**
+   * How long a cluster nobody holds stays connected before it is closed, so that short uses in a
+   * row (Secret reads) share one connection. 0 closes it as its last lease is released. Default 0.
+   */
   readonly idleTimeoutMs?: number;
   /** Bound on connecting one cluster (its first resolution). Default 30 000. */
   readonly connectTimeoutMs?: number;
@@ -204,7 +207,7 @@ export class ClusterSet {
     this.#qps = nonNegative('qps', options.qps ?? 20, false);
     this.#burst = nonNegative('burst', options.burst ?? 30, false);
     this.#checkIntervalMs = nonNegative('credentialCheckIntervalMs', options.credentialCheckIntervalMs ?? 60_000, true);
-    this.#idleTimeoutMs = nonNegative('idleTimeoutMs', options.idleTimeoutMs ?? 30_000, true);
+    this.#idleTimeoutMs = nonNegative('idleTimeoutMs', options.idleTimeoutMs ?? 0, true);
     this.#connectTimeoutMs = nonNegative('connectTimeoutMs', options.connectTimeoutMs ?? 30_000, false);
     this.#ownsListLimiter = options.listLimiter === undefined;
     this.#listLimiter = options.listLimiter ?? createListLimiter(50);

@@ -27,6 +27,7 @@ import {
   type Clock,
   type GroupVersionKind,
   type Logger,
+  type Timer,
 } from '../util/index.ts';
 import { GarbageCollector } from './gc.ts';
 import { cacheKeyOf, describeCacheKey, objectKeyOf, ownerKey, type CacheScope, type OwnerKey, type OwnerRef, type TargetRef } from './keys.ts';
@@ -163,9 +164,18 @@ function positive(option: string, value: number, allowZero = false): number {
   return value;
 }
 
+/** The namespace part of an object key of the cache `cacheKey` ('' for cluster-scoped objects). */
+function namespaceOfObjectKey(cacheKey: string, objectKey: string): string {
+  const rest = objectKey.slice(cacheKey.length + 1);
+  return rest.slice(0, rest.indexOf('/'));
+}
+
 function gvkKey(gvk: GroupVersionKind): string {
   return `${apiVersionOf(gvk)}/${gvk.kind}`;
 }
+
+/** How long `connectionFor` keeps its cluster connected for the caller's writes: a request's default timeout. */
+const CONNECTION_LINGER_MS = 60_000;
 
 /** How many times one call follows a cluster that changed under it before it gives up with `ClusterChangedError`. */
 const MAX_ATTEMPTS = 3;
@@ -201,6 +211,8 @@ export class Registry {
   readonly #building = new Map<string, Promise<Built>>();
   readonly #readers = new Map<string, RegistryReader>();
   readonly #holds = new Map<string, Set<Hold>>();
+  /** Leases `connectionFor` holds for a while after handing out their connection. */
+  readonly #lingering = new Map<Timer, ClusterLease>();
   readonly #narrowed = new Map<string, Set<string>>();
   readonly #listLimiter: Bottleneck | undefined;
   readonly #gc: GarbageCollector<CacheEntry>;
@@ -380,17 +392,21 @@ export class Registry {
    * {@link watchTargetAndGetReader}, so an owner can write only where it may watch, and on the
    * management cluster an impersonated owner writes as its ServiceAccount.
    *
-   * The connection belongs to the keeper: never close it. It is replaced when credentials rotate
-   * and closed once nothing uses the cluster (an idle timeout after the last cache), so ask for it
-   * at each use rather than keeping it.
+   * The connection belongs to the keeper: never close it. It stays open at least 60 s after the
+   * call (longer while caches on the cluster use it), is replaced when credentials rotate and
+   * closed once nothing uses the cluster, so ask for it at each use rather than keeping it.
    *
    * @throws the provider's errors, `ClosedError` after `close()`, or the signal's reason.
    */
   async connectionFor(ref: ClusterRef, owner: OwnerRef, signal?: AbortSignal): Promise<ClusterConnection> {
     if (this.#closed !== undefined) throw new ClosedError('registry');
     const lease = await this.#acquire(ref, owner.namespace, owner.identity, signal);
-    // The keeper keeps an unheld cluster connected for its idle timeout: long enough for a write.
-    lease.release();
+    // Held a while for the caller's writes (the cluster's caches usually hold it anyway), then let go.
+    const linger = this.#clock.setTimer(CONNECTION_LINGER_MS, () => {
+      this.#lingering.delete(linger);
+      lease.release();
+    });
+    this.#lingering.set(linger, lease);
     return lease.connection;
   }
 
@@ -472,6 +488,11 @@ export class Registry {
     for (const entry of entries) entry.detach();
     await Promise.all(entries.map((entry) => entry.informer.stop()));
     for (const entry of entries) entry.lease.release();
+    for (const [timer, lease] of this.#lingering) {
+      timer.cancel();
+      lease.release();
+    }
+    this.#lingering.clear();
     if (this.#ownsClusters) await this.#clusters.close();
     await this.#listLimiter?.stop({ dropWaitingJobs: true }).catch(() => undefined);
     this.#queue.shutDown();
@@ -527,7 +548,8 @@ export class Registry {
     let building = this.#building.get(key);
     if (building === undefined) {
       // The build takes over the lease: a published cache keeps it, a failed build releases it.
-      building = this.#build(key, namespace, gvk, auto, lease);
+      const reacquire = (signal: AbortSignal): Promise<ClusterLease> => this.#acquire(ref, ownerNamespace, identity, signal);
+      building = this.#build(key, namespace, gvk, auto, lease, reacquire);
       this.#building.set(key, building);
       const forget = (): void => { if (this.#building.get(key) === building) this.#building.delete(key); };
       building.then(forget, forget);
@@ -537,7 +559,14 @@ export class Registry {
     return raceAbort(building, signal);
   }
 
-  async #build(key: string, namespace: string, gvk: GroupVersionKind, auto: boolean, first: ClusterLease): Promise<Built> {
+  async #build(
+    key: string,
+    namespace: string,
+    gvk: GroupVersionKind,
+    auto: boolean,
+    first: ClusterLease,
+    reacquire: (signal: AbortSignal) => Promise<ClusterLease>,
+  ): Promise<Built> {
     // Bounded on the injected clock, and released when the build settles: close() leaves no timer.
     const { controller, dispose } = childController(this.#root.signal);
     const deadline = this.#clock.setTimer(this.#buildTimeoutMs, () => {
@@ -547,11 +576,11 @@ export class Registry {
     try {
       for (let attempt = 1; ; attempt++) {
         if (!lease.current) {
-          // Rotated (or dropped) under us: the owners were admitted to the cluster, not to a generation.
-          const next = this.#clusters.retain(lease.key);
+          // Rotated (or dropped) under us: build on the cluster as it is now, admitted afresh
+          // (a dropped cluster's Secret is gone, and the provider says so).
           lease.release();
-          lease = next;
-          if (lease === undefined) throw new ClusterChangedError(first.key, 'the cluster was dropped while a cache was being built');
+          lease = undefined;
+          lease = await reacquire(controller.signal);
         }
         if (auto && namespace === '' && this.#narrowed.get(lease.key)?.has(gvkKey(gvk)) === true) return 'scoped-down';
         const info = await lease.connection.resolve(gvk, controller.signal);
@@ -602,6 +631,7 @@ export class Registry {
       for (const owner of this.#index.ownersOfCache(key)) this.#queue.add(owner);
     };
     let lastErrorMessage: string | undefined;
+    let scopeAsked = false;
     const detachers: (() => void)[] = [];
     const entry: CacheEntry = {
       key,
@@ -631,9 +661,11 @@ export class Registry {
       informer.on('synced', () => { lastErrorMessage = undefined; requeueAll(); }),
       informer.on('error', (err) => {
         entry.errors += 1;
-        if (entry.auto && namespace === '' && !informer.synced && err instanceof KubeApiError && err.statusCode === 403) {
-          void this.#scopeDown(entry);
-          return;
+        if (entry.auto && !scopeAsked && namespace === '' && !informer.synced && err instanceof KubeApiError && err.statusCode === 403) {
+          scopeAsked = true;
+          void this.#scopeDown(entry, client).catch((cause: unknown) => {
+            this.#logger.warn('could not scope a forbidden cache down', { cluster: lease.key, gvk: gvkKey(gvk), error: toError(cause).message });
+          });
         }
         // Requeue owners when the failure changes (so status can say why), not on every retry.
         if (err.message !== lastErrorMessage) requeueAll();
@@ -670,8 +702,25 @@ export class Registry {
     for (const owner of wake) this.#queue.add(owner);
   }
 
-  /** The cluster-wide LIST of an `auto` cache was forbidden: its targets get namespace caches from now on. */
-  async #scopeDown(entry: CacheEntry): Promise<void> {
+  /**
+   * The cluster-wide LIST of an `auto` cache was forbidden. When one of its targets' namespaces
+   * can be listed, the cache is dropped and its targets get namespace caches from now on (owners
+   * are requeued to ask again); when none can, a namespace cache would fail the same way, so the
+   * cache stays and keeps reporting the 403. Asked once per cache.
+   */
+  async #scopeDown(entry: CacheEntry, client: ResourceClient): Promise<void> {
+    const namespaces = new Set(this.#index.targetsOfCache(entry.key).map((objectKey) => namespaceOfObjectKey(entry.key, objectKey)).filter((ns) => ns !== ''));
+    let allowed = false;
+    for (const namespace of namespaces) {
+      try {
+        await client.list({ namespace, limit: 1, signal: entry.lease.signal });
+        allowed = true;
+        break;
+      } catch (err) {
+        if (!(err instanceof KubeApiError && err.statusCode === 403)) return; // not an answer about rights: keep the cache
+      }
+    }
+    if (!allowed || this.#caches.get(entry.key) !== entry) return;
     let narrowed = this.#narrowed.get(entry.lease.key);
     if (narrowed === undefined) {
       narrowed = new Set();

@@ -99,6 +99,15 @@ export class TargetIndex {
     return [...(this.#byCache.get(cacheKey)?.keys() ?? [])];
   }
 
+  /** The object keys of this cache's targets, over every owner. */
+  targetsOfCache(cacheKey: string): string[] {
+    const keys = new Set<string>();
+    for (const owner of this.#byCache.get(cacheKey)?.keys() ?? []) {
+      for (const [objectKey, cache] of this.#byOwner.get(owner) ?? []) if (cache === cacheKey) keys.add(objectKey);
+    }
+    return [...keys];
+  }
+
   /** The object keys `owner` uses. */
   targetsOf(owner: OwnerKey): string[] {
     return [...(this.#byOwner.get(owner)?.keys() ?? [])];
