@@ -5,8 +5,7 @@ import { homedir, hostname } from 'node:os';
 import path from 'node:path';
 import type { Writable } from 'node:stream';
 import type { KubeConfig } from '@kubernetes/client-node';
-import { CompositeProvider, CoreV1SecretReader, LocalProvider, localKubeConfig, SecretProvider } from '../lib/cluster/index.ts';
-import { ClusterConnection } from '../lib/transport/index.ts';
+import { CompositeProvider, localKubeConfig, SecretProvider, type ClusterLease, type ClusterSet } from '../lib/cluster/index.ts';
 import { PipelineController } from '../lib/pipeline/index.ts';
 import { defaultControllerRateLimiter, RateLimitingWorkQueue, type RateLimitingQueue } from '../lib/queue/index.ts';
 import { Registry, type OwnerKey } from '../lib/registry/index.ts';
@@ -136,16 +135,27 @@ export interface ServiceRegistryParts {
  */
 export function serviceRegistry(config: Config, parts: ServiceRegistryParts): Registry {
   const { kubeConfig, queue, logger, clock } = parts;
-  const secrets = new SecretProvider({
-    secrets: new CoreV1SecretReader({ kubeConfig }),
-    allowExec: config.allowExecKubeconfigs,
-    allowAuthProvider: config.allowAuthProviderKubeconfigs,
-    allowLocalFiles: config.allowFileKubeconfigs,
-    allowCrossNamespace: config.allowCrossNamespaceSecrets,
-    allowInsecureTls: config.insecureKubeconfigTls,
+  // The registry's keeper is the process's one keeper of connections (`registry.clusters`): the
+  // management cluster's, as the service and as each tenant it impersonates, and every remote
+  // one. Kubeconfig Secrets are read through it, as the owner.
+  return new Registry({
+    local: kubeConfig,
+    provider: (secretReader) => {
+      const secrets = new SecretProvider({
+        secrets: secretReader,
+        allowExec: config.allowExecKubeconfigs,
+        allowAuthProvider: config.allowAuthProviderKubeconfigs,
+        allowLocalFiles: config.allowFileKubeconfigs,
+        allowCrossNamespace: config.allowCrossNamespaceSecrets,
+        allowInsecureTls: config.insecureKubeconfigTls,
+      });
+      return new CompositeProvider({ byKind: { secret: secrets, 'cluster-api': secrets } });
+    },
+    queue,
+    logger,
+    gcGraceMs: config.cacheGcGracePeriodMs,
+    ...(clock === undefined ? {} : { clock }),
   });
-  const provider = new CompositeProvider({ byKind: { local: new LocalProvider({ kubeConfig }), secret: secrets, 'cluster-api': secrets } });
-  return new Registry({ provider, queue, logger, gcGraceMs: config.cacheGcGracePeriodMs, ...(clock === undefined ? {} : { clock }) });
 }
 
 /**
@@ -153,7 +163,7 @@ export function serviceRegistry(config: Config, parts: ServiceRegistryParts): Re
  * --metrics-cert-path, else a self-signed one) and every request authenticated and authorised on
  * the management cluster; otherwise plain HTTP. `close` releases the review connection.
  */
-async function metricsProtection(config: Config, kubeConfig: KubeConfig, logger: Logger): Promise<Pick<HttpServerOptions, 'tls' | 'authorize'> & {
+async function metricsProtection(config: Config, clusters: ClusterSet, logger: Logger): Promise<Pick<HttpServerOptions, 'tls' | 'authorize'> & {
   /** Starts following certificate rotation in --metrics-cert-path, once the server is up. */
   readonly watch: (server: HttpServer) => void;
   readonly close: () => Promise<void>;
@@ -173,17 +183,19 @@ async function metricsProtection(config: Config, kubeConfig: KubeConfig, logger:
   }
   const files = config.metricsCert;
   let stopWatching = (): void => undefined;
-  const connection = new ClusterConnection({ name: 'local', kubeConfig, logger });
-  const filter = new KubeAuthFilter({ reviews: (apiPath, body) => connection.request({ method: 'POST', path: apiPath, body }), logger });
+  // The management cluster's own-identity connection, held from the keeper while the server runs.
+  const lease = await clusters.acquire({ kind: 'local' }, { ownerNamespace: 'default' });
+  const filter = new KubeAuthFilter({ reviews: (apiPath, body) => lease.connection.request({ method: 'POST', path: apiPath, body }), logger });
   return {
     tls,
     authorize: (req, urlPath) => filter.check(req, urlPath),
     watch: (server) => {
       if (files !== undefined) stopWatching = watchCertificate({ files, current: tls, onChange: (next) => { server.setCertificate(next); }, logger });
     },
-    close: async () => {
+    close: () => {
       stopWatching();
-      await connection.close();
+      lease.release();
+      return Promise.resolve();
     },
   };
 }
@@ -202,15 +214,17 @@ async function runService(config: Config, io: ProcessIo, logger: Logger): Promis
   const workqueue = new WorkqueueMetrics();
   const queue = new RateLimitingWorkQueue<OwnerKey>({ name: 'owners', metrics: workqueue, rateLimiter: defaultControllerRateLimiter() });
   const registry = serviceRegistry(config, { kubeConfig, queue, logger });
+  const clusters = registry.clusters;
   const controller: Controller = new PipelineController({ registry, localKubeConfig: kubeConfig, logger, workers: config.concurrency, allowPrivateWebhooks: config.allowPrivateWebhooks });
 
   let elector: LeaderElector | undefined;
-  let leaseConnection: ClusterConnection | undefined;
+  let leaseHold: ClusterLease | undefined;
   if (config.leaderElect) {
-    leaseConnection = new ClusterConnection({ name: 'local', kubeConfig, logger });
     const namespace = await leaseNamespace(config, io.env);
+    // Held for the process's life: the management cluster's own-identity connection, from the keeper.
+    leaseHold = await clusters.acquire({ kind: 'local' }, { ownerNamespace: namespace });
     elector = new LeaderElector({
-      leases: new KubeLeaseClient({ connection: leaseConnection, namespace, name: config.leaderElectionId }),
+      leases: new KubeLeaseClient({ connection: leaseHold.connection, namespace, name: config.leaderElectionId }),
       identity: `${hostname()}_${randomUUID()}`,
       leaseDurationMs: config.leaseDurationMs,
       renewDeadlineMs: config.renewDeadlineMs,
@@ -241,7 +255,7 @@ async function runService(config: Config, io: ProcessIo, logger: Logger): Promis
     }
     if (config.metricsBindAddress !== undefined) {
       const metrics = (): string => renderMetrics({ workqueue, caches: () => registry.caches(), controller: () => controller.stats(), leader: () => elector?.isLeader ?? true });
-      const protection = await metricsProtection(config, kubeConfig, logger);
+      const protection = await metricsProtection(config, clusters, logger);
       closeReviews = () => protection.close();
       const server = await HttpServer.start({ name: 'metrics', address: config.metricsBindAddress, routes: metricsRoutes({ metrics, caches: () => registry.caches() }), logger, tls: protection.tls, authorize: protection.authorize });
       servers.push(server);
@@ -249,6 +263,7 @@ async function runService(config: Config, io: ProcessIo, logger: Logger): Promis
     }
   } catch (err) {
     await closeServers();
+    leaseHold?.release();
     await registry.close();
     throw err;
   }
@@ -290,8 +305,8 @@ async function runService(config: Config, io: ProcessIo, logger: Logger): Promis
   if (reason !== 'leader election lost') await running;
   election.abort();
   await electing;
-  await registry.close();
-  await leaseConnection?.close();
+  leaseHold?.release();
+  await registry.close(); // and the keeper: every connection
   await closeServers();
   logger.info('stopped', { graceful });
   return graceful ? 0 : 1;
