@@ -240,3 +240,33 @@ describe('namespace scopes', () => {
     assert.throws(() => new Registry({ provider: new StaticProvider({ clusters: {} }), scope: 'everything' as 'auto' }), /scope/);
   });
 });
+
+describe('reading without an owner', () => {
+  it('holds a cache against collection, hands every event to the handler, and lets it go on release', async (t) => {
+    const sim = await startSim(t);
+    sim.store.create({ apiVersion: 'v1', kind: 'ConfigMap', metadata: { name: 'a', namespace: 'apps' } });
+    const clock = new FakeClock();
+    const registry = newRegistry(t, { provider: new StaticProvider({ clusters: { east: sim.kubeconfig } }), clock, gcGraceMs: 1_000, gcInitialDelayMs: 100, gcMaxDelayMs: 100 });
+    const seen: string[] = [];
+    const held = await registry.reader(east, configMaps, {
+      ownerNamespace: 'team-a',
+      handler: { add: (obj) => { seen.push(`add ${obj.metadata?.name ?? ''}`); }, delete: (obj) => { seen.push(`delete ${obj.metadata?.name ?? ''}`); } },
+    });
+    await held.waitForSync(AbortSignal.timeout(10_000));
+    sim.store.create({ apiVersion: 'v1', kind: 'ConfigMap', metadata: { name: 'b', namespace: 'apps' } });
+    await eventually('the handler saw both objects', () => seen.includes('add a') && seen.includes('add b'));
+    assert.equal(registry.queue.len, 0, 'no owner is requeued: there is none');
+    assert.equal(registry.caches()[0]?.owners, 0);
+
+    for (let i = 0; i < 5; i++) {
+      clock.advance(1_000);
+      await new Promise((resolve) => setImmediate(resolve));
+    }
+    assert.equal(registry.caches().length, 1, 'held: never collected');
+    held.release();
+    held.release();
+    clock.advance(1_000);
+    await eventually('collected after the grace period once released', () => registry.caches().length === 0);
+    assert.equal(held.synced, false);
+  });
+});
