@@ -5,7 +5,7 @@
  * owner keys, and garbage-collects caches no owner uses.
  */
 export { Registry } from './registry.ts';
-export type { CacheInfo, HeldReader, ReaderOptions, RegistryOptions } from './registry.ts';
-export type { CacheReader } from './reader.ts';
+export type { CacheInfo, ReaderOptions, RegistryOptions } from './registry.ts';
+export type { CacheReader, HeldReader } from './reader.ts';
 export { ownerKey, parseOwnerKey } from './keys.ts';
 export type { CacheScope, OwnerKey, OwnerRef, TargetRef } from './keys.ts';

@@ -65,3 +65,48 @@ export class RegistryReader<T extends KubeObject = KubeObject> implements CacheR
     return informer.waitForSync(signal);
   }
 }
+
+/** A reader that keeps its cache alive, without an owner, until released. */
+export interface HeldReader<T extends KubeObject = KubeObject> extends CacheReader<T> {
+  /** Lets the cache go (collected a grace period later if no owner uses it) and detaches the handler. Idempotent. */
+  release(): void;
+}
+
+/** A {@link CacheReader} with the release of the hold that keeps its cache. */
+export class HeldRegistryReader<T extends KubeObject = KubeObject> implements HeldReader<T> {
+  readonly #reader: CacheReader<T>;
+  readonly release: () => void;
+
+  constructor(reader: CacheReader<T>, release: () => void) {
+    this.#reader = reader;
+    this.release = release;
+  }
+
+  get cluster(): string {
+    return this.#reader.cluster;
+  }
+
+  get gvk(): GroupVersionKind {
+    return this.#reader.gvk;
+  }
+
+  get synced(): boolean {
+    return this.#reader.synced;
+  }
+
+  get lastError(): Error | undefined {
+    return this.#reader.lastError;
+  }
+
+  get(namespace: string | undefined, name: string): T | undefined {
+    return this.#reader.get(namespace, name);
+  }
+
+  list(options?: { readonly namespace?: string | undefined }): T[] {
+    return this.#reader.list(options);
+  }
+
+  waitForSync(signal?: AbortSignal): Promise<void> {
+    return this.#reader.waitForSync(signal);
+  }
+}

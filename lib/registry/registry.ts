@@ -15,7 +15,6 @@ import { createListLimiter, type ClusterConnection, type KubeObject, type Resour
 import { ResourceInformer, type InformerHandler, type InformerOptions } from '../informer/index.ts';
 import { RateLimitingWorkQueue, defaultControllerRateLimiter, type RateLimitingQueue } from '../queue/index.ts';
 import {
-  apiVersionOf,
   childController,
   ClosedError,
   KubeApiError,
@@ -30,8 +29,9 @@ import {
   type Timer,
 } from '../util/index.ts';
 import { GarbageCollector } from './gc.ts';
+import { checkScope, ScopePolicy } from './scope.ts';
 import { cacheKeyOf, describeCacheKey, objectKeyOf, ownerKey, type CacheScope, type OwnerKey, type OwnerRef, type TargetRef } from './keys.ts';
-import { RegistryReader, type CacheReader } from './reader.ts';
+import { HeldRegistryReader, RegistryReader, type CacheReader, type HeldReader } from './reader.ts';
 import { TargetIndex, type IndexedTarget } from './target-index.ts';
 
 /** Options of {@link Registry}. */
@@ -123,12 +123,6 @@ export interface ReaderOptions {
   readonly signal?: AbortSignal | undefined;
 }
 
-/** A reader that keeps its cache alive, without an owner, until released. */
-export interface HeldReader<T extends KubeObject = KubeObject> extends CacheReader<T> {
-  /** Lets the cache go (collected a grace period later if no owner uses it) and detaches the handler. Idempotent. */
-  release(): void;
-}
-
 /** One published cache. */
 interface CacheEntry {
   readonly key: string;
@@ -155,8 +149,6 @@ interface Hold {
 /** What a build resolves with: the cache, or word that the key's scope changed. */
 type Built = CacheEntry | 'scoped-down';
 
-const SCOPES: readonly string[] = ['cluster', 'namespace', 'auto'] satisfies readonly CacheScope[];
-
 function positive(option: string, value: number, allowZero = false): number {
   if (!Number.isFinite(value) || value < 0 || (!allowZero && value === 0)) {
     throw new TypeError(`registry option ${option} must be a ${allowZero ? 'non-negative' : 'positive'} number, got ${value}`);
@@ -168,10 +160,6 @@ function positive(option: string, value: number, allowZero = false): number {
 function namespaceOfObjectKey(cacheKey: string, objectKey: string): string {
   const rest = objectKey.slice(cacheKey.length + 1);
   return rest.slice(0, rest.indexOf('/'));
-}
-
-function gvkKey(gvk: GroupVersionKind): string {
-  return `${apiVersionOf(gvk)}/${gvk.kind}`;
 }
 
 /** How long `connectionFor` keeps its cluster connected for the caller's writes: a request's default timeout. */
@@ -197,8 +185,7 @@ const MAX_ATTEMPTS = 3;
  *   before it is taken, so a hanging cluster never delays another.
  * - A cache is published only on a current cluster generation; a build that finds its generation
  *   replaced moves to the new one (up to {@link MAX_ATTEMPTS} times, then `ClusterChangedError`).
- * - `#narrowed` holds ⟨connection, kind⟩ pairs whose cluster-scope LIST was forbidden: `auto`
- *   targets of those get namespace-scoped caches. Cleared when the cluster rotates.
+ * - Which namespace a cache watches is the {@link ScopePolicy}'s answer (scope.ts).
  */
 export class Registry {
   readonly #clusters: ClusterSet;
@@ -213,7 +200,7 @@ export class Registry {
   readonly #holds = new Map<string, Set<Hold>>();
   /** Leases `connectionFor` holds for a while after handing out their connection. */
   readonly #lingering = new Map<Timer, ClusterLease>();
-  readonly #narrowed = new Map<string, Set<string>>();
+  readonly #scopes = new ScopePolicy();
   readonly #listLimiter: Bottleneck | undefined;
   readonly #gc: GarbageCollector<CacheEntry>;
   readonly #root = new AbortController();
@@ -227,9 +214,7 @@ export class Registry {
   constructor(options: RegistryOptions) {
     this.#logger = options.logger ?? noopLogger;
     this.#clock = options.clock ?? realClock;
-    const scope = options.scope ?? 'auto';
-    if (!SCOPES.includes(scope)) throw new TypeError(`registry option scope must be one of ${SCOPES.join(', ')}, got ${JSON.stringify(scope)}`);
-    this.#scope = scope;
+    this.#scope = checkScope('registry option scope', options.scope ?? 'auto');
     this.#informerOptions = { ...options.informer };
     this.#buildTimeoutMs = positive('buildTimeoutMs', options.buildTimeoutMs ?? 30_000);
     const gcGraceMs = positive('gcGraceMs', options.gcGraceMs ?? 30_000, true);
@@ -316,10 +301,9 @@ export class Registry {
   ): Promise<CacheReader<T>> {
     if (this.#closed !== undefined) throw new ClosedError('registry');
     const connection = ClusterSet.connectionKey(ref, owner.namespace, owner.identity);
-    const scope = target.scope ?? this.#scope;
-    if (!SCOPES.includes(scope)) throw new TypeError(`target scope must be one of ${SCOPES.join(', ')}, got ${JSON.stringify(scope)}`);
+    const scope = checkScope('target scope', target.scope ?? this.#scope);
     for (;;) {
-      const namespace = this.#namespaceScope(connection, scope, target);
+      const namespace = this.#scopes.namespaceOf(connection, scope, target);
       const key = cacheKeyOf(connection, namespace, target.gvk);
       this.#index.add(ownerKey(owner), { cacheKey: key, objectKey: objectKeyOf(key, target.namespace, target.name) });
       // Hot path: published, and this owner's namespace and identity already admitted. No lock.
@@ -373,17 +357,7 @@ export class Registry {
     // Published by another build before this hold was registered: attach its handler now.
     const entry = this.#caches.get(key);
     if (entry !== undefined && !entry.held.has(hold)) this.#attachHold(entry, hold);
-    const reader = this.#reader(key, connection, gvk) as unknown as CacheReader<T>;
-    return Object.freeze({
-      cluster: reader.cluster,
-      gvk: reader.gvk,
-      get synced() { return reader.synced; },
-      get lastError() { return reader.lastError; },
-      get: (ns: string | undefined, name: string) => reader.get(ns, name),
-      list: (opts?: { readonly namespace?: string | undefined }) => reader.list(opts),
-      waitForSync: (s?: AbortSignal) => reader.waitForSync(s),
-      release,
-    });
+    return new HeldRegistryReader<T>(this.#reader(key, connection, gvk) as unknown as CacheReader<T>, release);
   }
 
   /**
@@ -419,7 +393,7 @@ export class Registry {
   setOwnerTargets(owner: OwnerRef, targets: readonly { readonly cluster: ClusterRef; readonly target: TargetRef }[]): void {
     const indexed: IndexedTarget[] = targets.map(({ cluster, target }) => {
       const connection = ClusterSet.connectionKey(cluster, owner.namespace, owner.identity);
-      const key = cacheKeyOf(connection, this.#namespaceScope(connection, target.scope ?? this.#scope, target), target.gvk);
+      const key = cacheKeyOf(connection, this.#scopes.namespaceOf(connection, target.scope ?? this.#scope, target), target.gvk);
       return { cacheKey: key, objectKey: objectKeyOf(key, target.namespace, target.name) };
     });
     this.#gc.released(this.#index.set(ownerKey(owner), indexed));
@@ -503,14 +477,6 @@ export class Registry {
     return this.#index.ownerCount(key) > 0 || this.#holds.has(key);
   }
 
-  /** '' (all namespaces) or the one namespace a target's cache watches under `scope`. */
-  #namespaceScope(connection: string, scope: CacheScope, target: TargetRef): string {
-    const namespace = target.namespace ?? '';
-    if (scope === 'cluster' || namespace === '') return '';
-    if (scope === 'namespace') return namespace;
-    return this.#narrowed.get(connection)?.has(gvkKey(target.gvk)) === true ? namespace : '';
-  }
-
   /** A lease for this caller, admitted for its own namespace and identity, within the build deadline. */
   async #acquire(ref: ClusterRef, ownerNamespace: string, identity: Identity | undefined, signal: AbortSignal | undefined): Promise<ClusterLease> {
     const { controller, dispose } = childController(this.#root.signal);
@@ -582,7 +548,7 @@ export class Registry {
           lease = undefined;
           lease = await reacquire(controller.signal);
         }
-        if (auto && namespace === '' && this.#narrowed.get(lease.key)?.has(gvkKey(gvk)) === true) return 'scoped-down';
+        if (auto && namespace === '' && this.#scopes.isNarrowed(lease.key, gvk)) return 'scoped-down';
         const info = await lease.connection.resolve(gvk, controller.signal);
         const entry = this.#newEntry(key, lease, namespace, gvk, auto && info.namespaced, lease.connection.resourceClient(info));
         const published = await this.#lock.runExclusive((): CacheEntry | undefined => {
@@ -664,7 +630,7 @@ export class Registry {
         if (entry.auto && !scopeAsked && namespace === '' && !informer.synced && err instanceof KubeApiError && err.statusCode === 403) {
           scopeAsked = true;
           void this.#scopeDown(entry, client).catch((cause: unknown) => {
-            this.#logger.warn('could not scope a forbidden cache down', { cluster: lease.key, gvk: gvkKey(gvk), error: toError(cause).message });
+            this.#logger.warn('could not scope a forbidden cache down', { cluster: lease.key, gvk: describeCacheKey(lease.key, gvk), error: toError(cause).message });
           });
         }
         // Requeue owners when the failure changes (so status can say why), not on every retry.
@@ -702,32 +668,11 @@ export class Registry {
     for (const owner of wake) this.#queue.add(owner);
   }
 
-  /**
-   * The cluster-wide LIST of an `auto` cache was forbidden. When one of its targets' namespaces
-   * can be listed, the cache is dropped and its targets get namespace caches from now on (owners
-   * are requeued to ask again); when none can, a namespace cache would fail the same way, so the
-   * cache stays and keeps reporting the 403. Asked once per cache.
-   */
+  /** The cluster-wide LIST of an `auto` cache was forbidden: drop it if the policy scopes its kind down (owners are requeued to ask again). */
   async #scopeDown(entry: CacheEntry, client: ResourceClient): Promise<void> {
     const namespaces = new Set(this.#index.targetsOfCache(entry.key).map((objectKey) => namespaceOfObjectKey(entry.key, objectKey)).filter((ns) => ns !== ''));
-    let allowed = false;
-    for (const namespace of namespaces) {
-      try {
-        await client.list({ namespace, limit: 1, signal: entry.lease.signal });
-        allowed = true;
-        break;
-      } catch (err) {
-        if (!(err instanceof KubeApiError && err.statusCode === 403)) return; // not an answer about rights: keep the cache
-      }
-    }
-    if (!allowed || this.#caches.get(entry.key) !== entry) return;
-    let narrowed = this.#narrowed.get(entry.lease.key);
-    if (narrowed === undefined) {
-      narrowed = new Set();
-      this.#narrowed.set(entry.lease.key, narrowed);
-    }
-    narrowed.add(gvkKey(entry.gvk));
-    this.#logger.info('listing at the cluster scope is forbidden: scoping the cache down to its targets\' namespaces', { cluster: entry.lease.key, gvk: gvkKey(entry.gvk) });
+    if (!await this.#scopes.scopeDown(entry.lease.key, entry.gvk, client, namespaces, entry.lease.signal)) return;
+    this.#logger.info('listing at the cluster scope is forbidden: scoping the cache down to its targets\' namespaces', { cluster: entry.lease.key, gvk: describeCacheKey(entry.lease.key, entry.gvk) });
     const removed = await this.#lock.runExclusive(() => {
       if (this.#caches.get(entry.key) !== entry) return false;
       this.#caches.delete(entry.key);
@@ -757,7 +702,7 @@ export class Registry {
    * after every cache on it stopped.
    */
   async #clusterChanged(change: ClusterChange): Promise<void> {
-    this.#narrowed.delete(change.key);
+    this.#scopes.forget(change.key);
     const stale = [...this.#caches.values()].filter((entry) => entry.lease.key === change.key && !entry.lease.current);
     const rebuilt = new Map<CacheEntry, CacheEntry>();
     if (change.type === 'rotated') {
