@@ -4,7 +4,10 @@ import assert from 'node:assert/strict';
 import { inspect } from 'node:util';
 import { describe, it } from 'node:test';
 import { KubeconfigInvalidError, KubeconfigRefusedError } from '../util/index.ts';
-import { KubeconfigSecretNotFoundError, SecretProvider, type SecretData, type SecretReader } from './provider-secret.ts';
+import { SimulatedCluster } from '../../fixtures/index.ts';
+import { serviceAccountIdentity, type Identity } from './identity.ts';
+import { loadKubeconfig } from './kubeconfig.ts';
+import { CoreV1SecretReader, KubeconfigSecretNotFoundError, SecretProvider, type SecretData, type SecretReader } from './provider-secret.ts';
 import { InvalidClusterRefError } from './providers.ts';
 
 const TOKEN = 'sekrit-token-fedcba9876543210';
@@ -25,14 +28,14 @@ const b64 = (text: string): string => Buffer.from(text).toString('base64');
 /** Secrets by `namespace/name`, recording every read. */
 class MemorySecrets implements SecretReader {
   readonly secrets = new Map<string, SecretData>();
-  readonly reads: { namespace: string; name: string; signal: AbortSignal | undefined }[] = [];
+  readonly reads: { namespace: string; name: string; signal: AbortSignal | undefined; identity: Identity | undefined }[] = [];
 
   put(namespace: string, name: string, data: Record<string, string>): void {
     this.secrets.set(`${namespace}/${name}`, { data: Object.fromEntries(Object.entries(data).map(([k, v]) => [k, b64(v)])) });
   }
 
-  getSecret(namespace: string, name: string, signal?: AbortSignal): Promise<SecretData | undefined> {
-    this.reads.push({ namespace, name, signal });
+  getSecret(namespace: string, name: string, signal?: AbortSignal, identity?: Identity): Promise<SecretData | undefined> {
+    this.reads.push({ namespace, name, signal, identity });
     return Promise.resolve(this.secrets.get(`${namespace}/${name}`));
   }
 }
@@ -89,6 +92,23 @@ describe('SecretProvider: resolving', () => {
     assert.equal(access.kubeConfig.getCurrentContext(), 'alt');
     assert.equal(access.kubeConfig.getCurrentUser(), null);
     assert.equal(secrets.reads[0]?.signal, signal);
+  });
+
+  it('reads the Secret as the caller\'s identity', async (t) => {
+    const secrets = new MemorySecrets();
+    secrets.put('team-a', 'c', { value: kubeconfig('https://a.example') });
+    const identity = serviceAccountIdentity('team-a', 'deployer');
+    await new SecretProvider({ secrets }).resolve({ kind: 'secret', name: 'c' }, { ...ctx, identity });
+    assert.equal(secrets.reads[0]?.identity, identity);
+
+    // CoreV1SecretReader sends it as Impersonate-User (a ServiceAccount's groups are the server's to derive).
+    const sim = await SimulatedCluster.start({ namespaces: ['team-a'] });
+    t.after(() => sim.close());
+    const reader = new CoreV1SecretReader({ kubeConfig: loadKubeconfig(sim.kubeconfig, { cluster: 'local' }) });
+    assert.equal(await reader.getSecret('team-a', 'missing', undefined, identity), undefined);
+    assert.equal(await reader.getSecret('team-a', 'missing'), undefined);
+    assert.deepEqual(sim.recentRequests().filter((r) => r.path.endsWith('/secrets/missing')).map((r) => r.user), ['system:serviceaccount:team-a:deployer', 'sim-admin']);
+    await assert.rejects(reader.getSecret('team-a', 'x', undefined, { kind: 'impersonate', user: 'alice', groups: ['devs'] }), TypeError);
   });
 });
 
