@@ -4,6 +4,7 @@ import assert from 'node:assert/strict';
 import { describe, it, type TestContext } from 'node:test';
 import { SimulatedCluster } from '../../fixtures/index.ts';
 import {
+  ClusterChangedError,
   loadKubeconfig,
   SecretProvider,
   serviceAccountIdentity,
@@ -115,6 +116,27 @@ describe('a cluster changing under a caller never looks like a closed registry',
     assert.equal(registry.caches().length, 1);
     assert.equal(old.counters.openWatches, 0, 'nothing watches the old cluster');
     await old.waitFor((c) => c.openConnections === 0, { timeoutMs: 10_000 }); // its connection closed once released
+  });
+
+  it('gives up with the retryable ClusterChangedError, not ClosedError, when credentials keep rotating under one build', async (t) => {
+    const clock = new FakeClock();
+    const sim = await startSim(t, { clock });
+    const provider = new ControlledProvider(sim.kubeconfig, ['team-a']);
+    const registry = newRegistry(t, { provider });
+    sim.faults.setLatency(1_000); // every request waits for the test to advance the server's clock
+    const building = registry.watchTargetAndGetReader(east, { gvk: configMaps, namespace: 'apps', name: 'x' }, { namespace: 'team-a', name: 'p' });
+    building.catch(() => undefined);
+    for (let rotation = 1; rotation <= 3; rotation++) {
+      await sim.waitFor((c) => c.totalRequests >= rotation, { timeoutMs: 10_000 }); // this attempt's discovery is in flight
+      provider.rotate(`${sim.kubeconfig}\n# rotation ${rotation}\n`);
+      await registry.checkCluster(east, 'team-a');
+      clock.advance(1_000);
+    }
+    await assert.rejects(building, (err: unknown) => err instanceof ClusterChangedError && err.retryable && err.code === 'ERR_CLUSTER_CHANGED');
+    sim.faults.setLatency(0);
+    clock.advance(1_000);
+    const reader = await registry.watchTargetAndGetReader(east, { gvk: configMaps, namespace: 'apps', name: 'x' }, { namespace: 'team-a', name: 'p' });
+    await reader.waitForSync(AbortSignal.timeout(10_000));
   });
 
   it('admits a new owner namespace while the cluster\'s last cache is being collected', async (t) => {
