@@ -129,4 +129,29 @@ describe('ClusterSet', () => {
     await assert.rejects(held.connection.request({ method: 'GET', path: '/api' }), ClosedError);
     await assert.rejects(set.acquire(east, { ownerNamespace: 'a' }), ClosedError);
   });
+
+  it('closes a cluster nobody holds after idleTimeoutMs, and reuses it until then', async (t) => {
+    const sim = await SimulatedCluster.start({ namespaces: ['apps'] });
+    const clock = new FakeClock();
+    const set = new ClusterSet({ provider: new Provider(sim.kubeconfig), clock, credentialCheckIntervalMs: 0, idleTimeoutMs: 30_000 });
+    t.after(async () => { await set.close(); await sim.close(); });
+    const first = await set.acquire(east, { ownerNamespace: 'a' });
+    await new Promise((resolve) => setImmediate(resolve)); // the keeper's own hold on a new connection ends here
+    first.release();
+    clock.advance(29_999);
+    const again = await set.acquire(east, { ownerNamespace: 'a' });
+    assert.equal(again.connection, first.connection, 'still connected within the idle timeout');
+    again.release();
+    clock.advance(30_000);
+    assert.equal(again.signal.aborted, true, 'closed once idle that long');
+    assert.deepEqual(set.keys(), []);
+  });
+
+  it('refuses invalid options with a TypeError naming the option', () => {
+    const provider = new StaticProvider({ clusters: {} });
+    assert.throws(() => new ClusterSet({ provider: {} as ClusterProvider }), /option provider/);
+    assert.throws(() => new ClusterSet({ provider, qps: 0 }), /option qps/);
+    assert.throws(() => new ClusterSet({ provider, idleTimeoutMs: -1 }), /option idleTimeoutMs/);
+    assert.throws(() => new ClusterSet({ provider, credentialCheckIntervalMs: Number.NaN }), /option credentialCheckIntervalMs/);
+  });
 });
