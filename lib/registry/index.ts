@@ -6,6 +6,7 @@
  */
 export { Registry } from './registry.ts';
 export type { CacheInfo, ReaderOptions, RegistryOptions } from './registry.ts';
+export { CacheGoneError } from './reader.ts';
 export type { CacheReader, HeldReader } from './reader.ts';
 export { ownerKey, parseOwnerKey } from './keys.ts';
 export type { CacheScope, OwnerKey, OwnerRef, TargetRef } from './keys.ts';

@@ -1,6 +1,24 @@
 import type { Informer } from '../informer/index.ts';
 import type { KubeObject } from '../transport/index.ts';
-import { ClosedError, type GroupVersionKind } from '../util/index.ts';
+import { ClosedError, FleetcacheError, type GroupVersionKind } from '../util/index.ts';
+
+/**
+ * The cache a reader follows was stopped on an open registry (collected, scoped down to
+ * namespaces, or its cluster's Secret deleted) and nothing replaced it. Retryable: ask
+ * `watchTargetAndGetReader` again. Never means "closed": that is `ClosedError`.
+ */
+export class CacheGoneError extends FleetcacheError {
+  /** Always true: asking for the reader again is the remedy. */
+  readonly retryable = true;
+  readonly cluster: string;
+  readonly gvk: GroupVersionKind;
+
+  constructor(cluster: string, gvk: GroupVersionKind) {
+    super('ERR_CACHE_GONE', `the cache of ${gvk.kind} in cluster ${cluster} was stopped; ask for it again`);
+    this.cluster = cluster;
+    this.gvk = gvk;
+  }
+}
 
 /**
  * Reads one kind in one cluster from the registry's cache (`client.Reader` in controller-runtime
@@ -21,7 +39,11 @@ export interface CacheReader<T extends KubeObject = KubeObject> {
   get(namespace: string | undefined, name: string): T | undefined;
   /** Every cached object, or those of one namespace. */
   list(options?: { readonly namespace?: string | undefined }): T[];
-  /** Resolves once synced; rejects with the signal's reason, or ClosedError once the cache is gone. */
+  /**
+   * Resolves once synced, following the cache across a credential rotation; rejects with the
+   * signal's reason, `CacheGoneError` (retryable) when the cache was stopped and not replaced, or
+   * `ClosedError` once the registry is closed.
+   */
   waitForSync(signal?: AbortSignal): Promise<void>;
 }
 
@@ -34,11 +56,14 @@ export class RegistryReader<T extends KubeObject = KubeObject> implements CacheR
   readonly cluster: string;
   readonly gvk: GroupVersionKind;
   readonly #current: () => Informer | undefined;
+  readonly #closed: () => boolean;
 
-  constructor(cluster: string, gvk: GroupVersionKind, current: () => Informer | undefined) {
+  /** `current` is the informer published now; `closed` whether the registry is closed. */
+  constructor(cluster: string, gvk: GroupVersionKind, current: () => Informer | undefined, closed: () => boolean) {
     this.cluster = cluster;
     this.gvk = gvk;
     this.#current = current;
+    this.#closed = closed;
   }
 
   get synced(): boolean {
@@ -59,10 +84,18 @@ export class RegistryReader<T extends KubeObject = KubeObject> implements CacheR
     return (options.namespace === undefined ? store.list() : store.byIndex('namespace', options.namespace)) as T[];
   }
 
-  waitForSync(signal?: AbortSignal): Promise<void> {
-    const informer = this.#current();
-    if (informer === undefined) return Promise.reject(new ClosedError(`cache ${this.cluster} ${this.gvk.kind}`));
-    return informer.waitForSync(signal);
+  async waitForSync(signal?: AbortSignal): Promise<void> {
+    for (;;) {
+      const informer = this.#current();
+      if (informer === undefined) throw this.#closed() ? new ClosedError('registry') : new CacheGoneError(this.cluster, this.gvk);
+      try {
+        await informer.waitForSync(signal);
+        return;
+      } catch (err) {
+        // A stopped informer: follow whatever is published now (a rotation's rebuilt cache), if anything.
+        if (signal?.aborted === true || !(err instanceof ClosedError) || this.#current() === informer) throw err;
+      }
+    }
   }
 }
 

@@ -748,7 +748,7 @@ export class Registry {
   #reader(key: string, cluster: string, gvk: GroupVersionKind): RegistryReader {
     let reader = this.#readers.get(key);
     if (reader === undefined) {
-      reader = new RegistryReader(cluster, gvk, () => this.#caches.get(key)?.informer);
+      reader = new RegistryReader(cluster, gvk, () => this.#caches.get(key)?.informer, () => this.#closed !== undefined);
       this.#readers.set(key, reader);
     }
     return reader;

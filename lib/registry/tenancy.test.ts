@@ -16,7 +16,7 @@ import {
 } from '../cluster/index.ts';
 import { ClosedError, FakeClock, KubeApiError, KubeconfigRefusedError, type GroupVersionKind } from '../util/index.ts';
 import { eventually } from '../../e2e/harness/index.ts';
-import { Registry } from './index.ts';
+import { CacheGoneError, Registry } from './index.ts';
 
 const configMaps: GroupVersionKind = { group: '', version: 'v1', kind: 'ConfigMap' };
 const secrets: GroupVersionKind = { group: '', version: 'v1', kind: 'Secret' };
@@ -161,6 +161,25 @@ describe('a cluster changing under a caller never looks like a closed registry',
     await reader.waitForSync(AbortSignal.timeout(10_000));
     assert.equal(reader.synced, true);
     assert.deepEqual(registry.caches().map((c) => c.gvk.kind), ['Secret']);
+  });
+
+  it('tells a reader waiting for a cache that was collected to ask again (CacheGoneError), and one waiting at close that it is closed', async (t) => {
+    const sim = await startSim(t);
+    sim.faults.failNext({ path: /configmaps$/, verb: 'list', count: Infinity, status: 500 }); // never syncs
+    const clock = new FakeClock();
+    const registry = new Registry({ provider: new StaticProvider({ clusters: { east: sim.kubeconfig } }), clock, gcGraceMs: 1_000, credentialCheckIntervalMs: 0 });
+    const owner = { namespace: 'team-a', name: 'p' };
+    const reader = await registry.watchTargetAndGetReader(east, { gvk: configMaps, namespace: 'apps', name: 'x' }, owner);
+    const waiting = reader.waitForSync();
+    registry.forgetOwner(owner);
+    clock.advance(1_000);
+    await assert.rejects(waiting, (err: unknown) => err instanceof CacheGoneError && err.code === 'ERR_CACHE_GONE');
+
+    const again = await registry.watchTargetAndGetReader(east, { gvk: configMaps, namespace: 'apps', name: 'x' }, owner);
+    const atClose = again.waitForSync();
+    atClose.catch(() => undefined); // asserted below, after close() resolves
+    await registry.close();
+    await assert.rejects(atClose, (err: unknown) => err instanceof ClosedError && err.message === 'registry is closed');
   });
 
   it('answers ClosedError once closed, and only then', async (t) => {
