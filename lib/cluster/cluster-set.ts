@@ -422,14 +422,14 @@ export class ClusterSet {
     if (generation.closed) return;
     if (generation.retired || this.#idleTimeoutMs === 0 || this.#closed !== undefined) {
       this.#retire(generation);
-      void this.#closeGeneration(generation);
+      this.#closeQuietly(generation);
       return;
     }
     generation.idleTimer = this.#clock.setTimer(this.#idleTimeoutMs, () => {
       generation.idleTimer = undefined;
       if (generation.refs > 0) return;
       this.#retire(generation);
-      void this.#closeGeneration(generation);
+      this.#closeQuietly(generation);
     });
   }
 
@@ -439,6 +439,13 @@ export class ClusterSet {
     if (this.#current.get(generation.key) === generation) this.#current.delete(generation.key);
     generation.checkTimer?.cancel();
     generation.checkTimer = undefined;
+  }
+
+  /** Closes from a synchronous path (a release, a timer): a failure is logged, never unhandled. */
+  #closeQuietly(generation: Generation): void {
+    this.#closeGeneration(generation).catch((err: unknown) => {
+      this.#logger.warn('closing an unused cluster connection failed', { cluster: generation.key, error: toError(err).message });
+    });
   }
 
   async #closeGeneration(generation: Generation): Promise<void> {
