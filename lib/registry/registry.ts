@@ -15,10 +15,12 @@ import { createListLimiter, type ClusterConnection, type KubeObject, type Resour
 import { ResourceInformer, type InformerHandler, type InformerOptions } from '../informer/index.ts';
 import { RateLimitingWorkQueue, defaultControllerRateLimiter, type RateLimitingQueue } from '../queue/index.ts';
 import {
+  abortReason,
   childController,
   ClosedError,
   KubeApiError,
   noopLogger,
+  onAbort,
   raceAbort,
   realClock,
   toError,
@@ -483,14 +485,16 @@ export class Registry {
     const deadline = this.#clock.setTimer(this.#buildTimeoutMs, () => {
       controller.abort(new TransportError({ cluster: ClusterSet.connectionKey(ref, ownerNamespace, identity) }, `connecting took longer than ${this.#buildTimeoutMs} ms`));
     });
+    // The caller's signal ends this caller's wait too (one fan-out listener per signal, not one per call).
+    const detach = signal === undefined ? () => undefined : onAbort(signal, () => { controller.abort(abortReason(signal)); });
     try {
-      const combined = signal === undefined ? controller.signal : AbortSignal.any([controller.signal, signal]);
-      return await this.#clusters.acquire(ref, { ownerNamespace, identity, signal: combined });
+      return await this.#clusters.acquire(ref, { ownerNamespace, identity, signal: controller.signal });
     } catch (err) {
       // The registry's own abort is a close(), whatever the keeper says about it.
       if (this.#root.signal.aborted) throw new ClosedError('registry');
       throw err;
     } finally {
+      detach();
       deadline.cancel();
       dispose();
     }
