@@ -307,12 +307,15 @@ export class Registry {
     for (;;) {
       const namespace = this.#scopes.namespaceOf(connection, scope, target);
       const key = cacheKeyOf(connection, namespace, target.gvk);
-      this.#index.add(ownerKey(owner), { cacheKey: key, objectKey: objectKeyOf(key, target.namespace, target.name) });
+      // Indexed once admitted (so a refused owner is never woken by the cache), before the build
+      // (so the cache counts as used from the moment it is published).
+      const record = (): void => { this.#index.add(ownerKey(owner), { cacheKey: key, objectKey: objectKeyOf(key, target.namespace, target.name) }); };
       // Hot path: published, and this owner's namespace and identity already admitted. No lock.
       if (this.#caches.has(key) && this.#clusters.isAdmitted(connection, owner.namespace, owner.identity)) {
+        record();
         return this.#reader(key, connection, target.gvk) as unknown as CacheReader<T>;
       }
-      const built = await this.#admitAndBuild(ref, owner.namespace, owner.identity, key, namespace, target.gvk, scope === 'auto', signal);
+      const built = await this.#admitAndBuild(ref, owner.namespace, owner.identity, key, namespace, target.gvk, scope === 'auto', signal, record);
       // T is the caller's claim about the kind's shape: the cache holds the JSON the server sent.
       if (built !== 'scoped-down') return this.#reader(key, connection, target.gvk) as unknown as CacheReader<T>;
     }
@@ -350,7 +353,7 @@ export class Registry {
     };
     try {
       if (!(this.#caches.has(key) && this.#clusters.isAdmitted(connection, ownerNamespace, options.identity))) {
-        await this.#admitAndBuild(ref, ownerNamespace, options.identity, key, namespace, gvk, false, options.signal);
+        await this.#admitAndBuild(ref, ownerNamespace, options.identity, key, namespace, gvk, false, options.signal, () => undefined);
       }
     } catch (err) {
       release();
@@ -513,8 +516,10 @@ export class Registry {
     gvk: GroupVersionKind,
     auto: boolean,
     signal: AbortSignal | undefined,
+    admitted: () => void,
   ): Promise<Built> {
     const lease = await this.#acquire(ref, ownerNamespace, identity, signal);
+    admitted();
     let building = this.#building.get(key);
     if (building === undefined) {
       // The build takes over the lease: a published cache keeps it, a failed build releases it.
