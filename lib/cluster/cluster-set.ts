@@ -1,6 +1,6 @@
 import type Bottleneck from 'bottleneck';
 import type { KubeConfig } from '@kubernetes/client-node';
-import { ClusterConnection, createListLimiter } from '../transport/index.ts';
+import { ClusterConnection, createListLimiter, readLimitsOf, type ReadLimits } from '../transport/index.ts';
 import {
   childController,
   ClosedError,
@@ -53,6 +53,8 @@ export interface ClusterSetOptions {
   /** Per-connection request limits. Default 20 qps, burst 30 (controller-runtime's). */
   readonly qps?: number;
   readonly burst?: number;
+  /** Bounds on what one answer of an API server may make the process hold (see `ReadLimits` for the defaults). */
+  readonly readLimits?: ReadLimits;
   /** Limiter on concurrent LISTs across every connection. Default: a new one of 50, stopped by `close()`. */
   readonly listLimiter?: Bottleneck;
   /**
@@ -128,6 +130,8 @@ interface Generation {
   readonly detach: () => void;
   /** Callers the provider admitted, by admission key (owner namespace + identity); carried to the next generation. */
   readonly admitted: Map<string, Admission>;
+  /** The single admission in flight per admission key; removed when it settles (a refusal is not remembered). */
+  readonly admitting: Map<string, Promise<void>>;
   /** Leases not yet released. The generation closes when this reaches 0 and it is retired or idle. */
   refs: number;
   /** Set once it is no longer the key's current generation. */
@@ -184,6 +188,7 @@ export class ClusterSet {
   readonly #ownsListLimiter: boolean;
   readonly #qps: number;
   readonly #burst: number;
+  readonly #readLimits: Required<ReadLimits>;
   readonly #checkIntervalMs: number;
   readonly #idleTimeoutMs: number;
   readonly #connectTimeoutMs: number;
@@ -206,6 +211,7 @@ export class ClusterSet {
     this.#local = options.local === undefined ? undefined : new LocalProvider({ kubeConfig: options.local });
     this.#qps = nonNegative('qps', options.qps ?? 20, false);
     this.#burst = nonNegative('burst', options.burst ?? 30, false);
+    this.#readLimits = readLimitsOf(options.readLimits ?? {}, 'ClusterSet option readLimits');
     this.#checkIntervalMs = nonNegative('credentialCheckIntervalMs', options.credentialCheckIntervalMs ?? 60_000, true);
     this.#idleTimeoutMs = nonNegative('idleTimeoutMs', options.idleTimeoutMs ?? 0, true);
     this.#connectTimeoutMs = nonNegative('connectTimeoutMs', options.connectTimeoutMs ?? 30_000, false);
@@ -274,16 +280,41 @@ export class ClusterSet {
       const lease = this.#lease(known);
       if (known.admitted.has(admission)) return lease;
       try {
-        const access = await this.#resolve(ref, { ownerNamespace, identity, signal });
-        known.admitted.set(admission, { ownerNamespace, identity });
-        if (access.fingerprint !== known.fingerprint && !known.retired) {
-          void this.#check(known).catch((err: unknown) => { this.#logCheckFailure(known, err); });
+        // Callers of the same namespace and identity share one admission (the same question has the
+        // same answer); a caller of another namespace never joins it.
+        let admitting = known.admitting.get(admission);
+        if (admitting === undefined) {
+          admitting = this.#admit(known, ref, admission, { ownerNamespace, identity });
+          known.admitting.set(admission, admitting);
+          const forget = (): void => { if (known.admitting.get(admission) === admitting) known.admitting.delete(admission); };
+          admitting.then(forget, forget);
         }
+        await raceAbort(admitting, signal);
         return lease;
       } catch (err) {
         lease.release();
         throw err;
       }
+    }
+  }
+
+  /** One admission to a known generation: the provider's resolution for this namespace and identity. */
+  async #admit(generation: Generation, ref: ClusterRef, admission: string, who: Admission): Promise<void> {
+    // Bounded like a connection (the resolution is shared by every caller of this admission).
+    const { controller, dispose } = childController(this.#root.signal);
+    const deadline = this.#clock.setTimer(this.#connectTimeoutMs, () => {
+      controller.abort(new TransportError({ cluster: generation.key }, `admitting namespace ${who.ownerNamespace} took longer than ${this.#connectTimeoutMs} ms`));
+    });
+    let access: ClusterAccess;
+    try {
+      access = await this.#resolve(ref, { ...who, signal: controller.signal });
+    } finally {
+      deadline.cancel();
+      dispose();
+    }
+    generation.admitted.set(admission, who);
+    if (access.fingerprint !== generation.fingerprint && !generation.retired) {
+      void this.#check(generation).catch((err: unknown) => { this.#logCheckFailure(generation, err); });
     }
   }
 
@@ -371,6 +402,7 @@ export class ClusterSet {
       qps: this.#qps,
       burst: this.#burst,
       listLimiter: this.#listLimiter,
+      ...this.#readLimits,
       logger: this.#logger.child({ cluster: key }),
       clock: this.#clock,
     });
@@ -385,6 +417,7 @@ export class ClusterSet {
       life: controller,
       detach: dispose,
       admitted: new Map(admitted),
+      admitting: new Map(),
       refs: 0,
       retired: false,
       closed: false,

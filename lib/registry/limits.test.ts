@@ -26,7 +26,7 @@ describe('Registry limits', () => {
     });
     t.after(() => registry.close());
     // Discovery first, so that from here on the only requests the caches make are LIST and WATCH.
-    const connection = await registry.connectionFor(sim, 'team-a');
+    const connection = await registry.connectionFor(sim, { namespace: 'team-a', name: 'warm-up' });
     await connection.resolve(configMaps);
     await connection.resolve(secrets);
 
@@ -61,7 +61,7 @@ describe('Registry limits', () => {
     });
     t.after(() => registry.close());
     const refs: ClusterRef[] = clusters.map((c) => ({ kind: 'static', name: c.name }));
-    for (const ref of refs) await (await registry.connectionFor(ref, 'team-a')).resolve(configMaps);
+    for (const ref of refs) await (await registry.connectionFor(ref, { namespace: 'team-a', name: 'warm-up' })).resolve(configMaps);
 
     for (const c of clusters) c.faults.setLatency(1_000);
     const owner = { namespace: 'team-a', name: 'fleet' };

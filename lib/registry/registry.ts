@@ -11,7 +11,7 @@ import {
   type Identity,
   type SecretReader,
 } from '../cluster/index.ts';
-import { createListLimiter, type ClusterConnection, type KubeObject, type ResourceClient } from '../transport/index.ts';
+import { checkGvk, createListLimiter, readLimitsOf, type ClusterConnection, type KubeObject, type ReadLimits, type ResourceClient } from '../transport/index.ts';
 import { ResourceInformer, type InformerHandler, type InformerOptions } from '../informer/index.ts';
 import { RateLimitingWorkQueue, defaultControllerRateLimiter, type RateLimitingQueue } from '../queue/index.ts';
 import {
@@ -62,6 +62,11 @@ export interface RegistryOptions {
   readonly burst?: number;
   /** Concurrent LISTs across all clusters. Default 50. */
   readonly maxConcurrentLists?: number;
+  /**
+   * Bounds on what one answer of an API server may make the process hold (see `ReadLimits` for
+   * the defaults), for the registry's own keeper.
+   */
+  readonly readLimits?: ReadLimits;
   /**
    * Default namespace scope of a cache when the target does not name one (see {@link CacheScope}).
    * Default `auto`: cluster-wide when the credentials may list the kind at the cluster scope; on a
@@ -240,6 +245,7 @@ export class Registry {
         qps: positive('qps', options.qps ?? 20),
         burst: positive('burst', options.burst ?? 30),
         listLimiter: this.#listLimiter,
+        ...(options.readLimits === undefined ? {} : { readLimits: readLimitsOf(options.readLimits, 'registry readLimits') }),
         credentialCheckIntervalMs: positive('credentialCheckIntervalMs', options.credentialCheckIntervalMs ?? 60_000, true),
         connectTimeoutMs: this.#buildTimeoutMs,
         logger: this.#logger,
@@ -302,20 +308,20 @@ export class Registry {
     signal?: AbortSignal,
   ): Promise<CacheReader<T>> {
     if (this.#closed !== undefined) throw new ClosedError('registry');
+    // Before anything is recorded or requested: the GVK ends up in URLs sent with the cluster's credentials.
+    checkGvk(target.gvk);
     const connection = ClusterSet.connectionKey(ref, owner.namespace, owner.identity);
     const scope = checkScope('target scope', target.scope ?? this.#scope);
     for (;;) {
       const namespace = this.#scopes.namespaceOf(connection, scope, target);
       const key = cacheKeyOf(connection, namespace, target.gvk);
-      // Indexed once admitted (so a refused owner is never woken by the cache), before the build
-      // (so the cache counts as used from the moment it is published).
-      const record = (): void => { this.#index.add(ownerKey(owner), { cacheKey: key, objectKey: objectKeyOf(key, target.namespace, target.name) }); };
+      // Recorded first, as after any call, so the cache counts as used from the moment it is published.
+      this.#index.add(ownerKey(owner), { cacheKey: key, objectKey: objectKeyOf(key, target.namespace, target.name) });
       // Hot path: published, and this owner's namespace and identity already admitted. No lock.
       if (this.#caches.has(key) && this.#clusters.isAdmitted(connection, owner.namespace, owner.identity)) {
-        record();
         return this.#reader(key, connection, target.gvk) as unknown as CacheReader<T>;
       }
-      const built = await this.#admitAndBuild(ref, owner.namespace, owner.identity, key, namespace, target.gvk, scope === 'auto', signal, record);
+      const built = await this.#admitAndBuild(ref, owner.namespace, owner.identity, key, namespace, target.gvk, scope === 'auto', signal);
       // T is the caller's claim about the kind's shape: the cache holds the JSON the server sent.
       if (built !== 'scoped-down') return this.#reader(key, connection, target.gvk) as unknown as CacheReader<T>;
     }
@@ -328,6 +334,7 @@ export class Registry {
    */
   async reader<T extends KubeObject = KubeObject>(ref: ClusterRef, gvk: GroupVersionKind, options: ReaderOptions = {}): Promise<HeldReader<T>> {
     if (this.#closed !== undefined) throw new ClosedError('registry');
+    checkGvk(gvk);
     const namespace = options.namespace ?? '';
     const ownerNamespace = options.ownerNamespace ?? (namespace === '' ? 'default' : namespace);
     const connection = ClusterSet.connectionKey(ref, ownerNamespace, options.identity);
@@ -353,7 +360,7 @@ export class Registry {
     };
     try {
       if (!(this.#caches.has(key) && this.#clusters.isAdmitted(connection, ownerNamespace, options.identity))) {
-        await this.#admitAndBuild(ref, ownerNamespace, options.identity, key, namespace, gvk, false, options.signal, () => undefined);
+        await this.#admitAndBuild(ref, ownerNamespace, options.identity, key, namespace, gvk, false, options.signal);
       }
     } catch (err) {
       release();
@@ -516,10 +523,8 @@ export class Registry {
     gvk: GroupVersionKind,
     auto: boolean,
     signal: AbortSignal | undefined,
-    admitted: () => void,
   ): Promise<Built> {
     const lease = await this.#acquire(ref, ownerNamespace, identity, signal);
-    admitted();
     let building = this.#building.get(key);
     if (building === undefined) {
       // The build takes over the lease: a published cache keeps it, a failed build releases it.

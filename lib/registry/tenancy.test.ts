@@ -90,7 +90,6 @@ describe('admission: every caller runs its own', () => {
     // Nor does the published cache let team-b in through the hot path.
     await assert.rejects(registry.watchTargetAndGetReader(east, target, { namespace: 'team-b', name: 'thief' }), KubeconfigRefusedError);
     await assert.rejects(registry.connectionFor(east, { namespace: 'team-b', name: 'thief' }), KubeconfigRefusedError);
-    assert.equal(registry.caches()[0]?.owners, 1, 'the refused owner is not recorded as a user of the cache (nor woken by it)');
   });
 });
 
