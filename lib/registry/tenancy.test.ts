@@ -91,6 +91,21 @@ describe('admission: every caller runs its own', () => {
     await assert.rejects(registry.watchTargetAndGetReader(east, target, { namespace: 'team-b', name: 'thief' }), KubeconfigRefusedError);
     await assert.rejects(registry.connectionFor(east, { namespace: 'team-b', name: 'thief' }), KubeconfigRefusedError);
   });
+
+  it('refuses an owner of another namespace that asks while a third namespace\'s admission to the connected cluster is in flight', async (t) => {
+    const sim = await startSim(t);
+    const provider = new ControlledProvider(sim.kubeconfig, ['team-a', 'team-c']);
+    const registry = newRegistry(t, { provider, clock: new FakeClock() });
+    const target = { gvk: configMaps, namespace: 'apps', name: 'x' };
+    await registry.watchTargetAndGetReader(east, target, { namespace: 'team-c', name: 'first' }); // connected, cache published
+    const releaseA = provider.hold('team-a');
+    const a = registry.watchTargetAndGetReader(east, target, { namespace: 'team-a', name: 'mine' });
+    const b = registry.watchTargetAndGetReader(east, target, { namespace: 'team-b', name: 'thief' });
+    b.catch(() => undefined);
+    releaseA();
+    await a;
+    await assert.rejects(b, (err: unknown) => err instanceof KubeconfigRefusedError && err.rule === 'cross-namespace');
+  });
 });
 
 describe('a cluster changing under a caller never looks like a closed registry', () => {
