@@ -243,7 +243,8 @@ export class ClusterSet {
    * A lease on the cluster `ref` names, for `ownerNamespace` acting as `identity`: resolving and
    * connecting it on first use (one resolution however many ask at once), and running the
    * provider's admission for this caller unless this very owner namespace and identity were
-   * admitted already. Release the lease when done.
+   * admitted already (concurrent callers of one namespace and identity share one admission; no
+   * caller ever joins another namespace's). Release the lease when done.
    *
    * @throws the provider's errors (`KubeconfigRefusedError`, `KubeconfigSecretNotFoundError`,
    *   a `KubeApiError` 403 when `identity` may not read the kubeconfig Secret, ...),
