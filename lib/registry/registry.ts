@@ -1,3 +1,5 @@
+// The registry: one cache per ⟨connection, namespace scope, GVK⟩ built once (single flight, double-checked
+// publish), the owners each cache wakes, and the wiring to the keeper of clusters and the collector.
 import { Mutex } from 'async-mutex';
 import type Bottleneck from 'bottleneck';
 import type { KubeConfig } from '@kubernetes/client-node';
