@@ -231,6 +231,10 @@ export class Registry {
     const gcMaxDelayMs = positive('gcMaxDelayMs', options.gcMaxDelayMs ?? 512_000);
     if (options.clusters !== undefined) {
       if (!(options.clusters instanceof ClusterSet)) throw new TypeError('registry option clusters must be a ClusterSet');
+      // These configure the registry's own keeper: with a shared one they would be silently ignored.
+      for (const option of ['provider', 'local', 'qps', 'burst', 'maxConcurrentLists', 'readLimits', 'credentialCheckIntervalMs'] as const) {
+        if (options[option] !== undefined) throw new TypeError(`registry option ${option} configures the registry's own keeper: set it on the ClusterSet passed as clusters`);
+      }
       this.#clusters = options.clusters;
       this.#ownsClusters = false;
     } else {

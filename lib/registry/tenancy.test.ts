@@ -5,6 +5,7 @@ import { describe, it, type TestContext } from 'node:test';
 import { SimulatedCluster } from '../../fixtures/index.ts';
 import {
   ClusterChangedError,
+  ClusterSet,
   loadKubeconfig,
   SecretProvider,
   serviceAccountIdentity,
@@ -294,6 +295,9 @@ describe('namespace scopes', () => {
     await registry.watchTargetAndGetReader(east, { gvk: configMaps, namespace: 'team-b', name: 'x', scope: 'cluster' }, owner);
     assert.deepEqual(registry.caches().map((c) => c.namespace).sort(), ['apps', 'team-a', undefined]);
     assert.throws(() => new Registry({ provider: new StaticProvider({ clusters: {} }), scope: 'everything' as 'auto' }), /scope/);
+    const shared = new ClusterSet({ provider: new StaticProvider({ clusters: {} }) });
+    t.after(() => shared.close());
+    assert.throws(() => new Registry({ clusters: shared, qps: 5 }), /option qps configures the registry's own keeper/);
   });
 });
 
