@@ -329,4 +329,21 @@ describe('reading without an owner', () => {
     await eventually('collected after the grace period once released', () => registry.caches().length === 0);
     assert.equal(held.synced, false);
   });
+
+  it('moves a held reader and its handler onto the rotated cluster\'s cache', async (t) => {
+    const old = await startSim(t);
+    const fresh = await startSim(t);
+    fresh.store.create({ apiVersion: 'v1', kind: 'ConfigMap', metadata: { name: 'after', namespace: 'apps' } });
+    const provider = new ControlledProvider(old.kubeconfig, ['team-a']);
+    const registry = newRegistry(t, { provider });
+    const seen: string[] = [];
+    const held = await registry.reader(east, configMaps, { ownerNamespace: 'team-a', handler: { add: (obj) => { seen.push(obj.metadata?.name ?? ''); } } });
+    await held.waitForSync(AbortSignal.timeout(10_000));
+    provider.rotate(fresh.kubeconfig);
+    await registry.checkCluster(east, 'team-a');
+    await held.waitForSync(AbortSignal.timeout(10_000));
+    await eventually('the handler hears the rotated cluster\'s objects', () => seen.includes('after'));
+    assert.equal(held.get('apps', 'after')?.metadata?.name, 'after');
+    held.release();
+  });
 });
