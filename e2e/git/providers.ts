@@ -1,0 +1,174 @@
+// Stand-ins for the two pull-request APIs a Git promotion calls, shaped after the providers'
+// published descriptions: GitHub REST "Pulls" (GET/POST /repos/{owner}/{repo}/pulls; a pull has
+// number, html_url, state open|closed, merged_at; create takes title, head, base, body and answers
+// 201, or 422 "Validation Failed" when a pull for head→base is open already) and GitLab's Merge
+// requests API (GET/POST /projects/:id/merge_requests, :id the URL-encoded path; an MR has iid,
+// web_url, state opened|closed|locked|merged; create takes source_branch, target_branch, title and
+// answers 201, 409 when an open MR for the branches exists). Every request is recorded, body
+// included, for tests to check what fleetcache sent.
+import http from 'node:http';
+import type { AddressInfo } from 'node:net';
+
+export interface ProviderRequest {
+  readonly method: string;
+  readonly path: string;
+  readonly query: Readonly<Record<string, string>>;
+  readonly headers: http.IncomingHttpHeaders;
+  readonly body: unknown;
+}
+
+interface StoredPull {
+  readonly number: number;
+  readonly head: string;
+  readonly base: string;
+  readonly title: string;
+  state: 'open' | 'closed' | 'merged';
+}
+
+export interface ProviderStandInOptions {
+  readonly kind: 'github' | 'gitlab';
+  /** GitHub "owner/repo" or GitLab "group/project". */
+  readonly project: string;
+  /** The token the API requires (Bearer for GitHub, PRIVATE-TOKEN for GitLab). */
+  readonly token: string;
+  /** Whether a branch exists in the repository (both APIs refuse a request from a missing branch). */
+  readonly branchExists?: (branch: string) => Promise<boolean>;
+}
+
+export class ProviderStandIn {
+  readonly requests: ProviderRequest[] = [];
+  readonly pulls: StoredPull[] = [];
+  readonly #options: ProviderStandInOptions;
+  readonly #server: http.Server;
+
+  private constructor(options: ProviderStandInOptions, server: http.Server) {
+    this.#options = options;
+    this.#server = server;
+  }
+
+  static async start(options: ProviderStandInOptions): Promise<ProviderStandIn> {
+    const server = http.createServer();
+    const instance = new ProviderStandIn(options, server);
+    server.on('request', (req, res) => { void instance.#serve(req, res); });
+    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+    return instance;
+  }
+
+  /** The API root to configure (`http://127.0.0.1:<port>/api/v3` or `/api/v4`). */
+  get apiUrl(): string {
+    return `http://127.0.0.1:${(this.#server.address() as AddressInfo).port}/api/${this.#options.kind === 'github' ? 'v3' : 'v4'}`;
+  }
+
+  /** What a person does in the web UI. */
+  setState(number: number, state: 'open' | 'closed' | 'merged'): void {
+    const pull = this.pulls.find((p) => p.number === number);
+    if (pull === undefined) throw new Error(`no pull request #${number}`);
+    pull.state = state;
+  }
+
+  async close(): Promise<void> {
+    this.#server.closeAllConnections();
+    await new Promise<void>((resolve) => this.#server.close(() => { resolve(); }));
+  }
+
+  #github(p: StoredPull): unknown {
+    const owner = this.#options.project.split('/')[0] ?? '';
+    return {
+      number: p.number,
+      html_url: `https://github.example/${this.#options.project}/pull/${p.number}`,
+      state: p.state === 'open' ? 'open' : 'closed',
+      merged_at: p.state === 'merged' ? '2026-01-01T00:00:00Z' : null,
+      title: p.title,
+      head: { ref: p.head, label: `${owner}:${p.head}` },
+      base: { ref: p.base, label: `${owner}:${p.base}` },
+    };
+  }
+
+  #gitlab(p: StoredPull): unknown {
+    return {
+      id: 1000 + p.number,
+      iid: p.number,
+      web_url: `https://gitlab.example/${this.#options.project}/-/merge_requests/${p.number}`,
+      state: p.state === 'open' ? 'opened' : p.state,
+      title: p.title,
+      source_branch: p.head,
+      target_branch: p.base,
+    };
+  }
+
+  async #serve(req: http.IncomingMessage, res: http.ServerResponse): Promise<void> {
+    const chunks: Buffer[] = [];
+    for await (const chunk of req) chunks.push(chunk as Buffer);
+    const text = Buffer.concat(chunks).toString('utf8');
+    const url = new URL(req.url ?? '/', 'http://api.invalid');
+    let body: unknown;
+    try {
+      body = text === '' ? undefined : JSON.parse(text);
+    } catch {
+      body = text;
+    }
+    const request: ProviderRequest = { method: req.method ?? 'GET', path: url.pathname, query: Object.fromEntries(url.searchParams), headers: req.headers, body };
+    this.requests.push(request);
+    const send = (status: number, value: unknown): void => { res.writeHead(status, { 'content-type': 'application/json' }).end(JSON.stringify(value)); };
+    const { kind, project, token } = this.#options;
+    const authorized = kind === 'github' ? req.headers.authorization === `Bearer ${token}` : req.headers['private-token'] === token;
+    if (!authorized) {
+      send(401, { message: kind === 'github' ? 'Bad credentials' : '401 Unauthorized' });
+      return;
+    }
+    const fields = (typeof body === 'object' && body !== null ? body : {}) as Record<string, unknown>;
+    const exists = async (branch: string): Promise<boolean> => await this.#options.branchExists?.(branch) ?? true;
+    if (kind === 'github') {
+      if (url.pathname !== `/api/v3/repos/${project}/pulls`) { send(404, { message: 'Not Found' }); return; }
+      if (req.method === 'GET') {
+        const state = url.searchParams.get('state') ?? 'open';
+        const head = url.searchParams.get('head');
+        const base = url.searchParams.get('base');
+        const owner = project.split('/')[0] ?? '';
+        const list = this.pulls
+          .filter((p) => state === 'all' || (state === 'open' ? p.state === 'open' : p.state !== 'open'))
+          .filter((p) => head === null || head === `${owner}:${p.head}`)
+          .filter((p) => base === null || base === p.base)
+          .reverse();
+        send(200, list.map((p) => this.#github(p))); return;
+      }
+      if (req.method !== 'POST') { send(404, { message: 'Not Found' }); return; }
+      if (typeof fields.head !== 'string' || typeof fields.base !== 'string' || typeof fields.title !== 'string') {
+        send(422, { message: 'Validation Failed', errors: [{ resource: 'PullRequest', code: 'missing_field' }] }); return;
+      }
+      if (!await exists(fields.head)) { send(422, { message: 'Validation Failed', errors: [{ resource: 'PullRequest', field: 'head', code: 'invalid' }] }); return; }
+      if (this.pulls.some((p) => p.state === 'open' && p.head === fields.head && p.base === fields.base)) {
+        send(422, { message: 'Validation Failed', errors: [{ resource: 'PullRequest', code: 'custom', message: `A pull request already exists for ${fields.head}.` }] }); return;
+      }
+      const pull: StoredPull = { number: this.pulls.length + 1, head: fields.head, base: fields.base, title: fields.title, state: 'open' };
+      this.pulls.push(pull);
+      send(201, this.#github(pull)); return;
+    }
+    if (url.pathname !== `/api/v4/projects/${encodeURIComponent(project)}/merge_requests` && req.url?.split('?')[0] !== `/api/v4/projects/${encodeURIComponent(project)}/merge_requests`) {
+      send(404, { message: '404 Project Not Found' }); return;
+    }
+    if (req.method === 'GET') {
+      const state = url.searchParams.get('state') ?? 'all';
+      const source = url.searchParams.get('source_branch');
+      const target = url.searchParams.get('target_branch');
+      const list = this.pulls
+        .filter((p) => state === 'all' || (state === 'opened' ? p.state === 'open' : p.state === state))
+        .filter((p) => source === null || source === p.head)
+        .filter((p) => target === null || target === p.base)
+        .reverse();
+      send(200, list.map((p) => this.#gitlab(p))); return;
+    }
+    if (req.method !== 'POST') { send(404, { message: '404 Not Found' }); return; }
+    const missing = ['source_branch', 'target_branch', 'title'].filter((f) => typeof fields[f] !== 'string');
+    if (missing.length > 0) { send(400, { error: `${missing.join(', ')} is missing` }); return; }
+    const source = fields.source_branch as string;
+    const target = fields.target_branch as string;
+    if (!await exists(source)) { send(422, { message: ['Source branch does not exist'] }); return; }
+    if (this.pulls.some((p) => p.state === 'open' && p.head === source && p.base === target)) {
+      send(409, { message: [`Another open merge request already exists for this source branch: !${this.pulls.find((p) => p.head === source)?.number ?? 0}`] }); return;
+    }
+    const pull: StoredPull = { number: this.pulls.length + 1, head: source, base: target, title: fields.title as string, state: 'open' };
+    this.pulls.push(pull);
+    send(201, this.#gitlab(pull));
+  }
+}

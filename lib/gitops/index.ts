@@ -1,0 +1,15 @@
+/**
+ * Promotion through Git: set a revision on the YAML lines a marker comment names, commit, and push
+ * to the branch a GitOps tool reconciles from, or open a pull request (GitHub, GitLab) — with the
+ * `git` command, under the rules for tenant input (checked and pinned URLs, bounded everything).
+ */
+export { GitOpsError } from './errors.ts';
+export type { GitOpsReason } from './errors.ts';
+export { isNonPublicAddress } from './address.ts';
+export { checkUrl, describeUrl, pinUrl } from './url.ts';
+export type { CheckedUrl, PinnedUrl, UrlPolicy } from './url.ts';
+export { checkRepositoryPath, markerFor, REVISION_PATTERN, setMarkedValues, updateMarkers } from './marker.ts';
+export type { MarkedText, MarkerUpdate, ScanLimits } from './marker.ts';
+export { checkBranch, GitPromoter, pullRequestBranch } from './promote.ts';
+export type { GitCredentials, GitPromoterOptions, GitPromotionRequest, GitPromotionResult } from './promote.ts';
+export type { ProviderKind, PullRequest } from './provider.ts';

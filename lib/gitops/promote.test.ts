@@ -1,0 +1,176 @@
+import assert from 'node:assert/strict';
+import { mkdtemp, readdir, rm, stat } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { after, before, describe, it } from 'node:test';
+import { git, GitServer } from '../../e2e/git/server.ts';
+import { GitOpsError } from './errors.ts';
+import { GitPromoter, type GitPromotionRequest } from './promote.ts';
+
+const RELEASE = 'apps/staging/release.yaml';
+const SEED = {
+  [RELEASE]: 'apiVersion: helm.toolkit.fluxcd.io/v2\nkind: HelmRelease\nspec:\n  chart:\n    spec:\n      version: 1.0.0 # {"$promotion": "delivery:podinfo:staging"}\n',
+  'apps/prod/release.yaml': 'spec:\n  chart:\n    spec:\n      version: 1.0.0 # {"$promotion": "delivery:podinfo:prod"}\n',
+  'README.md': 'fleet\n',
+};
+const AUTH = { username: 'fleet-bot', password: 's3cr3t-t0ken-value' };
+const marker = { namespace: 'delivery', pipeline: 'podinfo', environment: 'staging' };
+
+function reason(expected: string) {
+  return (err: unknown): boolean => {
+    assert.ok(err instanceof GitOpsError, `expected a GitOpsError, got ${String(err)}`);
+    assert.equal(err.reason, expected, err.message);
+    return true;
+  };
+}
+
+describe('GitPromoter against git http-backend', () => {
+  let server: GitServer;
+  let scratch: string;
+  let promoter: GitPromoter;
+  const request = (overrides: Partial<GitPromotionRequest> = {}): GitPromotionRequest => ({
+    url: server.url('fleet'), branch: 'main', path: 'apps', marker, revision: '1.1.0', credentials: { kind: 'basic', ...AUTH }, ...overrides,
+  });
+  const commits = async (): Promise<number> => Number((await git(server.bare('fleet'), 'rev-list', '--count', 'main')).trim());
+
+  before(async () => {
+    server = await GitServer.start({ auth: AUTH });
+    await server.seed('fleet', SEED);
+    scratch = await mkdtemp(path.join(tmpdir(), 'fleetcache-promoter-'));
+    promoter = new GitPromoter({ allowHttp: true, allowPrivateNetworks: true, tmpDir: scratch, author: { name: 'Fleet Bot', email: 'bot@fleet.test' } });
+  });
+  after(async () => {
+    await server.close();
+    await rm(scratch, { recursive: true, force: true });
+  });
+
+  it('sets the marked line, commits with pipeline, environment and revision, and pushes to the branch', async () => {
+    const result = await promoter.promote(request());
+    assert.ok(result.kind === 'commit' && result.created);
+    assert.equal(result.sha, (await git(server.bare('fleet'), 'rev-parse', 'main')).trim());
+    assert.match(await server.show('fleet', 'main', RELEASE), /^ {6}version: 1\.1\.0 # \{"\$promotion": "delivery:podinfo:staging"\}$/m);
+    assert.equal(await server.show('fleet', 'main', 'apps/prod/release.yaml'), SEED['apps/prod/release.yaml'], 'another environment\'s marker is left alone');
+    const log = await git(server.bare('fleet'), 'log', '-1', '--format=%an <%ae>%n%B', 'main');
+    assert.match(log, /^Fleet Bot <bot@fleet\.test>/);
+    assert.match(log, /delivery\/podinfo/);
+    assert.match(log, /Environment: staging/);
+    assert.match(log, /Revision: 1\.1\.0/);
+    assert.deepEqual(await readdir(scratch), [], 'the private directory is removed');
+  });
+
+  it('is idempotent: a re-run finds the revision in place and makes no second commit', async () => {
+    const count = await commits();
+    const head = (await git(server.bare('fleet'), 'rev-parse', 'main')).trim();
+    const result = await promoter.promote(request());
+    assert.deepEqual(result, { kind: 'commit', sha: head, created: false, attempts: 1 });
+    assert.equal(await commits(), count);
+  });
+
+  it('retries a push that lost to a concurrent one: fetches, re-applies and pushes on top', async () => {
+    let raced = false;
+    server.options = {
+      auth: AUTH,
+      beforeRequest: async ({ url }) => {
+        if (raced || !url.includes('service=git-receive-pack')) return;
+        raced = true;
+        await server.commit('fleet', { 'README.md': 'fleet, edited meanwhile\n' }, 'someone else');
+      },
+    };
+    try {
+      const count = await commits();
+      const result = await promoter.promote(request({ revision: '1.2.0' }));
+      assert.ok(raced, 'the concurrent push happened');
+      assert.ok(result.kind === 'commit' && result.created);
+      assert.equal(result.attempts, 2);
+      assert.equal(await commits(), count + 2, 'the other commit and ours, ours on top');
+      assert.equal(await server.show('fleet', 'main', 'README.md'), 'fleet, edited meanwhile\n');
+      assert.match(await server.show('fleet', 'main', RELEASE), /version: 1\.2\.0 #/);
+      assert.equal((await git(server.bare('fleet'), 'log', '-1', '--format=%an', 'main')).trim(), 'Fleet Bot');
+    } finally {
+      server.options = { auth: AUTH };
+    }
+  });
+
+  it('gives up after the bounded number of pushes when the branch keeps moving', async () => {
+    let n = 0;
+    server.options = {
+      auth: AUTH,
+      beforeRequest: async ({ url }) => {
+        if (url.includes('service=git-receive-pack')) await server.commit('fleet', { 'README.md': `moved ${++n}\n` }, 'busy');
+      },
+    };
+    try {
+      const bounded = new GitPromoter({ allowHttp: true, allowPrivateNetworks: true, maxPushAttempts: 2 });
+      await assert.rejects(bounded.promote(request({ revision: '1.3.0' })), reason('PushConflict'));
+      assert.equal(n, 2);
+    } finally {
+      server.options = { auth: AUTH };
+    }
+  });
+
+  it('sends the token as a header, never in the URL, and never repeats it in an error', async () => {
+    const before = server.requests.length;
+    await promoter.promote(request({ revision: '1.4.0' }));
+    const seen = server.requests.slice(before);
+    assert.ok(seen.length > 0 && seen.every((r) => r.authorization === `Basic ${Buffer.from(`${AUTH.username}:${AUTH.password}`).toString('base64')}`));
+    assert.ok(seen.every((r) => !r.url.includes(AUTH.password)));
+    await assert.rejects(promoter.promote(request({ credentials: { kind: 'basic', username: 'fleet-bot', password: 'wrong-token-value' } })), (err: unknown) => {
+      assert.ok(err instanceof GitOpsError);
+      assert.equal(err.reason, 'CloneFailed');
+      assert.equal(err.exitCode, 128);
+      assert.ok(!err.message.includes('wrong-token-value') && !JSON.stringify(err).includes('wrong-token-value'));
+      return true;
+    });
+    assert.deepEqual(await readdir(scratch), [], 'removed after a failure too');
+  });
+
+  it('pins git to the address it checked (a name only the injected resolver knows)', async () => {
+    const pinned = new GitPromoter({ allowHttp: true, allowPrivateNetworks: true, lookup: (host) => Promise.resolve(host === 'git.fleet.invalid' ? ['127.0.0.1'] : []) });
+    const result = await pinned.promote(request({ url: server.url('fleet', 'git.fleet.invalid'), revision: '1.5.0' }));
+    assert.ok(result.kind === 'commit' && result.created);
+  });
+
+  it('reports a missing marker and pushes nothing', async () => {
+    const count = await commits();
+    await assert.rejects(promoter.promote(request({ marker: { ...marker, environment: 'qa' } })), reason('MarkerNotFound'));
+    assert.equal(await commits(), count);
+  });
+
+  it('refuses a repository larger than the bound', async () => {
+    const tiny = new GitPromoter({ allowHttp: true, allowPrivateNetworks: true, maxRepositoryBytes: 2_000 });
+    await assert.rejects(tiny.promote(request({ revision: '1.6.0' })), reason('RepositoryTooLarge'));
+  });
+
+  it('refuses hostile URLs before running git', async () => {
+    const strict = new GitPromoter({ allowHttp: true, lookup: (host) => Promise.resolve(host === 'rebind.example' ? ['93.184.216.34', '127.0.0.1'] : ['10.0.0.8']) });
+    const before = server.requests.length;
+    const marker0 = path.join(scratch, 'pwned');
+    const cases: [string, string, GitPromoter][] = [
+      [server.url('fleet'), 'AddressRefused', strict],                                   // loopback without the allow option
+      [`http://[::ffff:127.0.0.1]:${server.port}/fleet.git`, 'AddressRefused', strict],  // loopback, IPv4-mapped
+      ['http://169.254.169.254/latest.git', 'AddressRefused', strict],                  // cloud metadata
+      ['http://internal.example/repo.git', 'AddressRefused', strict],                   // a name resolving to a private address
+      ['http://rebind.example/repo.git', 'AddressRefused', strict],                     // one bad address among good ones
+      [`file://${server.bare('fleet')}`, 'UrlRefused', promoter],
+      [`ext::sh -c touch% ${marker0}`, 'UrlRefused', promoter],
+      [`ext::/bin/touch ${marker0}`, 'UrlRefused', promoter],
+      [`http://fleet-bot:token@127.0.0.1:${server.port}/fleet.git`, 'UrlRefused', promoter],
+      [`--upload-pack=touch ${marker0}`, 'UrlRefused', promoter],
+      ['-uhttp://x/y', 'UrlRefused', promoter],
+      [`git@127.0.0.1:fleet.git`, 'UrlRefused', promoter],
+      [`https://127.0.0.1:${server.port}/fleet.git?x=1`, 'UrlRefused', promoter],
+      ['ftp://example.com/repo.git', 'UrlRefused', promoter],
+      ['https://example.com/', 'UrlRefused', promoter],
+    ];
+    for (const [url, expected, p] of cases) {
+      await assert.rejects(p.promote(request({ url })), reason(expected), url);
+    }
+    const https = new GitPromoter({ allowPrivateNetworks: true });
+    await assert.rejects(https.promote(request()), reason('UrlRefused'), 'http without the allow option');
+    await assert.rejects(promoter.promote(request({ branch: '--upload-pack=x' })), reason('InvalidInput'));
+    await assert.rejects(promoter.promote(request({ path: '../..' })), reason('InvalidInput'));
+    await assert.rejects(promoter.promote(request({ revision: '1.0\nx' })), reason('InvalidInput'));
+    assert.equal(server.requests.length, before, 'git never reached the server');
+    await assert.rejects(stat(marker0), 'nothing was executed');
+  });
+});

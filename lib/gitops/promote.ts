@@ -1,0 +1,292 @@
+import { mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { isIP } from 'node:net';
+import { realClock, type Clock } from '../util/index.ts';
+import { GitOpsError, type GitOpsReason } from './errors.ts';
+import { checkRepositoryPath, markerFor, REVISION_PATTERN, updateMarkers } from './marker.ts';
+import { ProviderClient, type ProviderKind, type PullRequest } from './provider.ts';
+import { runGit, treeSize, type GitOutput } from './run.ts';
+import { checkUrl, pinUrl, type PinnedUrl, type UrlPolicy } from './url.ts';
+
+/** How to authenticate to the repository (and the provider's API). */
+export type GitCredentials =
+  | { readonly kind: 'none' }
+  /** HTTPS: sent as an `Authorization: Basic` header through git's config from the environment, never in the URL or argv. */
+  | { readonly kind: 'basic'; readonly username: string; readonly password: string }
+  /** SSH: a private key and the known_hosts lines the server's key must match (strict checking). */
+  | { readonly kind: 'ssh'; readonly identity: string; readonly knownHosts: string };
+
+/** Where and how one environment is promoted. */
+export interface GitPromotionRequest {
+  readonly url: string;
+  /** The branch the GitOps tool reconciles from: pushed to directly, or the pull request's base. */
+  readonly branch: string;
+  /** Directory of the repository to look for markers in. Default: the whole repository. */
+  readonly path?: string | undefined;
+  /** Open a pull request instead of pushing to `branch`. */
+  readonly pullRequest?: { readonly provider: ProviderKind; readonly apiUrl?: string | undefined } | undefined;
+  readonly marker: { readonly namespace: string; readonly pipeline: string; readonly environment: string };
+  readonly revision: string;
+  readonly credentials: GitCredentials;
+  readonly signal?: AbortSignal | undefined;
+}
+
+/** What a promotion through Git did. */
+export type GitPromotionResult =
+  /** `created` false: the branch already had the revision at every marker (a re-run); `sha` is its head then. */
+  | { readonly kind: 'commit'; readonly sha: string; readonly created: boolean; readonly attempts: number }
+  /** `created` false: the request existed already (a re-run, or a poll for its merge). */
+  | { readonly kind: 'pull-request'; readonly pullRequest: PullRequest; readonly branch: string; readonly created: boolean; readonly sha: string | undefined };
+
+/** Options of {@link GitPromoter}. */
+export interface GitPromoterOptions extends UrlPolicy {
+  /** Commit author and committer. Default `fleetcache <fleetcache@users.noreply.fleetcache.dev>`. */
+  readonly author?: { readonly name: string; readonly email: string };
+  /** The git binary. Default `/usr/bin/git` (Debian's). */
+  readonly gitPath?: string;
+  /** The ssh binary git runs for ssh:// URLs. Default `/usr/bin/ssh`. */
+  readonly sshPath?: string;
+  /** Where each operation's private directory is made. Default the OS temporary directory. */
+  readonly tmpDir?: string;
+  /** Bound on each git command (clone, fetch, push, …). Default 60 000. */
+  readonly timeoutMs?: number;
+  /** Bound on a clone's size on disk, working tree and objects. Default 128 MiB. */
+  readonly maxRepositoryBytes?: number;
+  /** Pushes tried when concurrent pushes keep winning. Default 5. */
+  readonly maxPushAttempts?: number;
+  /** Bound on a provider API call, answer included. Default 10 000. */
+  readonly providerTimeoutMs?: number;
+  /** Bound on a provider API answer. Default 1 MiB. */
+  readonly maxResponseBytes?: number;
+  /** Default: the wall clock (git timeouts run on it). */
+  readonly clock?: Clock;
+}
+
+const BRANCH_PATTERN = /^(?!.*\.\.)(?!.*\/\/)(?!.*\.lock$)(?!.*\/\.)[A-Za-z0-9][A-Za-z0-9._/-]{0,199}(?<![./])$/;
+const MAX_OUTPUT = 1_048_576;
+
+function positive(option: string, value: number): number {
+  if (!Number.isFinite(value) || value <= 0) throw new TypeError(`GitPromoter option ${option} must be a positive number, got ${value}`);
+  return value;
+}
+
+/** `fleetcache/<namespace>-<pipeline>-<environment>-<revision>`, the revision made safe for a ref name. */
+export function pullRequestBranch(marker: GitPromotionRequest['marker'], revision: string): string {
+  const safe = revision.replace(/[^A-Za-z0-9._-]+/g, '-').replace(/\.{2,}/g, '.').replace(/^[.-]+|[.-]+$/g, '').slice(0, 100);
+  return `fleetcache/${marker.namespace}-${marker.pipeline}-${marker.environment}-${safe === '' ? 'revision' : safe}`;
+}
+
+/** Checks a branch name the tenant wrote (a subset of git's ref-name rules, never option-like). */
+export function checkBranch(branch: string): string {
+  if (!BRANCH_PATTERN.test(branch)) throw new GitOpsError('InvalidInput', 'the branch is not a plain branch name');
+  return branch;
+}
+
+interface Workspace {
+  readonly dir: string;
+  readonly repo: string;
+  readonly env: Readonly<Record<string, string>>;
+  readonly config: readonly string[];
+  readonly remote: string;
+}
+
+/**
+ * Promotes a revision by committing it to the Git repository a GitOps tool (Flux) reconciles
+ * from, with the `git` command: a shallow single-branch clone into a private temporary directory
+ * (removed afterwards), the lines marked for the environment set ({@link updateMarkers}), a
+ * commit, and a push to the branch — or to a branch of its own with a pull request opened through
+ * the provider's API.
+ *
+ * Idempotent: a branch that already has the revision at its markers gets no second commit; a
+ * pull request from the same head branch is found (open, merged or closed) rather than opened
+ * again. A push that loses to a concurrent one fetches, re-applies and retries.
+ *
+ * Hostile input: the URL is checked ({@link checkUrl}) and its host resolved once, every address
+ * checked, and git pinned to that address (`http.curloptResolve`; for ssh, the address with
+ * `HostKeyAlias`). git runs with no system or global config, no terminal prompts, no hooks, no
+ * redirects, only the URL's protocol allowed, a timeout and bounded output; its stderr and the
+ * provider's answers never reach an error message.
+ */
+export class GitPromoter {
+  readonly #policy: UrlPolicy;
+  readonly #author: { readonly name: string; readonly email: string };
+  readonly #gitPath: string;
+  readonly #sshPath: string;
+  readonly #tmpDir: string | undefined;
+  readonly #timeoutMs: number;
+  readonly #maxRepositoryBytes: number;
+  readonly #maxPushAttempts: number;
+  readonly #providerTimeoutMs: number;
+  readonly #maxResponseBytes: number;
+  readonly #clock: Clock;
+
+  constructor(options: GitPromoterOptions = {}) {
+    const author = options.author ?? { name: 'fleetcache', email: 'fleetcache@users.noreply.fleetcache.dev' };
+    // eslint-disable-next-line no-control-regex
+    const bad = /[\u0000-\u001f<>]/;
+    if (author.name === '' || author.email === '' || bad.test(author.name) || bad.test(author.email)) throw new TypeError('GitPromoter option author must have a non-empty name and email without control characters or <>');
+    if (options.lookup !== undefined && typeof options.lookup !== 'function') throw new TypeError('GitPromoter option lookup must be a function');
+    this.#policy = { allowHttp: options.allowHttp === true, allowPrivateNetworks: options.allowPrivateNetworks === true, ...(options.lookup === undefined ? {} : { lookup: options.lookup }) };
+    this.#author = { name: author.name, email: author.email };
+    this.#gitPath = options.gitPath ?? '/usr/bin/git';
+    this.#sshPath = options.sshPath ?? '/usr/bin/ssh';
+    this.#tmpDir = options.tmpDir;
+    this.#timeoutMs = positive('timeoutMs', options.timeoutMs ?? 60_000);
+    this.#maxRepositoryBytes = positive('maxRepositoryBytes', options.maxRepositoryBytes ?? 128 * 1_048_576);
+    this.#maxPushAttempts = Math.floor(positive('maxPushAttempts', options.maxPushAttempts ?? 5));
+    this.#providerTimeoutMs = positive('providerTimeoutMs', options.providerTimeoutMs ?? 10_000);
+    this.#maxResponseBytes = positive('maxResponseBytes', options.maxResponseBytes ?? 1_048_576);
+    this.#clock = options.clock ?? realClock;
+  }
+
+  /** Carries out one promotion; rejects with a {@link GitOpsError}, or the signal's reason. */
+  async promote(request: GitPromotionRequest): Promise<GitPromotionResult> {
+    if (!REVISION_PATTERN.test(request.revision)) throw new GitOpsError('InvalidInput', 'the revision is not a plain version, tag or commit name');
+    const branch = checkBranch(request.branch);
+    const subdir = checkRepositoryPath(request.path ?? '.');
+    const checked = checkUrl(request.url, { ...this.#policy, allowSsh: true });
+    if (checked.scheme === 'ssh' && request.credentials.kind !== 'ssh') throw new GitOpsError('UrlRefused', 'an ssh:// repository needs an SSH key and known_hosts in the Secret');
+    if (checked.scheme !== 'ssh' && request.credentials.kind === 'ssh') throw new GitOpsError('UrlRefused', 'an SSH key is only used with an ssh:// repository URL');
+    const pinned = await pinUrl(checked, this.#policy);
+
+    const pr = request.pullRequest;
+    let provider: ProviderClient | undefined;
+    let head: string | undefined;
+    if (pr !== undefined) {
+      provider = new ProviderClient({
+        kind: pr.provider,
+        apiUrl: pr.apiUrl,
+        repositoryUrl: checked.url,
+        token: request.credentials.kind === 'basic' ? request.credentials.password : undefined,
+        policy: this.#policy,
+        timeoutMs: this.#providerTimeoutMs,
+        maxResponseBytes: this.#maxResponseBytes,
+        signal: request.signal,
+      });
+      head = pullRequestBranch(request.marker, request.revision);
+      // A re-run (or a poll for the merge) finds the request the first run opened.
+      const existing = await provider.find(head, branch);
+      if (existing !== undefined) return { kind: 'pull-request', pullRequest: existing, branch: head, created: false, sha: undefined };
+    }
+
+    const work = await this.#workspace(pinned, request.credentials);
+    try {
+      await this.#git(work, ['clone', '--depth', '1', '--single-branch', '--branch', branch, '--no-tags', '--template=', '--', work.remote, work.repo], 'clone', 'CloneFailed', request.signal, work.dir);
+      if (await treeSize(work.repo, this.#maxRepositoryBytes) > this.#maxRepositoryBytes) throw new GitOpsError('RepositoryTooLarge', `the clone is larger than ${this.#maxRepositoryBytes} bytes`);
+      const marker = markerFor(request.marker.namespace, request.marker.pipeline, request.marker.environment);
+      const message = `promote ${request.marker.namespace}/${request.marker.pipeline} to ${request.marker.environment}: ${request.revision}\n\n`
+        + `Pipeline: ${request.marker.namespace}/${request.marker.pipeline}\nEnvironment: ${request.marker.environment}\nRevision: ${request.revision}\n`;
+
+      for (let attempt = 1; ; attempt++) {
+        const update = await updateMarkers(work.repo, subdir, marker, request.revision);
+        if (update.changedFiles.length === 0) {
+          return { kind: 'commit', sha: await this.#head(work, request.signal), created: false, attempts: attempt };
+        }
+        await this.#git(work, ['add', '--', ...update.changedFiles], 'add', 'CommitFailed', request.signal);
+        await this.#git(work, ['commit', '--quiet', '--no-verify', '--no-gpg-sign', '-F', path.join(work.dir, 'message')], 'commit', 'CommitFailed', request.signal, undefined, message);
+        const sha = await this.#head(work, request.signal);
+        const target = head === undefined ? `HEAD:refs/heads/${branch}` : `+HEAD:refs/heads/${head}`;
+        const push = await this.#git(work, ['push', '--porcelain', '--no-verify', '--', 'origin', target], 'push', 'PushFailed', request.signal, undefined, undefined, false);
+        if (push.exitCode === 0) {
+          if (provider === undefined || head === undefined) return { kind: 'commit', sha, created: true, attempts: attempt };
+          const title = `Promote ${request.marker.pipeline} to ${request.marker.environment}: ${request.revision}`;
+          const body = `fleetcache promotes revision \`${request.revision}\` of pipeline \`${request.marker.namespace}/${request.marker.pipeline}\` into environment \`${request.marker.environment}\`.`;
+          const opened = await provider.create(head, branch, title, body) ?? await provider.find(head, branch);
+          if (opened === undefined) throw new GitOpsError('ProviderError', 'the provider refused to open the request and lists none for the branch');
+          return { kind: 'pull-request', pullRequest: opened, branch: head, created: true, sha };
+        }
+        // `--porcelain`: "!\t<from>:<to>\t[rejected] (fetch first)" when someone pushed first.
+        const rejected = push.stdout.split('\n').some((l) => l.startsWith('!') && l.includes('[rejected]'));
+        if (!rejected || head !== undefined) throw new GitOpsError('PushFailed', `git push exited with code ${push.exitCode}`, { exitCode: push.exitCode });
+        if (attempt >= this.#maxPushAttempts) throw new GitOpsError('PushConflict', `the branch kept moving: ${attempt} pushes lost to concurrent ones`);
+        await this.#git(work, ['fetch', '--depth', '1', '--no-tags', '--', 'origin', `+refs/heads/${branch}:refs/remotes/origin/${branch}`], 'fetch', 'CloneFailed', request.signal);
+        await this.#git(work, ['reset', '--quiet', '--hard', `refs/remotes/origin/${branch}`], 'reset', 'CloneFailed', request.signal);
+      }
+    } finally {
+      await rm(work.dir, { recursive: true, force: true });
+    }
+  }
+
+  /** A private directory with the environment and config every git command of one operation gets. */
+  async #workspace(pinned: PinnedUrl, credentials: GitCredentials): Promise<Workspace> {
+    const dir = await mkdtemp(path.join(this.#tmpDir ?? tmpdir(), 'fleetcache-git-'));
+    try {
+      const home = path.join(dir, 'home');
+      await mkdir(home, { mode: 0o700 });
+      const env: Record<string, string> = {
+        PATH: '/usr/bin:/bin',
+        HOME: home,
+        LC_ALL: 'C',
+        GIT_TERMINAL_PROMPT: '0',
+        GIT_ASKPASS: '/bin/false',
+        SSH_ASKPASS: '/bin/false',
+        GIT_CONFIG_NOSYSTEM: '1',
+        GIT_CONFIG_GLOBAL: '/dev/null',
+        GIT_ALLOW_PROTOCOL: pinned.scheme,
+        GIT_PROTOCOL_FROM_USER: '0',
+        GIT_AUTHOR_NAME: this.#author.name,
+        GIT_AUTHOR_EMAIL: this.#author.email,
+        GIT_COMMITTER_NAME: this.#author.name,
+        GIT_COMMITTER_EMAIL: this.#author.email,
+      };
+      const config = ['-c', 'core.hooksPath=/dev/null', '-c', 'credential.helper=', '-c', 'http.followRedirects=false', '-c', 'submodule.recurse=false', '-c', 'protocol.allow=never', '-c', `protocol.${pinned.scheme}.allow=always`];
+      let remote = pinned.url.href;
+      if (pinned.scheme === 'ssh') {
+        if (credentials.kind !== 'ssh') throw new GitOpsError('UrlRefused', 'an ssh:// repository needs an SSH key');
+        const identity = path.join(dir, 'identity');
+        const knownHosts = path.join(dir, 'known_hosts');
+        await writeFile(identity, credentials.identity.endsWith('\n') ? credentials.identity : `${credentials.identity}\n`, { mode: 0o600 });
+        await writeFile(knownHosts, credentials.knownHosts, { mode: 0o600 });
+        // Connect to the checked address; the host key is still checked against the host's name.
+        const user = pinned.url.username === '' ? '' : `${pinned.url.username}@`;
+        const address = isIP(pinned.address) === 6 ? `[${pinned.address}]` : pinned.address;
+        remote = `ssh://${user}${address}:${pinned.port}${pinned.url.pathname}`;
+        env.GIT_SSH_COMMAND = [this.#sshPath, '-F', '/dev/null', '-i', identity, '-o', 'IdentitiesOnly=yes', '-o', 'StrictHostKeyChecking=yes', '-o', `UserKnownHostsFile=${knownHosts}`,
+          '-o', 'GlobalKnownHostsFile=/dev/null', '-o', `HostKeyAlias=${pinned.port === 22 ? pinned.host : `[${pinned.host}]:${pinned.port}`}`, '-o', 'BatchMode=yes', '-o', 'ProxyCommand=none', '-o', 'ConnectTimeout=15']
+          .map((a) => `'${a.replaceAll("'", "'\\''")}'`).join(' ');
+        env.GIT_SSH_VARIANT = 'ssh';
+      } else {
+        const resolveHost = pinned.host.includes(':') ? `[${pinned.host}]` : pinned.host;
+        const resolveAddress = isIP(pinned.address) === 6 ? `[${pinned.address}]` : pinned.address;
+        config.push('-c', `http.curloptResolve=${resolveHost}:${pinned.port}:${resolveAddress}`);
+        if (credentials.kind === 'basic') {
+          // From the environment, so the token is in no argv (ps) and no URL (logs, .git/config).
+          env.GIT_CONFIG_COUNT = '1';
+          env.GIT_CONFIG_KEY_0 = 'http.extraHeader';
+          env.GIT_CONFIG_VALUE_0 = `Authorization: Basic ${Buffer.from(`${credentials.username}:${credentials.password}`).toString('base64')}`;
+        }
+      }
+      return { dir, repo: path.join(dir, 'repo'), env, config, remote };
+    } catch (err) {
+      await rm(dir, { recursive: true, force: true });
+      throw err;
+    }
+  }
+
+  async #head(work: Workspace, signal: AbortSignal | undefined): Promise<string> {
+    const out = await this.#git(work, ['rev-parse', 'HEAD'], 'rev-parse', 'CloneFailed', signal);
+    return out.stdout.trim();
+  }
+
+  /** Runs one git command in the workspace; a non-zero exit rejects unless `check` is false. */
+  async #git(work: Workspace, args: readonly string[], step: string, failure: GitOpsReason, signal: AbortSignal | undefined, cwd?: string, stdin?: string, check = true): Promise<GitOutput> {
+    if (stdin !== undefined) await writeFile(path.join(work.dir, 'message'), stdin);
+    const inRepo = cwd === undefined;
+    const output = await runGit({
+      gitPath: this.#gitPath,
+      args: [...work.config, ...(inRepo ? ['-C', work.repo] : []), ...args],
+      cwd: cwd ?? work.dir,
+      env: work.env,
+      step,
+      failure,
+      timeoutMs: this.#timeoutMs,
+      maxOutputBytes: MAX_OUTPUT,
+      sizeLimit: step === 'clone' || step === 'fetch' ? { dir: work.dir, maxBytes: this.#maxRepositoryBytes } : undefined,
+      clock: this.#clock,
+      signal,
+    });
+    if (check && output.exitCode !== 0) throw new GitOpsError(failure, `git ${step} exited with code ${output.exitCode}`, { exitCode: output.exitCode });
+    return output;
+  }
+}

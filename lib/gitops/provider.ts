@@ -1,0 +1,173 @@
+import http from 'node:http';
+import https from 'node:https';
+import { isIP } from 'node:net';
+import { abortReason } from '../util/index.ts';
+import { GitOpsError } from './errors.ts';
+import { checkUrl, pinUrl, type PinnedUrl, type UrlPolicy } from './url.ts';
+
+/** A pull (GitHub) or merge (GitLab) request, as fleetcache reports it. */
+export interface PullRequest {
+  /** GitHub's `number`, GitLab's `iid`: the number people see. */
+  readonly number: number;
+  /** The web page of the request (no credentials: the provider builds it). */
+  readonly url: string;
+  readonly state: 'open' | 'merged' | 'closed';
+}
+
+export type ProviderKind = 'github' | 'gitlab';
+
+/** What a provider client needs. */
+export interface ProviderSettings {
+  readonly kind: ProviderKind;
+  /** API root; default from the repository host (api.github.com, `https://<host>/api/v3`, `https://<host>/api/v4`). */
+  readonly apiUrl: string | undefined;
+  readonly repositoryUrl: URL;
+  readonly token: string | undefined;
+  readonly policy: UrlPolicy;
+  readonly timeoutMs: number;
+  /** Bound on an answer's body. */
+  readonly maxResponseBytes: number;
+  readonly signal?: AbortSignal | undefined;
+}
+
+function defaultApiUrl(kind: ProviderKind, repository: URL): string {
+  if (kind === 'github') return repository.hostname === 'github.com' ? 'https://api.github.com' : `https://${repository.host}/api/v3`;
+  return `https://${repository.host}/api/v4`;
+}
+
+const NAMES = { github: 'GitHub', gitlab: 'GitLab' } as const;
+
+function record(value: unknown): Record<string, unknown> {
+  return typeof value === 'object' && value !== null && !Array.isArray(value) ? (value as Record<string, unknown>) : {};
+}
+
+/**
+ * A small client of the two providers' REST APIs, for the three calls a promotion makes: find the
+ * request whose head is a branch, open one, and (through the same find) see whether it merged.
+ * Connections go to the address checked once ({@link pinUrl}); redirects are not followed; the
+ * answer is bounded and never quoted in errors (status code and the call only).
+ */
+export class ProviderClient {
+  readonly #settings: ProviderSettings;
+  readonly #project: string;
+  #api: PinnedUrl | undefined;
+
+  constructor(settings: ProviderSettings) {
+    this.#settings = settings;
+    const project = settings.repositoryUrl.pathname.replace(/^\/+/, '').replace(/\.git$/, '').replace(/\/+$/, '');
+    if (settings.kind === 'github' && !/^[\w.-]+\/[\w.-]+$/.test(project)) throw new GitOpsError('InvalidInput', 'a GitHub repository URL must have the path /<owner>/<repository>');
+    this.#project = project;
+  }
+
+  /** The newest request from `head` into `base`, open, merged or closed; undefined when there is none. */
+  async find(head: string, base: string): Promise<PullRequest | undefined> {
+    if (this.#settings.kind === 'github') {
+      const owner = this.#project.split('/')[0] ?? '';
+      const query = new URLSearchParams({ head: `${owner}:${head}`, base, state: 'all', sort: 'created', direction: 'desc', per_page: '10' });
+      const list = await this.#call('GET', `/repos/${this.#project}/pulls?${query.toString()}`, undefined, 'listing pull requests');
+      return Array.isArray(list) ? list.map((p) => this.#github(p)).find((p) => p !== undefined) : undefined;
+    }
+    const query = new URLSearchParams({ source_branch: head, target_branch: base, state: 'all', order_by: 'created_at', sort: 'desc', per_page: '10' });
+    const list = await this.#call('GET', `/projects/${encodeURIComponent(this.#project)}/merge_requests?${query.toString()}`, undefined, 'listing merge requests');
+    return Array.isArray(list) ? list.map((m) => this.#gitlab(m)).find((m) => m !== undefined) : undefined;
+  }
+
+  /** Opens a request from `head` into `base`. Resolves undefined when the provider says one exists already. */
+  async create(head: string, base: string, title: string, description: string): Promise<PullRequest | undefined> {
+    try {
+      if (this.#settings.kind === 'github') {
+        const created = await this.#call('POST', `/repos/${this.#project}/pulls`, { title, head, base, body: description, maintainer_can_modify: false }, 'opening a pull request');
+        return this.#github(created) ?? this.#malformed('opening a pull request');
+      }
+      const created = await this.#call('POST', `/projects/${encodeURIComponent(this.#project)}/merge_requests`, { source_branch: head, target_branch: base, title, description, remove_source_branch: true }, 'opening a merge request');
+      return this.#gitlab(created) ?? this.#malformed('opening a merge request');
+    } catch (err) {
+      // GitHub: 422 "A pull request already exists"; GitLab: 409 "Another open merge request already exists".
+      if (err instanceof GitOpsError && (err.statusCode === 422 || err.statusCode === 409)) return undefined;
+      throw err;
+    }
+  }
+
+  #malformed(what: string): never {
+    throw new GitOpsError('ProviderError', `${NAMES[this.#settings.kind]} answered ${what} without a number and URL`);
+  }
+
+  #github(value: unknown): PullRequest | undefined {
+    const p = record(value);
+    if (typeof p.number !== 'number' || typeof p.html_url !== 'string') return undefined;
+    const merged = typeof p.merged_at === 'string' || p.merged === true;
+    return { number: p.number, url: p.html_url, state: merged ? 'merged' : p.state === 'open' ? 'open' : 'closed' };
+  }
+
+  #gitlab(value: unknown): PullRequest | undefined {
+    const m = record(value);
+    if (typeof m.iid !== 'number' || typeof m.web_url !== 'string') return undefined;
+    return { number: m.iid, url: m.web_url, state: m.state === 'merged' ? 'merged' : m.state === 'opened' || m.state === 'locked' ? 'open' : 'closed' };
+  }
+
+  async #pinned(): Promise<PinnedUrl> {
+    if (this.#api === undefined) {
+      const raw = this.#settings.apiUrl ?? defaultApiUrl(this.#settings.kind, this.#settings.repositoryUrl);
+      this.#api = await pinUrl(checkUrl(raw.replace(/\/+$/, ''), this.#settings.policy, 'the provider API URL'), this.#settings.policy, 'the provider API URL');
+    }
+    return this.#api;
+  }
+
+  async #call(method: 'GET' | 'POST', pathAndQuery: string, body: unknown, what: string): Promise<unknown> {
+    const api = await this.#pinned();
+    const { token, kind, timeoutMs, maxResponseBytes, signal } = this.#settings;
+    const headers: Record<string, string> = { 'user-agent': 'fleetcache', accept: kind === 'github' ? 'application/vnd.github+json' : 'application/json' };
+    if (kind === 'github') headers['x-github-api-version'] = '2022-11-28';
+    if (token !== undefined) {
+      if (kind === 'github') headers.authorization = `Bearer ${token}`;
+      else headers['private-token'] = token;
+    }
+    const payload = body === undefined ? undefined : Buffer.from(JSON.stringify(body));
+    if (payload !== undefined) headers['content-type'] = 'application/json';
+    const base = api.url.pathname.replace(/\/+$/, '');
+    const family = isIP(api.address);
+    const { status, text } = await new Promise<{ status: number; text: string }>((resolve, reject) => {
+      const request = (api.scheme === 'https' ? https : http).request({
+        method,
+        host: api.host,
+        port: api.port,
+        path: `${base}${pathAndQuery}`,
+        headers,
+        servername: isIP(api.host) === 0 ? api.host : undefined,
+        // The address checked once: no second resolution for the name to change under us.
+        lookup: (_host, options, callback) => {
+          if ((options as { all?: boolean }).all === true) (callback as unknown as (e: null, a: { address: string; family: number }[]) => void)(null, [{ address: api.address, family }]);
+          else callback(null, api.address, family);
+        },
+        timeout: timeoutMs,
+        signal,
+      }, (response) => {
+        const chunks: Buffer[] = [];
+        let size = 0;
+        response.on('data', (chunk: Buffer) => {
+          size += chunk.length;
+          if (size > maxResponseBytes) {
+            request.destroy(new GitOpsError('ProviderError', `${NAMES[kind]} answered ${what} with more than ${maxResponseBytes} bytes`));
+            return;
+          }
+          chunks.push(chunk);
+        });
+        response.on('end', () => { resolve({ status: response.statusCode ?? 0, text: Buffer.concat(chunks).toString('utf8') }); });
+        response.on('error', reject);
+      });
+      request.on('timeout', () => { request.destroy(new GitOpsError('Timeout', `${NAMES[kind]} did not answer ${what} within ${timeoutMs} ms`)); });
+      request.on('error', (err) => {
+        if (err instanceof GitOpsError) reject(err);
+        else if (signal?.aborted === true) reject(abortReason(signal));
+        else reject(new GitOpsError('ProviderError', `${NAMES[kind]} could not be reached for ${what}`, { cause: err }));
+      });
+      request.end(payload);
+    });
+    if (status < 200 || status >= 300) throw new GitOpsError('ProviderError', `${NAMES[kind]} answered HTTP ${status} to ${what}`, { statusCode: status });
+    try {
+      return JSON.parse(text) as unknown;
+    } catch {
+      throw new GitOpsError('ProviderError', `${NAMES[kind]} answered ${what} with something that is not JSON`);
+    }
+  }
+}
