@@ -1,0 +1,125 @@
+import assert from 'node:assert/strict';
+import { after, before, describe, it } from 'node:test';
+import { ProviderStandIn } from '../../e2e/git/providers.ts';
+import { git, GitServer } from '../../e2e/git/server.ts';
+import { GitOpsError } from './errors.ts';
+import { GitPromoter, pullRequestBranch, type GitPromotionRequest } from './promote.ts';
+
+const RELEASE = 'apps/prod/release.yaml';
+const SEED = { [RELEASE]: 'spec:\n  chart:\n    spec:\n      version: 1.0.0 # {"$promotion": "delivery:podinfo:prod"}\n' };
+const TOKEN = 'glpat-or-ghp-token-value';
+const marker = { namespace: 'delivery', pipeline: 'podinfo', environment: 'prod' };
+
+for (const kind of ['github', 'gitlab'] as const) {
+  describe(`pull requests through the ${kind} API`, () => {
+    let server: GitServer;
+    let api: ProviderStandIn;
+    const promoter = new GitPromoter({ allowHttp: true, allowPrivateNetworks: true });
+    const project = kind === 'github' ? 'fleet-org/fleet' : 'platform/delivery/fleet';
+    const request = (revision: string): GitPromotionRequest => ({
+      url: `http://127.0.0.1:${server.port}/${project}.git`,
+      branch: 'main',
+      marker,
+      revision,
+      credentials: { kind: 'basic', username: 'bot', password: TOKEN },
+      pullRequest: { provider: kind, apiUrl: api.apiUrl },
+    });
+    const bare = (): string => server.bare(project);
+
+    before(async () => {
+      server = await GitServer.start({ auth: { username: 'bot', password: TOKEN } });
+      await server.seed(project, SEED);
+      api = await ProviderStandIn.start({
+        kind,
+        project,
+        token: TOKEN,
+        branchExists: async (branch) => (await git(bare(), 'for-each-ref', `refs/heads/${branch}`)).trim() !== '',
+      });
+    });
+    after(async () => {
+      await api.close();
+      await server.close();
+    });
+
+    it('pushes a branch of its own and opens a request with the fields the API documents', async () => {
+      const mainBefore = (await git(bare(), 'rev-parse', 'main')).trim();
+      const result = await promoter.promote(request('2.0.0'));
+      assert.ok(result.kind === 'pull-request');
+      assert.equal(result.created, true);
+      assert.equal(result.branch, pullRequestBranch(marker, '2.0.0'));
+      assert.equal(result.branch, 'fleetcache/delivery-podinfo-prod-2.0.0');
+      assert.equal(result.pullRequest.number, 1);
+      assert.equal(result.pullRequest.state, 'open');
+      assert.match(result.pullRequest.url, kind === 'github' ? /\/pull\/1$/ : /\/-\/merge_requests\/1$/);
+      assert.equal((await git(bare(), 'rev-parse', 'main')).trim(), mainBefore, 'the base branch is not pushed to');
+      assert.equal(result.sha, (await git(bare(), 'rev-parse', `refs/heads/${result.branch}`)).trim());
+      assert.match(await server.show(project, result.branch, RELEASE), /version: 2\.0\.0 #/);
+
+      const create = api.requests.find((r) => r.method === 'POST');
+      assert.ok(create !== undefined);
+      const body = create.body as Record<string, unknown>;
+      if (kind === 'github') {
+        assert.equal(create.path, `/api/v3/repos/${project}/pulls`);
+        assert.equal(create.headers.authorization, `Bearer ${TOKEN}`);
+        assert.equal(create.headers.accept, 'application/vnd.github+json');
+        assert.equal(create.headers['x-github-api-version'], '2022-11-28');
+        assert.deepEqual(Object.keys(body).sort(), ['base', 'body', 'head', 'maintainer_can_modify', 'title']);
+        assert.equal(body.head, result.branch);
+        assert.equal(body.base, 'main');
+      } else {
+        assert.equal(create.path, `/api/v4/projects/${encodeURIComponent(project)}/merge_requests`);
+        assert.equal(create.headers['private-token'], TOKEN);
+        assert.deepEqual(Object.keys(body).sort(), ['description', 'remove_source_branch', 'source_branch', 'target_branch', 'title']);
+        assert.equal(body.source_branch, result.branch);
+        assert.equal(body.target_branch, 'main');
+      }
+      assert.match(String(body.title), /podinfo.*prod.*2\.0\.0/);
+      const list = api.requests.find((r) => r.method === 'GET');
+      assert.ok(list !== undefined);
+      assert.equal(list.query.state, 'all');
+      assert.equal(kind === 'github' ? list.query.head : list.query.source_branch, kind === 'github' ? `fleet-org:${result.branch}` : result.branch);
+    });
+
+    it('finds the open request on a re-run instead of opening a second, without cloning or pushing', async () => {
+      const gitRequests = server.requests.length;
+      const result = await promoter.promote(request('2.0.0'));
+      assert.ok(result.kind === 'pull-request');
+      assert.equal(result.created, false);
+      assert.equal(result.pullRequest.number, 1);
+      assert.equal(api.pulls.length, 1);
+      assert.equal(server.requests.length, gitRequests, 'no git traffic');
+    });
+
+    it('reports the merge once a person merged it', async () => {
+      api.setState(1, 'merged');
+      const result = await promoter.promote(request('2.0.0'));
+      assert.ok(result.kind === 'pull-request');
+      assert.equal(result.pullRequest.state, 'merged');
+    });
+
+    it('opens no request when the base branch already has the revision', async () => {
+      await server.commit(project, { [RELEASE]: SEED[RELEASE].replace('1.0.0', '3.0.0') }, 'by hand');
+      const result = await promoter.promote(request('3.0.0'));
+      assert.ok(result.kind === 'commit' && !result.created);
+      assert.equal(api.pulls.length, 1);
+    });
+
+    it('reports the provider\'s refusal by status code without quoting its answer', async () => {
+      const wrong = { ...request('4.0.0'), credentials: { kind: 'basic' as const, username: 'bot', password: 'not-the-token' } };
+      await assert.rejects(promoter.promote(wrong), (err: unknown) => {
+        assert.ok(err instanceof GitOpsError);
+        assert.equal(err.reason, 'ProviderError');
+        assert.equal(err.statusCode, 401);
+        assert.doesNotMatch(err.message, /Bad credentials|Unauthorized|not-the-token/);
+        return true;
+      });
+    });
+
+    it('keeps the provider API under the URL rules (no loopback without the allow option)', async () => {
+      const strict = new GitPromoter({ allowHttp: true, lookup: () => Promise.resolve(['93.184.216.34']) });
+      const count = api.requests.length;
+      await assert.rejects(strict.promote({ ...request('5.0.0'), url: `http://git.example/${project}.git` }), (err: unknown) => err instanceof GitOpsError && err.reason === 'AddressRefused');
+      assert.equal(api.requests.length, count);
+    });
+  });
+}
