@@ -37,6 +37,18 @@ function defaultApiUrl(kind: ProviderKind, repository: URL): string {
 
 const NAMES = { github: 'GitHub', gitlab: 'GitLab' } as const;
 
+/** A web URL from an answer, kept only when it is a plain http(s) URL without credentials. */
+function webUrl(value: unknown): string | undefined {
+  // eslint-disable-next-line no-control-regex
+  if (typeof value !== 'string' || value.length > 1_000 || /[\s\u0000-\u001f\u007f]/.test(value)) return undefined;
+  try {
+    const url = new URL(value);
+    return (url.protocol === 'https:' || url.protocol === 'http:') && url.username === '' && url.password === '' ? url.href : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
 function record(value: unknown): Record<string, unknown> {
   return typeof value === 'object' && value !== null && !Array.isArray(value) ? (value as Record<string, unknown>) : {};
 }
@@ -94,15 +106,17 @@ export class ProviderClient {
 
   #github(value: unknown): PullRequest | undefined {
     const p = record(value);
-    if (typeof p.number !== 'number' || typeof p.html_url !== 'string') return undefined;
+    const url = webUrl(p.html_url);
+    if (!Number.isSafeInteger(p.number) || url === undefined) return undefined;
     const merged = typeof p.merged_at === 'string' || p.merged === true;
-    return { number: p.number, url: p.html_url, state: merged ? 'merged' : p.state === 'open' ? 'open' : 'closed' };
+    return { number: p.number as number, url, state: merged ? 'merged' : p.state === 'open' ? 'open' : 'closed' };
   }
 
   #gitlab(value: unknown): PullRequest | undefined {
     const m = record(value);
-    if (typeof m.iid !== 'number' || typeof m.web_url !== 'string') return undefined;
-    return { number: m.iid, url: m.web_url, state: m.state === 'merged' ? 'merged' : m.state === 'opened' || m.state === 'locked' ? 'open' : 'closed' };
+    const url = webUrl(m.web_url);
+    if (!Number.isSafeInteger(m.iid) || url === undefined) return undefined;
+    return { number: m.iid as number, url, state: m.state === 'merged' ? 'merged' : m.state === 'opened' || m.state === 'locked' ? 'open' : 'closed' };
   }
 
   async #pinned(): Promise<PinnedUrl> {

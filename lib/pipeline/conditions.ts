@@ -76,7 +76,10 @@ export function readyCondition(environments: readonly EnvironmentStatus[], gener
 export function promotingCondition(records: readonly PromotionRecord[], generation: number): ConditionInput {
   const newest = records.at(-1);
   if (newest?.state === 'Pending') {
-    return { type: PROMOTING, status: 'True', reason: REASON_PROMOTING, message: `promoting ${newest.revision} to ${newest.environment} (attempt ${newest.attempts})`, observedGeneration: generation };
+    return { type: PROMOTING, status: 'True', reason: REASON_PROMOTING, message: `promoting ${newest.revision} to ${newest.environment} (attempt ${newest.attempts})${newest.pullRequest === undefined ? '' : `: pull request #${newest.pullRequest.number} ${newest.pullRequest.url} waits for its merge`}`, observedGeneration: generation };
+  }
+  if (newest?.state === 'AwaitingApproval') {
+    return { type: PROMOTING, status: 'False', reason: 'AwaitingApproval', message: `promoting ${newest.revision} to ${newest.environment} waits for approval: annotate the Pipeline fleetcache.dev/approve-${newest.environment}=${newest.revision}`, observedGeneration: generation };
   }
   if (newest?.state === 'Failed') {
     return { type: PROMOTING, status: 'False', reason: REASON_PROMOTION_FAILED, message: `promoting ${newest.revision} to ${newest.environment} failed: ${newest.message ?? 'unknown error'}`, observedGeneration: generation };

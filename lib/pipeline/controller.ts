@@ -5,13 +5,15 @@ import { runWorkers, type RequeueAfter } from '../queue/index.ts';
 import { parseOwnerKey, type OwnerRef, type Registry } from '../registry/index.ts';
 import { apiVersionOf, isAbortError, KubeApiError, noopLogger, realClock, sanitizeForDisplay, toError, type Clock, type Logger } from '../util/index.ts';
 import { displayEnvironments, invalidSpecCondition, MAX_STATUS_TEXT, plain, promotingCondition, readyCondition, sameStatus, setCondition, type ConditionInput } from './conditions.ts';
-import { decidePromotion, DEFAULT_RETRY, retryDueAt, withRecord, type PromotionDecision } from './decide.ts';
+import { GitPromoter, type GitPromoterOptions } from '../gitops/index.ts';
+import { decidePromotion, DEFAULT_RETRY, findRecord, retryDueAt, withRecord, type PromotionDecision } from './decide.ts';
 import { PromotionError } from './errors.ts';
 import { environmentStatusOf, targetStatusOf, type TargetObservation } from './observe.ts';
 import { setRevision } from './patch.ts';
 import { PIPELINE_GVK, type EnvironmentStatus, type Pipeline, type PipelineStatus, type PromotionRecord } from './types.ts';
 import { validatePipelineSpec, type ResolvedTarget, type ValidPipelineSpec } from './validate.ts';
 import { deliverWebhook } from './webhook.ts';
+import { promoteThroughGit, type GitActOutcome } from './git.ts';
 
 /** A promotion about to act, as {@link PipelineControllerOptions.beforePromotion} sees it. */
 export interface PromotionRequest {
@@ -21,7 +23,7 @@ export interface PromotionRequest {
   /** The environment it is promoted into. */
   readonly to: string;
   readonly revision: string;
-  readonly strategy: 'patch' | 'webhook';
+  readonly strategy: 'patch' | 'webhook' | 'git';
   /** 1 for the first attempt. */
   readonly attempt: number;
   /** True when a Pending promotion is taken up again (after a restart). */
@@ -50,6 +52,13 @@ export interface PipelineControllerOptions {
    * unspecified, multicast and reserved addresses stay refused. Default false.
    */
   readonly allowPrivateWebhooks?: boolean;
+  /**
+   * The git strategy's settings: URL policy (`allowPrivateNetworks`, `allowHttp` for tests and
+   * demos), commit author, bounds. Default: {@link GitPromoter}'s defaults.
+   */
+  readonly git?: GitPromoterOptions;
+  /** How often an open pull request is looked at for its merge. Default 30 000. */
+  readonly gitPollIntervalMs?: number;
   /**
    * Called once a promotion has been recorded `Pending` in the Pipeline's status, just before it
    * acts: an approval gate or audit hook. Rejecting leaves the promotion Pending: the reconcile
@@ -114,6 +123,8 @@ export class PipelineController {
   readonly #workers: number;
   readonly #webhookTimeoutMs: number;
   readonly #allowPrivateWebhooks: boolean;
+  readonly #git: GitPromoter;
+  readonly #gitPollIntervalMs: number;
   readonly #beforePromotion: PipelineControllerOptions['beforePromotion'];
   readonly #stats = { reconciles: 0, reconcileErrors: 0, succeeded: 0, failed: 0 };
   /** Set for the duration of `run`. */
@@ -149,6 +160,8 @@ export class PipelineController {
     this.#workers = settings.workers;
     this.#webhookTimeoutMs = settings.webhookTimeoutMs;
     this.#allowPrivateWebhooks = options.allowPrivateWebhooks ?? false;
+    this.#git = new GitPromoter({ clock: settings.clock, ...options.git });
+    this.#gitPollIntervalMs = positiveNumber('gitPollIntervalMs', options.gitPollIntervalMs ?? 30_000);
     this.#beforePromotion = options.beforePromotion;
   }
 
@@ -265,9 +278,40 @@ export class PipelineController {
         }
         return requeueAfter(written ? undefined : 1_000, recheck);
       }
-      case 'promote':
+      case 'promote': {
+        const env = spec.environments.find((e) => e.name === decision.to);
+        const approval = pipeline.metadata?.annotations as Readonly<Record<string, string>> | undefined;
+        if (env?.requireApproval === true && approval?.[`${APPROVAL_PREFIX}${decision.to}`] !== decision.revision) {
+          return this.#awaitApproval(pipeline, spec, decision, ready, environments, log, recheck);
+        }
         return this.#promote(pipeline, spec, decision, ready, environments, log, signal, recheck);
+      }
     }
+  }
+
+  /** Records that a promotion waits for its approval; the annotation's arrival requeues the Pipeline. */
+  async #awaitApproval(
+    pipeline: Pipeline,
+    spec: ValidPipelineSpec,
+    decision: PromotionDecision & { readonly action: 'promote' },
+    ready: ConditionInput,
+    environments: readonly EnvironmentStatus[],
+    log: Logger,
+    recheck: number | undefined,
+  ): Promise<RequeueAfter | undefined> {
+    const records = pipeline.status?.promotions ?? [];
+    const existing = findRecord(records, decision.to, decision.revision);
+    const awaiting: PromotionRecord = existing?.state === 'AwaitingApproval'
+      ? existing
+      : { environment: decision.to, revision: decision.revision, strategy: spec.promotion.strategy, state: 'AwaitingApproval', attempts: 0, startedAt: this.#now() };
+    const status = this.#status(pipeline, ready, environments, withRecord(records, awaiting));
+    if (sameStatus(pipeline.status, status)) return requeueAfter(recheck);
+    const written = await this.#writeIfChanged(pipeline, status);
+    if (written && existing?.state !== 'AwaitingApproval') {
+      log.info('promotion awaits approval', { environment: decision.to, revision: decision.revision });
+      await this.#event(pipeline, 'Normal', 'PromotionAwaitingApproval', `promoting ${decision.revision} to ${decision.to} waits for approval: annotate the Pipeline ${APPROVAL_PREFIX}${decision.to}=${decision.revision}`, log);
+    }
+    return requeueAfter(written ? undefined : 1_000, recheck);
   }
 
   /** What the cache of one target shows. Cluster failures are observations, never reconcile errors. */
@@ -301,6 +345,7 @@ export class PipelineController {
     const meta = pipeline.metadata ?? {};
     const namespace = meta.namespace ?? '';
     const name = meta.name ?? '';
+    const previous = findRecord(pipeline.status?.promotions ?? [], decision.to, decision.revision);
     const pending: PromotionRecord = {
       environment: decision.to,
       revision: decision.revision,
@@ -308,6 +353,9 @@ export class PipelineController {
       state: 'Pending',
       attempts: decision.attempt,
       startedAt: decision.startedAt ?? this.#now(),
+      // An open pull request stays in view while its merge is polled.
+      ...(previous?.state === 'Pending' && previous.pullRequest !== undefined ? { pullRequest: previous.pullRequest } : {}),
+      ...(spec.environments.find((e) => e.name === decision.to)?.requireApproval === true ? { approved: true } : {}),
     };
     let current: Pipeline;
     try {
@@ -330,13 +378,29 @@ export class PipelineController {
     if (this.#beforePromotion !== undefined) await this.#beforePromotion(request, signal);
 
     // Not bound to `signal`: once acting, finish and record the outcome (each step has a timeout).
-    let outcome: { readonly ok: boolean; readonly message: string };
+    let outcome: { readonly ok: boolean; readonly message: string; readonly git?: GitActOutcome };
     try {
-      outcome = { ok: true, message: sanitizeForDisplay(await this.#act(spec, request), MAX_STATUS_TEXT) };
+      if (spec.promotion.strategy === 'git') {
+        const git = await promoteThroughGit(this.#git, spec.promotion, { namespace, pipeline: name, environment: decision.to, revision: decision.revision }, (secret) => this.#secretData(namespace, secret, 'git'));
+        outcome = { ok: true, message: sanitizeForDisplay(git.message, MAX_STATUS_TEXT), git };
+      } else {
+        outcome = { ok: true, message: sanitizeForDisplay(await this.#act(spec, request), MAX_STATUS_TEXT) };
+      }
     } catch (err) {
       outcome = { ok: false, message: sanitizeForDisplay(toError(err).message, MAX_STATUS_TEXT) };
     }
-    const finished: PromotionRecord = { ...pending, state: outcome.ok ? 'Succeeded' : 'Failed', message: outcome.message, finishedAt: this.#now() };
+    const carried = outcome.git === undefined ? {} : {
+      ...(outcome.git.commit === undefined ? {} : { commit: outcome.git.commit }),
+      ...(outcome.git.pullRequest === undefined ? {} : { pullRequest: outcome.git.pullRequest }),
+    };
+    if (outcome.git?.state === 'waiting') {
+      // A pull request is open: still Pending; done when it merges (polled), or superseded.
+      await this.#recordOutcome(current, { ...pending, ...carried, message: outcome.message });
+      if (outcome.git.opened === true) await this.#event(current, 'Normal', 'PullRequestOpened', `promoting ${decision.revision} from ${decision.from} to ${decision.to}: ${outcome.message}`, log);
+      log.debug('promotion waits for a merge', { environment: decision.to, revision: decision.revision, pullRequest: outcome.git.pullRequest?.number });
+      return requeueAfter(this.#gitPollIntervalMs, recheck);
+    }
+    const finished: PromotionRecord = { ...pending, ...carried, state: outcome.ok ? 'Succeeded' : 'Failed', message: outcome.message, finishedAt: this.#now() };
     await this.#recordOutcome(current, finished);
     if (outcome.ok) {
       this.#stats.succeeded += 1;
@@ -365,6 +429,7 @@ export class PipelineController {
       const unchanged = results.filter((r) => r.status === 'fulfilled' && r.value === 'unchanged').length;
       return `set ${promotion.path} to ${request.revision} in ${env.targets.length - unchanged} target(s)${unchanged > 0 ? `, ${unchanged} already at it` : ''}`;
     }
+    if (promotion.strategy === 'git') throw new PromotionError('the git strategy is carried out by promoteThroughGit');
     const url = await this.#webhookUrl(request.pipeline.namespace, promotion.secretName, promotion.secretKey);
     const status = await deliverWebhook({
       url,
@@ -383,6 +448,18 @@ export class PipelineController {
       allowPrivateNetworks: this.#allowPrivateWebhooks,
     });
     return `webhook answered HTTP ${status}`;
+  }
+
+  /** Every key of a Secret beside the Pipeline, decoded. */
+  async #secretData(namespace: string, secretName: string, what: string): Promise<Readonly<Record<string, string>>> {
+    let secret: { readonly data?: Readonly<Record<string, string>> };
+    try {
+      secret = (await this.#connection().request({ method: 'GET', path: `/api/v1/namespaces/${encodeURIComponent(namespace)}/secrets/${encodeURIComponent(secretName)}` })) as typeof secret;
+    } catch (err) {
+      if (err instanceof KubeApiError) throw new PromotionError(`reading the ${what} Secret ${namespace}/${secretName}: HTTP ${err.statusCode}${err.reason === '' ? '' : ` ${err.reason}`}`, { cause: err });
+      throw err;
+    }
+    return Object.fromEntries(Object.entries(secret.data ?? {}).map(([k, v]) => [k, Buffer.from(v, 'base64').toString('utf8')]));
   }
 
   async #webhookUrl(namespace: string, secretName: string, key: string): Promise<string> {
@@ -492,6 +569,9 @@ export class PipelineController {
     return new Date(Math.floor(this.#clock.now() / 1_000) * 1_000).toISOString().replace('.000Z', 'Z');
   }
 }
+
+/** `fleetcache.dev/approve-<environment>`: its value is the revision a person approved. */
+const APPROVAL_PREFIX = 'fleetcache.dev/approve-';
 
 /** The earliest of the delays given, or undefined when none is. */
 function requeueAfter(...delays: readonly (number | undefined)[]): RequeueAfter | undefined {

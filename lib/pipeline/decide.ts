@@ -76,7 +76,8 @@ export function decidePromotion(
     if (!source.ready || revision === undefined || !isEnvironmentKnown(target)) continue;
     if (target.revision === revision) continue;
     const record = findRecord(records, target.name, revision);
-    if (record === undefined) return { action: 'promote', from: source.name, to: target.name, revision, attempt: 1, resumed: false, startedAt: undefined };
+    // AwaitingApproval: asked again each time; the controller checks the approval before acting.
+    if (record === undefined || record.state === 'AwaitingApproval') return { action: 'promote', from: source.name, to: target.name, revision, attempt: 1, resumed: false, startedAt: undefined };
     if (record.state !== 'Failed') continue; // Succeeded: once per revision and environment; Pending: above
     const due = retryDueAt(record, policy);
     if (due <= now) return { action: 'promote', from: source.name, to: target.name, revision, attempt: record.attempts + 1, resumed: false, startedAt: record.startedAt };

@@ -12,6 +12,7 @@ export { PIPELINE_GVK, MAX_PROMOTIONS_PER_ENVIRONMENT } from './types.ts';
 export type {
   Condition,
   EnvironmentStatus,
+  GitPromotion,
   PatchPromotion,
   Pipeline,
   PipelineClusterRef,
@@ -26,5 +27,5 @@ export type {
   WebhookPromotion,
 } from './types.ts';
 export { validatePipelineSpec } from './validate.ts';
-export type { ResolvedEnvironment, ResolvedPromotion, ResolvedTarget, SpecValidation, ValidPipelineSpec } from './validate.ts';
+export type { ResolvedEnvironment, ResolvedGitPromotion, ResolvedPromotion, ResolvedTarget, SpecValidation, ValidPipelineSpec } from './validate.ts';
 export { isObjectReady, objectRevision } from './observe.ts';

@@ -26,6 +26,11 @@ export interface PipelineTarget {
 export interface PipelineEnvironment {
   readonly name: string;
   readonly targets: readonly PipelineTarget[];
+  /**
+   * Promotions into this environment wait for a person with RBAC on the Pipeline to approve the
+   * revision: annotation `fleetcache.dev/approve-<environment>: <revision>`. Default false.
+   */
+  readonly requireApproval?: boolean;
 }
 
 /** Set the revision at a JSON pointer in each target object of the next environment. */
@@ -40,7 +45,31 @@ export interface WebhookPromotion {
   readonly webhook: { readonly secretRef: { readonly name: string; readonly key?: string } };
 }
 
-export type PipelinePromotion = PatchPromotion | WebhookPromotion;
+/**
+ * Commit the revision to the Git repository a GitOps tool reconciles from: every YAML line under
+ * `path` marked `# {"$promotion": "<namespace>:<pipeline>:<environment>"}` gets the revision, then
+ * a commit is pushed to `branch`, or to a branch of its own with a pull request into `branch`.
+ */
+export interface GitPromotion {
+  readonly strategy: 'git';
+  readonly git: {
+    /** https:// (or ssh:// with an SSH key in the Secret). */
+    readonly url: string;
+    /** Default `main`. */
+    readonly branch?: string;
+    /** Directory to look for markers in. Default: the whole repository. */
+    readonly path?: string;
+    /**
+     * Secret beside the Pipeline: `username` + `password`, or `token` (HTTPS, and the provider
+     * API with pull requests); or `identity` + `known_hosts` (SSH). Unset: no credentials.
+     */
+    readonly secretRef?: { readonly name: string };
+    /** Open a pull request (counted done when merged) instead of pushing to `branch`. */
+    readonly pullRequest?: { readonly provider: 'github' | 'gitlab'; readonly apiUrl?: string };
+  };
+}
+
+export type PipelinePromotion = PatchPromotion | WebhookPromotion | GitPromotion;
 
 export interface PipelineSpec {
   /** The application object, the same name in every target namespace. */
@@ -91,7 +120,8 @@ export interface EnvironmentStatus {
   readonly targets: readonly TargetStatus[];
 }
 
-export type PromotionState = 'Pending' | 'Succeeded' | 'Failed';
+/** `AwaitingApproval`: the environment requires approval and the revision has none yet. */
+export type PromotionState = 'AwaitingApproval' | 'Pending' | 'Succeeded' | 'Failed';
 
 /**
  * One promotion of a revision into an environment. Written `Pending` before anything is done, so
@@ -101,7 +131,7 @@ export interface PromotionRecord {
   /** The environment promoted into. */
   readonly environment: string;
   readonly revision: string;
-  readonly strategy: 'patch' | 'webhook';
+  readonly strategy: 'patch' | 'webhook' | 'git';
   readonly state: PromotionState;
   /** Attempts begun (each is recorded before it acts). */
   readonly attempts: number;
@@ -109,6 +139,12 @@ export interface PromotionRecord {
   readonly startedAt: string;
   /** When the last attempt ended (set with `Succeeded` and `Failed`). */
   readonly finishedAt?: string;
+  /** The commit that carried it (git strategy). */
+  readonly commit?: string;
+  /** The pull request that carries it (git strategy with pull requests); done when merged. */
+  readonly pullRequest?: { readonly number: number; readonly url: string };
+  /** Set when the environment requires approval and the approval named this revision. */
+  readonly approved?: boolean;
 }
 
 export interface PipelineStatus {

@@ -71,7 +71,7 @@ describe('validatePipelineSpec', () => {
         { name: 'prod', targets: [{ namespace: 'a', clusterRef: { kind: 'Secret', name: 'k', namespace: 'team-a' } }] },
       ];
     }), /the same target \(secret:team-a\/k namespace a\)/],
-    ['an unknown strategy', variant((s) => { s.promotion = { strategy: 'carrier-pigeon' }; }), /spec\.promotion\.strategy: must be "patch" or "webhook"/],
+    ['an unknown strategy', variant((s) => { s.promotion = { strategy: 'carrier-pigeon' }; }), /spec\.promotion\.strategy: must be "patch", "webhook" or "git"/],
     ['a patch strategy without its block', variant((s) => { s.promotion = { strategy: 'patch' }; }), /spec\.promotion\.patch: required/],
     ['a patch strategy with a webhook block too', variant((s) => { s.promotion = { ...valid.promotion, webhook: { secretRef: { name: 'h' } } }; }), /spec\.promotion\.webhook: must be unset when strategy is "patch"/],
     ['a webhook strategy with a patch block', variant((s) => { s.promotion = { strategy: 'webhook', webhook: { secretRef: { name: 'h' } }, patch: { path: '/spec/x' } }; }), /spec\.promotion\.patch: must be unset when strategy is "webhook"/],
@@ -79,6 +79,13 @@ describe('validatePipelineSpec', () => {
     ['a patch path with a bad escape', variant((s) => { s.promotion = { strategy: 'patch', patch: { path: '/spec/a~2b' } }; }), /must be a JSON pointer/],
     ['a patch path into status', variant((s) => { s.promotion = { strategy: 'patch', patch: { path: '/status/x' } }; }), /must point into the object's desired state/],
     ['a revisionPath that is not a pointer', variant((s) => { s.revisionPath = 'status.revision'; }), /spec\.revisionPath: must be a JSON pointer/],
+    ['a git strategy with a patch block', variant((s) => { s.promotion = { strategy: 'git', git: { url: 'https://example.com/o/r.git' }, patch: { path: '/x' } }; }), /spec\.promotion\.patch: must be unset when strategy is "git"/],
+    ['a git URL of another scheme', variant((s) => { s.promotion = { strategy: 'git', git: { url: 'file:///etc/repo' } }; }), /spec\.promotion\.git\.url: must be an https:\/\//],
+    ['a git URL that is an option', variant((s) => { s.promotion = { strategy: 'git', git: { url: '--upload-pack=touch /tmp/x' } }; }), /spec\.promotion\.git\.url/],
+    ['a git path leaving the repository', variant((s) => { s.promotion = { strategy: 'git', git: { url: 'https://example.com/o/r.git', path: 'a/../../b' } }; }), /spec\.promotion\.git\.path: must be a relative path/],
+    ['a git branch that is an option', variant((s) => { s.promotion = { strategy: 'git', git: { url: 'https://example.com/o/r.git', branch: '-f' } }; }), /spec\.promotion\.git\.branch/],
+    ['an unknown pull-request provider', variant((s) => { s.promotion = { strategy: 'git', git: { url: 'https://example.com/o/r.git', pullRequest: { provider: 'bitbucket' } } }; }), /pullRequest\.provider: must be "github" or "gitlab"/],
+    ['a requireApproval that is not a boolean', variant((s) => { (s.environments as Record<string, unknown>[])[1] = { ...(s.environments as Record<string, unknown>[])[1], requireApproval: 'yes' }; }), /spec\.environments\[1\]\.requireApproval: must be true or false/],
     ['a webhook Secret key with a slash', variant((s) => { s.promotion = { strategy: 'webhook', webhook: { secretRef: { name: 'h', key: 'a/b' } } }; }), /secretRef\.key: must be a Secret data key/],
   ];
   for (const [what, spec, expected] of refused) {
@@ -86,6 +93,16 @@ describe('validatePipelineSpec', () => {
       assert.match(problemsOf(validatePipelineSpec(spec, 'team-a')), expected);
     });
   }
+
+  it('accepts the git strategy with its defaults, and requireApproval', () => {
+    const result = validatePipelineSpec(variant((s) => {
+      s.promotion = { strategy: 'git', git: { url: 'https://github.com/org/fleet.git', secretRef: { name: 'fleet-git' }, pullRequest: { provider: 'github' } } };
+      (s.environments as Record<string, unknown>[])[2] = { ...(s.environments as Record<string, unknown>[])[2], requireApproval: true };
+    }), 'team-a');
+    assert.ok(result.valid);
+    assert.deepEqual(result.spec.promotion, { strategy: 'git', url: 'https://github.com/org/fleet.git', branch: 'main', path: '.', secretName: 'fleet-git', pullRequest: { provider: 'github', apiUrl: undefined } });
+    assert.deepEqual(result.spec.environments.map((e) => e.requireApproval), [false, false, true]);
+  });
 
   it('reports every problem at once, not only the first', () => {
     const problems = problemsOf(validatePipelineSpec({ appRef: { apiVersion: '', kind: '', name: '' }, environments: 'dev', promotion: {} }, 'team-a'));

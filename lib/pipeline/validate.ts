@@ -29,11 +29,32 @@ export interface ResolvedTarget {
 export interface ResolvedEnvironment {
   readonly name: string;
   readonly targets: readonly ResolvedTarget[];
+  /** Promotions into it wait for an approval annotation naming the revision. */
+  readonly requireApproval: boolean;
 }
 
 export type ResolvedPromotion =
   | { readonly strategy: 'patch'; readonly path: string }
-  | { readonly strategy: 'webhook'; readonly secretName: string; readonly secretKey: string };
+  | { readonly strategy: 'webhook'; readonly secretName: string; readonly secretKey: string }
+  | ResolvedGitPromotion;
+
+/** The git strategy, defaults applied; the URL is checked again (scheme, addresses) when used. */
+export interface ResolvedGitPromotion {
+  readonly strategy: 'git';
+  readonly url: string;
+  readonly branch: string;
+  readonly path: string;
+  readonly secretName: string | undefined;
+  readonly pullRequest: { readonly provider: 'github' | 'gitlab'; readonly apiUrl: string | undefined } | undefined;
+}
+
+/** Bounds and patterns of the git strategy, shared with the CRD schema. */
+export const GIT_URL_PATTERN = '^(https|http|ssh)://[^\\s]+$';
+export const GIT_BRANCH_PATTERN = '^[A-Za-z0-9][A-Za-z0-9._/-]*$';
+export const GIT_PATH_PATTERN = '^[^\\s]*$';
+const gitUrlRe = new RegExp(GIT_URL_PATTERN);
+const gitBranchRe = new RegExp(GIT_BRANCH_PATTERN);
+const gitPathRe = new RegExp(GIT_PATH_PATTERN);
 
 /** A Pipeline spec that passed validation, normalised (defaults applied). */
 export interface ValidPipelineSpec {
@@ -171,11 +192,15 @@ function validateEnvironments(value: unknown, pipelineNamespace: string, problem
       seenTargets.set(where, tpath);
       targets.push({ cluster, clusterKey: key, namespace });
     }
+    if (env.requireApproval !== undefined && typeof env.requireApproval !== 'boolean') {
+      problems.add(`${path}.requireApproval`, 'must be true or false');
+      ok = false;
+    }
     if (name === undefined || rawTargets?.length !== targets.length) {
       ok = false;
       continue;
     }
-    environments.push({ name, targets });
+    environments.push({ name, targets, requireApproval: env.requireApproval === true });
   }
   return ok ? environments : undefined;
 }
@@ -208,8 +233,39 @@ function validatePromotion(value: unknown, problems: Problems): ResolvedPromotio
     if (name === undefined || key === undefined || promotion.patch !== undefined) return undefined;
     return { strategy: 'webhook', secretName: name, secretKey: key };
   }
-  problems.add('spec.promotion.strategy', `must be "patch" or "webhook", got ${JSON.stringify(strategy)}`);
+  if (strategy === 'git') return validateGitPromotion(promotion, problems);
+  problems.add('spec.promotion.strategy', `must be "patch", "webhook" or "git", got ${JSON.stringify(strategy)}`);
   return undefined;
+}
+
+function validateGitPromotion(promotion: Record<string, unknown>, problems: Problems): ResolvedGitPromotion | undefined {
+  const before = problems.list.length;
+  for (const other of ['patch', 'webhook']) {
+    if (promotion[other] !== undefined) problems.add(`spec.promotion.${other}`, 'must be unset when strategy is "git"');
+  }
+  const git = problems.record(promotion.git, 'spec.promotion.git');
+  if (git === undefined) return undefined;
+  const url = problems.string(git.url, 'spec.promotion.git.url', gitUrlRe, 2_048, 'an https:// (or ssh://) repository URL');
+  const branch = git.branch === undefined ? 'main' : problems.string(git.branch, 'spec.promotion.git.branch', gitBranchRe, 200, 'a branch name');
+  if (branch?.includes('..') === true) problems.add('spec.promotion.git.branch', 'must not contain ".."');
+  const path = git.path === undefined ? '.' : problems.string(git.path, 'spec.promotion.git.path', gitPathRe, 1_024, 'a directory of the repository');
+  if (path !== undefined && (path.startsWith('/') || path.split('/').includes('..'))) problems.add('spec.promotion.git.path', 'must be a relative path without ".." segments');
+  let secretName: string | undefined;
+  if (git.secretRef !== undefined) {
+    const ref = problems.record(git.secretRef, 'spec.promotion.git.secretRef');
+    secretName = ref === undefined ? undefined : problems.string(ref.name, 'spec.promotion.git.secretRef.name', dnsSubdomain, 253, 'a Secret name');
+  }
+  let pullRequest: ResolvedGitPromotion['pullRequest'];
+  if (git.pullRequest !== undefined) {
+    const pr = problems.record(git.pullRequest, 'spec.promotion.git.pullRequest');
+    if (pr !== undefined) {
+      if (pr.provider !== 'github' && pr.provider !== 'gitlab') problems.add('spec.promotion.git.pullRequest.provider', `must be "github" or "gitlab", got ${JSON.stringify(pr.provider)}`);
+      const apiUrl = pr.apiUrl === undefined ? undefined : problems.string(pr.apiUrl, 'spec.promotion.git.pullRequest.apiUrl', /^https?:\/\/\S+$/, 2_048, 'an https:// URL');
+      if (pr.provider === 'github' || pr.provider === 'gitlab') pullRequest = { provider: pr.provider, apiUrl };
+    }
+  }
+  if (problems.list.length > before || url === undefined || branch === undefined || path === undefined) return undefined;
+  return { strategy: 'git', url, branch, path, secretName, pullRequest };
 }
 
 /**

@@ -1,0 +1,207 @@
+// The Pipeline controller promoting through Git on a real apiserver: dev and staging are two
+// namespaces of one cluster; staging's HelmRelease is applied from a Git repository (git
+// http-backend on loopback) by a stand-in for Flux's kustomize-controller, and marked Ready by the
+// Flux stand-in. A promotion is a commit (or a pull request) in that repository.
+import assert from 'node:assert/strict';
+import { after, before, describe, it } from 'node:test';
+import { helmReleaseCrd, pipelineCrd } from '../../fixtures/crds/index.ts';
+import { eventually, useClusters, type TestCluster } from '../../e2e/harness/index.ts';
+import { startFlux } from '../../e2e/fleet.ts';
+import { ProviderStandIn } from '../../e2e/git/providers.ts';
+import { git, GitServer } from '../../e2e/git/server.ts';
+import { startGitSync } from '../../e2e/git/sync.ts';
+import { CompositeProvider, LocalProvider } from '../cluster/index.ts';
+import { Registry } from '../registry/index.ts';
+import { PipelineController, type Pipeline, type PipelineControllerOptions } from './index.ts';
+
+const NS = 'team-git';
+const HR = '/apis/helm.toolkit.fluxcd.io/v2';
+const PIPELINES = `/apis/fleetcache.dev/v1alpha1/namespaces/${NS}/pipelines`;
+const AUTH = { username: 'fleet-bot', password: 'git-token-not-for-status' };
+
+function releaseFile(name: string, env: string, version: string): string {
+  return `apiVersion: helm.toolkit.fluxcd.io/v2\nkind: HelmRelease\nmetadata:\n  name: ${name}\nspec:\n  chart:\n    spec:\n      chart: ${name}\n      version: ${version} # {"$promotion": "${NS}:${name}:${env}"}\n`;
+}
+
+async function ok(cluster: TestCluster, method: string, path: string, body?: unknown): Promise<unknown> {
+  const res = await cluster.request(method, path, body);
+  assert.ok(res.statusCode >= 200 && res.statusCode < 300, `${method} ${path}: HTTP ${res.statusCode} ${JSON.stringify(res.body)}`);
+  return res.body;
+}
+
+async function release(cluster: TestCluster, namespace: string, name: string, version: string): Promise<void> {
+  const res = await cluster.request('POST', '/api/v1/namespaces', { metadata: { name: namespace } });
+  assert.ok(res.statusCode === 201 || res.statusCode === 409);
+  await ok(cluster, 'POST', `${HR}/namespaces/${namespace}/helmreleases`, { apiVersion: 'helm.toolkit.fluxcd.io/v2', kind: 'HelmRelease', metadata: { name, namespace }, spec: { chart: { spec: { chart: name, version } } } });
+}
+
+async function setVersion(cluster: TestCluster, namespace: string, name: string, version: string): Promise<void> {
+  for (;;) {
+    const hr = (await ok(cluster, 'GET', `${HR}/namespaces/${namespace}/helmreleases/${name}`)) as { spec: { chart: { spec: { version: string } } } };
+    hr.spec.chart.spec.version = version;
+    const res = await cluster.request('PUT', `${HR}/namespaces/${namespace}/helmreleases/${name}`, hr);
+    if (res.statusCode === 200) return;
+    assert.equal(res.statusCode, 409);
+  }
+}
+
+async function pipelineOf(cluster: TestCluster, name: string): Promise<Pipeline> {
+  return (await ok(cluster, 'GET', `${PIPELINES}/${name}`)) as Pipeline;
+}
+
+/** What `kubectl annotate --overwrite pipeline/<name> key=value` does: read, modify, write. */
+async function annotate(cluster: TestCluster, name: string, key: string, value: string): Promise<void> {
+  for (;;) {
+    const p = (await pipelineOf(cluster, name)) as Pipeline & { metadata: { annotations?: Record<string, string> } };
+    p.metadata.annotations = { ...p.metadata.annotations, [key]: value };
+    const res = await cluster.request('PUT', `${PIPELINES}/${name}`, p);
+    if (res.statusCode === 200) return;
+    assert.equal(res.statusCode, 409, JSON.stringify(res.body));
+  }
+}
+
+async function eventsOf(cluster: TestCluster, name: string): Promise<{ reason: string; message: string }[]> {
+  const body = (await ok(cluster, 'GET', `/api/v1/namespaces/${NS}/events?fieldSelector=involvedObject.name%3D${name}`)) as { items: { reason: string; message: string }[] };
+  return body.items;
+}
+
+function pipeline(name: string, git: Record<string, unknown>, approval = false): object {
+  return {
+    apiVersion: 'fleetcache.dev/v1alpha1',
+    kind: 'Pipeline',
+    metadata: { name, namespace: NS },
+    spec: {
+      appRef: { apiVersion: 'helm.toolkit.fluxcd.io/v2', kind: 'HelmRelease', name },
+      environments: [
+        { name: 'dev', targets: [{ namespace: `${name}-dev` }] },
+        { name: 'staging', targets: [{ namespace: `${name}-staging` }], ...(approval ? { requireApproval: true } : {}) },
+      ],
+      promotion: { strategy: 'git', git },
+    },
+  };
+}
+
+describe('PipelineController: the git strategy on a real apiserver', () => {
+  const env = useClusters(1, { namePrefix: 'gitops' });
+  let mgmt: TestCluster;
+  let server: GitServer;
+  let api: ProviderStandIn;
+  const stops: (() => Promise<void>)[] = [];
+
+  before(async () => {
+    [mgmt] = env.clusters as [TestCluster];
+    await mgmt.installCRDs([pipelineCrd, helmReleaseCrd]);
+    await ok(mgmt, 'POST', '/api/v1/namespaces', { metadata: { name: NS } });
+    await ok(mgmt, 'POST', `/api/v1/namespaces/${NS}/secrets`, { metadata: { name: 'fleet-git' }, stringData: AUTH });
+    server = await GitServer.start({ auth: AUTH });
+    await server.seed('org/fleet', { 'apps/shop/staging.yaml': releaseFile('shop', 'staging', '1.0.0'), 'apps/cart/staging.yaml': releaseFile('cart', 'staging', '1.0.0') });
+    api = await ProviderStandIn.start({ kind: 'github', project: 'org/fleet', token: AUTH.password, branchExists: async (b) => (await git(server.bare('org/fleet'), 'for-each-ref', `refs/heads/${b}`)).trim() !== '' });
+    stops.push(await startFlux([mgmt]));
+    stops.push(startGitSync(server, 'org/fleet', 'main', [
+      { file: 'apps/shop/staging.yaml', cluster: mgmt, namespace: 'shop-staging', name: 'shop' },
+      { file: 'apps/cart/staging.yaml', cluster: mgmt, namespace: 'cart-staging', name: 'cart' },
+    ]));
+  });
+
+  after(async () => {
+    for (const stop of stops.reverse()) await stop();
+    await api.close();
+    await server.close();
+  });
+
+  function startController(extra: Partial<PipelineControllerOptions> = {}): () => Promise<void> {
+    const kubeConfig = mgmt.kubeConfig();
+    const registry = new Registry({ provider: new CompositeProvider({ byKind: { local: new LocalProvider({ kubeConfig }) } }) });
+    const controller = new PipelineController({ registry, localKubeConfig: kubeConfig, git: { allowHttp: true, allowPrivateNetworks: true }, gitPollIntervalMs: 300, ...extra });
+    const stopper = new AbortController();
+    const done = controller.run(stopper.signal);
+    return async () => {
+      stopper.abort();
+      await done;
+      await registry.close();
+    };
+  }
+
+  it('promotes by pushing a commit; status and the Event name the commit; Flux applies it from Git', async () => {
+    await release(mgmt, 'shop-dev', 'shop', '1.0.0');
+    await release(mgmt, 'shop-staging', 'shop', '1.0.0');
+    const stop = startController();
+    try {
+      await ok(mgmt, 'POST', PIPELINES, pipeline('shop', { url: server.url('org/fleet'), branch: 'main', path: 'apps/shop', secretRef: { name: 'fleet-git' } }));
+      await eventually('both environments ready at 1.0.0', async () => (await pipelineOf(mgmt, 'shop')).status?.environments?.every((e) => e.ready && e.revision === '1.0.0') === true, 60_000);
+      await setVersion(mgmt, 'shop-dev', 'shop', '1.1.0');
+      const done = await eventually('staging runs 1.1.0, applied from Git', async () => {
+        const p = await pipelineOf(mgmt, 'shop');
+        return p.status?.environments?.[1]?.revision === '1.1.0' && p.status.environments[1].ready && p;
+      }, 60_000);
+      const head = (await git(server.bare('org/fleet'), 'rev-parse', 'main')).trim();
+      const records = done.status?.promotions ?? [];
+      assert.equal(records.length, 1);
+      const record = records[0];
+      assert.ok(record !== undefined);
+      assert.equal(record.state, 'Succeeded');
+      assert.equal(record.strategy, 'git');
+      assert.equal(record.commit, head);
+      assert.match(record.message ?? '', new RegExp(`committed ${head} to main`));
+      assert.match(await server.show('org/fleet', 'main', 'apps/shop/staging.yaml'), /version: 1\.1\.0 # /);
+      assert.equal(await server.show('org/fleet', 'main', 'apps/cart/staging.yaml'), releaseFile('cart', 'staging', '1.0.0'), 'another pipeline\'s file is untouched');
+      const events = await eventually('the Promoted event', async () => {
+        const e = (await eventsOf(mgmt, 'shop')).filter((x) => x.reason === 'Promoted');
+        return e.length > 0 && e;
+      }, 10_000);
+      assert.match(events[0]?.message ?? '', new RegExp(head));
+      assert.ok(!JSON.stringify(done.status).includes(AUTH.password) && !JSON.stringify(events).includes(AUTH.password));
+      assert.equal(Number((await git(server.bare('org/fleet'), 'rev-list', '--count', 'main')).trim()), 2, 'one commit: seed + promotion');
+    } finally {
+      await mgmt.request('DELETE', `${PIPELINES}/shop`);
+      await stop();
+    }
+  });
+
+  it('waits for approval, then opens a pull request and counts the promotion done only once it is merged', async () => {
+    await release(mgmt, 'cart-dev', 'cart', '1.0.0');
+    await release(mgmt, 'cart-staging', 'cart', '1.0.0');
+    const stop = startController();
+    try {
+      await ok(mgmt, 'POST', PIPELINES, pipeline('cart', { url: server.url('org/fleet'), path: 'apps/cart', secretRef: { name: 'fleet-git' }, pullRequest: { provider: 'github', apiUrl: api.apiUrl } }, true));
+      await eventually('both environments ready at 1.0.0', async () => (await pipelineOf(mgmt, 'cart')).status?.environments?.every((e) => e.ready && e.revision === '1.0.0') === true, 60_000);
+      await setVersion(mgmt, 'cart-dev', 'cart', '2.0.0');
+      const waiting = await eventually('the promotion awaits approval', async () => {
+        const p = await pipelineOf(mgmt, 'cart');
+        return p.status?.promotions?.[0]?.state === 'AwaitingApproval' && p;
+      }, 60_000);
+      assert.equal(waiting.status?.conditions?.find((c) => c.type === 'Promoting')?.reason, 'AwaitingApproval');
+      assert.equal(api.pulls.length, 0, 'nothing opened before the approval');
+
+      // An approval of another revision does not open the gate.
+      await annotate(mgmt, 'cart', 'fleetcache.dev/approve-staging', '1.9.9');
+      await new Promise((resolve) => setTimeout(resolve, 1_500));
+      assert.equal(api.pulls.length, 0);
+      await annotate(mgmt, 'cart', 'fleetcache.dev/approve-staging', '2.0.0');
+
+      const opened = await eventually('a pull request is opened and recorded', async () => {
+        const p = await pipelineOf(mgmt, 'cart');
+        const r = p.status?.promotions?.[0];
+        return r?.state === 'Pending' && r.pullRequest !== undefined && r;
+      }, 60_000);
+      assert.deepEqual(opened.pullRequest, { number: 1, url: 'https://github.example/org/fleet/pull/1' });
+      assert.equal(opened.approved, true);
+      await eventually('the PullRequestOpened event', async () => (await eventsOf(mgmt, 'cart')).some((e) => e.reason === 'PullRequestOpened' && e.message.includes('pull/1')), 10_000);
+      await new Promise((resolve) => setTimeout(resolve, 1_500));
+      assert.equal(api.pulls.length, 1, 'polling finds the request, never opens a second');
+      assert.equal((await pipelineOf(mgmt, 'cart')).status?.promotions?.[0]?.state, 'Pending', 'not done before the merge');
+
+      // A person merges it.
+      await git(server.bare('org/fleet'), 'update-ref', 'refs/heads/main', `refs/heads/${api.pulls[0]?.head ?? ''}`);
+      api.setState(1, 'merged');
+      const done = await eventually('the merge completes the promotion and Flux applies it', async () => {
+        const p = await pipelineOf(mgmt, 'cart');
+        return p.status?.promotions?.[0]?.state === 'Succeeded' && p.status.environments?.[1]?.revision === '2.0.0' && p;
+      }, 60_000);
+      assert.match(done.status?.promotions?.[0]?.message ?? '', /pull request #1 merged/);
+    } finally {
+      await mgmt.request('DELETE', `${PIPELINES}/cart`);
+      await stop();
+    }
+  });
+});
