@@ -24,9 +24,13 @@ RUN npm ci --omit=dev --ignore-scripts --no-audit --no-fund \
       "@kubernetes/client-node@$(node -p "require('./package.json').peerDependencies['@kubernetes/client-node']")" \
  && npm cache clean --force
 
-# 3. The runtime: no compiler, no npm cache, no shell needed at run time.
+# 3. The runtime: no compiler, no npm cache. The git promotion strategy runs Debian's git (2.39,
+#    bookworm) without a shell, and ssh for ssh:// repositories.
 FROM node:24-slim
 ENV NODE_ENV=production
+RUN apt-get update \
+ && apt-get install -y --no-install-recommends git openssh-client ca-certificates \
+ && rm -rf /var/lib/apt/lists/*
 WORKDIR /app
 COPY --from=deps /app/node_modules node_modules
 COPY package.json ./

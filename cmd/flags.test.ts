@@ -59,7 +59,7 @@ describe('--help', () => {
       ['leader-elect-lease-duration', 'leader-elect-renew-deadline', 'leader-elect-retry-period', 'cache-gc-grace-period'].map((name) => parseDuration(name, documented(name) ?? '')),
     );
     assert.deepEqual([config.leaseDurationMs, config.renewDeadlineMs, config.retryPeriodMs], [30_000, 10_000, 2_000], 'client-go\'s leader election timings');
-    for (const name of ['allow-exec-kubeconfigs', 'allow-auth-provider-kubeconfigs', 'allow-file-kubeconfigs', 'allow-cross-namespace-secrets', 'insecure-kubeconfig-tls', 'allow-private-webhooks']) {
+    for (const name of ['allow-exec-kubeconfigs', 'allow-auth-provider-kubeconfigs', 'allow-file-kubeconfigs', 'allow-cross-namespace-secrets', 'insecure-kubeconfig-tls', 'allow-private-webhooks', 'allow-private-git-hosts', 'allow-insecure-git-http']) {
       assert.equal(documented(name), 'false');
     }
     assert.equal(config.allowPrivateWebhooks, false);
@@ -67,8 +67,8 @@ describe('--help', () => {
     assert.equal(config.metricsSecure, true, 'metrics are authenticated unless asked otherwise');
     assert.equal(config.metricsCert, undefined);
     assert.deepEqual(
-      [config.allowExecKubeconfigs, config.allowAuthProviderKubeconfigs, config.allowFileKubeconfigs, config.allowCrossNamespaceSecrets, config.insecureKubeconfigTls],
-      [false, false, false, false, false],
+      [config.allowExecKubeconfigs, config.allowAuthProviderKubeconfigs, config.allowFileKubeconfigs, config.allowCrossNamespaceSecrets, config.insecureKubeconfigTls, config.allowPrivateGitHosts, config.allowInsecureGitHttp],
+      [false, false, false, false, false, false, false],
     );
   });
 
@@ -83,7 +83,7 @@ describe('parseFlags', () => {
       '--kubeconfig', '/k', '--metrics-bind-address', '127.0.0.1:9090', '--health-probe-bind-address=[::1]:9091',
       '--leader-elect', '--leader-election-id', 'my-lease', '--leader-election-namespace', 'ops', '--concurrency', '8',
       '--log-level', 'debug', '--allow-exec-kubeconfigs', '--allow-auth-provider-kubeconfigs=true',
-      '--allow-file-kubeconfigs', '--allow-cross-namespace-secrets', '--insecure-kubeconfig-tls',
+      '--allow-file-kubeconfigs', '--allow-cross-namespace-secrets', '--insecure-kubeconfig-tls', '--allow-private-git-hosts', '--allow-insecure-git-http',
       '--leader-elect-lease-duration=1m30s', '--leader-elect-renew-deadline', '20s', '--leader-elect-retry-period=500ms',
       '--cache-gc-grace-period', '2m', '--allow-private-webhooks', '--metrics-cert-path', '/certs', '--metrics-cert-key=key.pem',
     ]);
@@ -104,6 +104,8 @@ describe('parseFlags', () => {
       allowCrossNamespaceSecrets: true,
       insecureKubeconfigTls: true,
       allowPrivateWebhooks: true,
+      allowPrivateGitHosts: true,
+      allowInsecureGitHttp: true,
       leaseDurationMs: 90_000,
       renewDeadlineMs: 20_000,
       retryPeriodMs: 500,

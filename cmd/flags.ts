@@ -39,6 +39,10 @@ export interface Config {
   readonly insecureKubeconfigTls: boolean;
   /** Webhooks may reach loopback and private addresses. */
   readonly allowPrivateWebhooks: boolean;
+  /** The git strategy may reach repositories (and provider APIs) on private addresses. */
+  readonly allowPrivateGitHosts: boolean;
+  /** The git strategy may use http:// (tests and demos on loopback only). */
+  readonly allowInsecureGitHttp: boolean;
   /** Leader election timings, in milliseconds. */
   readonly leaseDurationMs: number;
   readonly renewDeadlineMs: number;
@@ -164,6 +168,14 @@ export const flagTable: readonly FlagSpec[] = [
   {
     name: 'allow-private-webhooks', type: 'boolean', default: 'false',
     description: 'Let promotion webhooks reach loopback and private addresses (RFC 1918, 100.64.0.0/10, fc00::/7). Link-local (cloud metadata), unspecified, multicast and reserved addresses stay refused.',
+  },
+  {
+    name: 'allow-private-git-hosts', type: 'boolean', default: 'false',
+    description: 'Let the git promotion strategy reach repositories and provider APIs that resolve to loopback, private or link-local addresses.',
+  },
+  {
+    name: 'allow-insecure-git-http', type: 'boolean', default: 'false',
+    description: 'Let the git promotion strategy use http:// repository and API URLs (no TLS): for tests and demos only.',
   },
   { name: 'help', type: 'boolean', description: 'Print this help and exit.' },
   { name: 'version', type: 'boolean', description: 'Print the version and exit.' },
@@ -329,6 +341,8 @@ export function parseFlags(argv: readonly string[]): Invocation {
       allowCrossNamespaceSecrets: bool('allow-cross-namespace-secrets'),
       insecureKubeconfigTls: bool('insecure-kubeconfig-tls'),
       allowPrivateWebhooks: bool('allow-private-webhooks'),
+      allowPrivateGitHosts: bool('allow-private-git-hosts'),
+      allowInsecureGitHttp: bool('allow-insecure-git-http'),
     },
   };
 }

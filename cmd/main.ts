@@ -215,7 +215,14 @@ async function runService(config: Config, io: ProcessIo, logger: Logger): Promis
   const queue = new RateLimitingWorkQueue<OwnerKey>({ name: 'owners', metrics: workqueue, rateLimiter: defaultControllerRateLimiter() });
   const registry = serviceRegistry(config, { kubeConfig, queue, logger });
   const clusters = registry.clusters;
-  const controller: Controller = new PipelineController({ registry, localKubeConfig: kubeConfig, logger, workers: config.concurrency, allowPrivateWebhooks: config.allowPrivateWebhooks });
+  const controller: Controller = new PipelineController({
+    registry,
+    localKubeConfig: kubeConfig,
+    logger,
+    workers: config.concurrency,
+    allowPrivateWebhooks: config.allowPrivateWebhooks,
+    git: { allowPrivateNetworks: config.allowPrivateGitHosts, allowHttp: config.allowInsecureGitHttp },
+  });
 
   let elector: LeaderElector | undefined;
   let leaseHold: ClusterLease | undefined;
