@@ -1,5 +1,5 @@
 import assert from 'node:assert/strict';
-import { mkdtemp, readdir, rm, stat } from 'node:fs/promises';
+import { chmod, mkdtemp, readdir, readFile, readlink, rm, stat, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { after, before, describe, it } from 'node:test';
@@ -139,6 +139,57 @@ describe('GitPromoter against git http-backend', () => {
   it('refuses a repository larger than the bound', async () => {
     const tiny = new GitPromoter({ allowHttp: true, allowPrivateNetworks: true, maxRepositoryBytes: 2_000 });
     await assert.rejects(tiny.promote(request({ revision: '1.6.0' })), reason('RepositoryTooLarge'));
+  });
+
+  it('kills git and its helpers when a command outlives its timeout', async () => {
+    let release = (): void => undefined;
+    const stalled = new Promise<void>((resolve) => { release = resolve; });
+    server.options = { auth: AUTH, beforeRequest: () => stalled };
+    try {
+      const impatient = new GitPromoter({ allowHttp: true, allowPrivateNetworks: true, tmpDir: scratch, timeoutMs: 1_500 });
+      await assert.rejects(impatient.promote(request({ revision: '1.7.0' })), reason('Timeout'));
+      assert.deepEqual(await readdir(scratch), []);
+      // No process is left working in the removed directory (git-remote-http ran there).
+      const pids = (await readdir('/proc')).filter((p) => /^\d+$/.test(p));
+      const cwds = await Promise.all(pids.map((p) => readlink(`/proc/${p}/cwd`).catch(() => '')));
+      assert.deepEqual(cwds.filter((c) => c.startsWith(scratch)), []);
+    } finally {
+      release();
+      server.options = { auth: AUTH };
+    }
+  });
+
+  it('runs ssh with strict host key checking against the pinned address, the key in a private file', async () => {
+    const spy = path.join(scratch, '..', `ssh-spy-${process.pid}`);
+    await writeFile(spy, [
+      '#!/bin/sh',
+      `out=${spy}.out`,
+      'printf "%s\\n" "$@" > "$out.args"',
+      'for a in "$@"; do case "$a" in UserKnownHostsFile=*) cp "${a#UserKnownHostsFile=}" "$out.known";; esac; done',
+      'prev=""; for a in "$@"; do if [ "$prev" = "-i" ]; then stat -c %a "$a" > "$out.mode"; fi; prev="$a"; done',
+      'exit 255',
+      '',
+    ].join('\n'));
+    await chmod(spy, 0o755);
+    const ssh = new GitPromoter({ sshPath: spy, tmpDir: scratch, lookup: () => Promise.resolve(['93.184.216.34']) });
+    const identity = '-----BEGIN OPENSSH PRIVATE KEY-----\nnot-a-real-key\n-----END OPENSSH PRIVATE KEY-----';
+    const knownHosts = 'git.example ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIExample\n';
+    try {
+      await assert.rejects(ssh.promote(request({ url: 'ssh://git@git.example/org/fleet.git', credentials: { kind: 'ssh', identity, knownHosts } })), (err: unknown) => {
+        assert.ok(err instanceof GitOpsError);
+        assert.equal(err.reason, 'CloneFailed');
+        assert.ok(!err.message.includes('not-a-real-key'));
+        return true;
+      });
+      const args = (await readFile(`${spy}.out.args`, 'utf8')).split('\n');
+      for (const expected of ['StrictHostKeyChecking=yes', 'IdentitiesOnly=yes', 'BatchMode=yes', 'HostKeyAlias=git.example', 'GlobalKnownHostsFile=/dev/null', 'ProxyCommand=none']) assert.ok(args.includes(expected), `${expected} in ${args.join(' ')}`);
+      assert.ok(args.includes('git@93.184.216.34'), `connects to the pinned address: ${args.join(' ')}`);
+      assert.equal(await readFile(`${spy}.out.known`, 'utf8'), knownHosts);
+      assert.equal((await readFile(`${spy}.out.mode`, 'utf8')).trim(), '600');
+      await assert.rejects(ssh.promote(request({ url: 'ssh://git@git.example/org/fleet.git' })), reason('UrlRefused'), 'an ssh URL without an SSH key');
+    } finally {
+      for (const suffix of ['', '.out.args', '.out.known', '.out.mode']) await rm(`${spy}${suffix}`, { force: true });
+    }
   });
 
   it('refuses hostile URLs before running git', async () => {
