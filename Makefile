@@ -47,7 +47,7 @@ test-integration: deps ## Tests against real kube-apiservers (built on first use
 
 test: lint typecheck build test-unit test-integration ## Everything: lint, typecheck, build, unit and integration tests.
 
-demo: deps ## The main job: three local clusters, the service, a release promoted dev -> staging -> prod. DEMO_FLAGS=--keep-running keeps it up.
+demo: deps ## The main job: three local clusters, the service, a release promoted dev -> staging -> prod. DEMO_FLAGS=--keep-running keeps it up; --git promotes through a local Git repository.
 	node e2e/demo/demo.ts $(DEMO_FLAGS)
 
 bench: deps ## Benchmarks: side-by-side comparisons printed as tables.

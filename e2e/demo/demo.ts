@@ -2,21 +2,26 @@
 // planes (management = dev, staging, prod), installs a Pipeline for the podinfo HelmRelease, runs the
 // fleetcache service against the management cluster, and plays a release: dev gets 1.1.0, a Flux
 // stand-in applies it, fleetcache sees it ready and promotes it to staging, then to prod.
+// With --git, staging and prod are reconciled from a Git repository (a local git http-backend and
+// a stand-in for Flux's kustomize-controller) and fleetcache promotes by committing to it.
 //
-//   node e2e/demo/demo.ts [--keep-running] [--release 1.1.0] [--timeout-seconds 300]
+//   node e2e/demo/demo.ts [--keep-running] [--git] [--release 1.1.0] [--timeout-seconds 300]
 import { spawn, type ChildProcess } from 'node:child_process';
 import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { setTimeout as delay } from 'node:timers/promises';
 import { parseArgs } from 'node:util';
-import { appliedVersion, ENVIRONMENTS, readPipeline, releaseToDev, setUpFleet, startFlux, type Fleet, type PipelineStatusView } from '../fleet.ts';
+import { git, GitServer } from '../git/server.ts';
+import { startGitSync } from '../git/sync.ts';
+import { appliedVersion, ENVIRONMENTS, PIPELINE_NAME, PIPELINE_NAMESPACE, readPipeline, releaseToDev, setUpFleet, startFlux, type Fleet, type PipelineStatusView } from '../fleet.ts';
 import { startCluster, type TestCluster } from '../harness/index.ts';
 import { freePort } from '../harness/index.ts';
 
 const { values: args } = parseArgs({
   options: {
     'keep-running': { type: 'boolean', default: false },
+    git: { type: 'boolean', default: false },
     release: { type: 'string', default: '1.1.0' },
     'timeout-seconds': { type: 'string', default: '300' },
   },
@@ -57,6 +62,26 @@ async function main(): Promise<void> {
   step('Installing CRDs, podinfo 1.0.0 in every cluster, kubeconfig Secrets and the Pipeline');
   await setUpFleet(fleet, '1.0.0');
   say('management', 'Pipeline delivery/podinfo: dev (local) → staging (Secret) → prod (Secret), strategy patch /spec/chart/spec/version');
+  let gitServer: GitServer | undefined;
+  if (args.git) {
+    step('Starting a Git server (git http-backend on loopback) that staging and prod are reconciled from');
+    const auth = { username: 'fleetcache', password: 'demo-token' };
+    gitServer = await GitServer.start({ auth });
+    const server = gitServer;
+    stoppers.push(() => server.close());
+    const file = (env: string): string => `apiVersion: helm.toolkit.fluxcd.io/v2\nkind: HelmRelease\nmetadata:\n  name: podinfo\n  namespace: apps\nspec:\n  chart:\n    spec:\n      chart: podinfo\n      version: 1.0.0 # {"$promotion": "${PIPELINE_NAMESPACE}:${PIPELINE_NAME}:${env}"}\n`;
+    await server.seed('acme/fleet', { 'clusters/staging/podinfo.yaml': file('staging'), 'clusters/prod/podinfo.yaml': file('prod') });
+    const path = `/apis/fleetcache.dev/v1alpha1/namespaces/${PIPELINE_NAMESPACE}/pipelines/${PIPELINE_NAME}`;
+    const current = (await management.request('GET', path)).body as { spec: Record<string, unknown> };
+    await management.request('PUT', path, { ...current, spec: { ...current.spec, promotion: { strategy: 'git', git: { url: server.url('acme/fleet'), path: 'clusters', secretRef: { name: 'fleet-git' } } } } });
+    await management.request('POST', `/api/v1/namespaces/${PIPELINE_NAMESPACE}/secrets`, { metadata: { name: 'fleet-git' }, stringData: auth });
+    stoppers.push(startGitSync(server, 'acme/fleet', 'main', [
+      { file: 'clusters/staging/podinfo.yaml', cluster: staging, namespace: 'apps', name: 'podinfo' },
+      { file: 'clusters/prod/podinfo.yaml', cluster: prod, namespace: 'apps', name: 'podinfo' },
+    ]));
+    say('git', `${server.url('acme/fleet')}: clusters/{staging,prod}/podinfo.yaml at 1.0.0, marked # {"$promotion": "delivery:podinfo:<env>"}`);
+    say('management', 'Pipeline delivery/podinfo now promotes with strategy git (commit + push to main)');
+  }
 
   step('Starting a Flux stand-in in each cluster (applies the chart version a HelmRelease asks for)');
   stoppers.push(await startFlux(clusters, {
@@ -77,6 +102,7 @@ async function main(): Promise<void> {
     `--metrics-bind-address=127.0.0.1:${metricsPort}`,
     '--metrics-secure=false', // a local demo: plain metrics, so that curl needs no token
     '--log-level=info',
+    ...(args.git ? ['--allow-private-git-hosts', '--allow-insecure-git-http'] : []),
   ], { stdio: ['ignore', 'inherit', 'pipe'] });
   let partial = '';
   service.stderr?.on('data', (chunk: Buffer) => {
@@ -134,6 +160,7 @@ async function main(): Promise<void> {
   }
   const promotions = (await readPipeline(fleet)).status?.promotions ?? [];
   console.log(`\n  promotions recorded: ${promotions.map((p) => `${p.revision} → ${p.environment} ${p.state}`).join(', ')}`);
+  if (gitServer !== undefined) console.log(`\n  git log main:\n${(await git(gitServer.bare('acme/fleet'), 'log', '--format=    %h %an: %s', 'main')).trimEnd()}`);
   console.log(color(32, `\n✔ ${release} promoted dev → staging → prod across three real apiservers in ${((Date.now() - releasedAt) / 1000).toFixed(1)} s\n`));
 
   if (args['keep-running']) {
