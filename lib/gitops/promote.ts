@@ -83,6 +83,17 @@ export function checkBranch(branch: string): string {
   return branch;
 }
 
+/** How {@link GitPromoter} runs one git command. */
+interface GitStep {
+  readonly step: string;
+  readonly failure: GitOpsReason;
+  readonly signal: AbortSignal | undefined;
+  /** Run in the workspace, not the clone (the clone itself). Default false. */
+  readonly outsideRepo?: boolean;
+  /** Resolve with a non-zero exit instead of rejecting (the caller reads it). Default false. */
+  readonly allowFailure?: boolean;
+}
+
 interface Workspace {
   readonly dir: string;
   readonly repo: string;
@@ -172,7 +183,7 @@ export class GitPromoter {
 
     const work = await this.#workspace(pinned, request.credentials);
     try {
-      await this.#git(work, ['clone', '--depth', '1', '--single-branch', '--branch', branch, '--no-tags', '--template=', '--', work.remote, work.repo], 'clone', 'CloneFailed', request.signal, work.dir);
+      await this.#git(work, ['clone', '--depth', '1', '--single-branch', '--branch', branch, '--no-tags', '--template=', '--', work.remote, work.repo], { step: 'clone', failure: 'CloneFailed', signal: request.signal, outsideRepo: true });
       if (await treeSize(work.repo, this.#maxRepositoryBytes) > this.#maxRepositoryBytes) throw new GitOpsError('RepositoryTooLarge', `the clone is larger than ${this.#maxRepositoryBytes} bytes`);
       const marker = markerFor(request.marker.namespace, request.marker.pipeline, request.marker.environment);
       const message = `promote ${request.marker.namespace}/${request.marker.pipeline} to ${request.marker.environment}: ${request.revision}\n\n`
@@ -183,11 +194,13 @@ export class GitPromoter {
         if (update.changedFiles.length === 0) {
           return { kind: 'commit', sha: await this.#head(work, request.signal), created: false, attempts: attempt };
         }
-        await this.#git(work, ['add', '--', ...update.changedFiles], 'add', 'CommitFailed', request.signal);
-        await this.#git(work, ['commit', '--quiet', '--no-verify', '--no-gpg-sign', '-F', path.join(work.dir, 'message')], 'commit', 'CommitFailed', request.signal, undefined, message);
+        await this.#git(work, ['add', '--', ...update.changedFiles], { step: 'add', failure: 'CommitFailed', signal: request.signal });
+        const messageFile = path.join(work.dir, 'message');
+        await writeFile(messageFile, message);
+        await this.#git(work, ['commit', '--quiet', '--no-verify', '--no-gpg-sign', '-F', messageFile], { step: 'commit', failure: 'CommitFailed', signal: request.signal });
         const sha = await this.#head(work, request.signal);
         const target = head === undefined ? `HEAD:refs/heads/${branch}` : `+HEAD:refs/heads/${head}`;
-        const push = await this.#git(work, ['push', '--porcelain', '--no-verify', '--', 'origin', target], 'push', 'PushFailed', request.signal, undefined, undefined, false);
+        const push = await this.#git(work, ['push', '--porcelain', '--no-verify', '--', 'origin', target], { step: 'push', failure: 'PushFailed', signal: request.signal, allowFailure: true });
         if (push.exitCode === 0) {
           if (provider === undefined || head === undefined) return { kind: 'commit', sha, created: true, attempts: attempt };
           const title = `Promote ${request.marker.pipeline} to ${request.marker.environment}: ${request.revision}`;
@@ -200,8 +213,8 @@ export class GitPromoter {
         const rejected = push.stdout.split('\n').some((l) => l.startsWith('!') && l.includes('[rejected]'));
         if (!rejected || head !== undefined) throw new GitOpsError('PushFailed', `git push exited with code ${push.exitCode}`, { exitCode: push.exitCode });
         if (attempt >= this.#maxPushAttempts) throw new GitOpsError('PushConflict', `the branch kept moving: ${attempt} pushes lost to concurrent ones`);
-        await this.#git(work, ['fetch', '--depth', '1', '--no-tags', '--', 'origin', `+refs/heads/${branch}:refs/remotes/origin/${branch}`], 'fetch', 'CloneFailed', request.signal);
-        await this.#git(work, ['reset', '--quiet', '--hard', `refs/remotes/origin/${branch}`], 'reset', 'CloneFailed', request.signal);
+        await this.#git(work, ['fetch', '--depth', '1', '--no-tags', '--', 'origin', `+refs/heads/${branch}:refs/remotes/origin/${branch}`], { step: 'fetch', failure: 'CloneFailed', signal: request.signal });
+        await this.#git(work, ['reset', '--quiet', '--hard', `refs/remotes/origin/${branch}`], { step: 'reset', failure: 'CloneFailed', signal: request.signal });
       }
     } finally {
       await rm(work.dir, { recursive: true, force: true });
@@ -265,18 +278,17 @@ export class GitPromoter {
   }
 
   async #head(work: Workspace, signal: AbortSignal | undefined): Promise<string> {
-    const out = await this.#git(work, ['rev-parse', 'HEAD'], 'rev-parse', 'CloneFailed', signal);
+    const out = await this.#git(work, ['rev-parse', 'HEAD'], { step: 'rev-parse', failure: 'CloneFailed', signal });
     return out.stdout.trim();
   }
 
-  /** Runs one git command in the workspace; a non-zero exit rejects unless `check` is false. */
-  async #git(work: Workspace, args: readonly string[], step: string, failure: GitOpsReason, signal: AbortSignal | undefined, cwd?: string, stdin?: string, check = true): Promise<GitOutput> {
-    if (stdin !== undefined) await writeFile(path.join(work.dir, 'message'), stdin);
-    const inRepo = cwd === undefined;
+  /** Runs one git command in the workspace (in the clone unless `outsideRepo`); a non-zero exit rejects unless `allowFailure`. */
+  async #git(work: Workspace, args: readonly string[], how: GitStep): Promise<GitOutput> {
+    const { step, failure, signal } = how;
     const output = await runGit({
       gitPath: this.#gitPath,
-      args: [...work.config, ...(inRepo ? ['-C', work.repo] : []), ...args],
-      cwd: cwd ?? work.dir,
+      args: [...work.config, ...(how.outsideRepo === true ? [] : ['-C', work.repo]), ...args],
+      cwd: work.dir,
       env: work.env,
       step,
       failure,
@@ -286,7 +298,7 @@ export class GitPromoter {
       clock: this.#clock,
       signal,
     });
-    if (check && output.exitCode !== 0) throw new GitOpsError(failure, `git ${step} exited with code ${output.exitCode}`, { exitCode: output.exitCode });
+    if (how.allowFailure !== true && output.exitCode !== 0) throw new GitOpsError(failure, `git ${step} exited with code ${output.exitCode}`, { exitCode: output.exitCode });
     return output;
   }
 }

@@ -1,3 +1,4 @@
+import { isDeepStrictEqual } from 'node:util';
 import type { KubeConfig } from '@kubernetes/client-node';
 import { ClusterConnection, type KubeObject } from '../transport/index.ts';
 import { ResourceInformer } from '../informer/index.ts';
@@ -346,20 +347,21 @@ export class PipelineController {
     const namespace = meta.namespace ?? '';
     const name = meta.name ?? '';
     const previous = findRecord(pipeline.status?.promotions ?? [], decision.to, decision.revision);
-    const pending: PromotionRecord = {
+    // A look at an open pull request is not a new attempt: the record (and status) stay as they are.
+    const polling = previous?.state === 'Pending' && previous.pullRequest !== undefined ? previous : undefined;
+    const pending: PromotionRecord = polling ?? {
       environment: decision.to,
       revision: decision.revision,
       strategy: spec.promotion.strategy,
       state: 'Pending',
       attempts: decision.attempt,
       startedAt: decision.startedAt ?? this.#now(),
-      // An open pull request stays in view while its merge is polled.
-      ...(previous?.state === 'Pending' && previous.pullRequest !== undefined ? { pullRequest: previous.pullRequest } : {}),
       ...(spec.environments.find((e) => e.name === decision.to)?.requireApproval === true ? { approved: true } : {}),
     };
     let current: Pipeline;
     try {
-      current = await this.#putStatus(pipeline, this.#status(pipeline, ready, environments, withRecord(pipeline.status?.promotions ?? [], pending)));
+      const status = this.#status(pipeline, ready, environments, withRecord(pipeline.status?.promotions ?? [], pending));
+      current = polling !== undefined && sameStatus(pipeline.status, status) ? pipeline : await this.#putStatus(pipeline, status);
     } catch (err) {
       if (err instanceof StatusConflict) return { requeueAfterMs: 1_000 }; // someone else acted; look again
       throw err;
@@ -395,7 +397,8 @@ export class PipelineController {
     };
     if (outcome.git?.state === 'waiting') {
       // A pull request is open: still Pending; done when it merges (polled), or superseded.
-      await this.#recordOutcome(current, { ...pending, ...carried, message: outcome.message });
+      const waiting: PromotionRecord = { ...pending, ...carried, message: outcome.message };
+      if (!isDeepStrictEqual(plain(waiting), plain(pending))) await this.#recordOutcome(current, waiting);
       if (outcome.git.opened === true) await this.#event(current, 'Normal', 'PullRequestOpened', `promoting ${decision.revision} from ${decision.from} to ${decision.to}: ${outcome.message}`, log);
       log.debug('promotion waits for a merge', { environment: decision.to, revision: decision.revision, pullRequest: outcome.git.pullRequest?.number });
       return requeueAfter(this.#gitPollIntervalMs, recheck);

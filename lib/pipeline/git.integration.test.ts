@@ -187,9 +187,15 @@ describe('PipelineController: the git strategy on a real apiserver', () => {
       assert.deepEqual(opened.pullRequest, { number: 1, url: 'https://github.example/org/fleet/pull/1' });
       assert.equal(opened.approved, true);
       await eventually('the PullRequestOpened event', async () => (await eventsOf(mgmt, 'cart')).some((e) => e.reason === 'PullRequestOpened' && e.message.includes('pull/1')), 10_000);
+      const before = await pipelineOf(mgmt, 'cart');
+      const polls = api.requests.length;
       await new Promise((resolve) => setTimeout(resolve, 1_500));
+      assert.ok(api.requests.length > polls, 'the request is polled');
       assert.equal(api.pulls.length, 1, 'polling finds the request, never opens a second');
-      assert.equal((await pipelineOf(mgmt, 'cart')).status?.promotions?.[0]?.state, 'Pending', 'not done before the merge');
+      const after = await pipelineOf(mgmt, 'cart');
+      assert.equal(after.status?.promotions?.[0]?.state, 'Pending', 'not done before the merge');
+      assert.equal(after.status.promotions[0].attempts, 1);
+      assert.equal(after.metadata?.resourceVersion, before.metadata?.resourceVersion, 'polling an open request does not rewrite status');
 
       // A person merges it.
       await git(server.bare('org/fleet'), 'update-ref', 'refs/heads/main', `refs/heads/${api.pulls[0]?.head ?? ''}`);
