@@ -109,66 +109,64 @@ export class ProviderStandIn {
     }
     const request: ProviderRequest = { method: req.method ?? 'GET', path: url.pathname, query: Object.fromEntries(url.searchParams), headers: req.headers, body };
     this.requests.push(request);
-    const send = (status: number, value: unknown): void => { res.writeHead(status, { 'content-type': 'application/json' }).end(JSON.stringify(value)); };
+    const [status, answer] = await this.#route(request, url.searchParams);
+    res.writeHead(status, { 'content-type': 'application/json' }).end(JSON.stringify(answer));
+  }
+
+  async #route(request: ProviderRequest, params: URLSearchParams): Promise<[number, unknown]> {
     const { kind, project, token } = this.#options;
-    const authorized = kind === 'github' ? req.headers.authorization === `Bearer ${token}` : req.headers['private-token'] === token;
-    if (!authorized) {
-      send(401, { message: kind === 'github' ? 'Bad credentials' : '401 Unauthorized' });
-      return;
-    }
-    const fields = (typeof body === 'object' && body !== null ? body : {}) as Record<string, unknown>;
+    const authorized = kind === 'github' ? request.headers.authorization === `Bearer ${token}` : request.headers['private-token'] === token;
+    if (!authorized) return [401, { message: kind === 'github' ? 'Bad credentials' : '401 Unauthorized' }];
+    const fields = (typeof request.body === 'object' && request.body !== null ? request.body : {}) as Record<string, unknown>;
     const exists = async (branch: string): Promise<boolean> => await this.#options.branchExists?.(branch) ?? true;
     if (kind === 'github') {
-      if (url.pathname !== `/api/v3/repos/${project}/pulls`) { send(404, { message: 'Not Found' }); return; }
-      if (req.method === 'GET') {
-        const state = url.searchParams.get('state') ?? 'open';
-        const head = url.searchParams.get('head');
-        const base = url.searchParams.get('base');
+      if (request.path !== `/api/v3/repos/${project}/pulls`) return [404, { message: 'Not Found' }];
+      if (request.method === 'GET') {
+        const state = params.get('state') ?? 'open';
+        const head = params.get('head');
+        const base = params.get('base');
         const owner = project.split('/')[0] ?? '';
         const list = this.pulls
           .filter((p) => state === 'all' || (state === 'open' ? p.state === 'open' : p.state !== 'open'))
           .filter((p) => head === null || head === `${owner}:${p.head}`)
           .filter((p) => base === null || base === p.base)
           .reverse();
-        send(200, list.map((p) => this.#github(p))); return;
+        return [200, list.map((p) => this.#github(p))];
       }
-      if (req.method !== 'POST') { send(404, { message: 'Not Found' }); return; }
+      if (request.method !== 'POST') return [404, { message: 'Not Found' }];
       if (typeof fields.head !== 'string' || typeof fields.base !== 'string' || typeof fields.title !== 'string') {
-        send(422, { message: 'Validation Failed', errors: [{ resource: 'PullRequest', code: 'missing_field' }] }); return;
+        return [422, { message: 'Validation Failed', errors: [{ resource: 'PullRequest', code: 'missing_field' }] }];
       }
-      if (!await exists(fields.head)) { send(422, { message: 'Validation Failed', errors: [{ resource: 'PullRequest', field: 'head', code: 'invalid' }] }); return; }
+      if (!await exists(fields.head)) return [422, { message: 'Validation Failed', errors: [{ resource: 'PullRequest', field: 'head', code: 'invalid' }] }];
       if (this.pulls.some((p) => p.state === 'open' && p.head === fields.head && p.base === fields.base)) {
-        send(422, { message: 'Validation Failed', errors: [{ resource: 'PullRequest', code: 'custom', message: `A pull request already exists for ${fields.head}.` }] }); return;
+        return [422, { message: 'Validation Failed', errors: [{ resource: 'PullRequest', code: 'custom', message: `A pull request already exists for ${fields.head}.` }] }];
       }
       const pull: StoredPull = { number: this.pulls.length + 1, head: fields.head, base: fields.base, title: fields.title, state: 'open' };
       this.pulls.push(pull);
-      send(201, this.#github(pull)); return;
+      return [201, this.#github(pull)];
     }
-    if (url.pathname !== `/api/v4/projects/${encodeURIComponent(project)}/merge_requests` && req.url?.split('?')[0] !== `/api/v4/projects/${encodeURIComponent(project)}/merge_requests`) {
-      send(404, { message: '404 Project Not Found' }); return;
-    }
-    if (req.method === 'GET') {
-      const state = url.searchParams.get('state') ?? 'all';
-      const source = url.searchParams.get('source_branch');
-      const target = url.searchParams.get('target_branch');
+    if (request.path !== `/api/v4/projects/${encodeURIComponent(project)}/merge_requests`) return [404, { message: '404 Project Not Found' }];
+    if (request.method === 'GET') {
+      const state = params.get('state') ?? 'all';
+      const source = params.get('source_branch');
+      const target = params.get('target_branch');
       const list = this.pulls
         .filter((p) => state === 'all' || (state === 'opened' ? p.state === 'open' : p.state === state))
         .filter((p) => source === null || source === p.head)
         .filter((p) => target === null || target === p.base)
         .reverse();
-      send(200, list.map((p) => this.#gitlab(p))); return;
+      return [200, list.map((p) => this.#gitlab(p))];
     }
-    if (req.method !== 'POST') { send(404, { message: '404 Not Found' }); return; }
+    if (request.method !== 'POST') return [404, { message: '404 Not Found' }];
     const missing = ['source_branch', 'target_branch', 'title'].filter((f) => typeof fields[f] !== 'string');
-    if (missing.length > 0) { send(400, { error: `${missing.join(', ')} is missing` }); return; }
+    if (missing.length > 0) return [400, { error: `${missing.join(', ')} is missing` }];
     const source = fields.source_branch as string;
     const target = fields.target_branch as string;
-    if (!await exists(source)) { send(422, { message: ['Source branch does not exist'] }); return; }
-    if (this.pulls.some((p) => p.state === 'open' && p.head === source && p.base === target)) {
-      send(409, { message: [`Another open merge request already exists for this source branch: !${this.pulls.find((p) => p.head === source)?.number ?? 0}`] }); return;
-    }
+    if (!await exists(source)) return [422, { message: ['Source branch does not exist'] }];
+    const open = this.pulls.find((p) => p.state === 'open' && p.head === source && p.base === target);
+    if (open !== undefined) return [409, { message: [`Another open merge request already exists for this source branch: !${open.number}`] }];
     const pull: StoredPull = { number: this.pulls.length + 1, head: source, base: target, title: fields.title as string, state: 'open' };
     this.pulls.push(pull);
-    send(201, this.#gitlab(pull));
+    return [201, this.#gitlab(pull)];
   }
 }

@@ -14,6 +14,8 @@ for (const kind of ['github', 'gitlab'] as const) {
   describe(`pull requests through the ${kind} API`, () => {
     let server: GitServer;
     let api: ProviderStandIn;
+    /** Runs once inside the next create call: another writer opening the same request first. */
+    let race: ((branch: string) => void) | undefined;
     const promoter = new GitPromoter({ allowHttp: true, allowPrivateNetworks: true });
     const project = kind === 'github' ? 'fleet-org/fleet' : 'platform/delivery/fleet';
     const request = (revision: string): GitPromotionRequest => ({
@@ -33,7 +35,11 @@ for (const kind of ['github', 'gitlab'] as const) {
         kind,
         project,
         token: TOKEN,
-        branchExists: async (branch) => (await git(bare(), 'for-each-ref', `refs/heads/${branch}`)).trim() !== '',
+        branchExists: async (branch) => {
+          race?.(branch);
+          race = undefined;
+          return (await git(bare(), 'for-each-ref', `refs/heads/${branch}`)).trim() !== '';
+        },
       });
     });
     after(async () => {
@@ -102,6 +108,14 @@ for (const kind of ['github', 'gitlab'] as const) {
       const result = await promoter.promote(request('3.0.0'));
       assert.ok(result.kind === 'commit' && !result.created);
       assert.equal(api.pulls.length, 1);
+    });
+
+    it('finds a request opened concurrently (the API refuses a duplicate) instead of failing or opening a second', async () => {
+      race = (branch) => { api.pulls.push({ number: api.pulls.length + 1, head: branch, base: 'main', title: 'by another replica', state: 'open' }); };
+      const result = await promoter.promote(request('3.1.0'));
+      assert.ok(result.kind === 'pull-request');
+      assert.equal(result.pullRequest.number, api.pulls.length);
+      assert.equal(api.pulls.filter((p) => p.head === result.branch).length, 1);
     });
 
     it('reports the provider\'s refusal by status code without quoting its answer', async () => {

@@ -111,7 +111,10 @@ function pipelinePath(namespace: string, name: string, subresource = ''): string
  * resourceVersion read, so a concurrent writer makes it fail) before it acts, and its outcome
  * after. A controller that finds a `Pending` record resumes it idempotently: the patch strategy
  * skips objects already at the revision, the webhook is sent again with the same
- * `Idempotency-Key`. Status is written only when it changed.
+ * `Idempotency-Key`, the git strategy finds its commit or pull request. An open pull request
+ * keeps the promotion Pending (polled); an environment that requires approval records
+ * `AwaitingApproval` until the Pipeline's annotation `fleetcache.dev/approve-<env>` names the
+ * revision. Status is written only when it changed.
  *
  * Concurrency: the queue never hands one Pipeline to two workers, so each reconcile owns its
  * Pipeline's status; `#stats` counters are only incremented.

@@ -1,7 +1,8 @@
 /**
  * The pipeline-promotion controller built on the registry: the `Pipeline` API (fleetcache.dev/
  * v1alpha1) and its validation, status computed level-triggered from the registry's caches, and
- * promotion of a revision from each environment to the next (patch or webhook), restart-safe.
+ * promotion of a revision from each environment to the next (patch, webhook, or a commit or pull
+ * request in Git), restart-safe, with optional approval gates.
  */
 export { PipelineController } from './controller.ts';
 export type { PipelineControllerOptions, PipelineControllerStats, PromotionRequest } from './controller.ts';
