@@ -9,3 +9,4 @@ export * from './informer/index.ts';
 export * from './queue/index.ts';
 export * from './registry/index.ts';
 export * from './pipeline/index.ts';
+export * from './gitops/index.ts';
