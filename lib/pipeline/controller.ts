@@ -402,7 +402,7 @@ export class PipelineController {
       // A pull request is open: still Pending; done when it merges (polled), or superseded.
       const waiting: PromotionRecord = { ...pending, ...carried, message: outcome.message };
       if (!isDeepStrictEqual(plain(waiting), plain(pending))) await this.#recordOutcome(current, waiting);
-      if (outcome.git.opened === true) await this.#event(current, 'Normal', 'PullRequestOpened', `promoting ${decision.revision} from ${decision.from} to ${decision.to}: ${outcome.message}`, log);
+      if (outcome.git.opened === true) await this.#event(current, 'Normal', 'PullRequestOpened', `promoting ${decision.revision} from ${decision.from} to ${decision.to}: opened ${outcome.message}`, log);
       log.debug('promotion waits for a merge', { environment: decision.to, revision: decision.revision, pullRequest: outcome.git.pullRequest?.number });
       return requeueAfter(this.#gitPollIntervalMs, recheck);
     }

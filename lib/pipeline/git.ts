@@ -64,7 +64,7 @@ export async function promoteThroughGit(
     case 'merged':
       return { state: 'done', pullRequest: pr, ...commit, message: `pull request #${pr.number} merged: ${pr.url}` };
     case 'open':
-      return { state: 'waiting', pullRequest: pr, ...commit, opened: result.created, message: `pull request #${pr.number} ${result.created ? 'opened' : 'open'}, waiting for its merge: ${pr.url}` };
+      return { state: 'waiting', pullRequest: pr, ...commit, opened: result.created, message: `pull request #${pr.number} open, waiting for its merge: ${pr.url}` };
     case 'closed':
       throw new PromotionError(`pull request #${pr.number} was closed without merging: ${pr.url}`);
   }
