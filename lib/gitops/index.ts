@@ -5,7 +5,6 @@
  */
 export { GitOpsError } from './errors.ts';
 export type { GitOpsReason } from './errors.ts';
-export { isNonPublicAddress } from './address.ts';
 export { checkUrl, describeUrl, pinUrl } from './url.ts';
 export type { CheckedUrl, PinnedUrl, UrlPolicy } from './url.ts';
 export { checkRepositoryPath, markerFor, REVISION_PATTERN, setMarkedValues, updateMarkers } from './marker.ts';

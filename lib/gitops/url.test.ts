@@ -1,20 +1,7 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { isNonPublicAddress } from './address.ts';
 import { GitOpsError } from './errors.ts';
 import { checkUrl, pinUrl } from './url.ts';
-
-describe('isNonPublicAddress', () => {
-  it('classifies loopback, private, shared, link-local, multicast and mapped addresses as non-public', () => {
-    for (const a of ['127.0.0.1', '127.8.9.10', '10.1.2.3', '172.16.0.1', '172.31.255.255', '192.168.1.1', '100.64.0.1', '169.254.169.254', '0.0.0.0', '224.0.0.1', '255.255.255.255',
-      '::1', '::', 'fe80::1', 'fd00::1', 'fc00::5', 'ff02::1', '::ffff:127.0.0.1', '::ffff:7f00:1', '::ffff:10.0.0.1', '64:ff9b::a00:1', 'not-an-ip']) {
-      assert.equal(isNonPublicAddress(a), true, a);
-    }
-  });
-  it('lets public unicast addresses through', () => {
-    for (const a of ['93.184.216.34', '140.82.112.3', '172.32.0.1', '2606:50c0:8000::153', '::ffff:8.8.8.8', '1.1.1.1']) assert.equal(isNonPublicAddress(a), false, a);
-  });
-});
 
 describe('checkUrl and pinUrl', () => {
   it('never repeats the URL (which may carry a token) in the refusal', () => {
@@ -38,5 +25,15 @@ describe('checkUrl and pinUrl', () => {
     await assert.rejects(pinUrl(checkUrl('https://git.example/o/r.git', {}), { lookup: () => Promise.resolve(['93.184.216.34', '10.0.0.1']) }), GitOpsError);
     const allowed = await pinUrl(checkUrl('https://git.example/o/r.git', {}), { allowPrivateNetworks: true, lookup: () => Promise.resolve(['10.0.0.1']) });
     assert.equal(allowed.address, '10.0.0.1');
+  });
+  it('keeps link-local (cloud metadata), unspecified, multicast and reserved addresses out even when private networks are allowed', async () => {
+    const allow = { allowPrivateNetworks: true } as const;
+    for (const address of ['169.254.169.254', 'fe80::1', '0.0.0.0', '224.0.0.1', '240.0.0.1', '::ffff:169.254.169.254']) {
+      await assert.rejects(pinUrl(checkUrl('https://git.example/o/r.git', {}), { ...allow, lookup: () => Promise.resolve([address]) }), (err: unknown) => err instanceof GitOpsError && err.reason === 'AddressRefused' && !err.message.includes('unless'), address);
+    }
+    for (const address of ['127.0.0.1', '::1', '192.168.1.1', '100.64.0.1', 'fd00::1', '::ffff:10.0.0.1']) {
+      assert.equal((await pinUrl(checkUrl('https://git.example/o/r.git', {}), { ...allow, lookup: () => Promise.resolve([address]) })).address, address);
+      await assert.rejects(pinUrl(checkUrl('https://git.example/o/r.git', {}), { lookup: () => Promise.resolve([address]) }), GitOpsError, address);
+    }
   });
 });

@@ -1,13 +1,17 @@
 import { lookup as dnsLookup } from 'node:dns/promises';
 import { isIP } from 'node:net';
-import { isNonPublicAddress } from './address.ts';
+import { classifyAddress, PRIVATE_CATEGORIES } from '../util/index.ts';
 import { GitOpsError } from './errors.ts';
 
 /** How tenant-supplied URLs (the repository, a provider's API) are allowed to look and where they may lead. */
 export interface UrlPolicy {
   /** Accept `http://` (no TLS): for tests and demos on loopback. Default false. */
   readonly allowHttp?: boolean;
-  /** Accept hosts that resolve to loopback, private, link-local or other non-public addresses. Default false. */
+  /**
+   * Accept hosts that resolve to loopback and private addresses (RFC 1918, CGNAT, IPv6 ULA);
+   * link-local (cloud metadata), unspecified, multicast and reserved addresses stay refused.
+   * Default false.
+   */
   readonly allowPrivateNetworks?: boolean;
   /** Resolves a host name to its addresses. Default: the system resolver (`dns.lookup`, all addresses). */
   readonly lookup?: (host: string) => Promise<readonly string[]>;
@@ -88,8 +92,11 @@ export async function pinUrl(checked: CheckedUrl, policy: UrlPolicy, what = 'the
     }
   }
   if (addresses.length === 0) throw new GitOpsError('ResolveFailed', `the host of ${what} (${checked.host}) has no address`);
-  if (policy.allowPrivateNetworks !== true && addresses.some(isNonPublicAddress)) {
-    throw new GitOpsError('AddressRefused', `the host of ${what} (${checked.host}) resolves to a loopback, private or link-local address; refused unless private networks are allowed`);
+  for (const address of addresses) {
+    const category = classifyAddress(address);
+    if (category === undefined || (policy.allowPrivateNetworks === true && PRIVATE_CATEGORIES.has(category))) continue;
+    const relaxable = PRIVATE_CATEGORIES.has(category) ? '; refused unless private networks are allowed' : '';
+    throw new GitOpsError('AddressRefused', `the host of ${what} (${checked.host}) resolves to a ${category} address${relaxable}`);
   }
   const address = addresses[0] ?? '';
   return { ...checked, address };

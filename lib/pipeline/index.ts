@@ -8,7 +8,6 @@ export { PipelineController } from './controller.ts';
 export type { PipelineControllerOptions, PipelineControllerStats, PromotionRequest } from './controller.ts';
 export { PromotionError, WebhookRefusedError } from './errors.ts';
 export type { WebhookRefusal } from './errors.ts';
-export type { AddressCategory } from './address.ts';
 export { PIPELINE_GVK, MAX_PROMOTIONS_PER_ENVIRONMENT } from './types.ts';
 export type {
   Condition,

@@ -2,8 +2,7 @@ import { lookup as dnsLookup } from 'node:dns/promises';
 import { request as httpRequest, type ClientRequest, type IncomingMessage } from 'node:http';
 import { request as httpsRequest } from 'node:https';
 import { isIP, type LookupFunction, type Socket } from 'node:net';
-import { abortReason, redactUrl, type Clock } from '../util/index.ts';
-import { classifyAddress, PRIVATE_CATEGORIES } from './address.ts';
+import { abortReason, classifyAddress, PRIVATE_CATEGORIES, redactUrl, type Clock } from '../util/index.ts';
 import { PromotionError, WebhookRefusedError } from './errors.ts';
 
 /** One address a host name resolves to. */

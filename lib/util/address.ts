@@ -1,8 +1,9 @@
 import { isIPv4, isIPv6 } from 'node:net';
 
-// Which IP addresses a webhook may be delivered to. Decided on the address a socket is about to
-// connect to (every DNS answer, and IP literals as the URL parser normalised them), never on the
-// host name, so that neither rebinding nor an odd notation of 127.0.0.1 gets in.
+// Which IP addresses a tenant-named endpoint (a webhook, a Git repository) may be reached at.
+// Decided on the address a socket is about to connect to (every DNS answer, and IP literals as the
+// URL parser normalised them), never on the host name, so that neither rebinding nor an odd
+// notation of 127.0.0.1 gets in.
 
 /**
  * Why an address is not one a webhook may reach:

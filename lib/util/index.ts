@@ -10,3 +10,4 @@ export * from './abort.ts';
 export * from './backoff.ts';
 export * from './logger.ts';
 export * from './sanitize.ts';
+export * from './address.ts';
