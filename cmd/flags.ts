@@ -171,7 +171,7 @@ export const flagTable: readonly FlagSpec[] = [
   },
   {
     name: 'allow-private-git-hosts', type: 'boolean', default: 'false',
-    description: 'Let the git promotion strategy reach repositories and provider APIs that resolve to loopback, private or link-local addresses.',
+    description: 'Let the git promotion strategy reach repositories and provider APIs on loopback and private addresses (RFC 1918, 100.64.0.0/10, fc00::/7). Link-local, unspecified, multicast and reserved addresses stay refused.',
   },
   {
     name: 'allow-insecure-git-http', type: 'boolean', default: 'false',
