@@ -140,6 +140,9 @@ export class ProviderClient {
     if (payload !== undefined) headers['content-type'] = 'application/json';
     const base = api.url.pathname.replace(/\/+$/, '');
     const family = isIP(api.address);
+    // A deadline on the whole call (connect, send, answer), not only on an idle socket.
+    const deadline = AbortSignal.timeout(timeoutMs);
+    const aborted = signal === undefined ? deadline : AbortSignal.any([deadline, signal]);
     const { status, text } = await new Promise<{ status: number; text: string }>((resolve, reject) => {
       const request = (api.scheme === 'https' ? https : http).request({
         method,
@@ -154,7 +157,7 @@ export class ProviderClient {
           else callback(null, api.address, family);
         },
         timeout: timeoutMs,
-        signal,
+        signal: aborted,
       }, (response) => {
         const chunks: Buffer[] = [];
         let size = 0;
@@ -173,6 +176,7 @@ export class ProviderClient {
       request.on('error', (err) => {
         if (err instanceof GitOpsError) reject(err);
         else if (signal?.aborted === true) reject(abortReason(signal));
+        else if (deadline.aborted) reject(new GitOpsError('Timeout', `${NAMES[kind]} did not answer ${what} within ${timeoutMs} ms`));
         else reject(new GitOpsError('ProviderError', `${NAMES[kind]} could not be reached for ${what}`, { cause: err }));
       });
       request.end(payload);

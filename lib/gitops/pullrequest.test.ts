@@ -129,6 +129,20 @@ for (const kind of ['github', 'gitlab'] as const) {
       });
     });
 
+    it('bounds a provider call by a deadline: an answer that never ends is a Timeout', async () => {
+      const { createServer } = await import('node:http');
+      const slow = createServer((_req, res) => { res.writeHead(200, { 'content-type': 'application/json' }); res.write('['); });
+      await new Promise<void>((resolve) => slow.listen(0, '127.0.0.1', resolve));
+      try {
+        const port = (slow.address() as { port: number }).port;
+        const impatient = new GitPromoter({ allowHttp: true, allowPrivateNetworks: true, providerTimeoutMs: 500 });
+        await assert.rejects(impatient.promote({ ...request('6.0.0'), pullRequest: { provider: kind, apiUrl: `http://127.0.0.1:${port}/api` } }), (err: unknown) => err instanceof GitOpsError && err.reason === 'Timeout');
+      } finally {
+        slow.closeAllConnections();
+        await new Promise<void>((resolve) => slow.close(() => { resolve(); }));
+      }
+    });
+
     it('keeps the provider API under the URL rules (no loopback without the allow option)', async () => {
       const strict = new GitPromoter({ allowHttp: true, lookup: () => Promise.resolve(['93.184.216.34']) });
       const count = api.requests.length;
