@@ -129,15 +129,24 @@ for (const kind of ['github', 'gitlab'] as const) {
       });
     });
 
-    it('bounds a provider call by a deadline: an answer that never ends is a Timeout', async () => {
+    it('bounds a provider call by a deadline: an answer that drips forever is a Timeout', async () => {
       const { createServer } = await import('node:http');
-      const slow = createServer((_req, res) => { res.writeHead(200, { 'content-type': 'application/json' }); res.write('['); });
+      // A byte every 100 ms: never idle long enough for a socket timeout; only a deadline ends it.
+      const drips = new Set<NodeJS.Timeout>();
+      const slow = createServer((_req, res) => {
+        res.writeHead(200, { 'content-type': 'application/json' });
+        res.write('[');
+        const drip = setInterval(() => { res.write(' '); }, 100);
+        drips.add(drip);
+        res.on('close', () => { clearInterval(drip); });
+      });
       await new Promise<void>((resolve) => slow.listen(0, '127.0.0.1', resolve));
       try {
         const port = (slow.address() as { port: number }).port;
         const impatient = new GitPromoter({ allowHttp: true, allowPrivateNetworks: true, providerTimeoutMs: 500 });
         await assert.rejects(impatient.promote({ ...request('6.0.0'), pullRequest: { provider: kind, apiUrl: `http://127.0.0.1:${port}/api` } }), (err: unknown) => err instanceof GitOpsError && err.reason === 'Timeout');
       } finally {
+        for (const drip of drips) clearInterval(drip);
         slow.closeAllConnections();
         await new Promise<void>((resolve) => slow.close(() => { resolve(); }));
       }
