@@ -37,7 +37,14 @@ export interface InformerHandler<T extends KubeObject = KubeObject> {
    * cache knew, not the object's final state.
    */
   readonly delete?: (obj: T, finalStateUnknown: boolean) => void | Promise<void>;
-  /** Periodic resync (only when `resyncIntervalMs` > 0): every cached object, unchanged. */
+  /**
+   * Periodic resync (only when `resyncIntervalMs` > 0): every cached object, whether or not it
+   * changed since the last event (skipping unchanged resourceVersions is for `update` alone). The
+   * object is the cache's state at the moment of delivery, so a resync never carries a state older
+   * than one an `add` or `update` already delivered (client-go's DeltaFIFO drops a Sync for a key
+   * with pending deltas for the same reason; here the cache is written before any delivery, so
+   * there is no pending change to clobber).
+   */
   readonly resync?: (obj: T) => void | Promise<void>;
 }
 
@@ -67,6 +74,12 @@ export interface InformerEvents {
   recovered: [];
   /** A LIST was applied (the first one included). */
   relisted: [summary: RelistSummary];
+  /**
+   * A periodic resync pass ended: every `resync` callback has received every cached object
+   * (`objects` of them). For work keyed by something other than the objects (requeue every user
+   * of the cache, including those whose object does not exist).
+   */
+  resynced: [objects: number];
 }
 
 /** A snapshot of an informer's state and counters, for health checks and metrics. */
@@ -107,7 +120,9 @@ export interface InformerStats {
  * do I/O inline): it runs on the informer's path. A handler that throws or rejects is logged and
  * never stalls the informer or other handlers. A handler registered late first receives an `add`
  * (with `isInInitialList` true) for every cached object, then the live events. Resync events go only
- * to `resync` callbacks, never as updates.
+ * to `resync` callbacks, never as updates; each carries the cache's current state of the object (never
+ * an older one than a delivered update), and a resync pass runs between two watch batches, never
+ * inside one, so it cannot interleave with a change being applied.
  */
 export interface Informer<T extends KubeObject = KubeObject> {
   readonly cluster: string;
@@ -529,6 +544,10 @@ export class ResourceInformer<T extends KubeObject = KubeObject> implements Info
     this.#scheduleResync();
   }
 
+  #running(): boolean {
+    return this.#state === 'running';
+  }
+
   #scheduleResync(): void {
     if (this.#resyncIntervalMs === 0 || this.#state !== 'running') return;
     const delay = this.#resyncIntervalMs * (0.9 + 0.2 * this.#random());
@@ -536,8 +555,19 @@ export class ResourceInformer<T extends KubeObject = KubeObject> implements Info
       this.#resyncTimer = undefined;
       if (this.#state !== 'running') return;
       if (this.#pending > 0) this.#flushPending();
-      const objects = this.#store.list();
-      for (const obj of objects) this.#deliver('resync', obj);
+      // The cache as it is now, read at the pass (never captured earlier): the newest state of
+      // each object. A handler may stop the informer mid-pass: nothing is delivered after that.
+      const keys = this.#store.keys();
+      let delivered = 0;
+      for (const key of keys) {
+        // Read through a method: a handler's stop() changes the state behind the compiler's back.
+        if (!this.#running()) return;
+        const obj = this.#store.get(key);
+        if (obj === undefined) continue;
+        delivered++;
+        this.#deliver('resync', obj);
+      }
+      this.#events.emit('resynced', delivered);
       this.#scheduleResync();
     });
   }
