@@ -1,0 +1,411 @@
+import assert from 'node:assert/strict';
+import { afterEach, describe, it } from 'node:test';
+import type { ClusterRef } from '../cluster/index.ts';
+import type { KubeObject } from '../transport/index.ts';
+import { FakeClock, TransportError, type GroupVersionKind } from '../util/index.ts';
+import { FleetAccumulator, snapshotQuery, type FleetSnapshot, type QuerySet } from './index.ts';
+import { FakeSnapshotSource, type FakeCache } from './testing.ts';
+
+interface ConfigMap extends KubeObject {
+  readonly data?: Readonly<Record<string, string>>;
+}
+
+const CM: GroupVersionKind = { group: '', version: 'v1', kind: 'ConfigMap' };
+const SECRET: GroupVersionKind = { group: '', version: 'v1', kind: 'Secret' };
+const east: ClusterRef = { kind: 'static', name: 'east' };
+const west: ClusterRef = { kind: 'static', name: 'west' };
+
+async function settle(rounds = 10): Promise<void> {
+  for (let i = 0; i < rounds; i++) await new Promise<void>((resolve) => { setImmediate(resolve); });
+}
+
+function cm(name: string, data: Record<string, string> = {}, labels: Record<string, string> = {}, namespace = 'ns'): ConfigMap {
+  return { metadata: { namespace, name, labels }, data };
+}
+
+const closing: (() => Promise<void>)[] = [];
+afterEach(async () => {
+  await Promise.all(closing.splice(0).map((close) => close()));
+});
+
+/** A consumer that pulls one snapshot at a time, so a test can see whether one is due. */
+class Puller<Q extends QuerySet> {
+  readonly #it: AsyncIterator<FleetSnapshot<Q>>;
+  #pending: Promise<IteratorResult<FleetSnapshot<Q>>> | undefined;
+  #result: IteratorResult<FleetSnapshot<Q>> | undefined;
+
+  constructor(acc: FleetAccumulator<Q>, signal?: AbortSignal) {
+    this.#it = acc.snapshots(signal)[Symbol.asyncIterator]();
+  }
+
+  /** Asks for the next snapshot (if not already asking) and lets the accumulator run. */
+  async poll(): Promise<FleetSnapshot<Q> | undefined> {
+    if (this.#pending === undefined) {
+      this.#result = undefined;
+      this.#pending = this.#it.next();
+      void this.#pending.then((r) => { this.#result = r; });
+    }
+    await settle();
+    const result = this.#result;
+    if (result === undefined) return undefined;
+    this.#pending = undefined;
+    this.#result = undefined;
+    return result.done === true ? undefined : result.value;
+  }
+
+  /** Whether the iterator has ended (after a poll). */
+  async ended(): Promise<boolean> {
+    const pending = this.#pending ?? this.#it.next();
+    this.#pending = pending;
+    await settle();
+    return (await Promise.race([pending, Promise.resolve(undefined)]))?.done === true;
+  }
+}
+
+function setup<Q extends QuerySet>(queries: Q, options: { minIntervalMs?: number } = {}): { source: FakeSnapshotSource; clock: FakeClock; acc: FleetAccumulator<Q> } {
+  const source = new FakeSnapshotSource();
+  const clock = new FakeClock(1_000_000);
+  const acc = new FleetAccumulator({ source, queries, clock, openBackoff: { jitter: 0 }, ...options });
+  closing.push(() => acc.close());
+  return { source, clock, acc };
+}
+
+function names(objs: readonly KubeObject[]): string[] {
+  return objs.map((o) => o.metadata?.name ?? '').sort();
+}
+
+function dataOf(objs: readonly ConfigMap[], name: string): string | undefined {
+  return objs.find((o) => o.metadata?.name === name)?.data?.v;
+}
+
+describe('FleetAccumulator: consistent bootstrap', () => {
+  it('delivers nothing until every query has completed its initial list, then all of it at once', async () => {
+    const { source, acc } = setup({ maps: { cluster: east, gvk: CM }, secrets: { cluster: west, gvk: SECRET } });
+    const maps = source.cache(east, CM);
+    const secrets = source.cache(west, SECRET);
+    maps.upsert(cm('a'));
+    secrets.upsert(cm('s'));
+    const puller = new Puller(acc);
+    maps.sync();
+    assert.equal(await puller.poll(), undefined, 'one query listed is not enough');
+    assert.deepEqual(acc.status().waitingFor, ['secrets']);
+    assert.equal(acc.status().bootstrapped, false);
+    secrets.sync();
+    const first = await puller.poll();
+    assert.ok(first);
+    assert.deepEqual(names(first.objects.maps), ['a']);
+    assert.deepEqual(names(first.objects.secrets), ['s']);
+    assert.deepEqual(first.deltas.map((d) => `${d.query}:${d.type}:${d.object.metadata?.name}`).sort(), ['maps:add:a', 'secrets:add:s']);
+    assert.deepEqual(acc.status().waitingFor, []);
+  });
+
+  it('a query whose cluster is unreachable holds the first snapshot back, says why, and is retried until it is up', async () => {
+    const { source, clock, acc } = setup({ maps: { cluster: east, gvk: CM }, secrets: { cluster: west, gvk: SECRET } });
+    source.cache(east, CM).sync();
+    const down = source.cache(west, SECRET);
+    const refused = new TransportError({ cluster: 'static:west' }, 'connection refused');
+    down.unreachable = refused;
+    const puller = new Puller(acc);
+    assert.equal(await puller.poll(), undefined);
+    const status = acc.status();
+    assert.deepEqual(status.waitingFor, ['secrets']);
+    const secrets = status.queries.find((q) => q.name === 'secrets');
+    assert.equal(secrets?.phase, 'opening');
+    assert.equal(secrets.lastError, refused);
+    clock.advance(10_000);
+    assert.equal(await puller.poll(), undefined, 'still down: still held');
+    down.unreachable = undefined;
+    down.upsert(cm('s'));
+    clock.advance(60_000);
+    await settle();
+    assert.equal(acc.status().queries.find((q) => q.name === 'secrets')?.phase, 'listing');
+    assert.equal(await puller.poll(), undefined, 'reachable but not listed yet');
+    down.sync();
+    const first = await puller.poll();
+    assert.deepEqual(names(first?.objects.secrets ?? []), ['s']);
+  });
+
+  it('a query whose LIST fails reports the cache\'s error while it waits', async () => {
+    const { source, acc } = setup({ maps: { cluster: east, gvk: CM } });
+    const cache = source.cache(east, CM);
+    const forbidden = new TransportError({ cluster: 'static:east' }, 'list failed');
+    cache.fail(forbidden);
+    const puller = new Puller(acc);
+    assert.equal(await puller.poll(), undefined);
+    assert.equal(acc.status().queries[0]?.phase, 'listing');
+    assert.equal(acc.status().queries[0]?.lastError, forbidden);
+  });
+
+  it('an empty world is a snapshot too, once listed', async () => {
+    const { source, acc } = setup({ maps: { cluster: east, gvk: CM } });
+    source.cache(east, CM).sync();
+    const first = await new Puller(acc).poll();
+    assert.deepEqual(first?.objects.maps, []);
+    assert.deepEqual(first.deltas, []);
+  });
+});
+
+async function bootstrapped<Q extends QuerySet>(acc: FleetAccumulator<Q>, caches: readonly FakeCache[]): Promise<{ puller: Puller<Q>; first: FleetSnapshot<Q> }> {
+  for (const cache of caches) cache.sync();
+  const puller = new Puller(acc);
+  const first = await puller.poll();
+  assert.ok(first, 'bootstrapped');
+  return { puller, first };
+}
+
+describe('FleetAccumulator: coalescing', () => {
+  it('a burst becomes one snapshot per interval, holding the newest state', async () => {
+    const { source, clock, acc } = setup({ maps: snapshotQuery<ConfigMap>({ cluster: east, gvk: CM }) }, { minIntervalMs: 100 });
+    const cache = source.cache(east, CM);
+    const { puller } = await bootstrapped(acc, [cache]);
+    for (let i = 0; i < 1000; i++) cache.upsert(cm(`o${i % 10}`, { v: String(i) }));
+    assert.equal(await puller.poll(), undefined, 'the interval since the first snapshot has not passed');
+    clock.advance(99);
+    assert.equal(await puller.poll(), undefined);
+    clock.advance(1);
+    const snap = await puller.poll();
+    assert.ok(snap);
+    assert.equal(snap.objects.maps.length, 10);
+    assert.equal(dataOf(snap.objects.maps, 'o9'), '999');
+    assert.equal(snap.deltas.length, 10, 'one delta per object, however many changes');
+    assert.equal(await puller.poll(), undefined, 'nothing changed since: no snapshot');
+  });
+
+  it('a slow consumer gets the newest state, not the intermediate ones', async () => {
+    const { source, clock, acc } = setup({ maps: snapshotQuery<ConfigMap>({ cluster: east, gvk: CM }) }, { minIntervalMs: 100 });
+    const cache = source.cache(east, CM);
+    cache.upsert(cm('a', { v: '0' }));
+    const it = acc.snapshots()[Symbol.asyncIterator]();
+    cache.sync();
+    await it.next();
+    // The consumer is busy (not pulling) while the object changes three times over five intervals.
+    for (let v = 1; v <= 3; v++) {
+      cache.upsert(cm('a', { v: String(v) }));
+      clock.advance(150);
+      await settle();
+    }
+    const next = await it.next();
+    assert.equal(next.done, false);
+    assert.equal(dataOf(next.value.objects.maps, 'a'), '3');
+    assert.deepEqual(next.value.deltas.map((d) => d.type), ['update']);
+    await it.return();
+  });
+
+  it('with minIntervalMs 0, every pull after a change gets a snapshot at once', async () => {
+    const { source, acc } = setup({ maps: { cluster: east, gvk: CM } }, { minIntervalMs: 0 });
+    const cache = source.cache(east, CM);
+    const { puller } = await bootstrapped(acc, [cache]);
+    cache.upsert(cm('a'));
+    assert.deepEqual(names((await puller.poll())?.objects.maps ?? []), ['a']);
+  });
+});
+
+describe('FleetAccumulator: deltas and predicate', () => {
+  it('reports add, update and delete since the consumer\'s previous snapshot, and nothing for an object that came and went', async () => {
+    const { source, acc } = setup({ maps: { cluster: east, gvk: CM } }, { minIntervalMs: 0 });
+    const cache = source.cache(east, CM);
+    cache.upsert(cm('keep'));
+    cache.upsert(cm('gone'));
+    const { puller } = await bootstrapped(acc, [cache]);
+    cache.upsert(cm('keep', { v: '2' }));
+    cache.remove('ns', 'gone');
+    cache.upsert(cm('new'));
+    cache.upsert(cm('flash'));
+    cache.remove('ns', 'flash');
+    const snap = await puller.poll();
+    assert.deepEqual(snap?.deltas.map((d) => `${d.type}:${d.object.metadata?.name}:${d.finalStateUnknown}`).sort(), ['add:new:false', 'delete:gone:false', 'update:keep:false']);
+    assert.deepEqual(names(snap.objects.maps), ['keep', 'new']);
+  });
+
+  it('deletes inferred by a relist carry finalStateUnknown', async () => {
+    const { source, acc } = setup({ maps: { cluster: east, gvk: CM } }, { minIntervalMs: 0 });
+    const cache = source.cache(east, CM);
+    cache.upsert(cm('a'));
+    cache.upsert(cm('b'));
+    const { puller } = await bootstrapped(acc, [cache]);
+    cache.holdEvents = true;
+    cache.remove('ns', 'a');
+    cache.sync(); // a 410 relist: the held DELETED is lost, the relist infers it
+    const snap = await puller.poll();
+    assert.deepEqual(snap?.deltas.map((d) => `${d.type}:${d.object.metadata?.name}:${d.finalStateUnknown}`), ['delete:a:true']);
+  });
+
+  it('each consumer gets the deltas since its own previous snapshot', async () => {
+    const { source, acc } = setup({ maps: { cluster: east, gvk: CM } }, { minIntervalMs: 0 });
+    const cache = source.cache(east, CM);
+    const { puller: one } = await bootstrapped(acc, [cache]);
+    cache.upsert(cm('a'));
+    assert.deepEqual((await one.poll())?.deltas.map((d) => d.type), ['add']);
+    const two = new Puller(acc);
+    assert.deepEqual((await two.poll())?.deltas.map((d) => `${d.type}:${d.object.metadata?.name}`), ['add:a'], 'a new consumer starts with the whole world as adds');
+    cache.upsert(cm('a', { v: '2' }));
+    assert.deepEqual((await one.poll())?.deltas.map((d) => d.type), ['update']);
+    cache.remove('ns', 'a');
+    assert.deepEqual((await one.poll())?.deltas.map((d) => d.type), ['delete']);
+    // `two` missed the update and the delete: from its snapshot, a simply went.
+    assert.deepEqual((await two.poll())?.deltas.map((d) => d.type), ['delete']);
+  });
+
+  it('runs the predicate once per new state of an object, never on resync or unchanged ones, and the snapshot holds what passes', async () => {
+    let calls = 0;
+    const { source, acc } = setup({
+      maps: snapshotQuery<ConfigMap>({ cluster: east, gvk: CM, predicate: (o) => { calls++; return o.data?.v !== 'hide'; } }),
+    }, { minIntervalMs: 0 });
+    const cache = source.cache(east, CM);
+    cache.upsert(cm('a'));
+    cache.upsert(cm('b', { v: 'hide' }));
+    const { puller, first } = await bootstrapped(acc, [cache]);
+    assert.deepEqual(names(first.objects.maps), ['a']);
+    assert.equal(calls, 2);
+    cache.resync();
+    cache.resync();
+    assert.equal(calls, 2, 'a resync is no new state');
+    cache.upsert(cm('a', { v: 'hide' }));
+    assert.equal(calls, 3);
+    const snap = await puller.poll();
+    assert.deepEqual(names(snap?.objects.maps ?? []), []);
+    assert.deepEqual(snap?.deltas.map((d) => `${d.type}:${d.object.metadata?.name}:${d.finalStateUnknown}`), ['delete:a:false'], 'leaving the predicate reads as a delete');
+  });
+
+  it('applies the label selector, field selector and namespace of each query to a shared cache', async () => {
+    const { source, acc } = setup({
+      web: { cluster: east, gvk: CM, labelSelector: 'app=web,tier notin (db)' },
+      named: { cluster: east, gvk: CM, fieldSelector: 'metadata.name=b' },
+      other: { cluster: east, gvk: CM, namespace: 'other' },
+    });
+    const cache = source.cache(east, CM);
+    cache.upsert(cm('a', {}, { app: 'web' }));
+    cache.upsert(cm('b', {}, { app: 'web', tier: 'db' }));
+    cache.upsert(cm('c', {}, {}, 'other'));
+    const { first } = await bootstrapped(acc, [cache]);
+    assert.deepEqual(names(first.objects.web), ['a']);
+    assert.deepEqual(names(first.objects.named), ['b']);
+    assert.deepEqual(names(first.objects.other), ['c']);
+    assert.equal(cache.opens, 3, 'each query holds the one shared cache');
+  });
+});
+
+describe('FleetAccumulator: read/write coherence', () => {
+  it('an own create, update, patch and delete are in the next snapshot before the watch delivers them', async () => {
+    const { source, acc } = setup({ maps: snapshotQuery<ConfigMap>({ cluster: east, gvk: CM, namespace: 'ns' }) }, { minIntervalMs: 0 });
+    const cache = source.cache(east, CM, 'ns');
+    cache.upsert(cm('old'));
+    const { puller } = await bootstrapped(acc, [cache]);
+    cache.holdEvents = true;
+    const created = await acc.client.create('maps', cm('new', { v: '1' }));
+    assert.equal(created.metadata?.name, 'new');
+    let snap = await puller.poll();
+    assert.equal(dataOf(snap?.objects.maps ?? [], 'new'), '1');
+    assert.deepEqual(snap?.deltas.map((d) => `${d.type}:${d.object.metadata?.name}`), ['add:new']);
+    await acc.client.update('maps', { ...created, data: { v: '2' } });
+    assert.equal(dataOf((await puller.poll())?.objects.maps ?? [], 'new'), '2');
+    await acc.client.patch('maps', { name: 'new' }, { data: { v: '3' } });
+    assert.equal(dataOf((await puller.poll())?.objects.maps ?? [], 'new'), '3');
+    await acc.client.delete('maps', { name: 'old' });
+    snap = await puller.poll();
+    assert.deepEqual(names(snap?.objects.maps ?? []), ['new']);
+    assert.deepEqual(cache.cachedObjects().map((o) => o.metadata?.name), ['old'], 'the cache has seen none of it');
+    assert.equal(acc.status().queries[0]?.pendingWrites, 2);
+    cache.flush();
+    assert.equal(acc.status().queries[0]?.pendingWrites, 0, 'the cache caught up: the written states are let go');
+    snap = await puller.poll();
+    assert.equal(snap, undefined, 'catching up changes nothing the consumer has not seen');
+  });
+
+  it('a later cache state with an older resourceVersion never rolls a write back, resync included', async () => {
+    const { source, acc } = setup({ maps: snapshotQuery<ConfigMap>({ cluster: east, gvk: CM }) }, { minIntervalMs: 0 });
+    const cache = source.cache(east, CM);
+    const a = cache.upsert(cm('a', { v: 'theirs-1' }));
+    const { puller } = await bootstrapped(acc, [cache]);
+    cache.holdEvents = true;
+    cache.upsert(cm('a', { v: 'theirs-2' })); // held: the watch is behind
+    await acc.client.patch('maps', { namespace: 'ns', name: a.metadata?.name ?? '' }, { data: { v: 'mine' } });
+    assert.equal(dataOf((await puller.poll())?.objects.maps ?? [], 'a'), 'mine');
+    cache.resync(); // the cache still holds theirs-1
+    assert.equal(await puller.poll(), undefined, 'the older cached state does not replace the write');
+    cache.holdEvents = false;
+    cache.flush(); // theirs-2 arrives, older than mine, then mine
+    const snap = await puller.poll();
+    assert.equal(snap, undefined, 'neither the older state nor the echo of the write changed anything');
+    cache.upsert(cm('a', { v: 'theirs-3' }));
+    assert.equal(dataOf((await puller.poll())?.objects.maps ?? [], 'a'), 'theirs-3', 'a newer state replaces the write');
+  });
+
+  it('a written delete stands until the cache drops the object', async () => {
+    const { source, acc } = setup({ maps: { cluster: east, gvk: CM } }, { minIntervalMs: 0 });
+    const cache = source.cache(east, CM);
+    cache.upsert(cm('a'));
+    const { puller } = await bootstrapped(acc, [cache]);
+    cache.holdEvents = true;
+    await acc.client.delete('maps', { namespace: 'ns', name: 'a' });
+    assert.deepEqual(names((await puller.poll())?.objects.maps ?? [{}]), []);
+    cache.resync();
+    assert.equal(await puller.poll(), undefined, 'the cached state does not bring it back');
+    cache.flush();
+    assert.equal(acc.status().queries[0]?.pendingWrites, 0);
+    assert.equal(await puller.poll(), undefined);
+  });
+
+  it('with opaque resourceVersions, a write stands until the cache changes that object', async () => {
+    const { source, acc } = setup({ maps: snapshotQuery<ConfigMap>({ cluster: east, gvk: CM }) }, { minIntervalMs: 0 });
+    const cache = source.cache(east, CM);
+    cache.opaqueVersions = true;
+    cache.upsert(cm('a', { v: 'theirs-1' }));
+    const { puller } = await bootstrapped(acc, [cache]);
+    cache.holdEvents = true;
+    await acc.client.patch('maps', { namespace: 'ns', name: 'a' }, { data: { v: 'mine' } });
+    assert.equal(dataOf((await puller.poll())?.objects.maps ?? [], 'a'), 'mine');
+    cache.resync();
+    assert.equal(await puller.poll(), undefined, 'the unchanged cached state does not replace the write');
+    cache.flush();
+    assert.equal(acc.status().queries[0]?.pendingWrites, 0, 'the echo (same resourceVersion) ends it');
+  });
+
+  it('a failed write changes nothing', async () => {
+    const { source, acc } = setup({ maps: { cluster: east, gvk: CM } }, { minIntervalMs: 0 });
+    const cache = source.cache(east, CM);
+    cache.upsert(cm('a'));
+    const { puller } = await bootstrapped(acc, [cache]);
+    await assert.rejects(acc.client.create('maps', cm('a')), /409/);
+    assert.equal(await puller.poll(), undefined);
+    assert.equal(acc.status().queries[0]?.pendingWrites, 0);
+  });
+});
+
+describe('FleetAccumulator: lifecycle and options', () => {
+  it('close ends every iterator and releases every reader; an abort ends one iterator', async () => {
+    const { source, acc } = setup({ maps: { cluster: east, gvk: CM }, secrets: { cluster: west, gvk: SECRET } });
+    const maps = source.cache(east, CM);
+    const secrets = source.cache(west, SECRET);
+    const { puller } = await bootstrapped(acc, [maps, secrets]);
+    const controller = new AbortController();
+    const other = new Puller(acc, controller.signal);
+    await other.poll();
+    controller.abort();
+    assert.equal(await other.ended(), true);
+    await acc.close();
+    assert.equal(await puller.ended(), true);
+    assert.equal(maps.releases, 1);
+    assert.equal(secrets.releases, 1);
+    assert.equal(maps.handlers + secrets.handlers, 0);
+    assert.throws(() => { acc.start(); }, /closed/);
+  });
+
+  it('close while a cluster is unreachable stops retrying and leaves no timer', async () => {
+    const { source, clock, acc } = setup({ maps: { cluster: east, gvk: CM } });
+    source.cache(east, CM).unreachable = new TransportError({ cluster: 'static:east' }, 'down');
+    acc.start();
+    await settle();
+    await acc.close();
+    assert.equal(clock.pendingTimers, 0);
+  });
+
+  it('rejects invalid options with a TypeError naming the option', () => {
+    const source = new FakeSnapshotSource();
+    assert.throws(() => new FleetAccumulator({ source, queries: {} }), /queries/);
+    assert.throws(() => new FleetAccumulator({ source, queries: { a: { cluster: east, gvk: CM } }, minIntervalMs: -1 }), /minIntervalMs/);
+    assert.throws(() => new FleetAccumulator({ source, queries: { a: { cluster: east, gvk: CM, labelSelector: 'a in (b' } } }), /a\.labelSelector/);
+    assert.throws(() => new FleetAccumulator({ source, queries: { a: { cluster: east, gvk: CM, fieldSelector: 'nonsense' } } }), /a\.fieldSelector/);
+    assert.throws(() => new FleetAccumulator({ source: {} as never, queries: { a: { cluster: east, gvk: CM } } }), /source/);
+  });
+});
