@@ -254,6 +254,15 @@ function keyOf(obj: KubeObject): string {
 
 const INTEGER = /^\d+$/;
 
+/** Two copies of one state of one object: same UID and resourceVersion (set, not ''). */
+function sameState(a: KubeObject, b: KubeObject): boolean {
+  const ma = a.metadata;
+  const mb = b.metadata;
+  if (ma === undefined || mb === undefined) return false;
+  const rv = ma.resourceVersion;
+  return rv !== undefined && rv !== '' && rv === mb.resourceVersion && ma.uid === mb.uid;
+}
+
 /** Orders two resourceVersions when both are integers (etcd's are); undefined otherwise. */
 function compareRv(a: string | undefined, b: string | undefined): number | undefined {
   if (a === undefined || b === undefined || !INTEGER.test(a) || !INTEGER.test(b)) return undefined;
@@ -522,7 +531,11 @@ export class FleetAccumulator<Q extends QuerySet> {
   /** Re-evaluates one key after its cache state or overlay changed. */
   #refresh(q: QueryState, key: string, entry: Entry, deleted: KubeObject | undefined, finalStateUnknown: boolean): void {
     const effective = entry.overlay !== undefined ? entry.overlay.object : entry.cache;
-    if (effective !== entry.evaluated) {
+    if (effective !== undefined && entry.evaluated !== undefined && effective !== entry.evaluated && sameState(effective, entry.evaluated)) {
+      // The same state in another copy (the watch's echo of an own write): nothing changed.
+      if (entry.view !== undefined) entry.view = effective;
+      entry.evaluated = effective;
+    } else if (effective !== entry.evaluated) {
       entry.evaluated = effective;
       const before = entry.view;
       const view = effective !== undefined && this.#passes(q, effective) ? effective : undefined;
