@@ -35,6 +35,8 @@ export interface CacheReader<T extends KubeObject = KubeObject> {
   readonly synced: boolean;
   /** The last LIST/WATCH failure (typed: cluster, GVK, HTTP status), cleared by no later success. */
   readonly lastError: Error | undefined;
+  /** The last resourceVersion the cache has seen (opaque; '' before the first LIST): how fresh it is. */
+  readonly resourceVersion: string;
   /** The object, or undefined. `namespace` is '' or unset for cluster-scoped kinds. */
   get(namespace: string | undefined, name: string): T | undefined;
   /** Every cached object, or those of one namespace. */
@@ -72,6 +74,10 @@ export class RegistryReader<T extends KubeObject = KubeObject> implements CacheR
 
   get lastError(): Error | undefined {
     return this.#current()?.stats().lastError;
+  }
+
+  get resourceVersion(): string {
+    return this.#current()?.stats().resourceVersion ?? '';
   }
 
   get(namespace: string | undefined, name: string): T | undefined {
@@ -129,6 +135,10 @@ export class HeldRegistryReader<T extends KubeObject = KubeObject> implements He
 
   get lastError(): Error | undefined {
     return this.#reader.lastError;
+  }
+
+  get resourceVersion(): string {
+    return this.#reader.resourceVersion;
   }
 
   get(namespace: string | undefined, name: string): T | undefined {

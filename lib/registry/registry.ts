@@ -76,7 +76,10 @@ export interface RegistryOptions {
    * requeued, and from then on each target's namespace gets a cache of its own.
    */
   readonly scope?: CacheScope;
-  /** Informer settings applied to every cache (page size, transform, inactivity timeout...). */
+  /**
+   * Informer settings applied to every cache (page size, transform, inactivity timeout...). With
+   * `resyncIntervalMs`, every owner of a cache is requeued at each of its resyncs.
+   */
   readonly informer?: Pick<InformerOptions, 'pageSize' | 'transform' | 'resyncIntervalMs' | 'watchInactivityTimeoutMs' | 'backoff' | 'slowBackoff'>;
   /** First delay between checks of a cache that is still used. Default 2 000. */
   readonly gcInitialDelayMs?: number;
@@ -645,6 +648,9 @@ export class Registry {
       }),
       // Owners whose target does not exist get no object event: wake them when the answer is known.
       informer.on('synced', () => { lastErrorMessage = undefined; requeueAll(); }),
+      // A periodic resync (`informer.resyncIntervalMs`) requeues every owner of the cache, those
+      // whose target does not exist included: the drift correction resync is for.
+      informer.on('resynced', requeueAll),
       informer.on('error', (err) => {
         entry.errors += 1;
         if (entry.auto && !scopeAsked && namespace === '' && !informer.synced && err instanceof KubeApiError && err.statusCode === 403) {
