@@ -8,5 +8,6 @@ export * from './cluster/index.ts';
 export * from './informer/index.ts';
 export * from './queue/index.ts';
 export * from './registry/index.ts';
+export * from './snapshot/index.ts';
 export * from './pipeline/index.ts';
 export * from './gitops/index.ts';
