@@ -230,6 +230,20 @@ describe('FleetAccumulator: deltas and predicate', () => {
     assert.deepEqual(snap?.deltas.map((d) => `${d.type}:${d.object.metadata?.name}:${d.finalStateUnknown}`), ['delete:a:true']);
   });
 
+  it('a cache replaced after a credential rotation: what it no longer holds is deleted (finalStateUnknown), the rest is unchanged', async () => {
+    const { source, acc } = setup({ maps: { cluster: east, gvk: CM } }, { minIntervalMs: 0 });
+    const cache = source.cache(east, CM);
+    cache.upsert(cm('a'));
+    cache.upsert(cm('b'));
+    const { puller } = await bootstrapped(acc, [cache]);
+    cache.holdEvents = true;
+    cache.remove('ns', 'b'); // lost with the old cache
+    cache.rotate();
+    const snap = await puller.poll();
+    assert.deepEqual(names(snap?.objects.maps ?? []), ['a']);
+    assert.deepEqual(snap?.deltas.map((d) => `${d.type}:${d.object.metadata?.name}:${d.finalStateUnknown}`), ['delete:b:true'], 'a, replayed as the same state, is no change');
+  });
+
   it('each consumer gets the deltas since its own previous snapshot', async () => {
     const { source, acc } = setup({ maps: { cluster: east, gvk: CM } }, { minIntervalMs: 0 });
     const cache = source.cache(east, CM);

@@ -208,6 +208,8 @@ class QueryState {
   reader: SourceReader | undefined;
   /** The accumulator version of this query's last view change. */
   version = 0;
+  /** A catch-up with a replacement cache is scheduled. */
+  catchingUp = false;
   members = 0;
   pendingWrites = 0;
   #array: { version: number; objects: readonly KubeObject[] } | undefined;
@@ -430,7 +432,12 @@ export class FleetAccumulator<Q extends QuerySet> {
   async #open(q: QueryState, signal: AbortSignal): Promise<void> {
     const backoff = new Backoff(this.#clock, this.#openBackoff);
     const handler: InformerHandler = {
-      add: (obj) => { this.#onCache(q, obj, true, false); },
+      add: (obj, initial) => {
+        this.#onCache(q, obj, true, false);
+        // A replacement cache (the registry rebuilt it after a credential rotation) replays its
+        // objects as initial adds: what it no longer holds must go too, once it has listed.
+        if (initial && q.phase === 'synced') this.#catchUpLater(q, signal);
+      },
       update: (_old, obj) => { this.#onCache(q, obj, true, false); },
       delete: (obj, finalStateUnknown) => { this.#onCache(q, obj, false, finalStateUnknown); },
       resync: (obj) => { this.#onCache(q, obj, true, false); },
@@ -473,7 +480,28 @@ export class FleetAccumulator<Q extends QuerySet> {
     }
   }
 
-  /** After the first LIST: what the handler may have missed (a cache that was already synced). */
+  /** Schedules one {@link #catchUp} for the whole replay of a replacement cache. */
+  #catchUpLater(q: QueryState, signal: AbortSignal): void {
+    if (q.catchingUp) return;
+    q.catchingUp = true;
+    queueMicrotask(() => {
+      const reader = q.reader;
+      if (reader === undefined) {
+        q.catchingUp = false;
+        return;
+      }
+      reader.waitForSync(signal).then(() => {
+        q.catchingUp = false;
+        if (q.reader === reader) this.#catchUp(q, reader);
+      }, () => { q.catchingUp = false; });
+    });
+  }
+
+  /**
+   * Reconciles a query with its cache's complete contents: after the first LIST (a cache that was
+   * already synced replays adds the handler may race), and after a replacement cache listed. What
+   * the cache no longer holds is deleted with `finalStateUnknown`.
+   */
   #catchUp(q: QueryState, reader: SourceReader): void {
     const listed = new Set<string>();
     for (const obj of reader.list()) {

@@ -178,6 +178,22 @@ export class FakeCache {
     }
   }
 
+  /**
+   * The registry replacing the cache after a credential rotation: held events are lost, the new
+   * cache lists the truth (new copies of every object) and replays it to the handlers as initial
+   * adds; what vanished meanwhile gets no delete event.
+   */
+  rotate(): void {
+    this.#held = [];
+    this.#cached.clear();
+    for (const [key, obj] of this.#server) {
+      const copy = deepFreeze(clone(obj));
+      this.#cached.set(key, copy);
+      for (const h of this.#handlers) void h.add?.(copy, true);
+    }
+    this.#resourceVersion = this.opaqueVersions ? `v-${this.#rv}` : String(this.#rv);
+  }
+
   /** A periodic resync: every cached object to every `resync` callback. */
   resync(): void {
     for (const obj of this.#cached.values()) for (const h of this.#handlers) void h.resync?.(obj);
