@@ -1,5 +1,5 @@
 import assert from 'node:assert/strict';
-import { execFileSync } from 'node:child_process';
+import { execFileSync, spawnSync } from 'node:child_process';
 import { existsSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import path from 'node:path';
 import { after, before, describe, it } from 'node:test';
@@ -7,6 +7,7 @@ import { fileURLToPath } from 'node:url';
 import { loadAll } from 'js-yaml';
 import { usage } from './flags.ts';
 import { staleManifests } from './gen-manifests.ts';
+import { unsupportedNode } from './node-version.ts';
 
 const root = fileURLToPath(new URL('../', import.meta.url));
 
@@ -99,6 +100,19 @@ describe('Dockerfile', () => {
     const help = execFileSync(process.execPath, [path.join(scratch, entry ?? ''), '--help'], { encoding: 'utf8' });
     assert.equal(help, usage());
     assert.match(readFileSync(path.join(scratch, entry ?? ''), 'utf8'), /^#!\/usr\/bin\/env node\n/);
+  });
+
+  it('on a Node older than 22.19 the bin says so in one line and exits 1, before loading anything else (the machine\'s /usr/bin/node when older, else this Node made to report 22.18.0)', () => {
+    const entry = path.join(scratch, 'dist/cmd/fleetcache.js');
+    const system = '/usr/bin/node';
+    const systemVersion = existsSync(system) ? execFileSync(system, ['-p', 'process.versions.node'], { encoding: 'utf8' }).trim() : undefined;
+    // On a real old Node, loading the service (undici, client-node) would fail with another error:
+    // the one line proves the check ran first. The fake only proves the check is wired.
+    const [node, args, version] = systemVersion !== undefined && unsupportedNode(systemVersion) !== undefined
+      ? [system, [entry, '--help'], systemVersion]
+      : [process.execPath, ['--import', `data:text/javascript,Object.defineProperty(process,'versions',{value:{...process.versions,node:'22.18.0'}})`, entry, '--help'], '22.18.0'];
+    const result = spawnSync(node, args, { encoding: 'utf8' });
+    assert.deepEqual({ status: result.status, stdout: result.stdout, stderr: result.stderr }, { status: 1, stdout: '', stderr: `fleetcache needs Node.js 22.19.0 or newer; this is Node.js ${version}\n` });
   });
 
   it('runs as a non-root user', () => {
