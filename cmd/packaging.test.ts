@@ -1,11 +1,14 @@
 import assert from 'node:assert/strict';
-import { execFileSync, spawnSync } from 'node:child_process';
-import { cpSync, existsSync, readdirSync, readFileSync, rmSync } from 'node:fs';
+import { execFileSync, spawn, spawnSync } from 'node:child_process';
+import { once } from 'node:events';
+import { cpSync, existsSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { builtinModules } from 'node:module';
 import path from 'node:path';
+import { setTimeout as delay } from 'node:timers/promises';
 import { after, before, describe, it } from 'node:test';
 import { fileURLToPath } from 'node:url';
 import { loadAll } from 'js-yaml';
+import { SimulatedCluster } from '../fixtures/index.ts';
 import { usage } from './flags.ts';
 import { staleManifests } from './gen-manifests.ts';
 import { unsupportedNode } from './node-version.ts';
@@ -51,6 +54,35 @@ describe('config/', () => {
     // Every flag the manifest passes is one the binary accepts.
     for (const arg of container.args) assert.match(usage(), new RegExp(`  ${arg.replace(/=.*$/, '')}[ \\n]`), arg);
     assert.ok(!container.args.some((a) => a.startsWith('--metrics-secure')), 'metrics stay authenticated (the default)');
+  });
+
+  it('requests at least the memory the service holds idle (compiled, leading, watching Pipelines, none to reconcile)', async () => {
+    const [deployment] = loadAll(readFileSync(path.join(root, 'config/manager/manager.yaml'), 'utf8')) as { spec: { template: { spec: { containers: { resources: { requests: { memory: string } } }[] } } } }[];
+    const request = /^(\d+)Mi$/.exec(deployment?.spec.template.spec.containers[0]?.resources.requests.memory ?? '')?.[1];
+    assert.ok(request !== undefined, 'memory request in Mi');
+    const cluster = await SimulatedCluster.start({ name: 'idle', namespaces: ['fleetcache-system'], kinds: [
+      { group: 'fleetcache.dev', version: 'v1alpha1', kind: 'Pipeline', plural: 'pipelines', namespaced: true, status: true },
+      { group: 'coordination.k8s.io', version: 'v1', kind: 'Lease', plural: 'leases', namespaced: true },
+    ] });
+    const kubeconfig = path.join(scratch, 'idle-kubeconfig');
+    writeFileSync(kubeconfig, cluster.kubeconfig, { mode: 0o600 });
+    const child = spawn(process.execPath, [path.join(pkgDir, pkg.bin.fleetcache), `--kubeconfig=${kubeconfig}`, '--leader-elect', '--leader-election-namespace=fleetcache-system', '--metrics-bind-address=127.0.0.1:0', '--health-probe-bind-address=127.0.0.1:0'], { stdio: 'ignore', env: { ...process.env, NODE_ENV: 'production' } });
+    try {
+      await cluster.waitFor((c) => c.openWatches >= 1, { timeoutMs: 60_000 });
+      // Settled: a few Lease renewals (every 2 s) after the Pipeline watch opened.
+      const rss = (): number => Number(/VmRSS:\s+(\d+)/.exec(readFileSync(`/proc/${child.pid ?? 0}/status`, 'utf8'))?.[1]) / 1024;
+      let most = 0;
+      for (let i = 0; i < 5; i++) {
+        await delay(1_000);
+        most = Math.max(most, rss());
+      }
+      assert.ok(most > 50, `${most} MiB: not the service`);
+      assert.ok(most <= Number(request), `idle RSS ${most.toFixed(1)} MiB is above the manifest's memory request of ${request}Mi`);
+    } finally {
+      child.kill('SIGKILL');
+      await once(child, 'exit');
+      await cluster.close();
+    }
   });
 
   it('exposes metrics over the authenticated port, with the RBAC the metrics filter needs and a reader role', () => {
