@@ -2,7 +2,7 @@
 # The fleetcache service image: compiled JavaScript on Node 24, production dependencies only,
 # running as a non-root user. Build from the repository root: docker build -t fleetcache:dev .
 
-# 1. Compile the TypeScript sources to dist/.
+# 1. Compile the package to dist/, exactly as `npm run build` does (tsconfig.build.json).
 FROM node:24-slim AS build
 WORKDIR /src
 COPY package.json package-lock.json ./
@@ -12,20 +12,21 @@ COPY tsconfig.json tsconfig.build.json ./
 COPY lib lib
 COPY cmd cmd
 COPY fixtures fixtures
+COPY e2e/testing.ts e2e/testing.ts
+COPY e2e/harness e2e/harness
 RUN npx tsc -p tsconfig.build.json
 
-# 2. Production dependencies. @kubernetes/client-node is a peer dependency of the library (dev
-#    for this repository), so the service image installs it explicitly at the peer range.
+# 2. The runtime dependencies, exactly as locked. @kubernetes/client-node is a peer dependency of
+#    the package, not a devDependency: npm installs a project's own peer dependencies and locks
+#    them ("peer": true), and --omit=dev keeps them. Nothing is resolved outside the lockfile.
 FROM node:24-slim AS deps
 WORKDIR /app
 COPY package.json package-lock.json ./
-RUN npm ci --omit=dev --ignore-scripts --no-audit --no-fund \
- && npm install --no-save --omit=dev --ignore-scripts --no-audit --no-fund \
-      "@kubernetes/client-node@$(node -p "require('./package.json').peerDependencies['@kubernetes/client-node']")" \
- && npm cache clean --force
+RUN npm ci --omit=dev --ignore-scripts --no-audit --no-fund && npm cache clean --force
 
-# 3. The runtime: no compiler, no npm cache. The git promotion strategy runs Debian's git (2.39,
-#    bookworm) without a shell, and ssh for ssh:// repositories.
+# 3. The runtime: the service's code (dist/lib and dist/cmd: the bin imports nothing else; no
+#    fixtures, no test helpers), no compiler, no npm cache. The git promotion strategy runs
+#    Debian's git (2.39, bookworm) without a shell, and ssh for ssh:// repositories.
 FROM node:24-slim
 ENV NODE_ENV=production
 RUN apt-get update \
@@ -33,10 +34,9 @@ RUN apt-get update \
  && rm -rf /var/lib/apt/lists/*
 WORKDIR /app
 COPY --from=deps /app/node_modules node_modules
-COPY package.json ./
+COPY package.json LICENSE ./
 COPY --from=build /src/dist/lib dist/lib
 COPY --from=build /src/dist/cmd dist/cmd
-COPY --from=build /src/dist/fixtures dist/fixtures
 # The image's `node` user (uid 1000); numeric so that runAsNonRoot can verify it.
 USER 1000:1000
 EXPOSE 8443 8081

@@ -1,6 +1,8 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { flagTable, parseBindAddress, parseDuration, parseFlags, usage, UsageError, type Config } from './flags.ts';
+import { PassThrough } from 'node:stream';
+import { flagHead, flagTable, parseBindAddress, parseDuration, parseFlags, usage, UsageError, type Config } from './flags.ts';
+import { main } from './main.ts';
 
 function run(argv: readonly string[]): Config {
   const parsed = parseFlags(argv);
@@ -13,7 +15,7 @@ function helpEntries(): Map<string, string> {
   const entries = new Map<string, string>();
   let current: string | undefined;
   for (const line of usage().split('\n')) {
-    const head = /^ {2}(--[a-z-]+(?: [a-z]+)?)\s+(.*)$/.exec(line);
+    const head = /^ {2}((?:-[a-z], )?--[a-z-]+(?: [a-z]+)?)\s+(.*)$/.exec(line);
     if (head?.[1] !== undefined && head[2] !== undefined) {
       current = head[1];
       entries.set(current, head[2]);
@@ -31,14 +33,15 @@ describe('--help', () => {
     const entries = helpEntries();
     assert.deepEqual(
       [...entries.keys()],
-      flagTable.map((f) => `--${f.name}${f.value === undefined ? '' : ` ${f.value}`}`),
+      flagTable.map(flagHead),
     );
+    assert.ok(entries.has('-h, --help'));
     for (const flag of flagTable) {
-      const text = entries.get(`--${flag.name}${flag.value === undefined ? '' : ` ${flag.value}`}`) ?? '';
+      const text = entries.get(flagHead(flag)) ?? '';
       assert.ok(text.startsWith(flag.description), `--${flag.name}: ${text}`);
       if (flag.default !== undefined) assert.match(text, new RegExp(`\\(default "?${flag.default}"?\\)$`), flag.name);
       // The parser knows every flag of the table.
-      const sample = flag.type === 'boolean' ? [`--${flag.name}`] : [`--${flag.name}`, flag.name === 'log-level' ? 'debug' : flag.name.endsWith('address') ? ':9000' : flag.name === 'concurrency' ? '2' : flag.value === 'duration' ? (flag.default ?? '') : 'x'];
+      const sample = flag.type === 'boolean' ? [`--${flag.name}`] : [`--${flag.name}`, flag.name === 'log-level' ? 'debug' : flag.name.endsWith('address') ? ':9000' : flag.name === 'concurrency' ? '2' : flag.value === 'duration' || flag.name.startsWith('kube-api-') ? (flag.default ?? '') : 'x'];
       assert.doesNotThrow(() => parseFlags(sample), flag.name);
     }
   });
@@ -52,6 +55,9 @@ describe('--help', () => {
     assert.equal(config.logLevel, documented('log-level'));
     assert.equal(config.leaderElectionId, documented('leader-election-id'));
     assert.equal(String(config.leaderElect), documented('leader-elect'));
+    assert.equal(String(config.kubeApiQps), documented('kube-api-qps'));
+    assert.equal(String(config.kubeApiBurst), documented('kube-api-burst'));
+    assert.deepEqual([config.kubeApiQps, config.kubeApiBurst], [20, 30], 'controller-runtime\'s client defaults');
     assert.equal(config.kubeconfig, undefined);
     assert.equal(config.leaderElectionNamespace, undefined);
     assert.deepEqual(
@@ -86,6 +92,7 @@ describe('parseFlags', () => {
       '--allow-file-kubeconfigs', '--allow-cross-namespace-secrets', '--insecure-kubeconfig-tls', '--allow-private-git-hosts', '--allow-insecure-git-http',
       '--leader-elect-lease-duration=1m30s', '--leader-elect-renew-deadline', '20s', '--leader-elect-retry-period=500ms',
       '--cache-gc-grace-period', '2m', '--allow-private-webhooks', '--metrics-cert-path', '/certs', '--metrics-cert-key=key.pem',
+      '--kube-api-qps=7.5', '--kube-api-burst', '12',
     ]);
     assert.deepEqual(config, {
       kubeconfig: '/k',
@@ -110,6 +117,8 @@ describe('parseFlags', () => {
       renewDeadlineMs: 20_000,
       retryPeriodMs: 500,
       cacheGcGracePeriodMs: 120_000,
+      kubeApiQps: 7.5,
+      kubeApiBurst: 12,
     });
   });
 
@@ -129,15 +138,26 @@ describe('parseFlags', () => {
     assert.equal(config.healthProbeBindAddress, undefined);
   });
 
-  it('answers --help and --version before validating anything else', () => {
+  it('answers -h, --help and --version before validating anything else', () => {
     assert.deepEqual(parseFlags(['--concurrency', 'lots', '--help']), { kind: 'help' });
+    assert.deepEqual(parseFlags(['-h']), { kind: 'help' });
+    assert.deepEqual(parseFlags(['--no-such-flag', '-h']), { kind: 'help' });
+    assert.deepEqual(parseFlags(['--help=false', '--version']), { kind: 'version' });
     assert.deepEqual(parseFlags(['--version']), { kind: 'version' });
   });
 
   it('rejects what it cannot run with a UsageError naming the flag', () => {
     const cases: [readonly string[], RegExp][] = [
-      [['--no-such-flag'], /no-such-flag/],
-      [['positional'], /positional/],
+      [['--no-such-flag'], /^unknown flag --no-such-flag$/],
+      [['-x'], /^unknown flag -x$/],
+      [['positional'], /^unexpected argument "positional"/],
+      [['--', '--help'], /^unexpected argument "--help"/],
+      [['--kubeconfig', '--leader-elect'], /^--kubeconfig needs a value \(got the flag --leader-elect; write --kubeconfig=--leader-elect/],
+      [['--kube-api-qps', '0'], /^--kube-api-qps must be a positive number, got "0"$/],
+      [['--kube-api-qps', 'fast'], /^--kube-api-qps .*"fast"/],
+      [['--kube-api-qps', '1e3'], /^--kube-api-qps .*"1e3"/],
+      [['--kube-api-burst', '0'], /^--kube-api-burst must be a positive integer, got "0"$/],
+      [['--kube-api-burst', '2.5'], /^--kube-api-burst .*"2.5"/],
       [['--concurrency', '0'], /--concurrency.*"0"/],
       [['--concurrency', '2.5'], /--concurrency/],
       [['--log-level', 'trace'], /--log-level.*"trace"/],
@@ -146,12 +166,41 @@ describe('parseFlags', () => {
       [['--leader-elect=yes'], /--leader-elect.*"yes"/],
       [['--leader-election-id', 'Bad_Name'], /--leader-election-id/],
       [['--leader-election-namespace', 'a.b'], /--leader-election-namespace/],
-      [['--kubeconfig'], /kubeconfig/],
+      [['--kubeconfig'], /^--kubeconfig needs a value$/],
+      [['--concurrency='], /^--concurrency must not be empty$/],
       [['--kubeconfig='], /--kubeconfig must not be empty/],
       [['--metrics-secure=false', '--metrics-cert-path=/certs'], /--metrics-cert-path needs --metrics-secure/],
     ];
     for (const [argv, message] of cases) {
       assert.throws(() => parseFlags(argv), (err: unknown) => err instanceof UsageError && message.test(err.message), argv.join(' '));
     }
+  });
+});
+
+describe('a command line that cannot run', () => {
+  async function invoke(argv: readonly string[]): Promise<{ status: number; stdout: string; stderr: string }> {
+    const stdout = new PassThrough();
+    const stderr = new PassThrough();
+    const chunks = { stdout: [] as Buffer[], stderr: [] as Buffer[] };
+    stdout.on('data', (c: Buffer) => chunks.stdout.push(c));
+    stderr.on('data', (c: Buffer) => chunks.stderr.push(c));
+    const status = await main({ argv, env: {}, stdout, stderr, signal: new AbortController().signal });
+    return { status, stdout: Buffer.concat(chunks.stdout).toString(), stderr: Buffer.concat(chunks.stderr).toString() };
+  }
+
+  it('exits 2 with two lines on stderr: the flag at fault, and where help is; no usage', async () => {
+    for (const [argv, first] of [
+      [['--leader-elect', '--concurency', '2'], 'fleetcache: unknown flag --concurency'],
+      [['--kube-api-burst=-1'], 'fleetcache: --kube-api-burst must be a positive integer, got "-1"'],
+      [['--log-level'], 'fleetcache: --log-level needs a value'],
+    ] as const) {
+      const result = await invoke(argv);
+      assert.deepEqual(result, { status: 2, stdout: '', stderr: `${first}\nsee fleetcache --help\n` }, argv.join(' '));
+    }
+  });
+
+  it('-h prints the usage on stdout, as --help does', async () => {
+    assert.deepEqual(await invoke(['-h']), { status: 0, stdout: usage(), stderr: '' });
+    assert.deepEqual(await invoke(['--help']), { status: 0, stdout: usage(), stderr: '' });
   });
 });

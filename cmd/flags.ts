@@ -49,6 +49,10 @@ export interface Config {
   readonly retryPeriodMs: number;
   /** How long a cache must have had no Pipeline using it before it is stopped, in milliseconds. */
   readonly cacheGcGracePeriodMs: number;
+  /** Sustained requests per second to each API server (every connection has its own bucket). */
+  readonly kubeApiQps: number;
+  /** Requests each connection may send at once before `kubeApiQps` applies. */
+  readonly kubeApiBurst: number;
 }
 
 /** What the command line asks for. */
@@ -57,7 +61,10 @@ export type Invocation =
   | { readonly kind: 'help' }
   | { readonly kind: 'version' };
 
-/** A command line that cannot be run: printed with the usage on stderr, exit status 2. */
+/**
+ * A command line that cannot be run. Its message names the flag (or argument) at fault; the
+ * service prints it with a pointer to `--help`, not the whole usage, and exits 2.
+ */
 export class UsageError extends Error {
   constructor(message: string) {
     super(message);
@@ -68,6 +75,8 @@ export class UsageError extends Error {
 /** One flag. `--help` is rendered from this table and the parser accepts exactly its flags. */
 export interface FlagSpec {
   readonly name: string;
+  /** One-letter alias (`-h`); undefined: none. */
+  readonly short?: string;
   readonly type: 'string' | 'boolean';
   /** Placeholder for the value in `--help` (string flags). */
   readonly value?: string;
@@ -177,7 +186,15 @@ export const flagTable: readonly FlagSpec[] = [
     name: 'allow-insecure-git-http', type: 'boolean', default: 'false',
     description: 'Let the git promotion strategy use http:// repository and API URLs (no TLS): for tests and demos only.',
   },
-  { name: 'help', type: 'boolean', description: 'Print this help and exit.' },
+  {
+    name: 'kube-api-qps', type: 'string', value: 'qps', default: '20',
+    description: 'Sustained requests per second to each API server, per connection (client-go\'s QPS; a positive number).',
+  },
+  {
+    name: 'kube-api-burst', type: 'string', value: 'n', default: '30',
+    description: 'Requests a connection may send at once before --kube-api-qps applies (client-go\'s Burst; a positive integer).',
+  },
+  { name: 'help', short: 'h', type: 'boolean', description: 'Print this help and exit.' },
   { name: 'version', type: 'boolean', description: 'Print the version and exit.' },
 ];
 
@@ -199,8 +216,13 @@ function wrap(text: string, indent: number): string[] {
 }
 
 /** The text `--help` prints: generated from {@link flagTable}, so the two cannot drift. */
+/** `-h, --help`, `--kubeconfig path`: a flag as `--help` lists it. */
+export function flagHead(flag: FlagSpec): string {
+  return `${flag.short === undefined ? '' : `-${flag.short}, `}--${flag.name}${flag.value === undefined ? '' : ` ${flag.value}`}`;
+}
+
 export function usage(): string {
-  const column = 2 + Math.max(...flagTable.map((f) => `--${f.name}${f.value === undefined ? '' : ` ${f.value}`}`.length)) + 2;
+  const column = 2 + Math.max(...flagTable.map((f) => flagHead(f).length)) + 2;
   const out = [
     'Usage: fleetcache [flags]',
     '',
@@ -211,7 +233,7 @@ export function usage(): string {
     'Flags:',
   ];
   for (const flag of flagTable) {
-    const head = `  --${flag.name}${flag.value === undefined ? '' : ` ${flag.value}`}`;
+    const head = `  ${flagHead(flag)}`;
     const text = flag.default === undefined ? flag.description : `${flag.description} (default ${flag.type === 'boolean' || /^\d+$/.test(flag.default) ? flag.default : JSON.stringify(flag.default)})`;
     const [first = '', ...rest] = wrap(text, column);
     out.push(`${head.padEnd(column)}${first}`, ...rest.map((l) => `${' '.repeat(column)}${l}`));
@@ -239,10 +261,6 @@ export function parseBindAddress(flag: string, value: string): BindAddress | und
 
 const booleanFlags = new Set(flagTable.filter((f) => f.type === 'boolean').map((f) => f.name));
 
-/**
- * Parses the command line (without the node and script arguments).
- * @throws UsageError for an unknown flag, a missing or malformed value, or a positional argument.
- */
 const durationUnits: Readonly<Record<string, number>> = { ms: 1, s: 1000, m: 60_000, h: 3_600_000 };
 
 /** A duration as Go writes it (`500ms`, `30s`, `1m30s`), in milliseconds; at least 1 ms. */
@@ -253,6 +271,39 @@ export function parseDuration(flag: string, text: string): number {
   return Math.round(ms);
 }
 
+/**
+ * node:util's parser, non-strict so that each error is ours to word: it names the flag and fits
+ * on one line (node's own messages run to three sentences). `-h`/`--help` and `--version` anywhere
+ * win over any other error, as they do for most CLIs.
+ */
+function checkedValues(args: readonly string[]): Record<string, string | boolean | undefined> {
+  const { values, tokens } = parseArgs({
+    args: [...args],
+    strict: false,
+    allowPositionals: true,
+    tokens: true,
+    options: Object.fromEntries(flagTable.map((f) => [f.name, f.short === undefined ? { type: f.type } : { type: f.type, short: f.short }])),
+  });
+  const asked = (name: string): boolean => tokens.some((t) => t.kind === 'option' && t.name === name && t.value === undefined);
+  if (asked('help')) return { help: true };
+  if (asked('version')) return { version: true };
+  for (const token of tokens) {
+    if (token.kind === 'positional') throw new UsageError(`unexpected argument ${JSON.stringify(token.value)}: fleetcache takes flags only`);
+    if (token.kind !== 'option') continue;
+    const spec = flagTable.find((f) => f.name === token.name);
+    if (spec === undefined) throw new UsageError(`unknown flag ${token.rawName}`);
+    if (spec.type === 'boolean' && token.value !== undefined) throw new UsageError(`${token.rawName} takes true or false, got ${JSON.stringify(token.value)}`);
+    if (spec.type === 'string' && (token.value === undefined || (!token.inlineValue && token.value.startsWith('-')))) {
+      throw new UsageError(`${token.rawName} needs a value${token.value === undefined ? '' : ` (got the flag ${token.value}; write ${token.rawName}=${token.value} if that is the value)`}`);
+    }
+  }
+  return values;
+}
+
+/**
+ * Parses the command line (without the node and script arguments).
+ * @throws UsageError for an unknown flag, a missing or malformed value, or a positional argument.
+ */
 export function parseFlags(argv: readonly string[]): Invocation {
   // node:util's parser has no `--flag=false` for booleans; Go's flag package (and so every
   // controller-runtime manifest) has. Rewrite those before parsing.
@@ -269,17 +320,7 @@ export function parseFlags(argv: readonly string[]): Invocation {
     else if (match[2] === 'false') explicitFalse.add(name);
     else throw new UsageError(`--${name} takes true or false, got ${JSON.stringify(match[2])}`);
   }
-  let values: Record<string, string | boolean | undefined>;
-  try {
-    ({ values } = parseArgs({
-      args,
-      strict: true,
-      allowPositionals: false,
-      options: Object.fromEntries(flagTable.map((f) => [f.name, { type: f.type }])),
-    }));
-  } catch (err) {
-    throw new UsageError(err instanceof Error ? err.message : String(err));
-  }
+  const values = checkedValues(args);
   const bool = (name: string): boolean => !explicitFalse.has(name) && (values[name] === true || (values[name] === undefined && flagTable.find((f) => f.name === name)?.default === 'true'));
   if (bool('help')) return { kind: 'help' };
   if (bool('version')) return { kind: 'version' };
@@ -318,9 +359,17 @@ export function parseFlags(argv: readonly string[]): Invocation {
   const certDir = str('metrics-cert-path');
   const metricsCert = certDir === undefined ? undefined : { dir: certDir, certName: str('metrics-cert-name') ?? '', keyName: str('metrics-cert-key') ?? '' };
   if (metricsCert !== undefined && !metricsSecure) throw new UsageError('--metrics-cert-path needs --metrics-secure (the default)');
+  const kubeApiQpsText = str('kube-api-qps') ?? '';
+  const kubeApiQps = /^\d+(?:\.\d+)?$/.test(kubeApiQpsText) ? Number(kubeApiQpsText) : Number.NaN;
+  if (!(kubeApiQps > 0) || !Number.isFinite(kubeApiQps)) throw new UsageError(`--kube-api-qps must be a positive number, got ${JSON.stringify(kubeApiQpsText)}`);
+  const kubeApiBurstText = str('kube-api-burst') ?? '';
+  const kubeApiBurst = /^\d+$/.test(kubeApiBurstText) ? Number(kubeApiBurstText) : Number.NaN;
+  if (!Number.isSafeInteger(kubeApiBurst) || kubeApiBurst < 1) throw new UsageError(`--kube-api-burst must be a positive integer, got ${JSON.stringify(kubeApiBurstText)}`);
   return {
     kind: 'run',
     config: {
+      kubeApiQps,
+      kubeApiBurst,
       leaseDurationMs,
       renewDeadlineMs,
       retryPeriodMs,

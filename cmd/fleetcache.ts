@@ -1,17 +1,12 @@
 #!/usr/bin/env node
-// The fleetcache service's entry point (package.json bin): signals in, exit status out.
-import { main } from './main.ts';
+// The fleetcache service's entry point (package.json bin). On a Node too old for the service, its
+// dependencies would die while loading with an obscure error (undici's, on Node 20): check first,
+// importing nothing else, then load the service.
+import { unsupportedNode } from './node-version.ts';
 
-const stop = new AbortController();
-let signals = 0;
-for (const name of ['SIGTERM', 'SIGINT'] as const) {
-  process.on(name, () => {
-    signals += 1;
-    // A second signal means "now": skip the graceful shutdown.
-    if (signals > 1) process.exit(1);
-    stop.abort(new Error(`received ${name}`));
-  });
+const problem = unsupportedNode(process.versions.node);
+if (problem !== undefined) {
+  process.stderr.write(`${problem}\n`);
+  process.exit(1);
 }
-
-const status = await main({ argv: process.argv.slice(2), env: process.env, stdout: process.stdout, stderr: process.stderr, signal: stop.signal });
-process.exit(status);
+await import('./run.ts');

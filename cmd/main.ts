@@ -67,7 +67,7 @@ export async function main(io: ProcessIo): Promise<number> {
     config = invocation.config;
   } catch (err) {
     if (!(err instanceof UsageError)) throw err;
-    io.stderr.write(`fleetcache: ${err.message}\n\n${usage()}`);
+    io.stderr.write(`fleetcache: ${err.message}\nsee fleetcache --help\n`);
     return 2;
   }
   const logger = createLogger({ level: config.logLevel, stream: io.stderr });
@@ -154,6 +154,9 @@ export function serviceRegistry(config: Config, parts: ServiceRegistryParts): Re
     queue,
     logger,
     gcGraceMs: config.cacheGcGracePeriodMs,
+    // Each connection of the keeper (remote clusters, the Lease's, the reviews') gets its own bucket.
+    qps: config.kubeApiQps,
+    burst: config.kubeApiBurst,
     ...(clock === undefined ? {} : { clock }),
   });
 }
@@ -213,6 +216,8 @@ async function runService(config: Config, io: ProcessIo, logger: Logger): Promis
 
   const workqueue = new WorkqueueMetrics();
   const queue = new RateLimitingWorkQueue<OwnerKey>({ name: 'owners', metrics: workqueue, rateLimiter: defaultControllerRateLimiter() });
+  // The controller's connection (Pipelines, status, Events) has its own bucket of these too.
+  const limits = { qps: config.kubeApiQps, burst: config.kubeApiBurst };
   const registry = serviceRegistry(config, { kubeConfig, queue, logger });
   const clusters = registry.clusters;
   const controller: Controller = new PipelineController({
@@ -222,6 +227,7 @@ async function runService(config: Config, io: ProcessIo, logger: Logger): Promis
     workers: config.concurrency,
     allowPrivateWebhooks: config.allowPrivateWebhooks,
     git: { allowPrivateNetworks: config.allowPrivateGitHosts, allowHttp: config.allowInsecureGitHttp },
+    ...limits,
   });
 
   let elector: LeaderElector | undefined;

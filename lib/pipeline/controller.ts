@@ -46,6 +46,12 @@ export interface PipelineControllerOptions {
   readonly clock?: Clock;
   /** Pipelines reconciled at once (never the same one twice at once). Default 4. */
   readonly workers?: number;
+  /**
+   * Request limits of the management-cluster connection `run` opens (Pipelines, their status and
+   * Events). Default 20 qps, burst 30, as the connection's own defaults.
+   */
+  readonly qps?: number;
+  readonly burst?: number;
   /** Bound on one webhook delivery, answer included. Default 10 000. */
   readonly webhookTimeoutMs?: number;
   /**
@@ -129,6 +135,7 @@ export class PipelineController {
   readonly #allowPrivateWebhooks: boolean;
   readonly #git: GitPromoter;
   readonly #gitPollIntervalMs: number;
+  readonly #limits: { readonly qps?: number; readonly burst?: number };
   readonly #beforePromotion: PipelineControllerOptions['beforePromotion'];
   readonly #stats = { reconciles: 0, reconcileErrors: 0, succeeded: 0, failed: 0 };
   /** Set for the duration of `run`. */
@@ -167,6 +174,11 @@ export class PipelineController {
     this.#git = new GitPromoter({ clock: settings.clock, ...options.git });
     this.#gitPollIntervalMs = positiveNumber('gitPollIntervalMs', options.gitPollIntervalMs ?? 30_000);
     this.#beforePromotion = options.beforePromotion;
+    // Checked here, not at `run`: the connection is built there, and a bad option must fail early.
+    this.#limits = {
+      ...(options.qps === undefined ? {} : { qps: positiveNumber('qps', options.qps) }),
+      ...(options.burst === undefined ? {} : { burst: positiveInteger('burst', options.burst) }),
+    };
   }
 
   /** True once the Pipeline informer has synced (what /readyz reports); false before and after `run`. */
@@ -187,7 +199,7 @@ export class PipelineController {
   async run(signal: AbortSignal): Promise<void> {
     if (this.#running) throw new Error('PipelineController is already running');
     this.#running = true;
-    const local = new ClusterConnection({ name: 'local', kubeConfig: this.#kubeConfig, logger: this.#logger, clock: this.#clock });
+    const local = new ClusterConnection({ name: 'local', kubeConfig: this.#kubeConfig, logger: this.#logger, clock: this.#clock, ...this.#limits });
     const informer = new ResourceInformer({ connection: local, gvk: PIPELINE_GVK, logger: this.#logger.child({ gvk: 'Pipeline' }), clock: this.#clock });
     const queue = this.#registry.queue;
     const enqueue = (obj: KubeObject): void => {
