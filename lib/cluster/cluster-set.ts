@@ -1,6 +1,6 @@
 import type Bottleneck from 'bottleneck';
 import type { KubeConfig } from '@kubernetes/client-node';
-import { ClusterConnection, createListLimiter, readLimitsOf, type ReadLimits } from '../transport/index.ts';
+import { ClusterConnection, createListLimiter, readLimitsOf, type ReadLimits, type RequestObservation } from '../transport/index.ts';
 import {
   childController,
   ClosedError,
@@ -73,6 +73,8 @@ export interface ClusterSetOptions {
   readonly logger?: Logger;
   /** Default: the wall clock. */
   readonly clock?: Clock;
+  /** Told of every request on every connection of the set, for metrics (`ClusterConnectionOptions.onRequest`). Default: none. */
+  readonly onRequest?: ((observation: RequestObservation) => void) | undefined;
 }
 
 /** What {@link ClusterSet.acquire} needs to know about the caller. */
@@ -194,6 +196,7 @@ export class ClusterSet {
   readonly #connectTimeoutMs: number;
   readonly #logger: Logger;
   readonly #clock: Clock;
+  readonly #onRequest: ClusterSetOptions['onRequest'];
   #closed: Promise<void> | undefined;
 
   /** Secrets of the management cluster, read as the identity the caller names (through this set's connections). */
@@ -219,6 +222,8 @@ export class ClusterSet {
     this.#listLimiter = options.listLimiter ?? createListLimiter(50);
     this.#logger = options.logger ?? noopLogger;
     this.#clock = options.clock ?? realClock;
+    if (options.onRequest !== undefined && typeof options.onRequest !== 'function') throw new TypeError('ClusterSet option onRequest must be a function');
+    this.#onRequest = options.onRequest;
   }
 
   /**
@@ -406,6 +411,7 @@ export class ClusterSet {
       ...this.#readLimits,
       logger: this.#logger.child({ cluster: key }),
       clock: this.#clock,
+      onRequest: this.#onRequest,
     });
     const { controller, dispose } = childController(this.#root.signal);
     const generation: Generation = {

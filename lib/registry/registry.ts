@@ -13,7 +13,7 @@ import {
   type Identity,
   type SecretReader,
 } from '../cluster/index.ts';
-import { checkGvk, createListLimiter, readLimitsOf, type ClusterConnection, type KubeObject, type ReadLimits, type ResourceClient } from '../transport/index.ts';
+import { checkGvk, createListLimiter, readLimitsOf, type ClusterConnection, type KubeObject, type ReadLimits, type RequestObservation, type ResourceClient } from '../transport/index.ts';
 import { ResourceInformer, type InformerHandler, type InformerOptions } from '../informer/index.ts';
 import { RateLimitingWorkQueue, defaultControllerRateLimiter, type RateLimitingQueue } from '../queue/index.ts';
 import {
@@ -99,6 +99,8 @@ export interface RegistryOptions {
   readonly logger?: Logger;
   /** Default: the wall clock. */
   readonly clock?: Clock;
+  /** Told of every request to every cluster, for metrics, by the registry's own keeper (see `ClusterSetOptions.onRequest`). Default: none. */
+  readonly onRequest?: (observation: RequestObservation) => void;
 }
 
 /** What {@link Registry.caches} reports about one cache. */
@@ -235,7 +237,7 @@ export class Registry {
     if (options.clusters !== undefined) {
       if (!(options.clusters instanceof ClusterSet)) throw new TypeError('registry option clusters must be a ClusterSet');
       // These configure the registry's own keeper: with a shared one they would be silently ignored.
-      for (const option of ['provider', 'local', 'qps', 'burst', 'maxConcurrentLists', 'readLimits', 'credentialCheckIntervalMs'] as const) {
+      for (const option of ['provider', 'local', 'qps', 'burst', 'maxConcurrentLists', 'readLimits', 'credentialCheckIntervalMs', 'onRequest'] as const) {
         if (options[option] !== undefined) throw new TypeError(`registry option ${option} configures the registry's own keeper: set it on the ClusterSet passed as clusters`);
       }
       this.#clusters = options.clusters;
@@ -259,6 +261,7 @@ export class Registry {
         connectTimeoutMs: this.#buildTimeoutMs,
         logger: this.#logger,
         clock: this.#clock,
+        onRequest: options.onRequest,
       });
       this.#ownsClusters = true;
     }

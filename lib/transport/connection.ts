@@ -72,6 +72,22 @@ export const DEFAULT_READ_LIMITS: Readonly<Required<ReadLimits>> = Object.freeze
   maxErrorBytes: 64 * 1024,
 });
 
+/** One finished request to a cluster, for metrics (client-go's `rest_client_*`). */
+export interface RequestObservation {
+  /** {@link ClusterConnectionOptions.name}. */
+  readonly cluster: string;
+  /** HTTP method (`GET` for a watch). */
+  readonly method: string;
+  /**
+   * The HTTP status as text when the server answered with an error (`'404'`); `'2xx'` when it
+   * succeeded (the transport does not surface which 2xx; PromQL's `code=~"2.."` matches it);
+   * `'<error>'`, as client-go writes it, when no status arrived (connection failure, timeout, abort).
+   */
+  readonly code: string;
+  /** From sending to the whole body read (a watch: to its response headers), on the connection's clock. */
+  readonly durationMs: number;
+}
+
 /** Options of {@link ClusterConnection}. */
 export interface ClusterConnectionOptions extends ReadLimits {
   /** The cluster's name in the fleet; it appears in every error and log line. Required, non-empty. */
@@ -106,6 +122,11 @@ export interface ClusterConnectionOptions extends ReadLimits {
   readonly logger?: Logger;
   /** Default: the wall clock. */
   readonly clock?: Clock;
+  /**
+   * Called once per request after it settles (synchronously, on the request's path: keep it cheap;
+   * a throw is ignored). Requests still waiting for the limiter are not requests yet. Default: none.
+   */
+  readonly onRequest?: ((observation: RequestObservation) => void) | undefined;
 }
 
 /** A request made through {@link ClusterConnection.request}. */
@@ -217,6 +238,8 @@ export class ClusterConnection implements ResourceResolver {
   readonly #requestTimeoutMs: number;
   readonly #limits: Required<ReadLimits>;
   readonly #logger: Logger;
+  readonly #clock: Clock;
+  readonly #onRequest: ((observation: RequestObservation) => void) | undefined;
   readonly #discovery: LRUCache<string, DiscoveredGroup>;
   readonly #discovering = new Map<string, Promise<DiscoveredGroup>>();
   /** Aborted by `close()`: ends shared work (discovery) no single caller owns. */
@@ -245,7 +268,10 @@ export class ClusterConnection implements ResourceResolver {
       clock: options.clock ?? realClock,
       limits: readLimitsOf(options, 'ClusterConnection'),
     };
+    if (options.onRequest !== undefined && typeof options.onRequest !== 'function') throw new TypeError('ClusterConnection option onRequest must be a function');
     this.name = options.name;
+    this.#onRequest = options.onRequest;
+    this.#clock = settings.clock;
     this.#limits = settings.limits;
     this.#logger = (options.logger ?? noopLogger).child({ cluster: options.name });
     this.#requestTimeoutMs = settings.requestTimeoutMs;
@@ -328,7 +354,7 @@ export class ClusterConnection implements ResourceResolver {
     const limit = kind === 'list'
       ? { name: 'maxListBytes' as const, bytes: this.#limits.maxListBytes }
       : { name: 'maxResponseBytes' as const, bytes: this.#limits.maxResponseBytes };
-    const run = (): Promise<unknown> => scheduleAbortable(this.#requests, signal, () => this.#transport.json({ ...request, signal }, this.#requestTimeoutMs, limit, request.parse));
+    const run = (): Promise<unknown> => scheduleAbortable(this.#requests, signal, () => this.#observed(request.method, () => this.#transport.json({ ...request, signal }, this.#requestTimeoutMs, limit, request.parse)));
     return kind === 'list' ? scheduleAbortable(this.#lists, signal, run) : run();
   }
 
@@ -336,12 +362,33 @@ export class ClusterConnection implements ResourceResolver {
   async #openWatch(request: WatchRequest, signal: AbortSignal): Promise<AsyncIterable<readonly WatchEvent[]>> {
     if (this.#life.signal.aborted) throw new ClosedError(`connection to cluster ${this.name}`);
     const { path, query, gvk } = request;
-    const res = await scheduleAbortable(this.#requests, signal, () => this.#transport.open({ method: 'GET', path, query, gvk, signal }));
+    const res = await scheduleAbortable(this.#requests, signal, () => this.#observed('GET', () => this.#transport.open({ method: 'GET', path, query, gvk, signal })));
     return decodeWatchStream(res, { cluster: this.name, gvk }, signal, {
       dropManagedFields: request.dropManagedFields,
       maxEventBytes: this.#limits.maxWatchEventBytes,
       request: { method: 'GET', path },
     });
+  }
+
+  /** Runs one request and reports it to `onRequest`. */
+  async #observed<R>(method: string, send: () => Promise<R>): Promise<R> {
+    if (this.#onRequest === undefined) return send();
+    const started = this.#clock.now();
+    let code = '<error>';
+    try {
+      const result = await send();
+      code = '2xx';
+      return result;
+    } catch (err) {
+      if (err instanceof KubeApiError && err.statusCode > 0) code = String(err.statusCode);
+      throw err;
+    } finally {
+      try {
+        this.#onRequest({ cluster: this.name, method, code, durationMs: this.#clock.now() - started });
+      } catch {
+        // An observer's failure must not fail the request it observed.
+      }
+    }
   }
 
   #discover(gv: string, gvk: GroupVersionKind, signal: AbortSignal | undefined): Promise<DiscoveredGroup> {

@@ -5,7 +5,7 @@
  * JSON.parse. Knows nothing about who a cluster is: `lib/cluster` decides that.
  */
 export { ClusterConnection, DEFAULT_READ_LIMITS, readLimitsOf, resourcePath } from './connection.ts';
-export type { ClusterConnectionOptions, ReadLimits, RequestOptions } from './connection.ts';
+export type { ClusterConnectionOptions, ReadLimits, RequestObservation, RequestOptions } from './connection.ts';
 export { checkGvk, checkName, checkNamespace, checkPathSegment } from './segments.ts';
 export { createListLimiter } from './limiter.ts';
 export type { Impersonation } from './transport.ts';

@@ -1,0 +1,59 @@
+// ClusterConnection's onRequest hook: one observation per request that reached the transport,
+// with the cluster, method, status class or code, and duration on the connection's clock.
+import assert from 'node:assert/strict';
+import { createServer } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { after, describe, it } from 'node:test';
+import { KubeConfig } from '@kubernetes/client-node';
+import { FakeClock, KubeApiError, TransportError } from '../util/index.ts';
+import { ClusterConnection, type RequestObservation } from './index.ts';
+
+function kubeConfigFor(server: string): KubeConfig {
+  const kc = new KubeConfig();
+  kc.loadFromOptions({
+    clusters: [{ name: 'c', server, skipTLSVerify: true }],
+    users: [{ name: 'u', token: 't' }],
+    contexts: [{ name: 'ctx', cluster: 'c', user: 'u' }],
+    currentContext: 'ctx',
+  });
+  return kc;
+}
+
+describe('ClusterConnection onRequest', () => {
+  const clock = new FakeClock(1_000);
+  const server = createServer((req, res) => {
+    // Each answer "takes" 250 ms on the connection's clock.
+    clock.advance(250);
+    if (req.url?.startsWith('/api/v1/namespaces/apps/configmaps/missing') === true) {
+      res.writeHead(404, { 'content-type': 'application/json' });
+      res.end(JSON.stringify({ kind: 'Status', status: 'Failure', reason: 'NotFound', code: 404, message: 'not found' }));
+      return;
+    }
+    res.writeHead(201, { 'content-type': 'application/json' });
+    res.end('{"kind":"ConfigMap"}');
+  });
+  after(() => { server.close(); });
+
+  it('reports every request with cluster, method, code and duration; a failing observer fails nothing', async () => {
+    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+    const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+    const seen: RequestObservation[] = [];
+    const connection = new ClusterConnection({ name: 'secret:apps/prod', kubeConfig: kubeConfigFor(url), clock, onRequest: (o) => { seen.push(o); } });
+    const refused = new ClusterConnection({ name: 'refused', kubeConfig: kubeConfigFor('http://127.0.0.1:1'), clock, onRequest: (o) => { seen.push(o); } });
+    const throwing = new ClusterConnection({ name: 'throwing', kubeConfig: kubeConfigFor(url), clock, onRequest: () => { throw new Error('observer broke'); } });
+    after(() => Promise.all([connection.close(), refused.close(), throwing.close()]));
+
+    assert.deepEqual(await connection.request({ method: 'POST', path: '/api/v1/namespaces/apps/configmaps', body: {} }), { kind: 'ConfigMap' });
+    await assert.rejects(connection.request({ method: 'GET', path: '/api/v1/namespaces/apps/configmaps/missing' }), KubeApiError);
+    await assert.rejects(refused.request({ method: 'GET', path: '/api/v1/namespaces' }), TransportError);
+    assert.deepEqual(await throwing.request({ method: 'PUT', path: '/api/v1/namespaces/apps/configmaps/x', body: {} }), { kind: 'ConfigMap' }, 'the observer\'s throw is not the request\'s');
+
+    assert.deepEqual(seen.map(({ cluster, method, code }) => ({ cluster, method, code })), [
+      { cluster: 'secret:apps/prod', method: 'POST', code: '2xx' },
+      { cluster: 'secret:apps/prod', method: 'GET', code: '404' },
+      { cluster: 'refused', method: 'GET', code: '<error>' },
+    ]);
+    assert.deepEqual(seen.slice(0, 2).map((o) => o.durationMs), [250, 250]);
+    assert.throws(() => new ClusterConnection({ name: 'x', kubeConfig: kubeConfigFor(url), onRequest: 'no' as never }), /onRequest must be a function/);
+  });
+});
