@@ -1,8 +1,8 @@
 import { isDeepStrictEqual } from 'node:util';
 import type { KubeConfig } from '@kubernetes/client-node';
-import { ClusterConnection, type KubeObject } from '../transport/index.ts';
+import { ClusterConnection, type KubeObject, type RequestObservation } from '../transport/index.ts';
 import { ResourceInformer } from '../informer/index.ts';
-import { runWorkers, type RequeueAfter } from '../queue/index.ts';
+import { runWorkers, type ReconcileObservation, type RequeueAfter, type WorkContext } from '../queue/index.ts';
 import { parseOwnerKey, type OwnerRef, type Registry } from '../registry/index.ts';
 import { apiVersionOf, isAbortError, KubeApiError, noopLogger, realClock, sanitizeForDisplay, toError, type Clock, type Logger } from '../util/index.ts';
 import { displayEnvironments, invalidSpecCondition, MAX_STATUS_TEXT, plain, promotingCondition, readyCondition, sameStatus, setCondition, type ConditionInput } from './conditions.ts';
@@ -73,6 +73,10 @@ export interface PipelineControllerOptions {
    * Default: none.
    */
   readonly beforePromotion?: (promotion: PromotionRequest, signal: AbortSignal) => Promise<void>;
+  /** Told how each reconcile ended (controller `pipeline`), for metrics. Default: none. */
+  readonly onReconcile?: (observation: ReconcileObservation) => void;
+  /** Told of each request on the management cluster's connection, for metrics. Default: none. */
+  readonly onRequest?: (observation: RequestObservation) => void;
 }
 
 /** Counters for metrics. */
@@ -137,6 +141,8 @@ export class PipelineController {
   readonly #gitPollIntervalMs: number;
   readonly #limits: { readonly qps?: number; readonly burst?: number };
   readonly #beforePromotion: PipelineControllerOptions['beforePromotion'];
+  readonly #onReconcile: PipelineControllerOptions['onReconcile'];
+  readonly #onRequest: PipelineControllerOptions['onRequest'];
   readonly #stats = { reconciles: 0, reconcileErrors: 0, succeeded: 0, failed: 0 };
   /** Set for the duration of `run`. */
   #informer: ResourceInformer | undefined;
@@ -179,6 +185,8 @@ export class PipelineController {
       ...(options.qps === undefined ? {} : { qps: positiveNumber('qps', options.qps) }),
       ...(options.burst === undefined ? {} : { burst: positiveInteger('burst', options.burst) }),
     };
+    this.#onReconcile = options.onReconcile;
+    this.#onRequest = options.onRequest;
   }
 
   /** True once the Pipeline informer has synced (what /readyz reports); false before and after `run`. */
@@ -199,7 +207,7 @@ export class PipelineController {
   async run(signal: AbortSignal): Promise<void> {
     if (this.#running) throw new Error('PipelineController is already running');
     this.#running = true;
-    const local = new ClusterConnection({ name: 'local', kubeConfig: this.#kubeConfig, logger: this.#logger, clock: this.#clock, ...this.#limits });
+    const local = new ClusterConnection({ name: 'local', kubeConfig: this.#kubeConfig, logger: this.#logger, clock: this.#clock, ...this.#limits, onRequest: this.#onRequest });
     const informer = new ResourceInformer({ connection: local, gvk: PIPELINE_GVK, logger: this.#logger.child({ gvk: 'Pipeline' }), clock: this.#clock });
     const queue = this.#registry.queue;
     const enqueue = (obj: KubeObject): void => {
@@ -222,10 +230,14 @@ export class PipelineController {
       await informer.waitForSync(signal);
       await runWorkers(queue, {
         signal,
-        handler: (key, workerSignal) => this.#reconcile(key, workerSignal),
+        handler: (key, workerSignal, context) => this.#reconcile(key, workerSignal, context),
         workers: this.#workers,
-        maxRetries: 15,
+        // No maxRetries: a failing Pipeline is retried with the queue's capped backoff until it
+        // reconciles, never dropped (controller-runtime's semantics).
+        name: 'pipeline',
+        onReconcile: this.#onReconcile,
         logger: this.#logger,
+        clock: this.#clock,
       });
     } catch (err) {
       if (!signal.aborted) throw err;
@@ -238,17 +250,17 @@ export class PipelineController {
     }
   }
 
-  async #reconcile(key: string, signal: AbortSignal): Promise<RequeueAfter | undefined> {
+  async #reconcile(key: string, signal: AbortSignal, context: WorkContext): Promise<RequeueAfter | undefined> {
     this.#stats.reconciles += 1;
     try {
-      return await this.#reconcileOnce(key, signal);
+      return await this.#reconcileOnce(key, signal, context.logger);
     } catch (err) {
       if (!(signal.aborted && isAbortError(err))) this.#stats.reconcileErrors += 1;
       throw err;
     }
   }
 
-  async #reconcileOnce(key: string, signal: AbortSignal): Promise<RequeueAfter | undefined> {
+  async #reconcileOnce(key: string, signal: AbortSignal, reconcileLogger: Logger): Promise<RequeueAfter | undefined> {
     const informer = this.#informer;
     if (informer === undefined) return undefined;
     const owner = parseOwnerKey(key);
@@ -257,7 +269,7 @@ export class PipelineController {
       this.#registry.forgetOwner(owner);
       return undefined;
     }
-    const log = this.#logger.child({ pipeline: key });
+    const log = reconcileLogger.child({ pipeline: key });
     const generation = pipeline.metadata?.generation ?? 0;
     const records = pipeline.status?.promotions ?? [];
 

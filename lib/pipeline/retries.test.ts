@@ -1,5 +1,6 @@
-// The controller's retry budget, on the simulated API server: a reconcile that keeps failing is
-// retried 15 times (linkerd's budget, as the controller sets it), then dropped with a warning.
+// The controller's retry rule, on the simulated API server: a reconcile that keeps failing is
+// retried with the queue's backoff for as long as it fails, never dropped (controller-runtime's
+// semantics); the backoff doubles up to the rate limiter's cap and stays there.
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { KubeConfig } from '@kubernetes/client-node';
@@ -8,7 +9,7 @@ import { eventually } from '../../e2e/harness/index.ts';
 import { StaticProvider } from '../cluster/index.ts';
 import { ItemExponentialRateLimiter, RateLimitingWorkQueue } from '../queue/index.ts';
 import { Registry, type OwnerKey } from '../registry/index.ts';
-import { noopLogger, type LogFields, type Logger } from '../util/index.ts';
+import { FakeClock, noopLogger, type LogFields, type Logger } from '../util/index.ts';
 import { PipelineController } from './index.ts';
 
 /** Keeps warn lines (with their fields) from every child. */
@@ -23,7 +24,7 @@ function warnings(): { readonly logger: Logger; readonly lines: { readonly messa
 }
 
 describe('PipelineController retries', () => {
-  it('retries a failing reconcile 15 times, then drops the Pipeline with a warning', async (t) => {
+  it('retries a failing reconcile past 15 failures with capped backoff, and never drops the Pipeline', async (t) => {
     const sim = await SimulatedCluster.start({
       namespaces: ['apps'],
       kinds: [{ group: 'fleetcache.dev', version: 'v1alpha1', kind: 'Pipeline', plural: 'pipelines', namespaced: true, status: true }],
@@ -34,8 +35,10 @@ describe('PipelineController retries', () => {
     sim.store.create({ apiVersion: 'fleetcache.dev/v1alpha1', kind: 'Pipeline', metadata: { namespace: 'apps', name: 'broken' }, spec: {} });
     const statusWrites = sim.faults.failNext({ method: 'PUT', path: '/apis/fleetcache.dev/v1alpha1/namespaces/apps/pipelines/broken/status', count: Infinity, status: 403 });
 
-    // The budget is the controller's; the backoff between attempts is the queue's: 1 ms here.
-    const queue = new RateLimitingWorkQueue<OwnerKey>({ name: 'owners', rateLimiter: new ItemExponentialRateLimiter({ baseDelayMs: 1, maxDelayMs: 1 }) });
+    // The queue's delays run on a fake clock the test advances by exactly the delay it scheduled,
+    // so each gap between attempts is read off the clock: 1 ms doubling, capped at 64 ms.
+    const clock = new FakeClock(1_000_000);
+    const queue = new RateLimitingWorkQueue<OwnerKey>({ name: 'owners', clock, rateLimiter: new ItemExponentialRateLimiter({ baseDelayMs: 1, maxDelayMs: 64 }) });
     const registry = new Registry({ provider: new StaticProvider({ clusters: {} }), queue, credentialCheckIntervalMs: 0 });
     t.after(() => registry.close());
     const kubeConfig = new KubeConfig();
@@ -46,9 +49,19 @@ describe('PipelineController retries', () => {
     const running = controller.run(stop.signal);
     t.after(async () => { stop.abort(); await running; });
 
-    const dropped = await eventually('the Pipeline is dropped out of the queue', () => lines.find((l) => l.message.startsWith('dropping apps/broken')), 30_000);
-    assert.equal(dropped.fields.retries, 15, dropped.message);
-    assert.equal(controller.stats().reconcileErrors, 16, 'the first attempt and 15 retries');
-    assert.equal(statusWrites.hits, 16);
+    const gaps: number[] = [];
+    for (let failure = 1; failure <= 25; failure++) {
+      // The failed attempt is done and its retry scheduled: exactly one delay is pending.
+      const delay = await eventually(`retry ${failure} is scheduled`, () => (statusWrites.hits === failure && clock.pendingTimers === 1 ? clock.nextTimerIn : undefined), 30_000);
+      gaps.push(delay);
+      clock.advance(delay);
+    }
+    await eventually('attempt 26 ran', () => statusWrites.hits >= 26 || undefined, 30_000);
+
+    assert.deepEqual(gaps.slice(0, 8), [1, 2, 4, 8, 16, 32, 64, 64], 'exponential backoff up to the cap');
+    assert.deepEqual(new Set(gaps.slice(6)), new Set([64]), 'and capped from then on');
+    assert.equal(lines.filter((l) => l.message.startsWith('dropping')).length, 0, 'never dropped');
+    assert.ok(queue.numRequeues('apps/broken') >= 25, `every failure counted, none forgotten (${queue.numRequeues('apps/broken')})`);
+    assert.ok(controller.stats().reconcileErrors >= 26, 'the first attempt and 25 retries, all reconciles');
   });
 });

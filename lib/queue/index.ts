@@ -34,5 +34,5 @@ export {
   defaultControllerRateLimiter,
 } from './rate-limiters.ts';
 export type { QueueMetricsProvider, QueueStats } from './metrics.ts';
-export type { RequeueAfter, WorkHandler, RunWorkersOptions } from './workers.ts';
+export type { ReconcileObservation, ReconcileResult, RequeueAfter, RunWorkersOptions, WorkContext, WorkHandler } from './workers.ts';
 export { runWorkers } from './workers.ts';

@@ -104,7 +104,40 @@ describe('runWorkers', () => {
     queue.shutDown();
   });
 
-  it('retries a failing item 15 times with backoff, then drops it with a warning', async () => {
+  it('retries a failing item with capped backoff for as long as it fails, never dropping it (the default)', async () => {
+    const clock = new FakeClock();
+    // 5 ms doubling, capped at 1 s: 40 rounds reach the cap well past 15 retries.
+    const queue = new RateLimitingWorkQueue<string>({ name: 'owners', clock, rateLimiter: new ItemExponentialRateLimiter({ baseDelayMs: 5, maxDelayMs: 1_000 }) });
+    const logger = new RecordingLogger();
+    const controller = new AbortController();
+    const attempts: number[] = [];
+    const run = runWorkers(queue, {
+      signal: controller.signal,
+      logger,
+      handler: () => {
+        attempts.push(clock.now());
+        return Promise.reject(new Error('cluster unreachable'));
+      },
+    });
+    queue.add('team-a/pipeline-1');
+    for (let i = 0; i < 40; i++) {
+      await settle(2);
+      clock.advance(clock.nextTimerIn ?? 1_000);
+    }
+    await settle(2);
+    assert.equal(attempts.length, 41, 'one attempt per round, well past 15 retries');
+    const gaps = attempts.slice(1).map((at, i) => at - (attempts[i] ?? 0));
+    assert.deepEqual(gaps.slice(0, 4), [5, 10, 20, 40], 'exponential backoff between attempts');
+    assert.deepEqual(gaps.slice(-5), [1_000, 1_000, 1_000, 1_000, 1_000], 'capped by the rate limiter');
+    assert.equal(logger.lines.filter((line) => line.level === 'warn').length, 0, 'never dropped');
+    assert.equal(queue.numRequeues('team-a/pipeline-1'), 41, 'every failure counted, none forgotten');
+    assert.equal(clock.pendingTimers, 1, 'the next retry is scheduled');
+    controller.abort();
+    await run;
+    queue.shutDown();
+  });
+
+  it('with maxRetries: 15, retries a failing item 15 times with backoff, then drops it with a warning', async () => {
     const clock = new FakeClock();
     const queue = new RateLimitingWorkQueue<string>({ name: 'owners', clock });
     const logger = new RecordingLogger();
@@ -113,6 +146,7 @@ describe('runWorkers', () => {
     const run = runWorkers(queue, {
       signal: controller.signal,
       logger,
+      maxRetries: 15,
       handler: () => {
         attempts.push(clock.now());
         return Promise.reject(new Error('cluster unreachable'));
@@ -132,11 +166,56 @@ describe('runWorkers', () => {
     assert.match(drop.message, /team-a\/pipeline-1/);
     assert.match(drop.message, /cluster unreachable/);
     assert.match(drop.message, /15 retries/);
-    assert.deepEqual(drop.fields, { queue: 'owners', item: 'team-a/pipeline-1', retries: 15, error: 'cluster unreachable' });
+    const { reconcileID, ...fields } = drop.fields;
+    assert.match(String(reconcileID), /^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/);
+    assert.deepEqual(fields, { controller: 'owners', queue: 'owners', item: 'team-a/pipeline-1', retries: 15, error: 'cluster unreachable' });
     assert.equal(queue.numRequeues('team-a/pipeline-1'), 0, 'forgotten when dropped');
     assert.equal(clock.pendingTimers, 0, 'nothing scheduled any more');
     controller.abort();
     await run;
+  });
+
+  it('hands each call a logger with the controller name and a fresh reconcileID, and reports each result', async () => {
+    const clock = new FakeClock();
+    const queue = new RateLimitingWorkQueue<string>({ name: 'owners', clock });
+    const logger = new RecordingLogger();
+    const controller = new AbortController();
+    const seen: { controller: string; result: string; durationMs: number }[] = [];
+    const outcomes = new Map<string, () => Promise<{ requeueAfterMs: number } | undefined>>([
+      ['ok', () => { clock.advance(250); return Promise.resolve(undefined); }],
+      ['later', () => Promise.resolve({ requeueAfterMs: 60_000 })],
+      ['bad', () => Promise.reject(new Error('no'))],
+    ]);
+    const ids: string[] = [];
+    const run = runWorkers(queue, {
+      signal: controller.signal,
+      name: 'pipeline',
+      logger,
+      clock,
+      onReconcile: (o) => { seen.push({ ...o }); },
+      handler: (item, _signal, context) => {
+        ids.push(context.reconcileID);
+        context.logger.info('reconciling', { item });
+        return outcomes.get(item)!();
+      },
+    });
+    for (const item of outcomes.keys()) queue.add(item);
+    await settle(10);
+    const lines = logger.lines.filter((l) => l.message === 'reconciling');
+    assert.equal(lines.length, 3);
+    for (const [i, line] of lines.entries()) {
+      assert.equal(line.fields.controller, 'pipeline');
+      assert.equal(line.fields.reconcileID, ids[i]);
+    }
+    assert.equal(new Set(ids).size, 3, 'one ID per reconcile');
+    assert.deepEqual(seen, [
+      { controller: 'pipeline', result: 'success', durationMs: 250 },
+      { controller: 'pipeline', result: 'requeue_after', durationMs: 0 },
+      { controller: 'pipeline', result: 'error', durationMs: 0 },
+    ]);
+    controller.abort();
+    await run;
+    queue.shutDown();
   });
 
   it('honours maxRetries', async () => {

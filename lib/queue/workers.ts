@@ -1,11 +1,23 @@
-import { isAbortError, noopLogger, toError, type Logger } from '../util/index.ts';
+import { randomUUID } from 'node:crypto';
+import { isAbortError, noopLogger, realClock, toError, type Clock, type Logger } from '../util/index.ts';
 import type { RateLimitingQueue } from './rate-limiting.ts';
-import { integerAtLeast, invalid } from './validate.ts';
+import { checkClock, checkString, integerAtLeast, invalid } from './validate.ts';
 
 /** What a handler may return instead of nothing: process the item again after this delay. */
 export interface RequeueAfter {
   /** Milliseconds (finite, >= 0) before the item is handled again. */
   readonly requeueAfterMs: number;
+}
+
+/** What {@link runWorkers} hands a handler besides the item, fresh for every call. */
+export interface WorkContext {
+  /**
+   * The workers' logger with `controller` and `reconcileID` added (controller-runtime's keys):
+   * log through it so that every line of one reconcile carries the same ID.
+   */
+  readonly logger: Logger;
+  /** A UUID naming this one call of the handler. */
+  readonly reconcileID: string;
 }
 
 /**
@@ -14,7 +26,24 @@ export interface RequeueAfter {
  * workers' signal: abort it to stop early. The same item is never handled twice at once.
  */
 // eslint-disable-next-line @typescript-eslint/no-invalid-void-type -- an async handler that returns nothing resolves to void
-export type WorkHandler<T> = (item: T, signal: AbortSignal) => Promise<void | RequeueAfter | undefined>;
+export type WorkHandler<T> = (item: T, signal: AbortSignal, context: WorkContext) => Promise<void | RequeueAfter | undefined>;
+
+/**
+ * How one call of the handler ended, as controller-runtime's `controller_runtime_reconcile_total`
+ * labels it: `success` (resolved with nothing), `requeue_after` (resolved with `{ requeueAfterMs }`),
+ * `error` (threw, or resolved with something malformed). `requeue` (re-added with the rate limiter
+ * without an error) is controller-runtime's fourth value; no handler result here produces it.
+ */
+export type ReconcileResult = 'success' | 'error' | 'requeue' | 'requeue_after';
+
+/** One finished call of the handler, for metrics. Calls ended by the workers' own abort are not reported. */
+export interface ReconcileObservation {
+  /** {@link RunWorkersOptions.name}. */
+  readonly controller: string;
+  readonly result: ReconcileResult;
+  /** From the call to its settling, on the workers' clock. */
+  readonly durationMs: number;
+}
 
 /** Options of {@link runWorkers}. */
 export interface RunWorkersOptions<T> {
@@ -26,11 +55,25 @@ export interface RunWorkersOptions<T> {
   readonly workers?: number | undefined;
   /**
    * How many times a failing item is retried (with the queue's rate limiter) before it is dropped
-   * with a warning; 0 drops at the first failure. Default 15, linkerd's budget.
+   * with a warning; 0 drops at the first failure. Default: unset, retried with backoff for as long
+   * as it fails, never dropped (controller-runtime's semantics; the rate limiter caps the delay).
+   * Set it only to give an item a budget.
    */
   readonly maxRetries?: number | undefined;
+  /**
+   * Names the controller: the `controller` field of log lines and of {@link ReconcileObservation}.
+   * Default: the queue's name.
+   */
+  readonly name?: string | undefined;
+  /**
+   * Called after every call of the handler with how it ended (synchronously; keep it cheap; a
+   * throw is logged and ignored). Default: none.
+   */
+  readonly onReconcile?: ((observation: ReconcileObservation) => void) | undefined;
   /** Where failures are reported: retries at debug, drops at warn. Default `noopLogger`. */
   readonly logger?: Logger | undefined;
+  /** Times handler calls. Default: the wall clock. */
+  readonly clock?: Clock | undefined;
 }
 
 interface ResolvedWorkerOptions<T> {
@@ -38,10 +81,13 @@ interface ResolvedWorkerOptions<T> {
   readonly handler: WorkHandler<T>;
   readonly workers: number;
   readonly maxRetries: number;
+  readonly name: string;
+  readonly onReconcile: ((observation: ReconcileObservation) => void) | undefined;
   readonly logger: Logger;
+  readonly clock: Clock;
 }
 
-function resolveWorkerOptions<T>(options: RunWorkersOptions<T>): ResolvedWorkerOptions<T> {
+function resolveWorkerOptions<T>(options: RunWorkersOptions<T>, queueName: string): ResolvedWorkerOptions<T> {
   const owner = 'runWorkers';
   const signal: unknown = options.signal;
   if (!(signal instanceof AbortSignal)) invalid(owner, 'signal', signal, 'an AbortSignal');
@@ -51,9 +97,18 @@ function resolveWorkerOptions<T>(options: RunWorkersOptions<T>): ResolvedWorkerO
     signal: options.signal,
     handler: options.handler,
     workers: integerAtLeast(owner, 'workers', options.workers ?? 1, 1),
-    maxRetries: integerAtLeast(owner, 'maxRetries', options.maxRetries ?? 15, 0),
+    maxRetries: options.maxRetries === undefined ? Infinity : integerAtLeast(owner, 'maxRetries', options.maxRetries, 0),
+    name: options.name === undefined ? queueName : checkString(owner, 'name', options.name),
+    onReconcile: checkOptionalFunction(owner, 'onReconcile', options.onReconcile),
     logger: options.logger ?? noopLogger,
+    clock: options.clock === undefined ? realClock : checkClock(owner, options.clock),
   };
+}
+
+function checkOptionalFunction<F>(owner: string, option: string, value: F | undefined): F | undefined {
+  const untyped: unknown = value;
+  if (untyped !== undefined && typeof untyped !== 'function') invalid(owner, option, untyped, 'a function');
+  return value;
 }
 
 /**
@@ -61,18 +116,22 @@ function resolveWorkerOptions<T>(options: RunWorkersOptions<T>): ResolvedWorkerO
  * controller-runtime's bookkeeping:
  * - success: `forget` (the item's backoff starts over);
  * - `{ requeueAfterMs }`: `forget`, then `addAfter(item, requeueAfterMs)`;
- * - failure: `addRateLimited` while `numRequeues < maxRetries`, else `forget` and drop with a warn
- *   log line naming the item, the error and the retry count. A failure that is the workers' own
- *   abort re-adds the item without counting it, so the next run picks it up;
+ * - failure: `addRateLimited`, so the item is retried with the queue's backoff for as long as it
+ *   fails: it is never dropped unless `maxRetries` is set, and then, once `numRequeues` reaches
+ *   it, `forget` and a warn log line naming the item, the error and the retry count. A failure
+ *   that is the workers' own abort re-adds the item without counting it, so the next run picks it up;
  * - `done(item)` in every case.
+ *
+ * Every call gets a child logger with `controller` (`name`) and `reconcileID` (a fresh UUID), and
+ * is reported to `onReconcile` with its result and duration.
  *
  * Resolves once every worker has returned: after `signal` aborts (each worker finishes the item it
  * holds, then stops) or after the queue shuts down. The queue itself is not shut down: delayed
  * items keep their timer until the owner calls `shutDown()`. Throws a TypeError on invalid options.
  */
 export function runWorkers<T>(queue: RateLimitingQueue<T>, options: RunWorkersOptions<T>): Promise<void> {
-  const resolved = resolveWorkerOptions(options);
-  const logger = resolved.logger.child({ queue: queue.name });
+  const resolved = resolveWorkerOptions(options, queue.name);
+  const logger = resolved.logger.child({ controller: resolved.name, queue: queue.name });
   const loops = Array.from({ length: resolved.workers }, () => workerLoop(queue, resolved, logger));
   // allSettled: resolve only when every worker has returned, even if one failed.
   return Promise.allSettled(loops).then((results) => {
@@ -94,24 +153,33 @@ async function workerLoop<T>(queue: RateLimitingQueue<T>, options: ResolvedWorke
   }
 }
 
-async function processItem<T>(queue: RateLimitingQueue<T>, options: ResolvedWorkerOptions<T>, logger: Logger, item: T): Promise<void> {
+async function processItem<T>(queue: RateLimitingQueue<T>, options: ResolvedWorkerOptions<T>, workersLogger: Logger, item: T): Promise<void> {
+  const reconcileID = randomUUID();
+  const logger = workersLogger.child({ reconcileID });
+  const started = options.clock.now();
+  let result: ReconcileResult | undefined;
   try {
     let outcome: unknown;
     try {
-      outcome = await options.handler(item, options.signal);
+      outcome = await options.handler(item, options.signal, { logger, reconcileID });
     } catch (thrown) {
-      failed(queue, options, logger, item, toError(thrown));
+      const error = toError(thrown);
+      if (!(options.signal.aborted && isAbortError(error))) result = 'error';
+      failed(queue, options, logger, item, error);
       return;
     }
     if (outcome === undefined) {
+      result = 'success';
       queue.forget(item);
       return;
     }
     const ms = requeueDelay(outcome);
     if (ms === undefined) {
+      result = 'error';
       failed(queue, options, logger, item, new TypeError(`handler resolved with neither nothing nor a valid { requeueAfterMs }`));
       return;
     }
+    result = 'requeue_after';
     queue.forget(item);
     queue.addAfter(item, ms);
   } catch (err) {
@@ -119,6 +187,15 @@ async function processItem<T>(queue: RateLimitingQueue<T>, options: ResolvedWork
     logger.error(`queue bookkeeping failed for ${String(item)}: ${toError(err).message}`, { item, error: toError(err).message });
   } finally {
     queue.done(item);
+    if (result !== undefined) observe(options, logger, result, options.clock.now() - started);
+  }
+}
+
+function observe<T>(options: ResolvedWorkerOptions<T>, logger: Logger, result: ReconcileResult, durationMs: number): void {
+  try {
+    options.onReconcile?.({ controller: options.name, result, durationMs });
+  } catch (err) {
+    logger.error(`onReconcile failed: ${toError(err).message}`, { error: toError(err).message });
   }
 }
 
