@@ -140,8 +140,8 @@ describe('the fleetcache process', () => {
     assert.match(metrics, /^https:/);
     const text = await scrape('/metrics');
     assert.match(text, /^fleetcache_leader 1$/m);
-    assert.match(text, /^workqueue_adds_total\{name="owners"\} [1-9]/m);
-    assert.match(text, /^fleetcache_reconciles_total [1-9]/m);
+    assert.match(text, /^workqueue_adds_total\{controller="pipeline",name="owners"\} [1-9]/m);
+    assert.match(text, /^controller_runtime_reconcile_total\{controller="pipeline",result="success"\} [1-9]/m);
     const caches = await eventually('a cache', async () => {
       const body = JSON.parse(await scrape('/debug/caches')) as { caches: { cluster: string; gvk: string; synced: boolean }[] };
       return body.caches.find((c) => c.gvk === 'kustomize.toolkit.fluxcd.io/v1, Kind=Kustomization' && c.synced);
@@ -176,7 +176,7 @@ describe('the fleetcache process', () => {
       assert.deepEqual(await get(route, nobodyToken), { statusCode: 403, text: 'Authorization denied for user system:serviceaccount:monitoring:nobody\n' }, `${route} without RBAC`);
       assert.equal((await get(route, readerToken)).statusCode, 200, `${route} as a metrics reader`);
     }
-    assert.match((await get('/metrics', readerToken)).text, /^fleetcache_reconciles_total /m);
+    assert.match((await get('/metrics', readerToken)).text, /^controller_runtime_reconcile_total\{/m);
     await assert.rejects(fetch(`${metrics.replace('https:', 'http:')}/metrics`), 'no plain HTTP on the metrics port');
     assert.equal((await fetch(`${probes}/healthz`)).status, 200, 'probes need no token');
     service.child.kill('SIGTERM');

@@ -4,23 +4,12 @@ import { RateLimitingWorkQueue } from '../lib/queue/index.ts';
 import type { CacheInfo } from '../lib/registry/index.ts';
 import { FakeClock, KubeApiError } from '../lib/util/index.ts';
 import { HttpServer, metricsRoutes, probeRoutes } from './http.ts';
-import { renderMetrics, WorkqueueMetrics, type ControllerStats } from './metrics.ts';
+import { parseExposition, type Exposition } from './exposition.test-util.ts';
+import { ServiceMetrics, type ControllerStats } from './metrics.ts';
 
 async function get(url: string, init: RequestInit = {}): Promise<{ status: number; type: string; body: string }> {
   const res = await fetch(url, init);
   return { status: res.status, type: res.headers.get('content-type') ?? '', body: await res.text() };
-}
-
-/** Sample lines (not comments) as `name{labels}` → value. */
-function samples(text: string): Map<string, number> {
-  const out = new Map<string, number>();
-  for (const line of text.split('\n')) {
-    if (line === '' || line.startsWith('#')) continue;
-    const match = /^([a-zA-Z_:][a-zA-Z0-9_:]*(?:\{.*\})?) (\S+)$/.exec(line);
-    assert.ok(match?.[1] !== undefined && match[2] !== undefined, `malformed sample line: ${line}`);
-    out.set(match[1], match[2] === '+Inf' ? Infinity : Number(match[2]));
-  }
-  return out;
 }
 
 const deployments = { group: 'apps', version: 'v1', kind: 'Deployment' };
@@ -35,18 +24,28 @@ const caches: CacheInfo[] = [
 
 describe('the metrics server', () => {
   const clock = new FakeClock(1_000_000);
-  const workqueue = new WorkqueueMetrics();
-  const queue = new RateLimitingWorkQueue<string>({ name: 'owners', clock, metrics: workqueue });
+  const metrics = new ServiceMetrics();
+  metrics.addController('pipeline', { workers: 4, queue: 'owners' });
+  const queue = new RateLimitingWorkQueue<string>({ name: 'owners', clock, metrics: metrics.queueMetrics('pipeline') });
   const stats: ControllerStats = { reconciles: 7, reconcileErrors: 2, promotions: { succeeded: 3, failed: 1 } };
   let leader = false;
+  metrics.bind({ caches: () => caches, controller: () => stats, leader: () => leader, leaseName: 'fleetcache-leader' });
   let server: HttpServer | undefined;
   after(async () => { queue.shutDown(); await server?.close(); });
 
-  it('serves workqueue, cache, controller and leader metrics in the text format', async () => {
+  async function scrape(): Promise<Exposition> {
+    assert.ok(server !== undefined);
+    const res = await get(`${server.url}/metrics`);
+    assert.equal(res.status, 200);
+    assert.equal(res.type, 'text/plain; version=0.0.4; charset=utf-8');
+    return parseExposition(res.body);
+  }
+
+  it('serves workqueue, controller, client, cache and leader metrics with controller-runtime\'s names, types and labels', async () => {
     server = await HttpServer.start({
       name: 'metrics',
       address: { host: '127.0.0.1', port: 0 },
-      routes: metricsRoutes({ metrics: () => renderMetrics({ workqueue, caches: () => caches, controller: () => stats, leader: () => leader }), caches: () => caches }),
+      routes: metricsRoutes({ metrics: () => metrics.metrics(), caches: () => caches }),
     });
     queue.add('ns/a');
     queue.add('ns/b');
@@ -59,42 +58,101 @@ describe('the metrics server', () => {
     queue.addRateLimited('ns/a');
     const second = await queue.get(); // ns/b, in progress while we scrape
     clock.advance(3_000);
+    metrics.observeReconcile({ controller: 'pipeline', result: 'success', durationMs: 120 });
+    metrics.observeReconcile({ controller: 'pipeline', result: 'error', durationMs: 30 });
+    metrics.observeReconcile({ controller: 'pipeline', result: 'requeue_after', durationMs: 7_000 });
+    metrics.observeRequest({ cluster: 'secret:team-a/prod', method: 'GET', code: '2xx', durationMs: 40 });
+    metrics.observeRequest({ cluster: 'secret:team-a/prod', method: 'GET', code: '2xx', durationMs: 60 });
+    metrics.observeRequest({ cluster: 'local', method: 'PUT', code: '409', durationMs: 5 });
 
-    const res = await get(`${server.url}/metrics`);
-    assert.equal(res.status, 200);
-    assert.equal(res.type, 'text/plain; version=0.0.4; charset=utf-8');
-    const s = samples(res.body);
-    assert.equal(s.get('workqueue_depth{name="owners"}'), 1, 'ns/a is back after its 5 ms backoff');
-    assert.equal(s.get('workqueue_adds_total{name="owners"}'), 3);
-    assert.equal(s.get('workqueue_retries_total{name="owners"}'), 1);
-    assert.equal(s.get('workqueue_queue_duration_seconds_count{name="owners"}'), 2);
-    assert.equal(s.get('workqueue_queue_duration_seconds_sum{name="owners"}'), 4.5, 'ns/a waited 2 s, ns/b 2.5 s');
-    assert.equal(s.get('workqueue_queue_duration_seconds_bucket{name="owners",le="1"}'), 0);
-    assert.equal(s.get('workqueue_queue_duration_seconds_bucket{name="owners",le="10"}'), 2);
-    assert.equal(s.get('workqueue_queue_duration_seconds_bucket{name="owners",le="+Inf"}'), 2);
-    assert.equal(s.get('workqueue_work_duration_seconds_count{name="owners"}'), 1);
-    assert.equal(s.get('workqueue_work_duration_seconds_sum{name="owners"}'), 0.5);
-    assert.equal(s.get('workqueue_unfinished_work_seconds{name="owners"}'), 3);
-    assert.equal(s.get('workqueue_longest_running_processor_seconds{name="owners"}'), 3);
-    assert.equal(s.get('fleetcache_caches'), 2);
-    assert.equal(s.get('fleetcache_cached_objects{cluster="secret:team-a/prod",gvk="apps/v1, Kind=Deployment"}'), 12);
-    assert.equal(s.get('fleetcache_relists_total{cluster="secret:team-a/prod",gvk="apps/v1, Kind=Deployment"}'), 3);
-    assert.equal(s.get('fleetcache_watch_errors_total{cluster="secret:team-a/prod",gvk="apps/v1, Kind=Deployment"}'), 5);
-    assert.equal(s.get('fleetcache_cache_synced{cluster="local",gvk="v1, Kind=Config\\"Map"}'), 0, 'label values are escaped');
-    assert.equal(s.get('fleetcache_reconciles_total'), 7);
-    assert.equal(s.get('fleetcache_reconcile_errors_total'), 2);
-    assert.equal(s.get('fleetcache_promotions_total{outcome="succeeded"}'), 3);
-    assert.equal(s.get('fleetcache_promotions_total{outcome="failed"}'), 1);
-    assert.equal(s.get('fleetcache_leader'), 0);
-    assert.ok((s.get('process_resident_memory_bytes') ?? 0) > 0);
-    // Every family is declared once, before its samples.
-    const types = res.body.split('\n').filter((l) => l.startsWith('# TYPE ')).map((l) => l.split(' ')[2]);
-    assert.equal(new Set(types).size, types.length);
+    const m = await scrape();
+    const q = { controller: 'pipeline', name: 'owners' };
+    assert.equal(m.type('workqueue_depth'), 'gauge');
+    assert.equal(m.value('workqueue_depth', q), 1, 'ns/a is back after its 5 ms backoff');
+    assert.equal(m.type('workqueue_adds_total'), 'counter');
+    assert.equal(m.value('workqueue_adds_total', q), 3);
+    assert.equal(m.type('workqueue_retries_total'), 'counter');
+    assert.equal(m.value('workqueue_retries_total', q), 1);
+    assert.equal(m.type('workqueue_queue_duration_seconds'), 'histogram');
+    assert.equal(m.value('workqueue_queue_duration_seconds_count', q), 2);
+    assert.equal(m.value('workqueue_queue_duration_seconds_sum', q), 4.5, 'ns/a waited 2 s, ns/b 2.5 s');
+    assert.equal(m.value('workqueue_queue_duration_seconds_bucket', { ...q, le: '1' }), 0);
+    assert.equal(m.value('workqueue_queue_duration_seconds_bucket', { ...q, le: '10' }), 2);
+    assert.equal(m.value('workqueue_queue_duration_seconds_bucket', { ...q, le: '+Inf' }), 2);
+    assert.deepEqual(m.buckets('workqueue_queue_duration_seconds', q), ['1e-8', '1e-7', '0.000001', '0.00001', '0.0001', '0.001', '0.01', '0.1', '1', '10', '100', '1000', '+Inf']);
+    assert.equal(m.type('workqueue_work_duration_seconds'), 'histogram');
+    assert.equal(m.value('workqueue_work_duration_seconds_count', q), 1);
+    assert.equal(m.value('workqueue_work_duration_seconds_sum', q), 0.5);
+    assert.equal(m.type('workqueue_unfinished_work_seconds'), 'gauge');
+    assert.equal(m.value('workqueue_unfinished_work_seconds', q), 3);
+    assert.equal(m.type('workqueue_longest_running_processor_seconds'), 'gauge');
+    assert.equal(m.value('workqueue_longest_running_processor_seconds', q), 3);
+
+    const c = { controller: 'pipeline' };
+    assert.equal(m.type('controller_runtime_reconcile_total'), 'counter');
+    assert.equal(m.value('controller_runtime_reconcile_total', { ...c, result: 'success' }), 1);
+    assert.equal(m.value('controller_runtime_reconcile_total', { ...c, result: 'error' }), 1);
+    assert.equal(m.value('controller_runtime_reconcile_total', { ...c, result: 'requeue_after' }), 1);
+    assert.equal(m.value('controller_runtime_reconcile_total', { ...c, result: 'requeue' }), 0, 'every result starts at 0');
+    assert.equal(m.type('controller_runtime_reconcile_errors_total'), 'counter');
+    assert.equal(m.value('controller_runtime_reconcile_errors_total', c), 1);
+    assert.equal(m.type('controller_runtime_reconcile_time_seconds'), 'histogram');
+    assert.equal(m.value('controller_runtime_reconcile_time_seconds_count', c), 3);
+    assert.equal(m.value('controller_runtime_reconcile_time_seconds_sum', c), 7.15);
+    assert.equal(m.value('controller_runtime_reconcile_time_seconds_bucket', { ...c, le: '0.05' }), 1);
+    assert.equal(m.buckets('controller_runtime_reconcile_time_seconds', c).length, 41, '40 bounds from 5 ms to 60 s, and +Inf');
+    assert.equal(m.type('controller_runtime_max_concurrent_reconciles'), 'gauge');
+    assert.equal(m.value('controller_runtime_max_concurrent_reconciles', c), 4);
+    assert.equal(m.type('controller_runtime_active_workers'), 'gauge');
+    assert.equal(m.value('controller_runtime_active_workers', c), 1, 'ns/b is being processed');
+
+    assert.equal(m.type('rest_client_requests_total'), 'counter');
+    assert.equal(m.value('rest_client_requests_total', { cluster: 'secret:team-a/prod', code: '2xx', method: 'GET' }), 2);
+    assert.equal(m.value('rest_client_requests_total', { cluster: 'local', code: '409', method: 'PUT' }), 1);
+    assert.equal(m.type('rest_client_request_duration_seconds'), 'histogram');
+    assert.equal(m.value('rest_client_request_duration_seconds_count', { cluster: 'secret:team-a/prod', verb: 'GET' }), 2);
+    assert.equal(m.value('rest_client_request_duration_seconds_sum', { cluster: 'secret:team-a/prod', verb: 'GET' }), 0.1);
+
+    const prod = { cluster: 'secret:team-a/prod', group: 'apps', version: 'v1', kind: 'Deployment' };
+    assert.equal(m.type('fleetcache_caches'), 'gauge');
+    assert.equal(m.value('fleetcache_caches', {}), 2);
+    assert.equal(m.type('fleetcache_cached_objects'), 'gauge');
+    assert.equal(m.value('fleetcache_cached_objects', prod), 12);
+    assert.equal(m.type('fleetcache_relists_total'), 'counter');
+    assert.equal(m.value('fleetcache_relists_total', prod), 3);
+    assert.equal(m.type('fleetcache_watch_errors_total'), 'counter');
+    assert.equal(m.value('fleetcache_watch_errors_total', prod), 5);
+    assert.equal(m.value('fleetcache_cache_owners', prod), 2);
+    assert.equal(m.value('fleetcache_cache_synced', { cluster: 'local', group: '', version: 'v1', kind: 'Config"Map' }), 0, 'label values are escaped and read back');
+    assert.equal(m.value('fleetcache_promotions_total', { outcome: 'succeeded' }), 3);
+    assert.equal(m.value('fleetcache_promotions_total', { outcome: 'failed' }), 1);
+    assert.equal(m.type('leader_election_master_status'), 'gauge');
+    assert.equal(m.value('leader_election_master_status', { name: 'fleetcache-leader' }), 0);
+    assert.equal(m.value('fleetcache_leader', {}), 0);
+
+    // Node runtime metrics, from prom-client's default collectors.
+    assert.ok((m.value('process_resident_memory_bytes', {}) ?? 0) > 0);
+    assert.equal(m.type('nodejs_eventloop_lag_seconds'), 'gauge');
+    assert.equal(m.type('nodejs_heap_size_used_bytes'), 'gauge');
+    assert.equal(m.type('nodejs_gc_duration_seconds'), 'histogram');
+
     assert.ok(second !== undefined);
     queue.done(second.item);
-
     leader = true;
-    assert.equal(samples((await get(`${server.url}/metrics`)).body).get('fleetcache_leader'), 1);
+    assert.equal((await scrape()).value('leader_election_master_status', { name: 'fleetcache-leader' }), 1);
+  });
+
+  it('registers into an embedder\'s own prom-client registry, beside its metrics', async () => {
+    const { Counter, Registry } = await import('prom-client');
+    const own = new Registry();
+    const mine = new Counter({ name: 'my_operator_things_total', help: 'things', registers: [own] });
+    mine.inc(2);
+    const merged = new ServiceMetrics({ registry: own, defaultMetrics: false });
+    merged.addController('pipeline', { workers: 2, queue: 'owners' });
+    const m = parseExposition(await own.metrics());
+    assert.equal(m.value('my_operator_things_total', {}), 2);
+    assert.equal(m.value('controller_runtime_max_concurrent_reconciles', { controller: 'pipeline' }), 2);
+    assert.equal(m.type('nodejs_heap_size_used_bytes'), undefined, 'defaultMetrics: false');
   });
 
   it('serves /debug/caches as JSON with errors as scrubbed messages', async () => {

@@ -9,7 +9,7 @@ import type { BindAddress } from './flags.ts';
 import { scrubText } from './logging.ts';
 import { metricsContentType } from './metrics.ts';
 
-/** What a route answers. Routes run on every request: keep them cheap and synchronous. */
+/** What a route answers. Routes run on every request: keep them cheap. */
 export interface RouteAnswer {
   readonly status: number;
   readonly contentType: string;
@@ -17,7 +17,7 @@ export interface RouteAnswer {
 }
 
 /** A GET/HEAD route. `query` is the request's search parameters. */
-export type Route = (query: URLSearchParams) => RouteAnswer;
+export type Route = (query: URLSearchParams) => RouteAnswer | Promise<RouteAnswer>;
 
 /** Options of {@link HttpServer.start}. */
 export interface HttpServerOptions {
@@ -122,7 +122,7 @@ async function serve(routes: ReadonlyMap<string, Route>, logger: Logger, authori
     answer = text(decision.status, `${decision.message}\n`);
   } else {
     try {
-      answer = route(url.searchParams);
+      answer = await route(url.searchParams);
     } catch (err) {
       logger.error(`${url.pathname} failed: ${toError(err).message}`, { path: url.pathname, error: toError(err) });
       answer = text(500, 'internal error\n');
@@ -183,10 +183,10 @@ export function describeCache(info: CacheInfo): Record<string, unknown> {
   };
 }
 
-/** Routes of the metrics server: `/metrics` (Prometheus text 0.0.4) and `/debug/caches` (JSON). */
-export function metricsRoutes(sources: { readonly metrics: () => string; readonly caches: () => readonly CacheInfo[] }): Record<string, Route> {
+/** Routes of the metrics server: `/metrics` (Prometheus text 0.0.4, from prom-client) and `/debug/caches` (JSON). */
+export function metricsRoutes(sources: { readonly metrics: () => Promise<string>; readonly caches: () => readonly CacheInfo[] }): Record<string, Route> {
   return {
-    '/metrics': () => ({ status: 200, contentType: metricsContentType, body: sources.metrics() }),
+    '/metrics': async () => ({ status: 200, contentType: metricsContentType, body: await sources.metrics() }),
     '/debug/caches': () => {
       const caches = [...sources.caches()]
         .sort((a, b) => a.cluster.localeCompare(b.cluster) || formatGvk(a.gvk).localeCompare(formatGvk(b.gvk)))

@@ -14,6 +14,7 @@ import { eventually } from '../e2e/harness/index.ts';
 import { defaultControllerRateLimiter, RateLimitingWorkQueue } from '../lib/queue/index.ts';
 import type { OwnerKey } from '../lib/registry/index.ts';
 import { FakeClock, noopLogger } from '../lib/util/index.ts';
+import { parseExposition } from './exposition.test-util.ts';
 import { parseFlags, type Config } from './flags.ts';
 import { main, serviceRegistry } from './main.ts';
 
@@ -97,7 +98,7 @@ describe('the service wiring', () => {
   }
 
   /** Runs main() in-process with `flags` until `body` returns, then stops it with the signal, as SIGTERM does. */
-  async function withService(flags: readonly string[], body: () => Promise<void>): Promise<void> {
+  async function withService(flags: readonly string[], body: (logs: () => string) => Promise<void>): Promise<void> {
     for (const name of ['capi', 'exec']) {
       const current = management.store.get({ apiVersion: 'fleetcache.dev/v1alpha1', kind: 'Pipeline', namespace: 'apps', name });
       assert.ok(current !== undefined);
@@ -115,7 +116,7 @@ describe('the service wiring', () => {
       signal: stop.signal,
     });
     try {
-      await body();
+      await body(() => logs);
     } catch (err) {
       throw new Error(`${err instanceof Error ? err.message : String(err)}\nservice logs:\n${logs}`, { cause: err });
     } finally {
@@ -145,6 +146,36 @@ describe('the service wiring', () => {
     await withService(['--allow-exec-kubeconfigs'], async () => {
       const seen = await target('exec');
       assert.equal(seen.readable, true, `the target was read: ${seen.error ?? ''}`);
+    });
+  });
+
+  it('serves controller-runtime and client-go metrics from a real run (--metrics-secure=false)', async () => {
+    await withService(['--metrics-secure=false', '--metrics-bind-address=127.0.0.1:0'], async (logs) => {
+      const seen = await target('capi');
+      assert.equal(seen.readable, true, `the target was read: ${seen.error ?? ''}`);
+      const url = await eventually('the metrics server\'s address', () => logs().split('\n').filter((l) => l.startsWith('{'))
+        .map((l) => JSON.parse(l) as { server?: string; url?: string })
+        .find((l) => l.server === 'metrics' && l.url !== undefined)?.url);
+      assert.match(url, /^http:/);
+      const res = await fetch(`${url}/metrics`);
+      assert.equal(res.status, 200);
+      const m = parseExposition(await res.text());
+      const at = (name: string, labels: Record<string, string>): number => {
+        const value = m.value(name, labels);
+        assert.ok(value !== undefined, `${name}${JSON.stringify(labels)} is missing`);
+        return value;
+      };
+      assert.ok(at('controller_runtime_reconcile_total', { controller: 'pipeline', result: 'success' }) >= 1);
+      assert.ok(at('controller_runtime_reconcile_time_seconds_count', { controller: 'pipeline' }) >= 1);
+      assert.equal(at('controller_runtime_max_concurrent_reconciles', { controller: 'pipeline' }), 4, 'the --concurrency default');
+      assert.ok(at('workqueue_adds_total', { controller: 'pipeline', name: 'owners' }) >= 1);
+      // The remote cluster, reached through the registry's connection, and the management cluster.
+      assert.ok(at('rest_client_requests_total', { cluster: 'cluster-api:apps/remote', code: '2xx', method: 'GET' }) >= 1);
+      assert.ok(at('rest_client_requests_total', { cluster: 'local', code: '2xx', method: 'GET' }) >= 1);
+      assert.ok(at('rest_client_request_duration_seconds_count', { cluster: 'cluster-api:apps/remote', verb: 'GET' }) >= 1);
+      assert.equal(at('fleetcache_cached_objects', { cluster: 'cluster-api:apps/remote', group: 'helm.toolkit.fluxcd.io', version: 'v2', kind: 'HelmRelease' }), 1);
+      assert.equal(at('leader_election_master_status', { name: 'fleetcache-leader' }), 1, 'without --leader-elect this process leads');
+      assert.equal(m.type('nodejs_eventloop_lag_seconds'), 'gauge');
     });
   });
 

@@ -6,6 +6,7 @@ import path from 'node:path';
 import type { Writable } from 'node:stream';
 import type { KubeConfig } from '@kubernetes/client-node';
 import { CompositeProvider, localKubeConfig, SecretProvider, type ClusterLease, type ClusterSet } from '../lib/cluster/index.ts';
+import type { RequestObservation } from '../lib/transport/index.ts';
 import { PipelineController } from '../lib/pipeline/index.ts';
 import { defaultControllerRateLimiter, RateLimitingWorkQueue, type RateLimitingQueue } from '../lib/queue/index.ts';
 import { Registry, type OwnerKey } from '../lib/registry/index.ts';
@@ -16,7 +17,7 @@ import { readCertificate, selfSignedCertificate, watchCertificate, type ServingC
 import { HttpServer, metricsRoutes, probeRoutes, type Check, type HttpServerOptions } from './http.ts';
 import { KubeLeaseClient, LeaderElector, type ElectionOutcome } from './leader.ts';
 import { createLogger } from './logging.ts';
-import { renderMetrics, WorkqueueMetrics, type ControllerStats } from './metrics.ts';
+import { ServiceMetrics, type ControllerStats } from './metrics.ts';
 
 /** The process's surroundings, passed in so that main() itself reads no globals. */
 export interface ProcessIo {
@@ -125,6 +126,8 @@ export interface ServiceRegistryParts {
   readonly logger: Logger;
   /** Default: the wall clock. */
   readonly clock?: Clock;
+  /** Told of every request to every cluster (`rest_client_*`). Default: none. */
+  readonly onRequest?: (observation: RequestObservation) => void;
 }
 
 /**
@@ -134,7 +137,7 @@ export interface ServiceRegistryParts {
  * registry's periodic credential checks left on. No I/O.
  */
 export function serviceRegistry(config: Config, parts: ServiceRegistryParts): Registry {
-  const { kubeConfig, queue, logger, clock } = parts;
+  const { kubeConfig, queue, logger, clock, onRequest } = parts;
   // The registry's keeper is the process's one keeper of connections (`registry.clusters`): the
   // management cluster's, as the service and as each tenant it impersonates, and every remote
   // one. Kubeconfig Secrets are read through it, as the owner.
@@ -158,6 +161,7 @@ export function serviceRegistry(config: Config, parts: ServiceRegistryParts): Re
     qps: config.kubeApiQps,
     burst: config.kubeApiBurst,
     ...(clock === undefined ? {} : { clock }),
+    ...(onRequest === undefined ? {} : { onRequest }),
   });
 }
 
@@ -214,11 +218,13 @@ async function runService(config: Config, io: ProcessIo, logger: Logger): Promis
   logger.info('starting', { version: version(), concurrency: config.concurrency, leaderElect: config.leaderElect });
   const kubeConfig = await loadManagementKubeConfig(config, io.env, logger);
 
-  const workqueue = new WorkqueueMetrics();
-  const queue = new RateLimitingWorkQueue<OwnerKey>({ name: 'owners', metrics: workqueue, rateLimiter: defaultControllerRateLimiter() });
+  const metrics = new ServiceMetrics();
+  metrics.addController('pipeline', { workers: config.concurrency, queue: 'owners' });
+  const onRequest = metrics.observeRequest;
+  const queue = new RateLimitingWorkQueue<OwnerKey>({ name: 'owners', metrics: metrics.queueMetrics('pipeline'), rateLimiter: defaultControllerRateLimiter() });
   // The controller's connection (Pipelines, status, Events) has its own bucket of these too.
   const limits = { qps: config.kubeApiQps, burst: config.kubeApiBurst };
-  const registry = serviceRegistry(config, { kubeConfig, queue, logger });
+  const registry = serviceRegistry(config, { kubeConfig, queue, logger, onRequest });
   const clusters = registry.clusters;
   const controller: Controller = new PipelineController({
     registry,
@@ -228,6 +234,8 @@ async function runService(config: Config, io: ProcessIo, logger: Logger): Promis
     allowPrivateWebhooks: config.allowPrivateWebhooks,
     git: { allowPrivateNetworks: config.allowPrivateGitHosts, allowHttp: config.allowInsecureGitHttp },
     ...limits,
+    onReconcile: metrics.observeReconcile,
+    onRequest,
   });
 
   let elector: LeaderElector | undefined;
@@ -245,6 +253,8 @@ async function runService(config: Config, io: ProcessIo, logger: Logger): Promis
       logger,
     });
   }
+
+  metrics.bind({ caches: () => registry.caches(), controller: () => controller.stats(), leader: () => elector?.isLeader ?? true, leaseName: config.leaderElectionId });
 
   let stopping = false;
   const readiness: Check[] = [
@@ -267,10 +277,9 @@ async function runService(config: Config, io: ProcessIo, logger: Logger): Promis
       servers.push(await HttpServer.start({ name: 'probes', address: config.healthProbeBindAddress, routes: probeRoutes(readiness), logger }));
     }
     if (config.metricsBindAddress !== undefined) {
-      const metrics = (): string => renderMetrics({ workqueue, caches: () => registry.caches(), controller: () => controller.stats(), leader: () => elector?.isLeader ?? true });
       const protection = await metricsProtection(config, clusters, logger);
       closeReviews = () => protection.close();
-      const server = await HttpServer.start({ name: 'metrics', address: config.metricsBindAddress, routes: metricsRoutes({ metrics, caches: () => registry.caches() }), logger, tls: protection.tls, authorize: protection.authorize });
+      const server = await HttpServer.start({ name: 'metrics', address: config.metricsBindAddress, routes: metricsRoutes({ metrics: () => metrics.metrics(), caches: () => registry.caches() }), logger, tls: protection.tls, authorize: protection.authorize });
       servers.push(server);
       protection.watch(server);
     }
