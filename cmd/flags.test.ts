@@ -41,7 +41,7 @@ describe('--help', () => {
       assert.ok(text.startsWith(flag.description), `--${flag.name}: ${text}`);
       if (flag.default !== undefined) assert.match(text, new RegExp(`\\(default "?${flag.default}"?\\)$`), flag.name);
       // The parser knows every flag of the table.
-      const sample = flag.type === 'boolean' ? [`--${flag.name}`] : [`--${flag.name}`, flag.name === 'log-level' ? 'debug' : flag.name.endsWith('address') ? ':9000' : flag.name === 'concurrency' ? '2' : flag.value === 'duration' || flag.name.startsWith('kube-api-') ? (flag.default ?? '') : 'x'];
+      const sample = flag.type === 'boolean' ? [`--${flag.name}`] : [`--${flag.name}`, flag.name === 'log-level' ? 'debug' : flag.name === 'log-format' ? 'console' : flag.name.endsWith('address') ? ':9000' : flag.name === 'concurrency' ? '2' : flag.value === 'duration' || flag.name.startsWith('kube-api-') ? (flag.default ?? '') : 'x'];
       assert.doesNotThrow(() => parseFlags(sample), flag.name);
     }
   });
@@ -53,6 +53,7 @@ describe('--help', () => {
     assert.deepEqual(config.healthProbeBindAddress, parseBindAddress('x', documented('health-probe-bind-address') ?? ''));
     assert.equal(String(config.concurrency), documented('concurrency'));
     assert.equal(config.logLevel, documented('log-level'));
+    assert.equal(config.logFormat, documented('log-format'));
     assert.equal(config.leaderElectionId, documented('leader-election-id'));
     assert.equal(String(config.leaderElect), documented('leader-elect'));
     assert.equal(String(config.kubeApiQps), documented('kube-api-qps'));
@@ -88,7 +89,7 @@ describe('parseFlags', () => {
     const config = run([
       '--kubeconfig', '/k', '--metrics-bind-address', '127.0.0.1:9090', '--health-probe-bind-address=[::1]:9091',
       '--leader-elect', '--leader-election-id', 'my-lease', '--leader-election-namespace', 'ops', '--concurrency', '8',
-      '--log-level', 'debug', '--allow-exec-kubeconfigs', '--allow-auth-provider-kubeconfigs=true',
+      '--log-level', 'debug', '--log-format=console', '--allow-exec-kubeconfigs', '--allow-auth-provider-kubeconfigs=true',
       '--allow-file-kubeconfigs', '--allow-cross-namespace-secrets', '--insecure-kubeconfig-tls', '--allow-private-git-hosts', '--allow-insecure-git-http',
       '--leader-elect-lease-duration=1m30s', '--leader-elect-renew-deadline', '20s', '--leader-elect-retry-period=500ms',
       '--cache-gc-grace-period', '2m', '--allow-private-webhooks', '--metrics-cert-path', '/certs', '--metrics-cert-key=key.pem',
@@ -105,6 +106,7 @@ describe('parseFlags', () => {
       leaderElectionNamespace: 'ops',
       concurrency: 8,
       logLevel: 'debug',
+      logFormat: 'console',
       allowExecKubeconfigs: true,
       allowAuthProviderKubeconfigs: true,
       allowFileKubeconfigs: true,
@@ -161,6 +163,7 @@ describe('parseFlags', () => {
       [['--concurrency', '0'], /--concurrency.*"0"/],
       [['--concurrency', '2.5'], /--concurrency/],
       [['--log-level', 'trace'], /--log-level.*"trace"/],
+      [['--log-format', 'logfmt'], /--log-format must be one of json, console, got "logfmt"/],
       [['--metrics-bind-address', '8080'], /--metrics-bind-address.*"8080"/],
       [['--health-probe-bind-address', ':70000'], /--health-probe-bind-address/],
       [['--leader-elect=yes'], /--leader-elect.*"yes"/],

@@ -8,6 +8,10 @@ function isLogLevel(value: unknown): value is LogLevel {
   return logLevels.some((level) => level === value);
 }
 
+/** `--log-format`: zap's production JSON, or its console layout for people. */
+export const logFormats = ['json', 'console'] as const;
+export type LogFormat = (typeof logFormats)[number];
+
 /** Where an HTTP server listens. `host` '' means every interface. */
 export interface BindAddress {
   readonly host: string;
@@ -32,6 +36,7 @@ export interface Config {
   readonly leaderElectionNamespace: string | undefined;
   readonly concurrency: number;
   readonly logLevel: LogLevel;
+  readonly logFormat: LogFormat;
   readonly allowExecKubeconfigs: boolean;
   readonly allowAuthProviderKubeconfigs: boolean;
   readonly allowFileKubeconfigs: boolean;
@@ -152,7 +157,11 @@ export const flagTable: readonly FlagSpec[] = [
   },
   {
     name: 'log-level', type: 'string', value: 'level', default: 'info',
-    description: 'Least severe level logged: error, warn, info or debug. Logs are JSON lines on stderr.',
+    description: 'Least severe level logged: error, warn, info or debug. Logs go to stderr.',
+  },
+  {
+    name: 'log-format', type: 'string', value: 'format', default: 'json',
+    description: 'json: one JSON object per line with zap\'s keys (level, ts, logger, msg); console: tab-separated, for people.',
   },
   {
     name: 'allow-exec-kubeconfigs', type: 'boolean', default: 'false',
@@ -340,6 +349,10 @@ export function parseFlags(argv: readonly string[]): Invocation {
   if (!isLogLevel(logLevel)) {
     throw new UsageError(`--log-level must be one of ${logLevels.join(', ')}, got ${JSON.stringify(logLevel)}`);
   }
+  const logFormat = logFormats.find((f) => f === str('log-format'));
+  if (logFormat === undefined) {
+    throw new UsageError(`--log-format must be one of ${logFormats.join(', ')}, got ${JSON.stringify(str('log-format'))}`);
+  }
   const leaderElectionId = str('leader-election-id') ?? '';
   const leaderElectionNamespace = str('leader-election-namespace');
   const dnsSubdomain = /^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$/;
@@ -384,6 +397,7 @@ export function parseFlags(argv: readonly string[]): Invocation {
       leaderElectionNamespace,
       concurrency,
       logLevel,
+      logFormat,
       allowExecKubeconfigs: bool('allow-exec-kubeconfigs'),
       allowAuthProviderKubeconfigs: bool('allow-auth-provider-kubeconfigs'),
       allowFileKubeconfigs: bool('allow-file-kubeconfigs'),

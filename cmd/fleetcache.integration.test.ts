@@ -38,7 +38,7 @@ class Service {
 
   async url(server: 'probes' | 'metrics'): Promise<string> {
     for (let i = 0; i < 400; i++) {
-      const line = this.lines.find((l) => l.message === 'listening' && l.server === server);
+      const line = this.lines.find((l) => l.msg === 'listening' && l.server === server);
       if (line !== undefined) return String(line.url);
       await delay(25);
     }
@@ -151,7 +151,7 @@ describe('the fleetcache process', () => {
     service.child.kill('SIGTERM');
     assert.equal(await service.exited, 0, service.stderr);
     assert.equal(await lease(), '', 'the lease was released');
-    assert.ok(service.lines.some((l) => l.message === 'stopped' && l.graceful === true));
+    assert.ok(service.lines.some((l) => l.msg === 'stopped' && l.graceful === true));
     await assert.rejects(fetch(`${probes}/healthz`), 'the servers are closed');
     // JSON lines only, and never the bearer token of the kubeconfig, even at debug level.
     assert.ok(!service.stderr.includes(token));
@@ -188,7 +188,7 @@ describe('the fleetcache process', () => {
     const plain = await open.url('metrics');
     assert.match(plain, /^http:/);
     assert.equal((await fetch(`${plain}/metrics`)).status, 200);
-    assert.ok(open.lines.some((l) => l.level === 'warn' && String(l.message).includes('--metrics-secure=false')));
+    assert.ok(open.lines.some((l) => l.level === 'warn' && String(l.msg).includes('--metrics-secure=false')));
     open.child.kill('SIGTERM');
     assert.equal(await open.exited, 0, open.stderr);
   });

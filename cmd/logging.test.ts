@@ -5,7 +5,7 @@ import { PassThrough } from 'node:stream';
 import { after, describe, it } from 'node:test';
 import { KubeConfig } from '@kubernetes/client-node';
 import { ClusterConnection } from '../lib/transport/index.ts';
-import { toError } from '../lib/util/index.ts';
+import { FakeClock, toError } from '../lib/util/index.ts';
 import { createLogger } from './logging.ts';
 
 function capture(): { readonly stream: PassThrough; readonly text: () => string; readonly lines: () => Record<string, unknown>[] } {
@@ -28,20 +28,45 @@ function kubeConfigFor(server: string, token: string): KubeConfig {
 }
 
 describe('createLogger', () => {
-  it('writes JSON lines with level, message, timestamp and the fields of every child', () => {
+  it('writes JSON lines with zap\'s keys (level, ts, logger, msg) and the fields of every child', () => {
     const out = capture();
-    const logger = createLogger({ level: 'info', stream: out.stream });
+    const logger = createLogger({ level: 'info', stream: out.stream, clock: new FakeClock(1_700_000_000_123) });
     logger.child({ cluster: 'secret:team-a/prod' }).child({ pipeline: 'team-a/app' }).info('synced', { objects: 3 });
     logger.debug('not at info');
     const [line, ...rest] = out.lines();
     assert.equal(rest.length, 0, 'debug is below the level');
     assert.equal(line?.level, 'info');
-    assert.equal(line.message, 'synced');
+    assert.deepEqual(Object.keys(line).slice(0, 4), ['level', 'ts', 'logger', 'msg'], 'zap\'s order');
+    assert.equal(line.msg, 'synced');
+    assert.equal(line.ts, 1_700_000_000.123, 'epoch seconds as a float, as zap\'s production config');
+    assert.equal(line.message, undefined);
     assert.equal(line.cluster, 'secret:team-a/prod');
     assert.equal(line.pipeline, 'team-a/app');
     assert.equal(line.objects, 3);
     assert.equal(line.logger, 'fleetcache');
-    assert.ok(!Number.isNaN(Date.parse(String(line.timestamp))));
+    assert.equal(line.timestamp, undefined);
+  });
+
+  it('keeps fields named like the line\'s own keys, renamed, instead of letting them overwrite it', () => {
+    const out = capture();
+    const logger = createLogger({ stream: out.stream, clock: new FakeClock(5_000) });
+    logger.child({ msg: 'from child' }).warn('real message', { level: 'not-a-level', message: 'a field', ts: 'x' });
+    const [line] = out.lines();
+    assert.equal(line?.level, 'warn');
+    assert.equal(line.msg, 'real message');
+    assert.equal(line.ts, 5);
+    assert.equal(line.field_level, 'not-a-level');
+    assert.equal(line.field_message, 'a field');
+    assert.equal(line.field_ts, 'x');
+    assert.equal(line.field_msg, 'from child');
+  });
+
+  it('--log-format=console writes zap\'s console layout: time, LEVEL, logger, message, fields', () => {
+    const out = capture();
+    const logger = createLogger({ stream: out.stream, format: 'console', clock: new FakeClock(Date.UTC(2026, 0, 2, 3, 4, 5, 6)) });
+    logger.child({ controller: 'pipeline' }).info('reconciled', { pipeline: 'apps/web' });
+    logger.error('no fields');
+    assert.equal(out.text(), '2026-01-02T03:04:05.006Z\tINFO\tfleetcache\treconciled\t{"controller":"pipeline","pipeline":"apps/web"}\n2026-01-02T03:04:05.006Z\tERROR\tfleetcache\tno fields\n');
   });
 
   it('turns Error fields into name, message and code instead of {}', () => {
@@ -113,7 +138,7 @@ describe('what outside text can do to a log line', () => {
     for (const leak of ['hook-pass', 'hook-user', 'tok-9f2']) assert.ok(!text.includes(leak), leak);
     const [line] = out.lines();
     assert.equal(line?.url, 'http://REDACTED@hooks.example.com/deploy?REDACTED');
-    assert.match(String(line.message), /includes credentials: http:\/\/REDACTED@hooks\.example\.com\/deploy\?REDACTED$/);
+    assert.match(String(line.msg), /includes credentials: http:\/\/REDACTED@hooks\.example\.com\/deploy\?REDACTED$/);
   });
 
   it('escapes control and bidi characters, so a peer cannot forge a line or reorder one', () => {
@@ -123,8 +148,8 @@ describe('what outside text can do to a log line', () => {
     logger.error(forged, { error: new Error(forged), name: 'obj\u2066x\u2069' });
     const [line, ...rest] = out.lines();
     assert.equal(rest.length, 0);
-    assert.equal(line?.message, 'watch failed\\n{"level":"info","message":"leader elected"}\\x1b[2J\\u202eevil');
-    assert.equal((line.error as { message: string }).message, line.message);
+    assert.equal(line?.msg, 'watch failed\\n{"level":"info","message":"leader elected"}\\x1b[2J\\u202eevil');
+    assert.equal((line.error as { message: string }).message, line.msg);
     assert.equal(line.name, 'obj\\u2066x\\u2069');
     assert.doesNotMatch(out.text(), /\u202e|\u2066|\\u001b/, 'no raw bidi or escape survives, not even JSON-escaped');
   });

@@ -1,7 +1,7 @@
 import type { Writable } from 'node:stream';
 import winston from 'winston';
-import { redactUrlsInText, sanitizeForDisplay, type Logger } from '../lib/util/index.ts';
-import type { LogLevel } from './flags.ts';
+import { fromWinston, realClock, redactUrlsInText, sanitizeForDisplay, type Clock, type Logger } from '../lib/util/index.ts';
+import type { LogFormat, LogLevel } from './flags.ts';
 
 /** Options of {@link createLogger}. */
 export interface CreateLoggerOptions {
@@ -11,6 +11,14 @@ export interface CreateLoggerOptions {
   readonly stream?: Writable;
   /** Fields on every line. Default { logger: 'fleetcache' }. */
   readonly fields?: Readonly<Record<string, unknown>>;
+  /**
+   * `json`: one JSON object per line with zap's production keys (`level`, `ts` in epoch seconds,
+   * `logger`, `msg`, then the fields), as controller-runtime writes. `console`: zap's development
+   * layout for people, `ISO-time<TAB>LEVEL<TAB>logger<TAB>msg<TAB>{fields}`. Default `json`.
+   */
+  readonly format?: LogFormat;
+  /** Stamps `ts`. Default: the wall clock. */
+  readonly clock?: Clock;
 }
 
 const redacted = '[REDACTED]';
@@ -85,18 +93,54 @@ const redact = winston.format((info) => {
   return info;
 });
 
+/** Keys the line itself owns, in zap's order; a field by one of these names is renamed `field_<key>`. */
+const lineKeys = ['level', 'ts', 'logger', 'msg'] as const;
+
+/** The line's fields: every string key of winston's info object but its own level and message. */
+function fieldsOf(info: winston.Logform.TransformableInfo): Record<string, unknown> {
+  const fields: Record<string, unknown> = {};
+  for (const [key, value] of Object.entries(info)) {
+    if (key === 'level' || key === 'message' || key === 'logger') continue;
+    fields[(lineKeys as readonly string[]).includes(key) ? `field_${key}` : key] = value;
+  }
+  return fields;
+}
+
+/** zap's production JSON: `{"level","ts","logger","msg",...fields}`. */
+function zapJson(clock: Clock): winston.Logform.Format {
+  return winston.format.printf((info) => JSON.stringify({
+    level: info.level,
+    ts: clock.now() / 1000,
+    logger: info.logger,
+    msg: info.message,
+    ...fieldsOf(info),
+  }));
+}
+
+/** zap's development console layout: tab-separated time, LEVEL, logger, message, then the fields as JSON. */
+function zapConsole(clock: Clock): winston.Logform.Format {
+  return winston.format.printf((info) => {
+    const fields = fieldsOf(info);
+    const parts = [new Date(clock.now()).toISOString(), info.level.toUpperCase(), typeof info.logger === 'string' ? info.logger : '', String(info.message)];
+    if (Object.keys(fields).length > 0) parts.push(JSON.stringify(fields));
+    return parts.join('\t');
+  });
+}
+
 /**
- * A winston logger writing one JSON object per line, with `timestamp`, `level`, `message` and the
- * structured fields of the line and of every parent `child()`. It satisfies the library's Logger.
+ * A winston logger writing one line per call, in zap's production JSON (default) or console
+ * layout, with the structured fields of the line and of every parent `child()`, each scrubbed
+ * (see `redact`). Returned through {@link fromWinston}, so no field is ever dropped or folded.
  */
 export function createLogger(options: CreateLoggerOptions = {}): Logger {
+  const clock = options.clock ?? realClock;
   const logger = winston.createLogger({
     level: options.level ?? 'info',
     levels: { error: 0, warn: 1, info: 2, debug: 3 },
     defaultMeta: options.fields ?? { logger: 'fleetcache' },
-    format: winston.format.combine(redact(), winston.format.timestamp(), winston.format.json()),
+    format: winston.format.combine(redact(), options.format === 'console' ? zapConsole(clock) : zapJson(clock)),
     transports: [new winston.transports.Stream({ stream: options.stream ?? process.stderr })],
     exitOnError: false,
   });
-  return logger;
+  return fromWinston(logger);
 }

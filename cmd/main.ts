@@ -71,7 +71,7 @@ export async function main(io: ProcessIo): Promise<number> {
     io.stderr.write(`fleetcache: ${err.message}\nsee fleetcache --help\n`);
     return 2;
   }
-  const logger = createLogger({ level: config.logLevel, stream: io.stderr });
+  const logger = createLogger({ level: config.logLevel, format: config.logFormat, stream: io.stderr });
   try {
     return await runService(config, io, logger);
   } catch (err) {

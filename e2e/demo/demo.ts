@@ -112,9 +112,9 @@ async function main(): Promise<void> {
       serviceLog.push(line);
       if (serviceLog.length > 200) serviceLog.shift();
       try {
-        const entry = JSON.parse(line) as { message?: string; level?: string; environment?: string; revision?: string };
-        if (entry.message !== undefined && /promot/i.test(entry.message)) say('fleetcache', entry.message + (entry.environment === undefined ? '' : ` (${entry.environment}${entry.revision === undefined ? '' : ` ← ${entry.revision}`})`));
-        else if (entry.level === 'error') say('fleetcache', color(31, entry.message ?? line));
+        const entry = JSON.parse(line) as { msg?: string; level?: string; environment?: string; revision?: string };
+        if (entry.msg !== undefined && /promot/i.test(entry.msg)) say('fleetcache', entry.msg + (entry.environment === undefined ? '' : ` (${entry.environment}${entry.revision === undefined ? '' : ` ← ${entry.revision}`})`));
+        else if (entry.level === 'error') say('fleetcache', color(31, entry.msg ?? line));
       } catch { /* not JSON: keep it for the failure report only */ }
     }
   });
