@@ -9,17 +9,15 @@ import { eventually } from '../../e2e/harness/index.ts';
 import { StaticProvider } from '../cluster/index.ts';
 import { ItemExponentialRateLimiter, RateLimitingWorkQueue } from '../queue/index.ts';
 import { Registry, type OwnerKey } from '../registry/index.ts';
-import { FakeClock, noopLogger, type LogFields, type Logger } from '../util/index.ts';
+import { FakeClock, type LogFields, type Logger } from '../util/index.ts';
 import { PipelineController } from './index.ts';
 
-/** Keeps warn lines (with their fields) from every child. */
-function warnings(): { readonly logger: Logger; readonly lines: { readonly message: string; readonly fields: LogFields }[] } {
-  const lines: { message: string; fields: LogFields }[] = [];
-  const logger: Logger = {
-    ...noopLogger,
-    warn: (message, fields = {}) => { lines.push({ message, fields }); },
-    child: () => logger,
-  };
+interface Line { readonly level: string; readonly message: string; readonly fields: LogFields }
+
+/** Keeps every line with its fields and those of every parent child(). */
+function recording(lines: Line[] = [], base: LogFields = {}): { readonly logger: Logger; readonly lines: Line[] } {
+  const at = (level: string) => (message: string, fields: LogFields = {}): void => { lines.push({ level, message, fields: { ...base, ...fields } }); };
+  const logger: Logger = { error: at('error'), warn: at('warn'), info: at('info'), debug: at('debug'), child: (fields) => recording(lines, { ...base, ...fields }).logger };
   return { logger, lines };
 }
 
@@ -43,7 +41,7 @@ describe('PipelineController retries', () => {
     t.after(() => registry.close());
     const kubeConfig = new KubeConfig();
     kubeConfig.loadFromString(sim.kubeconfig);
-    const { logger, lines } = warnings();
+    const { logger, lines } = recording();
     const controller = new PipelineController({ registry, localKubeConfig: kubeConfig, logger, workers: 1 });
     const stop = new AbortController();
     const running = controller.run(stop.signal);
@@ -63,5 +61,17 @@ describe('PipelineController retries', () => {
     assert.equal(lines.filter((l) => l.message.startsWith('dropping')).length, 0, 'never dropped');
     assert.ok(queue.numRequeues('apps/broken') >= 25, `every failure counted, none forgotten (${queue.numRequeues('apps/broken')})`);
     assert.ok(controller.stats().reconcileErrors >= 26, 'the first attempt and 25 retries, all reconciles');
+
+    // Each reconcile logs through its own logger: controller and a fresh reconcileID on its lines.
+    const reconcileLines = lines.filter((l) => l.message === 'invalid spec');
+    assert.ok(reconcileLines.length >= 26, String(reconcileLines.length));
+    for (const line of reconcileLines) {
+      assert.equal(line.fields.controller, 'pipeline');
+      assert.equal(line.fields.pipeline, 'apps/broken');
+      assert.match(String(line.fields.reconcileID), /^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/);
+    }
+    assert.equal(new Set(reconcileLines.map((l) => l.fields.reconcileID)).size, reconcileLines.length, 'one ID per reconcile');
+    const retry = lines.find((l) => l.message.startsWith('retrying apps/broken'));
+    assert.ok(retry !== undefined && reconcileLines.some((l) => l.fields.reconcileID === retry.fields.reconcileID), 'the runner\'s retry line shares the reconcile\'s ID');
   });
 });
