@@ -208,3 +208,27 @@ describe('the service wiring', () => {
     await eventually('the cache reads the cluster the rotated Secret names', () => (reader.get('apps', 'settings')?.data as { cluster?: string } | undefined)?.cluster === 'b', 20_000);
   });
 });
+
+describe('--log-format', () => {
+  /** Runs main() with a kubeconfig that does not exist: it logs its start, fails and returns 1. */
+  async function firstLines(flags: readonly string[]): Promise<string[]> {
+    const stderr = new PassThrough();
+    let logs = '';
+    stderr.on('data', (chunk: Buffer) => { logs += chunk.toString('utf8'); });
+    const status = await main({ argv: ['--kubeconfig=/nonexistent/kubeconfig', '--metrics-bind-address=0', '--health-probe-bind-address=0', ...flags], env: {}, stdout: new PassThrough(), stderr, signal: new AbortController().signal });
+    assert.equal(status, 1, logs);
+    return logs.split('\n').filter((l) => l !== '');
+  }
+
+  it('is json by default, with zap\'s keys', async () => {
+    const [first] = await firstLines([]);
+    const line = JSON.parse(first ?? '') as Record<string, unknown>;
+    assert.deepEqual(Object.keys(line).slice(0, 4), ['level', 'ts', 'logger', 'msg']);
+    assert.equal(line.msg, 'starting');
+  });
+
+  it('console: tab-separated time, LEVEL, logger, message and fields', async () => {
+    const [first] = await firstLines(['--log-format=console']);
+    assert.match(first ?? '', /^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z\tINFO\tfleetcache\tstarting\t\{"version":/);
+  });
+});
