@@ -164,6 +164,9 @@ export class PipelineController {
     if (options.beforePromotion !== undefined && typeof options.beforePromotion !== 'function') {
       throw new TypeError('PipelineController option beforePromotion must be a function');
     }
+    for (const name of ['onReconcile', 'onRequest'] as const) {
+      if (options[name] !== undefined && typeof options[name] !== 'function') throw new TypeError(`PipelineController option ${name} must be a function`);
+    }
     const settings = {
       logger: options.logger ?? noopLogger,
       clock: options.clock ?? realClock,

@@ -248,6 +248,7 @@ export class Registry {
       if (provider === undefined || (typeof usable !== 'function' && (typeof usable !== 'object' || usable === null || typeof (usable as { resolve?: unknown }).resolve !== 'function'))) {
         throw new TypeError('registry option provider must be a ClusterProvider');
       }
+      if (options.onRequest !== undefined && typeof options.onRequest !== 'function') throw new TypeError('registry option onRequest must be a function');
       const maxConcurrentLists = positive('maxConcurrentLists', options.maxConcurrentLists ?? 50);
       this.#listLimiter = createListLimiter(maxConcurrentLists);
       this.#clusters = new ClusterSet({
