@@ -8,6 +8,8 @@ import { KubeConfig } from '@kubernetes/client-node';
 import { FakeClock, KubeApiError, TransportError } from '../util/index.ts';
 import { ClusterConnection, type RequestObservation } from './index.ts';
 
+const configMaps = { gvk: { group: '', version: 'v1', kind: 'ConfigMap' }, resource: 'configmaps', namespaced: true, verbs: ['list', 'watch'] } as const;
+
 function kubeConfigFor(server: string): KubeConfig {
   const kc = new KubeConfig();
   kc.loadFromOptions({
@@ -24,6 +26,12 @@ describe('ClusterConnection onRequest', () => {
   const server = createServer((req, res) => {
     // Each answer "takes" 250 ms on the connection's clock.
     clock.advance(250);
+    if (req.url?.includes('watch=') === true) {
+      // A watch: the headers now, one event, and the stream stays open until the client aborts.
+      res.writeHead(200, { 'content-type': 'application/json' });
+      res.write('{"type":"ADDED","object":{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"a","namespace":"apps","resourceVersion":"2"}}}\n');
+      return;
+    }
     if (req.url?.startsWith('/api/v1/namespaces/apps/configmaps/missing') === true) {
       res.writeHead(404, { 'content-type': 'application/json' });
       res.end(JSON.stringify({ kind: 'Status', status: 'Failure', reason: 'NotFound', code: 404, message: 'not found' }));
@@ -32,7 +40,7 @@ describe('ClusterConnection onRequest', () => {
     res.writeHead(201, { 'content-type': 'application/json' });
     res.end('{"kind":"ConfigMap"}');
   });
-  after(() => { server.close(); });
+  after(() => { server.closeAllConnections(); server.close(); });
 
   it('reports every request with cluster, method, code and duration; a failing observer fails nothing', async () => {
     await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
@@ -46,12 +54,20 @@ describe('ClusterConnection onRequest', () => {
     assert.deepEqual(await connection.request({ method: 'POST', path: '/api/v1/namespaces/apps/configmaps', body: {} }), { kind: 'ConfigMap' });
     await assert.rejects(connection.request({ method: 'GET', path: '/api/v1/namespaces/apps/configmaps/missing' }), KubeApiError);
     await assert.rejects(refused.request({ method: 'GET', path: '/api/v1/namespaces' }), TransportError);
+    const stop = new AbortController();
+    const stream = await connection.resourceClient(configMaps).watch({ namespace: 'apps', resourceVersion: '1', timeoutSeconds: 300, allowWatchBookmarks: true, signal: stop.signal });
+    for await (const batch of stream) {
+      assert.equal(batch[0]?.type, 'ADDED');
+      break;
+    }
+    stop.abort();
     assert.deepEqual(await throwing.request({ method: 'PUT', path: '/api/v1/namespaces/apps/configmaps/x', body: {} }), { kind: 'ConfigMap' }, 'the observer\'s throw is not the request\'s');
 
     assert.deepEqual(seen.map(({ cluster, method, code }) => ({ cluster, method, code })), [
       { cluster: 'secret:apps/prod', method: 'POST', code: '2xx' },
       { cluster: 'secret:apps/prod', method: 'GET', code: '404' },
       { cluster: 'refused', method: 'GET', code: '<error>' },
+      { cluster: 'secret:apps/prod', method: 'GET', code: '2xx' }, // the watch, once its headers arrived
     ]);
     assert.deepEqual(seen.slice(0, 2).map((o) => o.durationMs), [250, 250]);
     assert.throws(() => new ClusterConnection({ name: 'x', kubeConfig: kubeConfigFor(url), onRequest: 'no' as never }), /onRequest must be a function/);
