@@ -61,7 +61,12 @@ describe('scenario: pipeline promotion across clusters', () => {
     await releaseToDev(fleet, '1.1.0');
     await eventually('1.1.0 reaches prod', async () => await appliedVersion(fleet.prod) === '1.1.0', 90_000);
     assert.equal(await appliedVersion(fleet.staging), '1.1.0');
-    assert.deepEqual((await promotionsOf('1.1.0')).map((p) => `${p.environment}:${p.state}`), ['staging:Succeeded', 'prod:Succeeded'], 'one promotion per environment, in order');
+    // The version is applied before the outcome is recorded: wait for prod's record to leave Pending.
+    const recorded110 = await eventually('1.1.0\'s promotion to prod is recorded', async () => {
+      const promotions = await promotionsOf('1.1.0');
+      return promotions.some((p) => p.environment === 'prod' && p.state !== 'Pending') ? promotions : undefined;
+    }, 30_000);
+    assert.deepEqual(recorded110.map((p) => `${p.environment}:${p.state}`), ['staging:Succeeded', 'prod:Succeeded'], 'one promotion per environment, in order');
     // Not a sample of the moment: the same replica led throughout (the Lease never changed hands).
     const now = await leaders();
     assert.ok(now.length === 1 && now[0] === first, `the replica that led at the start still leads, alone (leaders: ${now.map((r) => r.name).join(', ')})`);
@@ -76,7 +81,12 @@ describe('scenario: pipeline promotion across clusters', () => {
     await releaseToDev(fleet, '1.2.0');
     await eventually('the follower takes over', async () => (await leaders()).length === 1, 90_000);
     await eventually('1.2.0 reaches prod', async () => await appliedVersion(fleet.prod) === '1.2.0', 90_000);
-    assert.deepEqual((await promotionsOf('1.2.0')).map((p) => `${p.environment}:${p.state}`), ['staging:Succeeded', 'prod:Succeeded']);
+    // The version is applied before the outcome is recorded: wait for prod's record to leave Pending.
+    const recorded120 = await eventually('1.2.0\'s promotion to prod is recorded', async () => {
+      const promotions = await promotionsOf('1.2.0');
+      return promotions.some((p) => p.environment === 'prod' && p.state !== 'Pending') ? promotions : undefined;
+    }, 30_000);
+    assert.deepEqual(recorded120.map((p) => `${p.environment}:${p.state}`), ['staging:Succeeded', 'prod:Succeeded']);
   });
 
   it('collects the caches of an environment the Pipeline no longer names', async () => {
