@@ -100,6 +100,19 @@ export interface ClusterConnectionOptions extends ReadLimits {
    * Default: none, the kubeconfig's own identity.
    */
   readonly impersonate?: Impersonation | undefined;
+  /**
+   * Offer HTTP/2 to an https API server reached without a proxy: every request and watch to the
+   * cluster then shares one TLS connection (as client-go does). A server that does not offer h2 is
+   * spoken to over HTTP/1.1 with one keep-alive agent, as with `false`. Default true.
+   */
+  readonly http2?: boolean;
+  /**
+   * An HTTP/2 connection sends a PING after this long (and closes once idle that long with no
+   * stream open). Default 30 000, client-go's ReadIdleTimeout.
+   */
+  readonly pingIntervalMs?: number;
+  /** A PING unanswered this long fails every stream of the connection. Default 15 000 (client-go's PingTimeout). */
+  readonly pingTimeoutMs?: number;
   /** User-Agent header. Default `fleetcache`. */
   readonly userAgent?: string;
   /** Default: discards everything. */
@@ -241,6 +254,8 @@ export class ClusterConnection implements ResourceResolver {
       burst: positiveNumber('burst', options.burst ?? 30, true),
       discoveryTtlMs: positiveNumber('discoveryTtlMs', options.discoveryTtlMs ?? 300_000),
       requestTimeoutMs: positiveNumber('requestTimeoutMs', options.requestTimeoutMs ?? 60_000),
+      pingIntervalMs: positiveNumber('pingIntervalMs', options.pingIntervalMs ?? 30_000),
+      pingTimeoutMs: positiveNumber('pingTimeoutMs', options.pingTimeoutMs ?? 15_000),
       userAgent: options.userAgent ?? 'fleetcache',
       clock: options.clock ?? realClock,
       limits: readLimitsOf(options, 'ClusterConnection'),
@@ -249,7 +264,17 @@ export class ClusterConnection implements ResourceResolver {
     this.#limits = settings.limits;
     this.#logger = (options.logger ?? noopLogger).child({ cluster: options.name });
     this.#requestTimeoutMs = settings.requestTimeoutMs;
-    this.#transport = new Transport({ cluster: options.name, kubeConfig: options.kubeConfig, clock: settings.clock, userAgent: settings.userAgent, maxErrorBytes: settings.limits.maxErrorBytes, impersonate });
+    if (options.http2 !== undefined && typeof options.http2 !== 'boolean') throw new TypeError(`ClusterConnection option http2 must be a boolean, got ${typeof options.http2}`);
+    this.#transport = new Transport({
+      cluster: options.name,
+      kubeConfig: options.kubeConfig,
+      clock: settings.clock,
+      userAgent: settings.userAgent,
+      maxErrorBytes: settings.limits.maxErrorBytes,
+      impersonate,
+      http2: options.http2 ?? true,
+      liveness: { pingIntervalMs: settings.pingIntervalMs, pingTimeoutMs: settings.pingTimeoutMs },
+    });
     this.#requests = createRequestLimiter(settings.qps, settings.burst);
     this.#lists = options.listLimiter ?? defaultListLimiter();
     const clock = settings.clock;
@@ -259,6 +284,11 @@ export class ClusterConnection implements ResourceResolver {
   /** The API server URL. */
   get server(): string {
     return this.#transport.server;
+  }
+
+  /** The protocol requests travel on (`h2` or `http/1.1`); undefined before the first request settled it. */
+  get protocol(): 'h2' | 'http/1.1' | undefined {
+    return this.#transport.protocol;
   }
 
   /**
@@ -337,7 +367,7 @@ export class ClusterConnection implements ResourceResolver {
     if (this.#life.signal.aborted) throw new ClosedError(`connection to cluster ${this.name}`);
     const { path, query, gvk } = request;
     const res = await scheduleAbortable(this.#requests, signal, () => this.#transport.open({ method: 'GET', path, query, gvk, signal }));
-    return decodeWatchStream(res, { cluster: this.name, gvk }, signal, {
+    return decodeWatchStream(res.body, { cluster: this.name, gvk }, signal, {
       dropManagedFields: request.dropManagedFields,
       maxEventBytes: this.#limits.maxWatchEventBytes,
       request: { method: 'GET', path },
