@@ -46,11 +46,16 @@ async function informers(t: TestContext, conn: ClusterConnection, options: { wat
 class Relay {
   readonly #server: Server;
   readonly #pairs = new Set<readonly [Socket, Socket]>();
-  accepted = 0;
+  #accepted = 0;
+
+  /** TCP connections accepted so far. */
+  accepted(): number {
+    return this.#accepted;
+  }
 
   constructor(port: number) {
     this.#server = createTcpServer((client) => {
-      this.accepted += 1;
+      this.#accepted += 1;
       const upstream = tcpConnect(port, '127.0.0.1');
       const pair = [client, upstream] as const;
       this.#pairs.add(pair);
@@ -130,7 +135,7 @@ describe('HTTP/2 transport', () => {
     // The informers' own inactivity deadline is far away: only the PING can notice.
     const all = await informers(t, conn, { watchInactivityTimeoutMs: 600_000 });
     assert.equal(conn.protocol, 'h2');
-    assert.equal(relay.accepted, 1);
+    assert.equal(relay.accepted(), 1);
     const errors: Error[] = [];
     for (const i of all) i.on('error', (e) => { errors.push(e); });
     const relists = all.map((i) => i.stats().relists);
@@ -139,7 +144,7 @@ describe('HTTP/2 transport', () => {
     sim.store.create({ apiVersion: 'v1', kind: 'ConfigMap', metadata: { name: 'while-frozen', namespace: 'a' } });
     await eventually('every watch failed with a TransportError', () => errors.filter((e) => e instanceof TransportError).length >= NAMESPACES.length, 20_000);
     await eventually('the change made meanwhile arrives over a new connection', () => all[0]?.store.getByName('a', 'while-frozen'), 20_000);
-    assert.ok(relay.accepted >= 2, 'a new connection was made');
+    assert.ok(relay.accepted() >= 2, 'a new connection was made');
     assert.ok(all.every((i, n) => i.stats().relists > (relists[n] ?? 0) || i.stats().reconnects > 0));
   });
 });
