@@ -51,6 +51,15 @@ export interface BodyLimit {
   readonly bytes: number;
 }
 
+/**
+ * Sees the start of a successful body while it arrives (at most {@link PEEK_BYTES}), before it is
+ * whole: returns true once it has what it wanted.
+ */
+export type Peek = (head: Buffer) => boolean;
+
+/** How much of a body's start a {@link Peek} may see. */
+export const PEEK_BYTES = 4096;
+
 /** Options of {@link Transport}: the already validated options of the owning connection. */
 export interface TransportOptions {
   readonly cluster: string;
@@ -355,7 +364,7 @@ export class Transport {
    * instead of hanging. A body longer than `limit` rejects with a `LimitExceededError` once the
    * limit is reached (the rest is not read).
    */
-  async json(request: HttpRequest, timeoutMs: number, limit: BodyLimit, parse: (body: Buffer) => unknown = parseJson): Promise<unknown> {
+  async json(request: HttpRequest, timeoutMs: number, limit: BodyLimit, parse: (body: Buffer) => unknown = parseJson, peek?: Peek): Promise<unknown> {
     const child = childController(request.signal);
     const controller = child.controller;
     const timer = this.#clock.setTimer(timeoutMs, () => {
@@ -363,7 +372,7 @@ export class Transport {
     });
     try {
       const res = await this.open({ ...request, signal: controller.signal });
-      const body = await readBounded(res, limit.bytes, controller.signal);
+      const body = await readBounded(res, limit.bytes, controller.signal, peek);
       if (body === undefined) throw this.#limitError(request, limit);
       if (body.length === 0) return undefined;
       try {
@@ -510,9 +519,10 @@ function parseJson(body: Buffer): unknown {
 /**
  * Reads a whole response body of at most `limit` bytes; undefined when it is longer (a
  * Content-Length above the limit is refused before reading). The stream is destroyed as soon as
- * the limit is passed, so at most `limit` bytes plus one chunk are ever held.
+ * the limit is passed, so at most `limit` bytes plus one chunk are ever held. `peek` sees the start
+ * of the body as it arrives, until it is satisfied or has seen {@link PEEK_BYTES}.
  */
-export async function readBounded(res: WireResponse, limit: number, signal: AbortSignal): Promise<Buffer | undefined> {
+export async function readBounded(res: WireResponse, limit: number, signal: AbortSignal, peek?: Peek): Promise<Buffer | undefined> {
   const declared = Number(headerText(res.headers['content-length']));
   const body = res.body;
   if (Number.isFinite(declared) && declared > limit) {
@@ -531,6 +541,10 @@ export async function readBounded(res: WireResponse, limit: number, signal: Abor
         return undefined;
       }
       chunks.push(buf);
+      if (peek !== undefined) {
+        const head = chunks.length === 1 ? buf : Buffer.concat(chunks, size);
+        if (peek(head.subarray(0, PEEK_BYTES)) || size >= PEEK_BYTES) peek = undefined;
+      }
     }
   } catch (err) {
     if (signal.aborted) throw abortReason(signal);
