@@ -83,7 +83,7 @@ describe('LIST paging', () => {
       assert.deepEqual(requested, [0, 1], 'no page is fetched ahead of a page nobody took');
       holdPages = false;
       const names = [page0.items[0]?.metadata?.name];
-      let token = page0.metadata.continue;
+      let token: string | undefined = page0.metadata.continue;
       while (token !== undefined) {
         const page = await client.list({ namespace: 'ns', limit: 1, continue: token, signal });
         names.push(page.items[0]?.metadata?.name);
