@@ -16,7 +16,7 @@ import {
   type GroupVersionKind,
   type Logger,
 } from '../util/index.ts';
-import { createRequestLimiter, defaultListLimiter, scheduleAbortable } from './limiter.ts';
+import { ClusterShare, createRequestLimiter, defaultListLimiter, scheduleAbortable } from './limiter.ts';
 import { Transport, type Impersonation, type Peek } from './transport.ts';
 import type {
   KubeList,
@@ -91,6 +91,13 @@ export interface ClusterConnectionOptions extends ReadLimits {
    * process-wide limiter of 50. It is not stopped by `close()`: its owner stops it.
    */
   readonly listLimiter?: Bottleneck;
+  /**
+   * How many LIST pages of this cluster may hold or wait for a slot of `listLimiter` at once (its
+   * share): an API server that accepts and never answers then holds this many slots until
+   * `requestTimeoutMs`, and the other clusters keep the rest. Default 5 (an informer's page and the
+   * page fetched ahead of it take two).
+   */
+  readonly maxListsPerCluster?: number;
   /** How long a discovery result is trusted. Default 300 000 (5 minutes). A miss always re-reads. */
   readonly discoveryTtlMs?: number;
   /** Bound on a non-watch request, body included. Default 60 000. */
@@ -234,6 +241,7 @@ export class ClusterConnection implements ResourceResolver {
   readonly #transport: Transport;
   readonly #requests: Bottleneck;
   readonly #lists: Bottleneck;
+  readonly #share: ClusterShare;
   readonly #requestTimeoutMs: number;
   readonly #limits: Required<ReadLimits>;
   readonly #logger: Logger;
@@ -284,6 +292,7 @@ export class ClusterConnection implements ResourceResolver {
     });
     this.#requests = createRequestLimiter(settings.qps, settings.burst);
     this.#lists = options.listLimiter ?? defaultListLimiter();
+    this.#share = new ClusterShare(positiveNumber('maxListsPerCluster', options.maxListsPerCluster ?? 5, true));
     const clock = settings.clock;
     this.#discovery = new LRUCache<string, DiscoveredGroup>({ max: 512, ttl: settings.discoveryTtlMs, ttlResolution: 0, perf: { now: () => clock.now() } });
   }
@@ -366,9 +375,10 @@ export class ClusterConnection implements ResourceResolver {
       ? { name: 'maxResponseBytes' as const, bytes: this.#limits.maxResponseBytes }
       : { name: 'maxListBytes' as const, bytes: this.#limits.maxListBytes };
     const go = (): Promise<unknown> => this.#transport.json({ ...request, signal }, this.#requestTimeoutMs, limit, request.parse, request.peek);
-    if (kind === 'continue') return scheduleAbortable(this.#lists, signal, go);
+    // A LIST page takes the cluster's share first: its pages wait there, not in the shared queue.
+    if (kind === 'continue') return this.#share.run(signal, () => scheduleAbortable(this.#lists, signal, go));
     const run = (): Promise<unknown> => scheduleAbortable(this.#requests, signal, go);
-    return kind === 'list' ? scheduleAbortable(this.#lists, signal, run) : run();
+    return kind === 'list' ? this.#share.run(signal, () => scheduleAbortable(this.#lists, signal, run)) : run();
   }
 
   /** Opens a watch stream through the request limiter. */
