@@ -3,6 +3,7 @@ import type { KubeConfig } from '@kubernetes/client-node';
 import { LRUCache } from 'lru-cache';
 import {
   apiVersionOf,
+  childController,
   ClosedError,
   FleetcacheError,
   KubeApiError,
@@ -15,8 +16,8 @@ import {
   type GroupVersionKind,
   type Logger,
 } from '../util/index.ts';
-import { createRequestLimiter, defaultListLimiter, scheduleAbortable } from './limiter.ts';
-import { Transport, type Impersonation } from './transport.ts';
+import { ClusterShare, createRequestLimiter, defaultListLimiter, scheduleAbortable } from './limiter.ts';
+import { Transport, type Impersonation, type Peek } from './transport.ts';
 import type {
   KubeList,
   ListOptions,
@@ -106,6 +107,13 @@ export interface ClusterConnectionOptions extends ReadLimits {
    * process-wide limiter of 50. It is not stopped by `close()`: its owner stops it.
    */
   readonly listLimiter?: Bottleneck;
+  /**
+   * How many LIST pages of this cluster may hold or wait for a slot of `listLimiter` at once (its
+   * share): an API server that accepts and never answers then holds this many slots until
+   * `requestTimeoutMs`, and the other clusters keep the rest. Default 5 (an informer's page and the
+   * page fetched ahead of it take two).
+   */
+  readonly maxListsPerCluster?: number;
   /** How long a discovery result is trusted. Default 300 000 (5 minutes). A miss always re-reads. */
   readonly discoveryTtlMs?: number;
   /** Bound on a non-watch request, body included. Default 60 000. */
@@ -116,6 +124,19 @@ export interface ClusterConnectionOptions extends ReadLimits {
    * Default: none, the kubeconfig's own identity.
    */
   readonly impersonate?: Impersonation | undefined;
+  /**
+   * Offer HTTP/2 to an https API server reached without a proxy: every request and watch to the
+   * cluster then shares one TLS connection (as client-go does). A server that does not offer h2 is
+   * spoken to over HTTP/1.1 with one keep-alive agent, as with `false`. Default true.
+   */
+  readonly http2?: boolean;
+  /**
+   * An HTTP/2 connection sends a PING after this long (and closes once idle that long with no
+   * stream open). Default 30 000, client-go's ReadIdleTimeout.
+   */
+  readonly pingIntervalMs?: number;
+  /** A PING unanswered this long fails every stream of the connection. Default 15 000 (client-go's PingTimeout). */
+  readonly pingTimeoutMs?: number;
   /** User-Agent header. Default `fleetcache`. */
   readonly userAgent?: string;
   /** Default: discards everything. */
@@ -175,10 +196,16 @@ interface PortRequest {
   readonly gvk?: GroupVersionKind | undefined;
   /** Parses the response body; default `JSON.parse` of its text. */
   readonly parse?: ((body: Buffer) => unknown) | undefined;
+  /** Sees the start of the body as it arrives. */
+  readonly peek?: Peek | undefined;
 }
 
-/** A LIST page is read under `maxListBytes`; anything else under `maxResponseBytes`. */
-type Sent = 'list' | 'other';
+/**
+ * A LIST page is read under `maxListBytes`, anything else under `maxResponseBytes`. A continuation
+ * page (`continue`) skips the QPS limiter: it is the rest of one LIST already admitted, as
+ * client-go's pager does not pay the rate limit per page either; it still takes a LIST slot.
+ */
+type Sent = 'list' | 'continue' | 'other';
 
 interface WatchRequest {
   readonly path: string;
@@ -235,6 +262,7 @@ export class ClusterConnection implements ResourceResolver {
   readonly #transport: Transport;
   readonly #requests: Bottleneck;
   readonly #lists: Bottleneck;
+  readonly #share: ClusterShare;
   readonly #requestTimeoutMs: number;
   readonly #limits: Required<ReadLimits>;
   readonly #logger: Logger;
@@ -264,6 +292,8 @@ export class ClusterConnection implements ResourceResolver {
       burst: positiveNumber('burst', options.burst ?? 30, true),
       discoveryTtlMs: positiveNumber('discoveryTtlMs', options.discoveryTtlMs ?? 300_000),
       requestTimeoutMs: positiveNumber('requestTimeoutMs', options.requestTimeoutMs ?? 60_000),
+      pingIntervalMs: positiveNumber('pingIntervalMs', options.pingIntervalMs ?? 30_000),
+      pingTimeoutMs: positiveNumber('pingTimeoutMs', options.pingTimeoutMs ?? 15_000),
       userAgent: options.userAgent ?? 'fleetcache',
       clock: options.clock ?? realClock,
       limits: readLimitsOf(options, 'ClusterConnection'),
@@ -275,9 +305,20 @@ export class ClusterConnection implements ResourceResolver {
     this.#limits = settings.limits;
     this.#logger = (options.logger ?? noopLogger).child({ cluster: options.name });
     this.#requestTimeoutMs = settings.requestTimeoutMs;
-    this.#transport = new Transport({ cluster: options.name, kubeConfig: options.kubeConfig, clock: settings.clock, userAgent: settings.userAgent, maxErrorBytes: settings.limits.maxErrorBytes, impersonate });
+    if (options.http2 !== undefined && typeof options.http2 !== 'boolean') throw new TypeError(`ClusterConnection option http2 must be a boolean, got ${typeof options.http2}`);
+    this.#transport = new Transport({
+      cluster: options.name,
+      kubeConfig: options.kubeConfig,
+      clock: settings.clock,
+      userAgent: settings.userAgent,
+      maxErrorBytes: settings.limits.maxErrorBytes,
+      impersonate,
+      http2: options.http2 ?? true,
+      liveness: { pingIntervalMs: settings.pingIntervalMs, pingTimeoutMs: settings.pingTimeoutMs },
+    });
     this.#requests = createRequestLimiter(settings.qps, settings.burst);
     this.#lists = options.listLimiter ?? defaultListLimiter();
+    this.#share = new ClusterShare(positiveNumber('maxListsPerCluster', options.maxListsPerCluster ?? 5, true));
     const clock = settings.clock;
     this.#discovery = new LRUCache<string, DiscoveredGroup>({ max: 512, ttl: settings.discoveryTtlMs, ttlResolution: 0, perf: { now: () => clock.now() } });
   }
@@ -285,6 +326,11 @@ export class ClusterConnection implements ResourceResolver {
   /** The API server URL. */
   get server(): string {
     return this.#transport.server;
+  }
+
+  /** The protocol requests travel on (`h2` or `http/1.1`); undefined before the first request settled it. */
+  get protocol(): 'h2' | 'http/1.1' | undefined {
+    return this.#transport.protocol;
   }
 
   /**
@@ -351,11 +397,14 @@ export class ClusterConnection implements ResourceResolver {
   /** One JSON request through the request limiter (and the LIST limiter for a LIST page). */
   #send(request: PortRequest, signal: AbortSignal, kind: Sent): Promise<unknown> {
     if (this.#life.signal.aborted) return Promise.reject(new ClosedError(`connection to cluster ${this.name}`));
-    const limit = kind === 'list'
-      ? { name: 'maxListBytes' as const, bytes: this.#limits.maxListBytes }
-      : { name: 'maxResponseBytes' as const, bytes: this.#limits.maxResponseBytes };
-    const run = (): Promise<unknown> => scheduleAbortable(this.#requests, signal, () => this.#observed(request.method, () => this.#transport.json({ ...request, signal }, this.#requestTimeoutMs, limit, request.parse)));
-    return kind === 'list' ? scheduleAbortable(this.#lists, signal, run) : run();
+    const limit = kind === 'other'
+      ? { name: 'maxResponseBytes' as const, bytes: this.#limits.maxResponseBytes }
+      : { name: 'maxListBytes' as const, bytes: this.#limits.maxListBytes };
+    const go = (): Promise<unknown> => this.#observed(request.method, () => this.#transport.json({ ...request, signal }, this.#requestTimeoutMs, limit, request.parse, request.peek));
+    // A LIST page takes the cluster's share first: its pages wait there, not in the shared queue.
+    if (kind === 'continue') return this.#share.run(signal, () => scheduleAbortable(this.#lists, signal, go));
+    const run = (): Promise<unknown> => scheduleAbortable(this.#requests, signal, go);
+    return kind === 'list' ? this.#share.run(signal, () => scheduleAbortable(this.#lists, signal, run)) : run();
   }
 
   /** Opens a watch stream through the request limiter. */
@@ -363,7 +412,7 @@ export class ClusterConnection implements ResourceResolver {
     if (this.#life.signal.aborted) throw new ClosedError(`connection to cluster ${this.name}`);
     const { path, query, gvk } = request;
     const res = await scheduleAbortable(this.#requests, signal, () => this.#observed('GET', () => this.#transport.open({ method: 'GET', path, query, gvk, signal })));
-    return decodeWatchStream(res, { cluster: this.name, gvk }, signal, {
+    return decodeWatchStream(res.body, { cluster: this.name, gvk }, signal, {
       dropManagedFields: request.dropManagedFields,
       maxEventBytes: this.#limits.maxWatchEventBytes,
       request: { method: 'GET', path },
@@ -450,11 +499,47 @@ function selectorQuery(options: { readonly labelSelector?: string | undefined; r
   return query;
 }
 
+/** One LIST page asked for, or fetched ahead. */
+interface Page {
+  /** Path, query and stripping of the request: what a caller must ask for to take it. */
+  readonly key: string;
+  /** The signal of the caller whose LIST it continues. */
+  readonly signal: AbortSignal;
+  /** True once a caller took it; only then is the page after it fetched ahead. */
+  claimed: boolean;
+  /** Its continue token, once seen at the start of its body. */
+  next: string | undefined;
+  readonly cancel: () => void;
+  list: Promise<KubeList>;
+}
+
+/**
+ * The continue token of a list body from its first bytes: `metadata` comes before `items` in what
+ * the API server writes. Undefined while neither is seen; '' for a last page (or a body in another
+ * order, which then is simply not fetched ahead).
+ */
+export function continueTokenOf(head: Buffer): string | undefined {
+  const text = head.toString('latin1');
+  const items = text.indexOf('"items"');
+  const meta = items === -1 ? text : text.slice(0, items);
+  const match = /"continue"\s*:\s*"((?:[^"\\]|\\.)*)"/.exec(meta);
+  if (match !== null) {
+    try {
+      return JSON.parse(`"${match[1] ?? ''}"`) as string;
+    } catch {
+      return '';
+    }
+  }
+  return items === -1 ? undefined : '';
+}
+
 /** LIST and WATCH of one resource over a {@link ClusterConnection}. */
 class HttpResourceClient implements ResourceClient {
   readonly cluster: string;
   readonly info: ResourceInfo;
   readonly #port: ConnectionPort;
+  /** The page fetched ahead of the caller, if any (at most one). */
+  #ahead: Page | undefined;
 
   constructor(cluster: string, info: ResourceInfo, port: ConnectionPort) {
     this.cluster = cluster;
@@ -462,19 +547,74 @@ class HttpResourceClient implements ResourceClient {
     this.#port = port;
   }
 
+  /**
+   * One LIST page. The next page is asked for as soon as this page's continue token is known (the
+   * API server writes `metadata` before `items`), so it travels while this one is read and parsed;
+   * it is kept for the caller's next `list()` with that token. At most one page is fetched ahead,
+   * and only for a page the caller asked for; a next call that asks for anything else drops it.
+   */
   async list(options: ListOptions): Promise<KubeList> {
     const query = selectorQuery(options);
     if (options.limit !== undefined) query.set('limit', String(options.limit));
     if (options.continue !== undefined && options.continue !== '') query.set('continue', options.continue);
     if (options.resourceVersion !== undefined) query.set('resourceVersion', options.resourceVersion);
     const path = resourcePath(this.info, { namespace: options.namespace });
-    const parse = options.dropManagedFields === true ? parseListDroppingManagedFields : undefined;
-    const body = await this.#port.send({ method: 'GET', path, query, gvk: this.info.gvk, parse }, options.signal, 'list');
-    const list = body as Partial<KubeList> | undefined;
-    if (typeof list !== 'object' || !Array.isArray(list.items) || typeof list.metadata !== 'object') {
-      throw new TransportError({ cluster: this.cluster, gvk: this.info.gvk }, `GET ${path}: the response is not a list`);
+    const drop = options.dropManagedFields === true;
+    const key = `${path}?${query.toString()}#${String(drop)}`;
+    let page = this.#ahead;
+    this.#ahead = undefined;
+    if (page !== undefined && (page.key !== key || page.signal.aborted)) {
+      page.cancel();
+      page = undefined;
     }
-    return list as KubeList;
+    page ??= this.#fetch(path, query, drop, key, options.signal);
+    page.claimed = true;
+    if (page.next !== undefined) this.#fetchAhead(page, page.next);
+    return raceAbort(page.list, options.signal);
+  }
+
+  #fetch(path: string, query: URLSearchParams, drop: boolean, key: string, signal: AbortSignal): Page {
+    const child = childController(signal);
+    const parse = drop ? parseListDroppingManagedFields : undefined;
+    const kind: Sent = query.has('continue') ? 'continue' : 'list';
+    const page: Page = {
+      key,
+      signal,
+      claimed: false,
+      next: undefined,
+      cancel: () => { child.controller.abort(new TransportError({ cluster: this.cluster, gvk: this.info.gvk }, 'a page fetched ahead was not asked for')); },
+      list: Promise.resolve(undefined as unknown as KubeList),
+    };
+    const peek: Peek = (head) => {
+      const seen = continueTokenOf(head);
+      if (seen === undefined) return false;
+      if (seen !== '') {
+        page.next = seen;
+        if (page.claimed) this.#fetchAhead(page, seen);
+      }
+      return true;
+    };
+    page.list = this.#port.send({ method: 'GET', path, query, gvk: this.info.gvk, parse, peek }, child.controller.signal, kind).then((body) => {
+      const list = body as Partial<KubeList> | undefined;
+      if (typeof list !== 'object' || !Array.isArray(list.items) || typeof list.metadata !== 'object') {
+        throw new TransportError({ cluster: this.cluster, gvk: this.info.gvk }, `GET ${path}: the response is not a list`);
+      }
+      return list as KubeList;
+    }).finally(() => { child.dispose(); });
+    // A page fetched ahead may never be asked for: its failure is nobody's unhandled rejection.
+    page.list.catch(() => undefined);
+    return page;
+  }
+
+  /** Starts fetching the page after `page` (token `next`), unless one is already ahead. */
+  #fetchAhead(page: Page, next: string): void {
+    if (this.#ahead !== undefined || page.signal.aborted) return;
+    const [path, rest = ''] = page.key.split('?', 2);
+    const hash = rest.lastIndexOf('#');
+    const query = new URLSearchParams(rest.slice(0, hash));
+    query.set('continue', next);
+    const drop = rest.slice(hash + 1) === 'true';
+    this.#ahead = this.#fetch(path ?? '', query, drop, `${path ?? ''}?${query.toString()}#${String(drop)}`, page.signal);
   }
 
   async watch(options: WatchOptions): Promise<AsyncIterable<readonly WatchEvent[]>> {

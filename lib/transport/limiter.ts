@@ -1,3 +1,4 @@
+import { Semaphore } from 'async-mutex';
 import Bottleneck from 'bottleneck';
 import { abortReason, raceAbort } from '../util/index.ts';
 
@@ -41,4 +42,43 @@ export function createRequestLimiter(qps: number, burst: number): Bottleneck {
 export function scheduleAbortable<T>(limiter: Bottleneck, signal: AbortSignal, fn: () => Promise<T>): Promise<T> {
   if (signal.aborted) return Promise.reject(abortReason(signal));
   return raceAbort(limiter.schedule(() => (signal.aborted ? Promise.reject(abortReason(signal)) : fn())), signal);
+}
+
+/**
+ * A cluster's share of the shared LIST limiter: at most `max` of its LIST pages hold or wait for a
+ * shared slot at once, so a few clusters whose API servers accept and never answer hold a few slots
+ * each, never all of them. An async-mutex semaphore: no timer, nothing to stop.
+ */
+export class ClusterShare {
+  readonly #semaphore: Semaphore;
+  readonly #max: number;
+
+  constructor(max: number) {
+    this.#semaphore = new Semaphore(max);
+    this.#max = max;
+  }
+
+  /** Runs `fn` inside one unit of the share; rejects with the signal's reason once it aborts. */
+  async run<T>(signal: AbortSignal, fn: () => Promise<T>): Promise<T> {
+    if (signal.aborted) throw abortReason(signal);
+    const acquiring = this.#semaphore.acquire();
+    let release: (() => void) | undefined;
+    try {
+      [, release] = await raceAbort(acquiring, signal);
+    } catch (err) {
+      // Acquired after the caller left: given back at once.
+      void acquiring.then(([, late]) => { late(); });
+      throw err;
+    }
+    try {
+      return await fn();
+    } finally {
+      release();
+    }
+  }
+
+  /** Units held now (for tests and stats). */
+  get held(): number {
+    return this.#max - this.#semaphore.getValue();
+  }
 }

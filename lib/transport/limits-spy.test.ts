@@ -48,7 +48,7 @@ function installSpy(): void {
 
 /** One request as the server saw it, with which limiters held a running job at that moment. */
 interface Arrival {
-  readonly kind: 'discovery' | 'list' | 'watch' | 'get';
+  readonly kind: 'discovery' | 'list' | 'continue' | 'watch' | 'get';
   /** Running jobs of limiters other than the LIST limiter under test. */
   readonly requestJobs: number;
   readonly listJobs: number;
@@ -105,7 +105,7 @@ describe('ClusterConnection limits', () => {
       res.writeHead(200, { 'content-type': 'application/json' });
       res.end('{"type":"BOOKMARK","object":{"metadata":{"resourceVersion":"9"}}}\n');
     } else if (url.pathname === '/api/v1/namespaces/ns/configmaps') {
-      record('list');
+      record(url.searchParams.has('continue') ? 'continue' : 'list');
       const start = Number(url.searchParams.get('continue') ?? '0');
       const limit = Number(url.searchParams.get('limit') ?? String(ITEMS.length));
       const end = Math.min(ITEMS.length, start + limit);
@@ -142,7 +142,7 @@ describe('ClusterConnection limits', () => {
     return limiter;
   }
 
-  it('sends every request (discovery, LIST pages, WATCH, request()) from inside a job of its QPS/burst limiter, and every LIST page from inside a job of the LIST limiter', async (t) => {
+  it('sends every fresh request (discovery, first LIST page, WATCH, request()) from inside a job of its QPS/burst limiter, and every LIST page, continuation pages included, from inside a job of the LIST limiter', async (t) => {
     // The limiter's heartbeat (its token refill) moves only when the test ticks.
     t.mock.timers.enable({ apis: ['setInterval', 'Date'] });
     const listLimiter = createListLimiter(3);
@@ -166,19 +166,23 @@ describe('ClusterConnection limits', () => {
     for await (const _batch of stream) { /* one bookmark, then the end */ }
     for (let i = 0; i < 5; i++) await conn.request({ method: 'GET', path: resourcePath({ gvk: configMapGvk, resource: 'configmaps', namespaced: true, verbs: [] }, { namespace: 'ns', name: 'x' }), signal });
 
-    assert.deepEqual(arrivals.map((a) => a.kind), ['discovery', 'list', 'list', 'list', 'list', 'watch', 'get', 'get', 'get', 'get', 'get']);
+    assert.deepEqual(arrivals.map((a) => a.kind), ['discovery', 'list', 'continue', 'continue', 'list', 'watch', 'get', 'get', 'get', 'get', 'get']);
     for (const [i, a] of arrivals.entries()) {
-      assert.ok(a.requestJobs >= 1, `request ${i} (${a.kind}) arrived outside the request limiter`);
-      if (a.kind === 'list') assert.ok(a.listJobs >= 1, `LIST page ${i} arrived outside the LIST limiter`);
+      // A continuation page is the rest of a LIST already admitted: it pays no QPS token (as
+      // client-go's pager), but it still takes a LIST slot.
+      if (a.kind === 'continue') assert.equal(a.requestJobs, 0, `continuation page ${i} must not wait for the request limiter`);
+      else assert.ok(a.requestJobs >= 1, `request ${i} (${a.kind}) arrived outside the request limiter`);
+      if (a.kind === 'list' || a.kind === 'continue') assert.ok(a.listJobs >= 1, `LIST page ${i} arrived outside the LIST limiter`);
       else assert.equal(a.listJobs, 0, `${a.kind} ${i} must not hold a LIST slot`);
     }
+    const fresh = arrivals.filter((a) => a.kind !== 'continue').length;
     const requestLimiter = requestLimiterOf(listLimiter);
     assert.equal(spies.get(listLimiter)?.scheduled, 4, 'one LIST-limiter job per page, continuation pages included');
-    assert.equal(spies.get(requestLimiter)?.scheduled, arrivals.length, 'one request-limiter job per request');
-    // Each request took one token of the connection's burst; a heartbeat adds qps/4.
-    assert.equal(await requestLimiter.currentReservoir(), 100 - arrivals.length);
+    assert.equal(spies.get(requestLimiter)?.scheduled, fresh, 'one request-limiter job per fresh request');
+    // Each fresh request took one token of the connection's burst; a heartbeat adds qps/4.
+    assert.equal(await requestLimiter.currentReservoir(), 100 - fresh);
     t.mock.timers.tick(250);
-    assert.equal(await requestLimiter.currentReservoir(), 100 - arrivals.length + 1);
+    assert.equal(await requestLimiter.currentReservoir(), 100 - fresh + 1);
   });
 
   it('holds requests beyond the burst until the limiter refills at qps', async (t) => {

@@ -18,6 +18,10 @@ const CONFIGMAP: GroupVersionKind = { group: '', version: 'v1', kind: 'ConfigMap
 const listLimiter = createListLimiter();
 const fast = { backoff: { initialMs: 50, maxMs: 200 }, slowBackoff: { initialMs: 50, maxMs: 200 } } as const;
 
+// Every test runs on both protocols: the servers offer HTTP/2 (the client's default) or only HTTP/1.1.
+for (const http2 of [true, false]) {
+const protocol = http2 ? 'h2' : 'http/1.1';
+
 function connect(name: string, kubeconfig: string, limits: ReadLimits = {}): ClusterConnection {
   return new ClusterConnection({ name, kubeConfig: loadKubeconfig(kubeconfig, { cluster: name }), listLimiter, qps: 1000, burst: 1000, ...limits });
 }
@@ -58,7 +62,7 @@ async function until(check: () => boolean, what: string, timeoutMs = 60_000): Pr
 
 /** A healthy cluster with an informer on ConfigMaps: proves other caches carry on. */
 class Healthy {
-  readonly sim = new SimulatedCluster({ name: 'healthy' });
+  readonly sim = new SimulatedCluster({ name: 'healthy', http2 });
   connection!: ClusterConnection;
   informer!: ResourceInformer;
   #n = 0;
@@ -85,12 +89,13 @@ class Healthy {
   }
 }
 
-describe('read limits against a hostile API server', () => {
+describe(`read limits against a hostile API server (${protocol})`, () => {
   let hostile: HostileApiServer;
   const healthy = new Healthy();
   before(async () => {
-    hostile = await startHostileApiServer();
+    hostile = await startHostileApiServer({ http2 });
     await healthy.start();
+    assert.equal(healthy.connection.protocol, protocol);
   });
   after(async () => {
     await healthy.stop();
@@ -284,3 +289,4 @@ describe('read limits against a hostile API server', () => {
     await healthy.stillUpdates();
   });
 });
+}

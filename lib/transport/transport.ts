@@ -1,12 +1,16 @@
 import { createHash } from 'node:crypto';
 import * as http from 'node:http';
+import type * as http2 from 'node:http2';
 import * as https from 'node:https';
+import type { Readable } from 'node:stream';
+import { createSecureContext, type SecureContext } from 'node:tls';
 import type { KubeConfig } from '@kubernetes/client-node';
 import {
   abortReason,
   childController,
   FleetcacheError,
   KubeApiError,
+  raceAbort,
   KubeconfigInvalidError,
   LimitExceededError,
   TransportError,
@@ -16,6 +20,15 @@ import {
   type ReadLimit,
 } from '../util/index.ts';
 import { checkRequestPath } from './segments.ts';
+import { negotiate, type H2Session, type Negotiated, type SessionLiveness } from './session.ts';
+
+/** A response whose status arrived, on either protocol; the caller consumes `body`. */
+export interface WireResponse {
+  readonly statusCode: number;
+  readonly headers: Readonly<Record<string, string | string[] | number | undefined>>;
+  readonly body: Readable;
+  readonly protocol: 'h2' | 'http/1.1';
+}
 
 /** One HTTP request to the API server. */
 export interface HttpRequest {
@@ -38,6 +51,15 @@ export interface BodyLimit {
   readonly bytes: number;
 }
 
+/**
+ * Sees the start of a successful body while it arrives (at most {@link PEEK_BYTES}), before it is
+ * whole: returns true once it has what it wanted.
+ */
+export type Peek = (head: Buffer) => boolean;
+
+/** How much of a body's start a {@link Peek} may see. */
+export const PEEK_BYTES = 4096;
+
 /** Options of {@link Transport}: the already validated options of the owning connection. */
 export interface TransportOptions {
   readonly cluster: string;
@@ -48,6 +70,10 @@ export interface TransportOptions {
   readonly maxErrorBytes: number;
   /** Sent as `Impersonate-User` / `Impersonate-Group` on every request when set. */
   readonly impersonate?: Impersonation | undefined;
+  /** Offer HTTP/2 (ALPN `h2`) to an https server reached without a proxy. */
+  readonly http2: boolean;
+  /** PING cadence and deadline of an HTTP/2 session. */
+  readonly liveness: SessionLiveness;
 }
 
 /** Who every request of a connection acts as (Kubernetes user impersonation). */
@@ -56,14 +82,35 @@ export interface Impersonation {
   readonly groups: readonly string[];
 }
 
+/** The TLS material a kubeconfig yields, and the one secure context built from it. */
+interface Material {
+  readonly fingerprint: string;
+  readonly context: SecureContext | undefined;
+  readonly servername: string | undefined;
+  readonly rejectUnauthorized: boolean;
+}
+
+/** An HTTP/2 connection under way, shared by every request that waits for it. */
+interface Attempt {
+  readonly fingerprint: string;
+  readonly done: Promise<Negotiated>;
+  readonly abandon: (reason: Error) => void;
+  waiters: number;
+}
+
 /**
- * HTTP to one API server: one keep-alive agent reused by every request and watch (no TLS handshake
- * per request), fresh auth headers per request from the kubeconfig (which refreshes tokens and
+ * HTTP to one API server. Over https without a proxy it offers HTTP/2 first: one TLS connection
+ * carries every request and watch to the cluster, as client-go does. A server that answers ALPN
+ * with `http/1.1` (or `http2: false`, a proxy, plain http) gets one keep-alive agent reused by
+ * every request and watch instead. Either way one secure context is built per TLS material, not
+ * per socket. Auth headers are fresh per request from the kubeconfig (which refreshes tokens and
  * caches exec credentials itself). Headers and tokens are never logged nor put in errors.
  *
- * Invariant: `#agent` is built from the TLS material whose fingerprint is `#tlsFingerprint`; when
- * the kubeconfig yields different material (a rotated exec client certificate), a new agent
- * replaces it and the old one moves to `#retired`, destroyed by `close()` (its streams still run).
+ * Invariants: `#material` is the TLS material last seen, `#agent` and `#session` were built from
+ * it; when the kubeconfig yields different material (a rotated exec client certificate), the agent
+ * and session move to `#retired` (their streams still run, nothing new goes there) and `close()`
+ * destroys them. `#h1` holds the fingerprints whose server chose HTTP/1.1. `#connecting` is the one
+ * HTTP/2 connection under way.
  */
 export class Transport {
   readonly #cluster: string;
@@ -75,9 +122,14 @@ export class Transport {
   readonly #base: URL;
   readonly #secure: boolean;
   readonly #viaProxy: boolean;
+  readonly #http2: boolean;
+  readonly #liveness: SessionLiveness;
+  #material: Material | undefined;
   #agent: http.Agent | undefined;
-  #tlsFingerprint = '';
-  readonly #retired = new Set<http.Agent>();
+  #session: H2Session | undefined;
+  #connecting: Attempt | undefined;
+  readonly #h1 = new Set<string>();
+  readonly #retired = new Set<http.Agent | H2Session>();
   #closed = false;
 
   constructor(options: TransportOptions) {
@@ -87,6 +139,8 @@ export class Transport {
     this.#userAgent = options.userAgent;
     this.#maxErrorBytes = options.maxErrorBytes;
     this.#impersonate = options.impersonate === undefined ? undefined : { user: options.impersonate.user, groups: [...options.impersonate.groups] };
+    this.#http2 = options.http2;
+    this.#liveness = options.liveness;
     const cluster = options.kubeConfig.getCurrentCluster();
     if (cluster === null) throw new KubeconfigInvalidError(options.cluster, 'the current context names no cluster');
     let base: URL;
@@ -110,11 +164,20 @@ export class Transport {
     return this.#base.href;
   }
 
+  /** The protocol the next request would use, once known (for tests and stats). */
+  get protocol(): 'h2' | 'http/1.1' | undefined {
+    if (!this.#http2 || !this.#secure || this.#viaProxy) return 'http/1.1';
+    const material = this.#material;
+    if (material === undefined) return undefined;
+    if (this.#h1.has(material.fingerprint)) return 'http/1.1';
+    return this.#session?.usable === true ? 'h2' : undefined;
+  }
+
   /**
    * Sends a request and resolves with the response once its status is 2xx; the caller consumes the
    * body. A non-2xx status rejects with a `KubeApiError` carrying the Status body.
    */
-  async open(request: HttpRequest): Promise<http.IncomingMessage> {
+  async open(request: HttpRequest): Promise<WireResponse> {
     if (this.#closed) throw new TransportError({ cluster: this.#cluster, gvk: request.gvk }, 'connection is closed');
     // Whoever built the path, nothing with a query, fragment or dot segment leaves with our credentials.
     checkRequestPath(request.path);
@@ -128,15 +191,15 @@ export class Transport {
       throw new TransportError({ cluster: this.#cluster, gvk: request.gvk }, `cannot obtain credentials: ${err instanceof Error ? err.message : String(err)}`, { cause: err });
     }
     if (isAborted(signal)) throw abortReason(signal);
-    const agent = this.#agentFor(scratch);
-    const headers: http.OutgoingHttpHeaders = {};
+    const headers: Record<string, string | string[] | number> = {};
     for (const [name, value] of Object.entries(scratch.headers ?? {})) {
-      // The connection's identity replaces any impersonation the kubeconfig itself asks for.
-      if (value !== undefined && !(this.#impersonate !== undefined && /^impersonate-/i.test(name))) headers[name] = value;
+      // HTTP/2 wants lower-case names; HTTP/1.1 does not care. The connection's identity replaces
+      // any impersonation the kubeconfig itself asks for.
+      if (value !== undefined && !(this.#impersonate !== undefined && /^impersonate-/i.test(name))) headers[name.toLowerCase()] = value;
     }
     if (this.#impersonate !== undefined) {
       headers['impersonate-user'] = this.#impersonate.user;
-      // An array is sent as one header line per group, as the API server expects.
+      // An array is sent as one header line per group (one header field each on HTTP/2), as the API server expects.
       if (this.#impersonate.groups.length > 0) headers['impersonate-group'] = [...this.#impersonate.groups];
     }
     headers.accept = 'application/json';
@@ -149,18 +212,42 @@ export class Transport {
     }
     const prefix = this.#base.pathname.endsWith('/') ? this.#base.pathname.slice(0, -1) : this.#base.pathname;
     const query = request.query === undefined ? '' : request.query.toString();
+    const path = `${prefix}${request.path}${query === '' ? '' : `?${query}`}`;
+
+    let res: WireResponse | undefined;
+    if (this.#http2 && this.#secure && !this.#viaProxy) {
+      const material = this.#materialOf(scratch);
+      // Basic auth rides in a header on HTTP/2 (there is no `auth` option).
+      const h2Headers = typeof scratch.auth === 'string' && headers.authorization === undefined
+        ? { ...headers, authorization: `Basic ${Buffer.from(scratch.auth, 'utf8').toString('base64')}` }
+        : headers;
+      // A session found dead at request time (GOAWAY raced us) is replaced once.
+      for (let attempt = 0; attempt < 2 && res === undefined; attempt++) {
+        const session = await this.#sessionFor(material, request);
+        if (session === undefined) break;
+        res = await this.#openH2(session, request, path, h2Headers, body, attempt === 1);
+      }
+      if (res === undefined && !this.#h1.has(material.fingerprint)) throw new TransportError({ cluster: this.#cluster, gvk: request.gvk }, `${request.method} ${request.path}: the HTTP/2 session closed before the request could start`);
+    }
+    res ??= await this.#openH1(request, path, headers, body, scratch);
+    const status = res.statusCode;
+    if (status >= 200 && status < 300) return res;
+    throw await this.#apiError(request, res);
+  }
+
+  async #openH1(request: HttpRequest, path: string, headers: http.OutgoingHttpHeaders, body: Buffer | undefined, scratch: https.RequestOptions): Promise<WireResponse> {
+    const signal = request.signal;
     const options: https.RequestOptions = {
       protocol: this.#base.protocol,
-      hostname: this.#base.hostname.startsWith('[') ? this.#base.hostname.slice(1, -1) : this.#base.hostname,
+      hostname: this.#hostname(),
       port: this.#base.port === '' ? undefined : Number(this.#base.port),
-      path: `${prefix}${request.path}${query === '' ? '' : `?${query}`}`,
+      path,
       method: request.method,
       headers,
-      agent,
+      agent: this.#agentFor(scratch),
       signal,
     };
     if (scratch.auth !== undefined) options.auth = scratch.auth;
-
     const res = await new Promise<http.IncomingMessage>((resolve, reject) => {
       const req = (this.#secure ? https : http).request(options, resolve);
       req.on('error', (err) => {
@@ -170,9 +257,105 @@ export class Transport {
       });
       req.end(body);
     });
-    const status = res.statusCode ?? 0;
-    if (status >= 200 && status < 300) return res;
-    throw await this.#apiError(request, res);
+    return { statusCode: res.statusCode ?? 0, headers: res.headers, body: res, protocol: 'http/1.1' };
+  }
+
+  /**
+   * One stream on the session; undefined when the session refused it synchronously (closing) and
+   * `last` is false, so the caller tries a fresh session.
+   */
+  #openH2(session: H2Session, request: HttpRequest, path: string, headers: Record<string, string | string[] | number>, body: Buffer | undefined, last: boolean): Promise<WireResponse | undefined> {
+    const signal = request.signal;
+    const fail = (err: Error): Error => (signal.aborted
+      ? abortReason(signal)
+      : new TransportError({ cluster: this.#cluster, gvk: request.gvk }, `${request.method} ${request.path}: ${err.message}`, { cause: err }));
+    let stream: http2.ClientHttp2Stream;
+    try {
+      stream = session.request({ ...headers, ':method': request.method, ':path': path }, { endStream: body === undefined, signal });
+    } catch (err) {
+      if (!last) return Promise.resolve(undefined);
+      return Promise.reject(fail(err instanceof Error ? err : new Error(String(err))));
+    }
+    // Errors after the response reach the body's reader through `errored`/iteration; this listener
+    // only keeps an unread stream's error from being unhandled.
+    stream.on('error', () => undefined);
+    return new Promise<WireResponse>((resolve, reject) => {
+      const onError = (err: Error): void => { reject(fail(err)); };
+      stream.once('error', onError);
+      stream.once('close', () => { reject(fail(new Error(`the stream closed before a response (code ${stream.rstCode})`))); });
+      stream.once('response', (h) => {
+        stream.off('error', onError);
+        resolve({ statusCode: h[':status'] ?? 0, headers: h, body: stream, protocol: 'h2' });
+      });
+      if (body !== undefined) stream.end(body);
+    });
+  }
+
+  #hostname(): string {
+    return this.#base.hostname.startsWith('[') ? this.#base.hostname.slice(1, -1) : this.#base.hostname;
+  }
+
+  /** The session for this material: the live one, one being connected, or a new one. Undefined: HTTP/1.1. */
+  async #sessionFor(material: Material, request: HttpRequest): Promise<H2Session | undefined> {
+    if (this.#h1.has(material.fingerprint)) return undefined;
+    const live = this.#session;
+    if (live?.usable === true) return live;
+    let attempt = this.#connecting;
+    if (attempt?.fingerprint !== material.fingerprint) {
+      attempt?.abandon(new Error('the TLS material changed'));
+      attempt = this.#connect(material);
+    }
+    attempt.waiters += 1;
+    const held = attempt;
+    try {
+      const negotiated = await raceAbort(held.done, request.signal);
+      return negotiated.protocol === 'h2' ? negotiated.session : undefined;
+    } catch (err) {
+      if (request.signal.aborted) throw abortReason(request.signal);
+      throw new TransportError({ cluster: this.#cluster, gvk: request.gvk }, `${request.method} ${request.path}: ${err instanceof Error ? err.message : String(err)}`, { cause: err });
+    } finally {
+      held.waiters -= 1;
+      // Nobody waits for a connection still handshaking: it goes, as an HTTP/1.1 socket would.
+      if (held.waiters === 0 && this.#connecting === held) held.abandon(new Error('every request waiting for the connection was aborted'));
+    }
+  }
+
+  #connect(material: Material): Attempt {
+    const port = this.#base.port === '' ? 443 : Number(this.#base.port);
+    const { done, abandon } = negotiate({
+      host: this.#hostname(),
+      port,
+      servername: material.servername,
+      secureContext: material.context ?? createSecureContext(),
+      rejectUnauthorized: material.rejectUnauthorized,
+    }, this.#liveness, () => undefined);
+    const attempt: Attempt = { fingerprint: material.fingerprint, done, abandon, waiters: 0 };
+    this.#connecting = attempt;
+    done.then((negotiated) => {
+      if (this.#connecting === attempt) this.#connecting = undefined;
+      if (negotiated.protocol === 'http/1.1') {
+        this.#h1.add(material.fingerprint);
+        return;
+      }
+      const session = negotiated.session;
+      if (this.#closed || this.#material?.fingerprint !== material.fingerprint) {
+        session.destroy();
+        return;
+      }
+      const old = this.#session;
+      if (old !== undefined) this.#retire(old);
+      this.#session = session;
+      void session.ended.then(() => { if (this.#session === session) this.#session = undefined; });
+    }, () => {
+      if (this.#connecting === attempt) this.#connecting = undefined;
+    });
+    return attempt;
+  }
+
+  #retire(session: H2Session): void {
+    session.drain();
+    this.#retired.add(session);
+    void session.ended.then(() => { this.#retired.delete(session); });
   }
 
   /**
@@ -181,7 +364,7 @@ export class Transport {
    * instead of hanging. A body longer than `limit` rejects with a `LimitExceededError` once the
    * limit is reached (the rest is not read).
    */
-  async json(request: HttpRequest, timeoutMs: number, limit: BodyLimit, parse: (body: Buffer) => unknown = parseJson): Promise<unknown> {
+  async json(request: HttpRequest, timeoutMs: number, limit: BodyLimit, parse: (body: Buffer) => unknown = parseJson, peek?: Peek): Promise<unknown> {
     const child = childController(request.signal);
     const controller = child.controller;
     const timer = this.#clock.setTimer(timeoutMs, () => {
@@ -189,7 +372,7 @@ export class Transport {
     });
     try {
       const res = await this.open({ ...request, signal: controller.signal });
-      const body = await readBounded(res, limit.bytes, controller.signal);
+      const body = await readBounded(res, limit.bytes, controller.signal, peek);
       if (body === undefined) throw this.#limitError(request, limit);
       if (body.length === 0) return undefined;
       try {
@@ -211,10 +394,47 @@ export class Transport {
   /** Destroys every socket of this connection; requests still running fail. Idempotent. */
   close(): void {
     this.#closed = true;
+    this.#connecting?.abandon(new Error('connection is closed'));
+    this.#connecting = undefined;
     this.#agent?.destroy();
     this.#agent = undefined;
-    for (const agent of this.#retired) agent.destroy();
+    this.#session?.destroy();
+    this.#session = undefined;
+    for (const old of this.#retired) old.destroy();
     this.#retired.clear();
+  }
+
+  /**
+   * The material the kubeconfig yields now, with its secure context built once. New material (a
+   * rotated certificate) retires the agent and session built from the old one.
+   */
+  #materialOf(scratch: https.RequestOptions): Material {
+    const hash = createHash('sha256');
+    for (const part of [scratch.ca, scratch.cert, scratch.key, scratch.pfx, scratch.passphrase, scratch.servername, String(scratch.rejectUnauthorized)]) {
+      hash.update(part === undefined ? '-' : Array.isArray(part) ? part.map(String).join('\n') : typeof part === 'string' || Buffer.isBuffer(part) ? part : JSON.stringify(part));
+      hash.update('\0');
+    }
+    const fingerprint = hash.digest('hex');
+    if (this.#material?.fingerprint === fingerprint) return this.#material;
+    if (this.#agent !== undefined) this.#retired.add(this.#agent);
+    this.#agent = undefined;
+    if (this.#session !== undefined) this.#retire(this.#session);
+    this.#session = undefined;
+    this.#material = {
+      fingerprint,
+      context: this.#secure
+        ? createSecureContext({
+          ...(scratch.ca === undefined ? {} : { ca: scratch.ca }),
+          ...(scratch.cert === undefined ? {} : { cert: scratch.cert }),
+          ...(scratch.key === undefined ? {} : { key: scratch.key }),
+          ...(scratch.pfx === undefined ? {} : { pfx: scratch.pfx }),
+          ...(scratch.passphrase === undefined ? {} : { passphrase: scratch.passphrase }),
+        })
+        : undefined,
+      servername: scratch.servername,
+      rejectUnauthorized: scratch.rejectUnauthorized !== false,
+    };
+    return this.#material;
   }
 
   #agentFor(scratch: https.RequestOptions): http.Agent {
@@ -222,28 +442,18 @@ export class Transport {
       if (scratch.agent instanceof http.Agent) return scratch.agent;
       throw new TransportError({ cluster: this.#cluster }, 'the kubeconfig built no agent for its proxy');
     }
-    const hash = createHash('sha256');
-    for (const part of [scratch.ca, scratch.cert, scratch.key, scratch.pfx, scratch.passphrase, scratch.servername, String(scratch.rejectUnauthorized)]) {
-      hash.update(part === undefined ? '-' : Array.isArray(part) ? part.map(String).join('\n') : typeof part === 'string' || Buffer.isBuffer(part) ? part : JSON.stringify(part));
-      hash.update('\0');
-    }
-    const fingerprint = hash.digest('hex');
-    if (this.#agent !== undefined && fingerprint === this.#tlsFingerprint) return this.#agent;
-    if (this.#agent !== undefined) this.#retired.add(this.#agent);
+    const material = this.#materialOf(scratch);
+    if (this.#agent !== undefined) return this.#agent;
     const common = { keepAlive: true, keepAliveMsecs: 30_000, scheduling: 'lifo' as const };
-    this.#agent = this.#secure
+    this.#agent = material.context !== undefined
       ? new https.Agent({
         ...common,
-        ...(scratch.ca === undefined ? {} : { ca: scratch.ca }),
-        ...(scratch.cert === undefined ? {} : { cert: scratch.cert }),
-        ...(scratch.key === undefined ? {} : { key: scratch.key }),
-        ...(scratch.pfx === undefined ? {} : { pfx: scratch.pfx }),
-        ...(scratch.passphrase === undefined ? {} : { passphrase: scratch.passphrase }),
-        ...(scratch.servername === undefined ? {} : { servername: scratch.servername }),
-        ...(scratch.rejectUnauthorized === undefined ? {} : { rejectUnauthorized: scratch.rejectUnauthorized }),
+        // Every socket of the agent shares this one context (the agent would build one per socket).
+        secureContext: material.context,
+        ...(material.servername === undefined ? {} : { servername: material.servername }),
+        rejectUnauthorized: material.rejectUnauthorized,
       })
       : new http.Agent(common);
-    this.#tlsFingerprint = fingerprint;
     return this.#agent;
   }
 
@@ -251,8 +461,8 @@ export class Transport {
     return new LimitExceededError({ cluster: this.#cluster, gvk: request.gvk, limit: limit.name, limitBytes: limit.bytes, request: { method: request.method, path: request.path } });
   }
 
-  async #apiError(request: HttpRequest, res: http.IncomingMessage): Promise<KubeApiError> {
-    const statusCode = res.statusCode ?? 0;
+  async #apiError(request: HttpRequest, res: WireResponse): Promise<KubeApiError> {
+    const statusCode = res.statusCode;
     let status: KubeStatus | undefined;
     let cause: Error | undefined;
     try {
@@ -267,14 +477,14 @@ export class Transport {
       }
     } catch {
       // A body that is not a Status (or a broken one) still leaves the HTTP status to report.
-      res.destroy();
+      res.body.destroy();
     }
     return new KubeApiError({
       cluster: this.#cluster,
       gvk: request.gvk,
       statusCode,
       status,
-      retryAfterSeconds: parseRetryAfter(res.headers['retry-after'], this.#clock.now()),
+      retryAfterSeconds: parseRetryAfter(headerText(res.headers['retry-after']), this.#clock.now()),
       request: { method: request.method, path: request.path },
     }, cause === undefined ? undefined : { cause });
   }
@@ -297,6 +507,11 @@ export function parseRetryAfter(header: string | undefined, now: number): number
   return Number.isNaN(at) ? undefined : Math.max(0, Math.ceil((at - now) / 1000));
 }
 
+function headerText(value: string | string[] | number | undefined): string | undefined {
+  if (value === undefined) return undefined;
+  return Array.isArray(value) ? value[0] : String(value);
+}
+
 function parseJson(body: Buffer): unknown {
   return JSON.parse(body.toString('utf8'));
 }
@@ -304,26 +519,32 @@ function parseJson(body: Buffer): unknown {
 /**
  * Reads a whole response body of at most `limit` bytes; undefined when it is longer (a
  * Content-Length above the limit is refused before reading). The stream is destroyed as soon as
- * the limit is passed, so at most `limit` bytes plus one chunk are ever held.
+ * the limit is passed, so at most `limit` bytes plus one chunk are ever held. `peek` sees the start
+ * of the body as it arrives, until it is satisfied or has seen {@link PEEK_BYTES}.
  */
-export async function readBounded(res: http.IncomingMessage, limit: number, signal: AbortSignal): Promise<Buffer | undefined> {
-  const declared = Number(res.headers['content-length']);
+export async function readBounded(res: WireResponse, limit: number, signal: AbortSignal, peek?: Peek): Promise<Buffer | undefined> {
+  const declared = Number(headerText(res.headers['content-length']));
+  const body = res.body;
   if (Number.isFinite(declared) && declared > limit) {
-    res.destroy();
+    body.destroy();
     return undefined;
   }
   const chunks: Buffer[] = [];
   let size = 0;
   try {
-    for await (const chunk of res) {
+    for await (const chunk of body) {
       const buf = chunk as Buffer;
       size += buf.length;
       if (size > limit) {
         chunks.length = 0;
-        res.destroy();
+        body.destroy();
         return undefined;
       }
       chunks.push(buf);
+      if (peek !== undefined) {
+        const head = chunks.length === 1 ? buf : Buffer.concat(chunks, size);
+        if (peek(head.subarray(0, PEEK_BYTES)) || size >= PEEK_BYTES) peek = undefined;
+      }
     }
   } catch (err) {
     if (signal.aborted) throw abortReason(signal);

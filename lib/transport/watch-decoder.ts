@@ -1,4 +1,4 @@
-import type { IncomingMessage } from 'node:http';
+import type { Readable } from 'node:stream';
 import {
   abortReason,
   FleetcacheError,
@@ -162,10 +162,11 @@ const HIGH_WATER = 256;
  * middle of a line, throws a `TransportError`; the caller resumes from the last event it applied.
  * A bad line throws after the events before it were yielded.
  *
+ * `res` is the response body on either protocol (an HTTP/1.1 IncomingMessage or an HTTP/2 stream).
  * Chunks are taken from `data` events as they arrive (no re-concatenation of buffered chunks, as
  * the stream's own iterator does) and decoded at once; a backlog pauses the socket.
  */
-export async function* decodeWatchStream(res: IncomingMessage, scope: ErrorScope, signal: AbortSignal, options: DecodeOptions = {}): AsyncGenerator<readonly WatchEvent[], void, undefined> {
+export async function* decodeWatchStream(res: Readable, scope: ErrorScope, signal: AbortSignal, options: DecodeOptions = {}): AsyncGenerator<readonly WatchEvent[], void, undefined> {
   const lines = new LineDecoder(scope, options);
   // Invariants: `queue` holds decoded events not yet yielded, in stream order; the response is
   // paused only while the queue is at least HIGH_WATER long; `wake` is set only while the

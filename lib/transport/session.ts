@@ -1,0 +1,182 @@
+import * as http2 from 'node:http2';
+import { isIP } from 'node:net';
+import * as tls from 'node:tls';
+
+/** Liveness settings of an HTTP/2 session (client-go's ReadIdleTimeout and PingTimeout). */
+export interface SessionLiveness {
+  /** A PING is sent after this long without one; default 30 000. */
+  readonly pingIntervalMs: number;
+  /** A PING unanswered this long destroys the session; default 15 000. */
+  readonly pingTimeoutMs: number;
+}
+
+/** Where a session goes and with what TLS material (one secure context per material). */
+export interface SessionTarget {
+  readonly host: string;
+  readonly port: number;
+  readonly servername: string | undefined;
+  readonly secureContext: tls.SecureContext;
+  readonly rejectUnauthorized: boolean;
+}
+
+/** The outcome of one TLS connection offering h2 first: a session, or the server chose HTTP/1.1. */
+export type Negotiated = { readonly protocol: 'h2'; readonly session: H2Session } | { readonly protocol: 'http/1.1' };
+
+/** Larger than HTTP/2's 64 KiB default so a LIST page streams at wire speed (Go uses 4 MiB). */
+const STREAM_WINDOW = 4 * 1024 * 1024;
+const SESSION_WINDOW = 32 * 1024 * 1024;
+
+/**
+ * One TLS connection offering ALPN `h2, http/1.1`. Resolves once the handshake chose; rejects on a
+ * failed connect or handshake. `abandon()` destroys a connection still handshaking (every waiter
+ * gave up), `release` is called once when its socket closes, whatever happened.
+ */
+export function negotiate(target: SessionTarget, liveness: SessionLiveness, release: () => void): { readonly done: Promise<Negotiated>; readonly abandon: (reason: Error) => void } {
+  const socket = tls.connect({
+    host: target.host,
+    port: target.port,
+    // SNI carries host names only (RFC 6066); https.Agent leaves it out for an IP address too.
+    ...(target.servername !== undefined ? { servername: target.servername } : isIP(target.host) === 0 ? { servername: target.host } : {}),
+    secureContext: target.secureContext,
+    rejectUnauthorized: target.rejectUnauthorized,
+    ALPNProtocols: ['h2', 'http/1.1'],
+  });
+  socket.once('close', release);
+  let settled = false;
+  const done = new Promise<Negotiated>((resolve, reject) => {
+    const onError = (err: Error): void => { reject(err); };
+    socket.once('error', onError);
+    socket.once('close', () => { reject(new Error('the connection closed during the TLS handshake')); });
+    socket.once('secureConnect', () => {
+      settled = true;
+      socket.off('error', onError);
+      if (socket.alpnProtocol !== 'h2') {
+        // This socket is not handed to the HTTP/1.1 agent (it makes its own): one extra handshake, once.
+        socket.on('error', () => undefined);
+        socket.destroy();
+        resolve({ protocol: 'http/1.1' });
+        return;
+      }
+      const session = http2.connect(`https://${target.host.includes(':') ? `[${target.host}]` : target.host}:${target.port}`, {
+        createConnection: () => socket,
+        settings: { enablePush: false, initialWindowSize: STREAM_WINDOW },
+        maxSessionMemory: 64,
+      });
+      resolve({ protocol: 'h2', session: new H2Session(session, liveness) });
+    });
+  });
+  return {
+    done,
+    abandon: (reason) => { if (!settled) socket.destroy(reason); },
+  };
+}
+
+/**
+ * One HTTP/2 client session: every request and watch to one cluster, multiplexed. It is usable
+ * until the server sends GOAWAY, the socket closes or a PING goes unanswered for `pingTimeoutMs`
+ * (a silently dead connection then fails every stream on it, so no watch is silently stale).
+ *
+ * PINGs run on real timers, not the injected clock: they test a real socket's liveness, and a test
+ * clock jumping ahead would declare a healthy session dead. The timers are unref'd.
+ *
+ * Invariant: `#timer` is set iff the session is usable; `#streams` counts the streams opened
+ * through `request()` whose 'close' has not been seen.
+ */
+export class H2Session {
+  readonly #session: http2.ClientHttp2Session;
+  readonly #liveness: SessionLiveness;
+  #usable = true;
+  #streams = 0;
+  #timer: NodeJS.Timeout | undefined;
+  readonly #ended: Promise<void>;
+
+  constructor(session: http2.ClientHttp2Session, liveness: SessionLiveness) {
+    this.#session = session;
+    this.#liveness = liveness;
+    session.on('error', () => { this.#retire(); });
+    session.on('goaway', () => { this.#retire(); });
+    this.#ended = new Promise((resolve) => {
+      session.once('close', () => {
+        this.#retire();
+        resolve();
+      });
+    });
+    session.once('connect', () => { session.setLocalWindowSize(SESSION_WINDOW); });
+    this.#arm();
+  }
+
+  /** True until GOAWAY, close, error or a missed PING: new requests may use it. */
+  get usable(): boolean {
+    return this.#usable && !this.#session.closed && !this.#session.destroyed;
+  }
+
+  /** Streams opened and not yet closed. */
+  get streams(): number {
+    return this.#streams;
+  }
+
+  /** Resolves once the session's socket closed. */
+  get ended(): Promise<void> {
+    return this.#ended;
+  }
+
+  /** Opens one stream; its 'close' is counted. */
+  request(headers: http2.OutgoingHttpHeaders, options: http2.ClientSessionRequestOptions): http2.ClientHttp2Stream {
+    const stream = this.#session.request(headers, options);
+    this.#streams += 1;
+    stream.once('close', () => { this.#streams -= 1; });
+    return stream;
+  }
+
+  /** No new streams; the open ones finish (a rotated certificate's session). */
+  drain(): void {
+    this.#retire();
+    if (!this.#session.closed) this.#session.close();
+  }
+
+  /** Ends every stream now. */
+  destroy(reason?: Error): void {
+    this.#retire();
+    this.#session.destroy(reason);
+  }
+
+  #retire(): void {
+    this.#usable = false;
+    if (this.#timer !== undefined) clearTimeout(this.#timer);
+    this.#timer = undefined;
+  }
+
+  #arm(): void {
+    if (!this.#usable) return;
+    this.#timer = setTimeout(() => { this.#ping(); }, this.#liveness.pingIntervalMs);
+    this.#timer.unref();
+  }
+
+  #ping(): void {
+    this.#timer = undefined;
+    if (!this.usable) return;
+    if (this.#streams === 0) {
+      // Idle for a whole interval: give the descriptor back; the next request connects again.
+      this.drain();
+      return;
+    }
+    let answered = false;
+    const deadline = setTimeout(() => {
+      if (!answered) this.destroy(new Error(`HTTP/2 PING unanswered for ${this.#liveness.pingTimeoutMs} ms: the connection is dead`));
+    }, this.#liveness.pingTimeoutMs);
+    deadline.unref();
+    const sent = this.#session.ping((err) => {
+      answered = true;
+      clearTimeout(deadline);
+      if (err !== null) {
+        this.destroy(err);
+        return;
+      }
+      this.#arm();
+    });
+    if (!sent) {
+      clearTimeout(deadline);
+      this.#arm();
+    }
+  }
+}
