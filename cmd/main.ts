@@ -228,6 +228,14 @@ async function runService(config: Config, io: ProcessIo, logger: Logger): Promis
     allowPrivateWebhooks: config.allowPrivateWebhooks,
     git: { allowPrivateNetworks: config.allowPrivateGitHosts, allowHttp: config.allowInsecureGitHttp },
     ...limits,
+    allowCrossNamespaceTargets: config.allowCrossNamespaceTargets,
+    ...(config.defaultServiceAccount === undefined ? {} : { defaultServiceAccount: config.defaultServiceAccount }),
+  });
+  logger.info('tenancy', {
+    crossNamespaceTargets: config.allowCrossNamespaceTargets,
+    crossNamespaceSecrets: config.allowCrossNamespaceSecrets,
+    // Without a default, Pipelines that name no ServiceAccount act with the service's own identity.
+    defaultServiceAccount: config.defaultServiceAccount ?? '',
   });
 
   let elector: LeaderElector | undefined;
