@@ -19,6 +19,7 @@ export interface PolicyRule {
   readonly apiGroups: readonly string[];
   readonly resources: readonly string[];
   readonly verbs: readonly string[];
+  readonly resourceNames?: readonly string[];
 }
 
 /** Any request that must succeed (2xx), or one of `also`. */
@@ -38,11 +39,14 @@ export function shippedClusterRoleRules(): readonly PolicyRule[] {
 
 /**
  * Creates the service's ServiceAccount in `namespace` with exactly config/rbac's roles and
- * bindings (namespaces rewritten as config/default's kustomization does); returns its kubeconfig.
+ * bindings, every file its kustomization lists (namespaces rewritten as config/default's
+ * kustomization does); returns its kubeconfig.
  */
 export async function installServiceRbac(cluster: TestCluster, namespace: string): Promise<string> {
   const kubeconfig = await cluster.restrictedKubeconfig({ namespace, serviceAccount: 'fleetcache' });
-  for (const file of ['role.yaml', 'role_binding.yaml', 'leader_election_role.yaml', 'leader_election_role_binding.yaml']) {
+  // Every resource kustomize would apply, bar the ServiceAccount (made above, with its token).
+  const { resources } = loadAll(readFileSync(join(root, 'config/rbac/kustomization.yaml'), 'utf8'))[0] as { resources: string[] };
+  for (const file of resources.filter((r) => r !== 'service_account.yaml')) {
     for (const doc of loadAll(readFileSync(join(root, 'config/rbac', file), 'utf8')) as { kind: string; metadata: { name: string; namespace?: string }; subjects?: { namespace: string }[] }[]) {
       if (doc.metadata.namespace !== undefined) doc.metadata.namespace = namespace;
       for (const s of doc.subjects ?? []) s.namespace = namespace;
