@@ -216,14 +216,18 @@ async function runService(config: Config, io: ProcessIo, logger: Logger): Promis
 
   const workqueue = new WorkqueueMetrics();
   const queue = new RateLimitingWorkQueue<OwnerKey>({ name: 'owners', metrics: workqueue, rateLimiter: defaultControllerRateLimiter() });
+  // The controller's connection (Pipelines, status, Events) has its own bucket of these too.
+  const limits = { qps: config.kubeApiQps, burst: config.kubeApiBurst };
   const registry = serviceRegistry(config, { kubeConfig, queue, logger });
   const clusters = registry.clusters;
   const controller: Controller = new PipelineController({
     registry,
+    localKubeConfig: kubeConfig,
     logger,
     workers: config.concurrency,
     allowPrivateWebhooks: config.allowPrivateWebhooks,
     git: { allowPrivateNetworks: config.allowPrivateGitHosts, allowHttp: config.allowInsecureGitHttp },
+    ...limits,
     allowCrossNamespaceTargets: config.allowCrossNamespaceTargets,
     ...(config.defaultServiceAccount === undefined ? {} : { defaultServiceAccount: config.defaultServiceAccount }),
   });

@@ -1,9 +1,11 @@
 import { isDeepStrictEqual } from 'node:util';
-import type { ClusterConnection, KubeObject } from '../transport/index.ts';
+import type { KubeConfig } from '@kubernetes/client-node';
+import { ClusterConnection, type KubeObject } from '../transport/index.ts';
 import { serviceAccountIdentity, type ClusterRef } from '../cluster/index.ts';
+import { ResourceInformer } from '../informer/index.ts';
 import { runWorkers, type RequeueAfter } from '../queue/index.ts';
-import { parseOwnerKey, type HeldReader, type OwnerRef, type ReaderOptions, type Registry } from '../registry/index.ts';
-import { apiVersionOf, isAbortError, KubeApiError, noopLogger, realClock, sanitizeForDisplay, sleep, toError, type Clock, type Logger } from '../util/index.ts';
+import { parseOwnerKey, type OwnerRef, type Registry } from '../registry/index.ts';
+import { apiVersionOf, isAbortError, KubeApiError, noopLogger, realClock, sanitizeForDisplay, toError, type Clock, type Logger } from '../util/index.ts';
 import { displayEnvironments, invalidSpecCondition, MAX_STATUS_TEXT, plain, promotingCondition, readyCondition, sameStatus, setCondition, type ConditionInput } from './conditions.ts';
 import { GitPromoter, type GitPromoterOptions } from '../gitops/index.ts';
 import { decidePromotion, DEFAULT_RETRY, findRecord, retryDueAt, withRecord, type PromotionDecision } from './decide.ts';
@@ -37,12 +39,20 @@ export interface PipelineControllerOptions {
    * the caller, who closes it after `run` resolves. Required.
    */
   readonly registry: Registry;
+  /** The management cluster: Pipelines, their Events and webhook Secrets live there. Required. */
+  readonly localKubeConfig: KubeConfig;
   /** Child loggers per pipeline. Default: discards everything. */
   readonly logger?: Logger;
   /** Default: the wall clock. */
   readonly clock?: Clock;
   /** Pipelines reconciled at once (never the same one twice at once). Default 4. */
   readonly workers?: number;
+  /**
+   * Request limits of the management-cluster connection `run` opens (Pipelines, their status and
+   * Events). Default 20 qps, burst 30, as the connection's own defaults.
+   */
+  readonly qps?: number;
+  readonly burst?: number;
   /** Bound on one webhook delivery, answer included. Default 10 000. */
   readonly webhookTimeoutMs?: number;
   /**
@@ -106,11 +116,6 @@ function positiveNumber(option: string, value: number): number {
   return value;
 }
 
-/** The management cluster, where Pipelines, their Events and their Secrets live. */
-const LOCAL: ClusterRef = Object.freeze({ kind: 'local' });
-/** Bounds of the wait between attempts at the Pipeline cache (the CRD not installed yet, say). */
-const PIPELINE_CACHE_RETRY_MS = { initial: 1_000, max: 30_000 };
-
 const SERVICE_ACCOUNT_NAME = /^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$/;
 
 function pipelinePath(namespace: string, name: string, subresource = ''): string {
@@ -136,6 +141,7 @@ function pipelinePath(namespace: string, name: string, subresource = ''): string
  */
 export class PipelineController {
   readonly #registry: Registry;
+  readonly #kubeConfig: KubeConfig;
   readonly #logger: Logger;
   readonly #clock: Clock;
   readonly #workers: number;
@@ -143,18 +149,24 @@ export class PipelineController {
   readonly #allowPrivateWebhooks: boolean;
   readonly #git: GitPromoter;
   readonly #gitPollIntervalMs: number;
+  readonly #limits: { readonly qps?: number; readonly burst?: number };
   readonly #beforePromotion: PipelineControllerOptions['beforePromotion'];
   readonly #allowCrossNamespaceTargets: boolean;
   readonly #defaultServiceAccount: string | undefined;
   readonly #stats = { reconciles: 0, reconcileErrors: 0, succeeded: 0, failed: 0 };
-  /** The Pipeline cache, a held reader of the registry's; set for the duration of `run`. */
-  #pipelines: HeldReader | undefined;
+  /** Set for the duration of `run`. */
+  #informer: ResourceInformer | undefined;
+  #local: ClusterConnection | undefined;
   #running = false;
 
   constructor(options: PipelineControllerOptions) {
     const registry: unknown = options.registry;
     if (typeof registry !== 'object' || registry === null || typeof (registry as { watchTargetAndGetReader?: unknown }).watchTargetAndGetReader !== 'function') {
       throw new TypeError('PipelineController option registry must be a Registry');
+    }
+    const kubeConfig: unknown = options.localKubeConfig;
+    if (typeof kubeConfig !== 'object' || kubeConfig === null || typeof (kubeConfig as { getCurrentCluster?: unknown }).getCurrentCluster !== 'function') {
+      throw new TypeError('PipelineController option localKubeConfig must be a KubeConfig');
     }
     if (options.allowPrivateWebhooks !== undefined && typeof options.allowPrivateWebhooks !== 'boolean') {
       throw new TypeError('PipelineController option allowPrivateWebhooks must be a boolean');
@@ -173,6 +185,7 @@ export class PipelineController {
       webhookTimeoutMs: positiveNumber('webhookTimeoutMs', options.webhookTimeoutMs ?? 10_000),
     };
     this.#registry = options.registry;
+    this.#kubeConfig = options.localKubeConfig;
     this.#logger = settings.logger;
     this.#clock = settings.clock;
     this.#workers = settings.workers;
@@ -181,13 +194,18 @@ export class PipelineController {
     this.#git = new GitPromoter({ clock: settings.clock, ...options.git });
     this.#gitPollIntervalMs = positiveNumber('gitPollIntervalMs', options.gitPollIntervalMs ?? 30_000);
     this.#beforePromotion = options.beforePromotion;
+    // Checked here, not at `run`: the connection is built there, and a bad option must fail early.
+    this.#limits = {
+      ...(options.qps === undefined ? {} : { qps: positiveNumber('qps', options.qps) }),
+      ...(options.burst === undefined ? {} : { burst: positiveInteger('burst', options.burst) }),
+    };
     this.#allowCrossNamespaceTargets = options.allowCrossNamespaceTargets === true;
     this.#defaultServiceAccount = options.defaultServiceAccount;
   }
 
   /** True once the Pipeline informer has synced (what /readyz reports); false before and after `run`. */
   get synced(): boolean {
-    return this.#pipelines?.synced ?? false;
+    return this.#informer?.synced ?? false;
   }
 
   stats(): PipelineControllerStats {
@@ -203,26 +221,27 @@ export class PipelineController {
   async run(signal: AbortSignal): Promise<void> {
     if (this.#running) throw new Error('PipelineController is already running');
     this.#running = true;
+    const local = new ClusterConnection({ name: 'local', kubeConfig: this.#kubeConfig, logger: this.#logger, clock: this.#clock, ...this.#limits });
+    const informer = new ResourceInformer({ connection: local, gvk: PIPELINE_GVK, logger: this.#logger.child({ gvk: 'Pipeline' }), clock: this.#clock });
     const queue = this.#registry.queue;
     const enqueue = (obj: KubeObject): void => {
       const { namespace, name } = obj.metadata ?? {};
       if (namespace !== undefined && name !== undefined) queue.add(`${namespace}/${name}`);
     };
-    let pipelines: HeldReader | undefined;
+    informer.addHandler({
+      add: enqueue,
+      update: (_old, current) => { enqueue(current); },
+      delete: (obj) => {
+        const { namespace, name } = obj.metadata ?? {};
+        if (namespace !== undefined && name !== undefined) this.#registry.forgetOwner({ namespace, name });
+      },
+    });
+    this.#informer = informer;
+    this.#local = local;
     try {
-      // The Pipeline cache is one of the registry's, on the keeper's management-cluster connection
-      // with the service's own identity: held (never collected) until `run` ends.
-      pipelines = await this.#holdPipelines({
-        add: enqueue,
-        update: (_old, current) => { enqueue(current); },
-        delete: (obj) => {
-          const { namespace, name } = obj.metadata ?? {};
-          if (namespace !== undefined && name !== undefined) this.#registry.forgetOwner({ namespace, name });
-        },
-      }, signal);
-      this.#pipelines = pipelines;
+      informer.start(signal);
       // Workers wait for a complete view of Pipelines: "not in the cache" must mean "deleted".
-      await pipelines.waitForSync(signal);
+      await informer.waitForSync(signal);
       await runWorkers(queue, {
         signal,
         handler: (key, workerSignal) => this.#reconcile(key, workerSignal),
@@ -233,26 +252,11 @@ export class PipelineController {
     } catch (err) {
       if (!signal.aborted) throw err;
     } finally {
-      this.#pipelines = undefined;
-      pipelines?.release();
+      this.#informer = undefined;
+      this.#local = undefined;
+      await informer.stop();
+      await local.close();
       this.#running = false;
-    }
-  }
-
-  /**
-   * The registry's reader of Pipelines, with `handler` attached. A cache that cannot be built (the
-   * CRD not installed yet, the API server away) is tried again with backoff until `signal` aborts,
-   * as an informer retries its LIST: not being ready is what /readyz reports.
-   */
-  async #holdPipelines(handler: ReaderOptions['handler'], signal: AbortSignal): Promise<HeldReader> {
-    for (let waitMs = PIPELINE_CACHE_RETRY_MS.initial; ; waitMs = Math.min(waitMs * 2, PIPELINE_CACHE_RETRY_MS.max)) {
-      try {
-        return await this.#registry.reader(LOCAL, PIPELINE_GVK, { handler, signal });
-      } catch (err) {
-        if (signal.aborted) throw err;
-        this.#logger.warn('the Pipeline cache could not be built; retrying', { error: toError(err).message, retryInMs: waitMs });
-      }
-      await sleep(waitMs, signal, this.#clock);
     }
   }
 
@@ -267,10 +271,10 @@ export class PipelineController {
   }
 
   async #reconcileOnce(key: string, signal: AbortSignal): Promise<RequeueAfter | undefined> {
-    const pipelines = this.#pipelines;
-    if (pipelines === undefined) return undefined;
+    const informer = this.#informer;
+    if (informer === undefined) return undefined;
     const ref = parseOwnerKey(key);
-    const pipeline = pipelines.get(ref.namespace, ref.name) as Pipeline | undefined;
+    const pipeline = informer.store.getByName(ref.namespace, ref.name) as Pipeline | undefined;
     if (pipeline === undefined || pipeline.metadata?.deletionTimestamp !== undefined) {
       this.#registry.forgetOwner(ref);
       return undefined;
@@ -544,7 +548,7 @@ export class PipelineController {
       } catch (err) {
         if (!(err instanceof StatusConflict) || attempt >= OUTCOME_WRITE_ATTEMPTS) throw err;
         const meta = current.metadata ?? {};
-        current = (await (await this.#own(current)).request({ method: 'GET', path: pipelinePath(meta.namespace ?? '', meta.name ?? '') })) as Pipeline;
+        current = (await this.#connection().request({ method: 'GET', path: pipelinePath(meta.namespace ?? '', meta.name ?? '') })) as Pipeline;
       }
     }
   }
@@ -576,7 +580,7 @@ export class PipelineController {
     const meta = pipeline.metadata ?? {};
     const body = { ...plain(pipeline), status };
     try {
-      return (await (await this.#own(pipeline)).request({ method: 'PUT', path: pipelinePath(meta.namespace ?? '', meta.name ?? '', '/status'), body, gvk: PIPELINE_GVK })) as Pipeline;
+      return (await this.#connection().request({ method: 'PUT', path: pipelinePath(meta.namespace ?? '', meta.name ?? '', '/status'), body, gvk: PIPELINE_GVK })) as Pipeline;
     } catch (err) {
       if (err instanceof KubeApiError && err.statusCode === 409) throw new StatusConflict(err.message, { cause: err });
       throw err;
@@ -589,7 +593,7 @@ export class PipelineController {
     const namespace = meta.namespace ?? '';
     const now = this.#now();
     try {
-      await (await this.#own(pipeline)).request({
+      await this.#connection().request({
         method: 'POST',
         path: `/api/v1/namespaces/${encodeURIComponent(namespace)}/events`,
         body: {
@@ -611,13 +615,9 @@ export class PipelineController {
     }
   }
 
-  /**
-   * The management cluster as the service itself, from the registry's keeper: the Pipeline's status
-   * subresource and its Events are the service's to write, whoever the Pipeline acts as.
-   */
-  async #own(pipeline: Pipeline): Promise<ClusterConnection> {
-    const meta = pipeline.metadata ?? {};
-    return this.#registry.connectionFor(LOCAL, { namespace: meta.namespace ?? '', name: meta.name ?? '' });
+  #connection(): ClusterConnection {
+    if (this.#local === undefined) throw new Error('PipelineController is not running');
+    return this.#local;
   }
 
   /** RFC 3339 with second precision, as Kubernetes writes times. */

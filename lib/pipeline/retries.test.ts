@@ -36,13 +36,12 @@ describe('PipelineController retries', () => {
 
     // The budget is the controller's; the backoff between attempts is the queue's: 1 ms here.
     const queue = new RateLimitingWorkQueue<OwnerKey>({ name: 'owners', rateLimiter: new ItemExponentialRateLimiter({ baseDelayMs: 1, maxDelayMs: 1 }) });
+    const registry = new Registry({ provider: new StaticProvider({ clusters: {} }), queue, credentialCheckIntervalMs: 0 });
+    t.after(() => registry.close());
     const kubeConfig = new KubeConfig();
     kubeConfig.loadFromString(sim.kubeconfig);
-    // The simulated cluster is the management cluster: the controller reads Pipelines through it.
-    const registry = new Registry({ provider: new StaticProvider({ clusters: {} }), local: kubeConfig, queue, credentialCheckIntervalMs: 0 });
-    t.after(() => registry.close());
     const { logger, lines } = warnings();
-    const controller = new PipelineController({ registry, logger, workers: 1 });
+    const controller = new PipelineController({ registry, localKubeConfig: kubeConfig, logger, workers: 1 });
     const stop = new AbortController();
     const running = controller.run(stop.signal);
     t.after(async () => { stop.abort(); await running; });
