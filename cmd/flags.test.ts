@@ -66,7 +66,7 @@ describe('--help', () => {
       ['leader-elect-lease-duration', 'leader-elect-renew-deadline', 'leader-elect-retry-period', 'cache-gc-grace-period'].map((name) => parseDuration(name, documented(name) ?? '')),
     );
     assert.deepEqual([config.leaseDurationMs, config.renewDeadlineMs, config.retryPeriodMs], [30_000, 10_000, 2_000], 'client-go\'s leader election timings');
-    for (const name of ['allow-exec-kubeconfigs', 'allow-auth-provider-kubeconfigs', 'allow-file-kubeconfigs', 'allow-cross-namespace-secrets', 'insecure-kubeconfig-tls', 'allow-private-webhooks', 'allow-private-git-hosts', 'allow-insecure-git-http']) {
+    for (const name of ['allow-exec-kubeconfigs', 'allow-auth-provider-kubeconfigs', 'allow-file-kubeconfigs', 'allow-cross-namespace-secrets', 'insecure-kubeconfig-tls', 'allow-private-webhooks', 'allow-private-git-hosts', 'allow-insecure-git-http', 'allow-cross-namespace-targets']) {
       assert.equal(documented(name), 'false');
     }
     assert.equal(config.allowPrivateWebhooks, false);
@@ -74,9 +74,10 @@ describe('--help', () => {
     assert.equal(config.metricsSecure, true, 'metrics are authenticated unless asked otherwise');
     assert.equal(config.metricsCert, undefined);
     assert.deepEqual(
-      [config.allowExecKubeconfigs, config.allowAuthProviderKubeconfigs, config.allowFileKubeconfigs, config.allowCrossNamespaceSecrets, config.insecureKubeconfigTls, config.allowPrivateGitHosts, config.allowInsecureGitHttp],
-      [false, false, false, false, false, false, false],
+      [config.allowExecKubeconfigs, config.allowAuthProviderKubeconfigs, config.allowFileKubeconfigs, config.allowCrossNamespaceSecrets, config.insecureKubeconfigTls, config.allowPrivateGitHosts, config.allowInsecureGitHttp, config.allowCrossNamespaceTargets],
+      [false, false, false, false, false, false, false, false],
     );
+    assert.equal(config.defaultServiceAccount, undefined, 'no impersonation unless asked for');
   });
 
   it('keeps every line within 100 columns', () => {
@@ -90,7 +91,7 @@ describe('parseFlags', () => {
       '--kubeconfig', '/k', '--metrics-bind-address', '127.0.0.1:9090', '--health-probe-bind-address=[::1]:9091',
       '--leader-elect', '--leader-election-id', 'my-lease', '--leader-election-namespace', 'ops', '--concurrency', '8',
       '--log-level', 'debug', '--log-format=console', '--allow-exec-kubeconfigs', '--allow-auth-provider-kubeconfigs=true',
-      '--allow-file-kubeconfigs', '--allow-cross-namespace-secrets', '--insecure-kubeconfig-tls', '--allow-private-git-hosts', '--allow-insecure-git-http',
+      '--allow-file-kubeconfigs', '--allow-cross-namespace-secrets', '--insecure-kubeconfig-tls', '--allow-private-git-hosts', '--allow-insecure-git-http', '--allow-cross-namespace-targets', '--default-service-account', 'pipeline-runner',
       '--leader-elect-lease-duration=1m30s', '--leader-elect-renew-deadline', '20s', '--leader-elect-retry-period=500ms',
       '--cache-gc-grace-period', '2m', '--allow-private-webhooks', '--metrics-cert-path', '/certs', '--metrics-cert-key=key.pem',
       '--kube-api-qps=7.5', '--kube-api-burst', '12',
@@ -115,6 +116,8 @@ describe('parseFlags', () => {
       allowPrivateWebhooks: true,
       allowPrivateGitHosts: true,
       allowInsecureGitHttp: true,
+      allowCrossNamespaceTargets: true,
+      defaultServiceAccount: 'pipeline-runner',
       leaseDurationMs: 90_000,
       renewDeadlineMs: 20_000,
       retryPeriodMs: 500,
@@ -173,6 +176,8 @@ describe('parseFlags', () => {
       [['--concurrency='], /^--concurrency must not be empty$/],
       [['--kubeconfig='], /--kubeconfig must not be empty/],
       [['--metrics-secure=false', '--metrics-cert-path=/certs'], /--metrics-cert-path needs --metrics-secure/],
+      [['--default-service-account', 'system:serviceaccount:a:b'], /--default-service-account must be a ServiceAccount name/],
+      [['--default-service-account='], /--default-service-account must not be empty/],
     ];
     for (const [argv, message] of cases) {
       assert.throws(() => parseFlags(argv), (err: unknown) => err instanceof UsageError && message.test(err.message), argv.join(' '));

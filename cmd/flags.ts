@@ -48,6 +48,10 @@ export interface Config {
   readonly allowPrivateGitHosts: boolean;
   /** The git strategy may use http:// (tests and demos on loopback only). */
   readonly allowInsecureGitHttp: boolean;
+  /** Let management-cluster targets live outside their Pipeline's namespace. */
+  readonly allowCrossNamespaceTargets: boolean;
+  /** ServiceAccount (in each Pipeline's namespace) impersonated for Pipelines that name none; undefined: none. */
+  readonly defaultServiceAccount: string | undefined;
   /** Leader election timings, in milliseconds. */
   readonly leaseDurationMs: number;
   readonly renewDeadlineMs: number;
@@ -202,6 +206,14 @@ export const flagTable: readonly FlagSpec[] = [
   {
     name: 'kube-api-burst', type: 'string', value: 'n', default: '30',
     description: 'Requests a connection may send at once before --kube-api-qps applies (client-go\'s Burst; a positive integer).',
+  },
+  {
+    name: 'allow-cross-namespace-targets', type: 'boolean', default: 'false',
+    description: 'Let a Pipeline name targets on the management cluster (no clusterRef) in namespaces other than its own. Off, such a Pipeline is Ready=False InvalidSpec.',
+  },
+  {
+    name: 'default-service-account', type: 'string', value: 'name',
+    description: 'Make impersonation mandatory: a Pipeline without spec.serviceAccountName acts on the management cluster as this ServiceAccount of its own namespace (as Flux\'s kustomize-controller does). When unset, such a Pipeline acts with the service\'s own identity.',
   },
   { name: 'help', short: 'h', type: 'boolean', description: 'Print this help and exit.' },
   { name: 'version', type: 'boolean', description: 'Print the version and exit.' },
@@ -362,6 +374,10 @@ export function parseFlags(argv: readonly string[]): Invocation {
   if (leaderElectionNamespace !== undefined && (!/^[a-z0-9]([-a-z0-9]*[a-z0-9])?$/.test(leaderElectionNamespace) || leaderElectionNamespace.length > 63)) {
     throw new UsageError(`--leader-election-namespace must be a namespace name, got ${JSON.stringify(leaderElectionNamespace)}`);
   }
+  const defaultServiceAccount = str('default-service-account');
+  if (defaultServiceAccount !== undefined && (!dnsSubdomain.test(defaultServiceAccount) || defaultServiceAccount.length > 253)) {
+    throw new UsageError(`--default-service-account must be a ServiceAccount name, got ${JSON.stringify(defaultServiceAccount)}`);
+  }
   const leaseDurationMs = parseDuration('leader-elect-lease-duration', str('leader-elect-lease-duration') ?? '');
   const renewDeadlineMs = parseDuration('leader-elect-renew-deadline', str('leader-elect-renew-deadline') ?? '');
   const retryPeriodMs = parseDuration('leader-elect-retry-period', str('leader-elect-retry-period') ?? '');
@@ -406,6 +422,8 @@ export function parseFlags(argv: readonly string[]): Invocation {
       allowPrivateWebhooks: bool('allow-private-webhooks'),
       allowPrivateGitHosts: bool('allow-private-git-hosts'),
       allowInsecureGitHttp: bool('allow-insecure-git-http'),
+      allowCrossNamespaceTargets: bool('allow-cross-namespace-targets'),
+      defaultServiceAccount,
     },
   };
 }

@@ -114,7 +114,7 @@ describe('the fleetcache process', () => {
   };
 
   it('serves probes, metrics and caches under least-privilege RBAC, then shuts down cleanly on SIGTERM', async () => {
-    const service = new Service(['--kubeconfig', kubeconfigPath, '--leader-elect', '--leader-election-namespace', namespace, '--health-probe-bind-address', '127.0.0.1:0', '--metrics-bind-address', '127.0.0.1:0', '--log-level', 'debug']);
+    const service = new Service(['--kubeconfig', kubeconfigPath, '--allow-cross-namespace-targets', '--leader-elect', '--leader-election-namespace', namespace, '--health-probe-bind-address', '127.0.0.1:0', '--metrics-bind-address', '127.0.0.1:0', '--log-level', 'debug']);
     services.push(service);
     const probes = await service.url('probes');
     const metrics = await service.url('metrics');

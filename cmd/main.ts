@@ -236,6 +236,14 @@ async function runService(config: Config, io: ProcessIo, logger: Logger): Promis
     ...limits,
     onReconcile: metrics.observeReconcile,
     onRequest,
+    allowCrossNamespaceTargets: config.allowCrossNamespaceTargets,
+    ...(config.defaultServiceAccount === undefined ? {} : { defaultServiceAccount: config.defaultServiceAccount }),
+  });
+  logger.info('tenancy', {
+    crossNamespaceTargets: config.allowCrossNamespaceTargets,
+    crossNamespaceSecrets: config.allowCrossNamespaceSecrets,
+    // Without a default, Pipelines that name no ServiceAccount act with the service's own identity.
+    defaultServiceAccount: config.defaultServiceAccount ?? '',
   });
 
   let elector: LeaderElector | undefined;

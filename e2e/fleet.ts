@@ -8,6 +8,11 @@ import type { TestCluster } from './harness/index.ts';
 
 export const APP_NAMESPACE = 'apps';
 export const PIPELINE_NAMESPACE = 'delivery';
+/**
+ * The fleet's Pipeline (in `delivery`) reaches its management-cluster target in `apps`: a platform
+ * team's pipeline, which needs the service's opt-out from tenant confinement.
+ */
+export const FLEET_SERVICE_ARGS: readonly string[] = ['--allow-cross-namespace-targets'];
 export const PIPELINE_NAME = 'podinfo';
 export const APP_NAME = 'podinfo';
 export const ENVIRONMENTS = ['dev', 'staging', 'prod'] as const;

@@ -3,7 +3,7 @@
 // release too — once. Local apiservers only: it stops one (kind cannot), so it is not in scenarios/.
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
-import { appliedVersion, readPipeline, releaseToDev, setUpFleet, startFlux, type Fleet } from './fleet.ts';
+import { appliedVersion, FLEET_SERVICE_ARGS, readPipeline, releaseToDev, setUpFleet, startFlux, type Fleet } from './fleet.ts';
 import { useClusters, type TestCluster } from './harness/index.ts';
 import { startService, type ServiceProcess } from './service.ts';
 import { eventually } from './harness/index.ts';
@@ -19,7 +19,7 @@ describe('a target cluster down mid-pipeline', () => {
     fleet = { management, staging, prod };
     await setUpFleet(fleet, '1.0.0');
     stopFlux = await startFlux(env.clusters);
-    service = await startService('outage', management.adminKubeconfig);
+    service = await startService('outage', management.adminKubeconfig, FLEET_SERVICE_ARGS);
   }, { timeout: 300_000 });
 
   after(async () => {

@@ -14,7 +14,7 @@ import { setTimeout as delay } from 'node:timers/promises';
 import { parseArgs } from 'node:util';
 import { git, GitServer } from '../git/server.ts';
 import { startGitSync } from '../git/sync.ts';
-import { appliedVersion, ENVIRONMENTS, PIPELINE_NAME, PIPELINE_NAMESPACE, readPipeline, releaseToDev, setUpFleet, startFlux, type Fleet, type PipelineStatusView } from '../fleet.ts';
+import { appliedVersion, ENVIRONMENTS, FLEET_SERVICE_ARGS, PIPELINE_NAME, PIPELINE_NAMESPACE, readPipeline, releaseToDev, setUpFleet, startFlux, type Fleet, type PipelineStatusView } from '../fleet.ts';
 import { startCluster, type TestCluster } from '../harness/index.ts';
 import { freePort } from '../harness/index.ts';
 
@@ -103,6 +103,7 @@ async function main(): Promise<void> {
     '--metrics-secure=false', // a local demo: plain metrics, so that curl needs no token
     '--log-level=info',
     ...(args.git ? ['--allow-private-git-hosts', '--allow-insecure-git-http'] : []),
+    ...FLEET_SERVICE_ARGS,
   ], { stdio: ['ignore', 'inherit', 'pipe'] });
   let partial = '';
   service.stderr?.on('data', (chunk: Buffer) => {

@@ -4,7 +4,7 @@
 // that repository (git http-backend on loopback) rather than by patching the clusters.
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
-import { appliedVersion, PIPELINE_NAME, PIPELINE_NAMESPACE, readPipeline, releaseToDev, setUpFleet, startFlux, type Fleet } from '../fleet.ts';
+import { appliedVersion, FLEET_SERVICE_ARGS, PIPELINE_NAME, PIPELINE_NAMESPACE, readPipeline, releaseToDev, setUpFleet, startFlux, type Fleet } from '../fleet.ts';
 import { git, GitServer } from '../git/server.ts';
 import { startGitSync } from '../git/sync.ts';
 import { eventually, useClusters, type TestCluster } from '../harness/index.ts';
@@ -41,7 +41,7 @@ describe('scenario: promotion through Git', () => {
       { file: 'clusters/staging/podinfo.yaml', cluster: staging, namespace: 'apps', name: 'podinfo' },
       { file: 'clusters/prod/podinfo.yaml', cluster: prod, namespace: 'apps', name: 'podinfo' },
     ]));
-    service = await startService('gitops', management.adminKubeconfig, ['--allow-private-git-hosts', '--allow-insecure-git-http']);
+    service = await startService('gitops', management.adminKubeconfig, [...FLEET_SERVICE_ARGS, '--allow-private-git-hosts', '--allow-insecure-git-http']);
   }, { timeout: 300_000 });
 
   after(async () => {

@@ -4,14 +4,14 @@
 // apiservers (make test) and on kind (make e2e-kind).
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
-import { appliedVersion, PIPELINE_NAME, PIPELINE_NAMESPACE, pipelineObject, readPipeline, releaseToDev, setUpFleet, startFlux, updateObject, type Fleet } from '../fleet.ts';
+import { appliedVersion, FLEET_SERVICE_ARGS, PIPELINE_NAME, PIPELINE_NAMESPACE, pipelineObject, readPipeline, releaseToDev, setUpFleet, startFlux, updateObject, type Fleet } from '../fleet.ts';
 import { useClusters, type TestCluster } from '../harness/index.ts';
 import { startService, type ServiceProcess } from '../service.ts';
 import { eventually } from '../harness/index.ts';
 
 // A lease short enough that the hand-over after a kill fits in a test, with a renew deadline long
 // enough (half again controller-runtime's 10 s) that a leader on a loaded machine keeps its lease.
-const replicaArgs = ['--leader-elect', '--leader-elect-lease-duration=20s', '--leader-elect-renew-deadline=15s', '--leader-elect-retry-period=2s', '--cache-gc-grace-period=1s'];
+const replicaArgs = [...FLEET_SERVICE_ARGS, '--leader-elect', '--leader-elect-lease-duration=20s', '--leader-elect-renew-deadline=15s', '--leader-elect-retry-period=2s', '--cache-gc-grace-period=1s'];
 // The replicas' Lease: the default --leader-election-id, in "default" (no pod namespace here).
 const leasePath = '/apis/coordination.k8s.io/v1/namespaces/default/leases/fleetcache-leader';
 

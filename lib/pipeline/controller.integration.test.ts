@@ -140,7 +140,9 @@ describe('PipelineController on real clusters', () => {
     const registry = shared ?? new Registry({
       provider: new CompositeProvider({ byKind: { local: new LocalProvider({ kubeConfig }), secret: new SecretProvider({ secrets: new CoreV1SecretReader({ kubeConfig: mgmt.kubeConfig() }) }) } }),
     });
-    const controller = new PipelineController({ registry, localKubeConfig: mgmt.kubeConfig(), workers: 2, ...extra });
+    // These Pipelines (in team-a) reach their dev targets in other namespaces of mgmt: the
+    // opt-out from confinement (e2e/tenancy tests the default).
+    const controller = new PipelineController({ registry, localKubeConfig: mgmt.kubeConfig(), workers: 2, allowCrossNamespaceTargets: true, ...extra });
     const stopper = new AbortController();
     const done = controller.run(stopper.signal);
     return {
@@ -367,6 +369,7 @@ describe('PipelineController on real clusters', () => {
     const first = new PipelineController({
       registry,
       localKubeConfig: mgmt.kubeConfig(),
+      allowCrossNamespaceTargets: true,
       beforePromotion: (request, signal) => {
         seen.push(request);
         stopFirst.abort();

@@ -1,6 +1,7 @@
 import { isDeepStrictEqual } from 'node:util';
 import type { KubeConfig } from '@kubernetes/client-node';
 import { ClusterConnection, type KubeObject, type RequestObservation } from '../transport/index.ts';
+import { serviceAccountIdentity, type ClusterRef } from '../cluster/index.ts';
 import { ResourceInformer } from '../informer/index.ts';
 import { runWorkers, type ReconcileObservation, type RequeueAfter, type WorkContext } from '../queue/index.ts';
 import { parseOwnerKey, type OwnerRef, type Registry } from '../registry/index.ts';
@@ -77,6 +78,17 @@ export interface PipelineControllerOptions {
   readonly onReconcile?: (observation: ReconcileObservation) => void;
   /** Told of each request on the management cluster's connection, for metrics. Default: none. */
   readonly onRequest?: (observation: RequestObservation) => void;
+  /**
+   * Let targets on the management cluster (no `clusterRef`) live outside their Pipeline's
+   * namespace. Default false: such a Pipeline is Ready=False `InvalidSpec`.
+   */
+  readonly allowCrossNamespaceTargets?: boolean;
+  /**
+   * A ServiceAccount name: a Pipeline without `spec.serviceAccountName` acts on the management
+   * cluster as this account of its own namespace, so impersonation is mandatory. Default none:
+   * such a Pipeline acts with the service's own identity.
+   */
+  readonly defaultServiceAccount?: string;
 }
 
 /** Counters for metrics. */
@@ -107,6 +119,8 @@ function positiveNumber(option: string, value: number): number {
   if (!Number.isFinite(value) || value <= 0) throw new TypeError(`PipelineController option ${option} must be a positive number, got ${value}`);
   return value;
 }
+
+const SERVICE_ACCOUNT_NAME = /^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$/;
 
 function pipelinePath(namespace: string, name: string, subresource = ''): string {
   return `/apis/${PIPELINE_GVK.group}/${PIPELINE_GVK.version}/namespaces/${encodeURIComponent(namespace)}/pipelines/${encodeURIComponent(name)}${subresource}`;
@@ -143,6 +157,8 @@ export class PipelineController {
   readonly #beforePromotion: PipelineControllerOptions['beforePromotion'];
   readonly #onReconcile: PipelineControllerOptions['onReconcile'];
   readonly #onRequest: PipelineControllerOptions['onRequest'];
+  readonly #allowCrossNamespaceTargets: boolean;
+  readonly #defaultServiceAccount: string | undefined;
   readonly #stats = { reconciles: 0, reconcileErrors: 0, succeeded: 0, failed: 0 };
   /** Set for the duration of `run`. */
   #informer: ResourceInformer | undefined;
@@ -167,6 +183,10 @@ export class PipelineController {
     for (const name of ['onReconcile', 'onRequest'] as const) {
       if (options[name] !== undefined && typeof options[name] !== 'function') throw new TypeError(`PipelineController option ${name} must be a function`);
     }
+    const account: unknown = options.defaultServiceAccount;
+    if (account !== undefined && (typeof account !== 'string' || account.length > 253 || !SERVICE_ACCOUNT_NAME.test(account))) {
+      throw new TypeError(`PipelineController option defaultServiceAccount must be a ServiceAccount name, got ${JSON.stringify(account)}`);
+    }
     const settings = {
       logger: options.logger ?? noopLogger,
       clock: options.clock ?? realClock,
@@ -190,6 +210,8 @@ export class PipelineController {
     };
     this.#onReconcile = options.onReconcile;
     this.#onRequest = options.onRequest;
+    this.#allowCrossNamespaceTargets = options.allowCrossNamespaceTargets === true;
+    this.#defaultServiceAccount = options.defaultServiceAccount;
   }
 
   /** True once the Pipeline informer has synced (what /readyz reports); false before and after `run`. */
@@ -266,24 +288,27 @@ export class PipelineController {
   async #reconcileOnce(key: string, signal: AbortSignal, reconcileLogger: Logger): Promise<RequeueAfter | undefined> {
     const informer = this.#informer;
     if (informer === undefined) return undefined;
-    const owner = parseOwnerKey(key);
-    const pipeline = informer.store.getByName(owner.namespace, owner.name) as Pipeline | undefined;
+    const ref = parseOwnerKey(key);
+    const pipeline = informer.store.getByName(ref.namespace, ref.name) as Pipeline | undefined;
     if (pipeline === undefined || pipeline.metadata?.deletionTimestamp !== undefined) {
-      this.#registry.forgetOwner(owner);
+      this.#registry.forgetOwner(ref);
       return undefined;
     }
     const log = reconcileLogger.child({ pipeline: key });
     const generation = pipeline.metadata?.generation ?? 0;
     const records = pipeline.status?.promotions ?? [];
 
-    const validation = validatePipelineSpec(pipeline.spec, owner.namespace);
+    const validation = validatePipelineSpec(pipeline.spec, ref.namespace, { allowCrossNamespaceTargets: this.#allowCrossNamespaceTargets });
     if (!validation.valid) {
-      this.#registry.setOwnerTargets(owner, []);
+      this.#registry.setOwnerTargets(ref, []);
       log.debug('invalid spec', { problems: validation.problems });
       await this.#writeIfChanged(pipeline, this.#status(pipeline, invalidSpecCondition(validation.problems, generation), [], records));
       return undefined;
     }
     const spec = validation.spec;
+    // Who the Pipeline acts as on the management cluster, for every registry call it makes.
+    const account = spec.serviceAccountName ?? this.#defaultServiceAccount;
+    const owner: OwnerRef = account === undefined ? ref : { ...ref, identity: serviceAccountIdentity(ref.namespace, account) };
     const targetRef = (t: ResolvedTarget): { readonly gvk: ValidPipelineSpec['app']['gvk']; readonly namespace: string; readonly name: string } => ({ gvk: spec.app.gvk, namespace: t.namespace, name: spec.app.name });
     this.#registry.setOwnerTargets(owner, spec.environments.flatMap((env) => env.targets.map((t) => ({ cluster: t.cluster, target: targetRef(t) }))));
 
@@ -315,7 +340,7 @@ export class PipelineController {
         if (env?.requireApproval === true && approval?.[`${APPROVAL_PREFIX}${decision.to}`] !== decision.revision) {
           return this.#awaitApproval(pipeline, spec, decision, ready, environments, log, recheck);
         }
-        return this.#promote(pipeline, spec, decision, ready, environments, log, signal, recheck);
+        return this.#promote(pipeline, owner, spec, decision, ready, environments, log, signal, recheck);
       }
     }
   }
@@ -365,6 +390,7 @@ export class PipelineController {
    */
   async #promote(
     pipeline: Pipeline,
+    owner: OwnerRef,
     spec: ValidPipelineSpec,
     decision: PromotionDecision & { readonly action: 'promote' },
     ready: ConditionInput,
@@ -413,10 +439,10 @@ export class PipelineController {
     let outcome: { readonly ok: boolean; readonly message: string; readonly git?: GitActOutcome };
     try {
       if (spec.promotion.strategy === 'git') {
-        const git = await promoteThroughGit(this.#git, spec.promotion, { namespace, pipeline: name, environment: decision.to, revision: decision.revision }, (secret) => this.#secretData(namespace, secret, 'git'));
+        const git = await promoteThroughGit(this.#git, spec.promotion, { namespace, pipeline: name, environment: decision.to, revision: decision.revision }, (secret) => this.#secretData(owner, secret, 'git'));
         outcome = { ok: true, message: sanitizeForDisplay(git.message, MAX_STATUS_TEXT), git };
       } else {
-        outcome = { ok: true, message: sanitizeForDisplay(await this.#act(spec, request), MAX_STATUS_TEXT) };
+        outcome = { ok: true, message: sanitizeForDisplay(await this.#act(owner, spec, request), MAX_STATUS_TEXT) };
       }
     } catch (err) {
       outcome = { ok: false, message: sanitizeForDisplay(toError(err).message, MAX_STATUS_TEXT) };
@@ -448,13 +474,13 @@ export class PipelineController {
   }
 
   /** Carries out one promotion; resolves with a summary for the record, rejects with why it failed. */
-  async #act(spec: ValidPipelineSpec, request: PromotionRequest): Promise<string> {
+  async #act(owner: OwnerRef, spec: ValidPipelineSpec, request: PromotionRequest): Promise<string> {
     const env = spec.environments.find((e) => e.name === request.to);
     if (env === undefined) throw new PromotionError(`environment ${request.to} is not in the spec`);
     const promotion = spec.promotion;
     if (promotion.strategy === 'patch') {
       const results = await Promise.allSettled(env.targets.map(async (t) => {
-        const connection = await this.#registry.connectionFor(t.cluster, request.pipeline);
+        const connection = await this.#connectionFor(t.cluster, owner);
         return setRevision({ connection, gvk: spec.app.gvk, namespace: t.namespace, name: spec.app.name, path: promotion.path, revision: request.revision });
       }));
       const failures = results.flatMap((r, i) => (r.status === 'rejected' ? [`${env.targets[i]?.clusterKey ?? '?'} namespace ${env.targets[i]?.namespace ?? '?'}: ${toError(r.reason).message}`] : []));
@@ -463,7 +489,7 @@ export class PipelineController {
       return `set ${promotion.path} to ${request.revision} in ${env.targets.length - unchanged} target(s)${unchanged > 0 ? `, ${unchanged} already at it` : ''}`;
     }
     if (promotion.strategy === 'git') throw new PromotionError('the git strategy is carried out by promoteThroughGit');
-    const url = await this.#webhookUrl(request.pipeline.namespace, promotion.secretName, promotion.secretKey);
+    const url = await this.#webhookUrl(owner, promotion.secretName, promotion.secretKey);
     const status = await deliverWebhook({
       url,
       body: {
@@ -483,11 +509,21 @@ export class PipelineController {
     return `webhook answered HTTP ${status}`;
   }
 
-  /** Every key of a Secret beside the Pipeline, decoded. */
-  async #secretData(namespace: string, secretName: string, what: string): Promise<Readonly<Record<string, string>>> {
+  /**
+   * The registry's connection for the owner's writes (and Secret reads), as the owner's identity:
+   * on the management cluster a Pipeline with a ServiceAccount never borrows the service's rights.
+   */
+  async #connectionFor(ref: ClusterRef, owner: OwnerRef): Promise<ClusterConnection> {
+    return this.#registry.connectionFor(ref, owner);
+  }
+
+  /** Every key of a Secret beside the Pipeline, decoded, read as the Pipeline's identity. */
+  async #secretData(owner: OwnerRef, secretName: string, what: string): Promise<Readonly<Record<string, string>>> {
+    const namespace = owner.namespace;
+    const local = await this.#connectionFor({ kind: 'local' }, owner);
     let secret: { readonly data?: Readonly<Record<string, string>> };
     try {
-      secret = (await this.#connection().request({ method: 'GET', path: `/api/v1/namespaces/${encodeURIComponent(namespace)}/secrets/${encodeURIComponent(secretName)}` })) as typeof secret;
+      secret = (await local.request({ method: 'GET', path: `/api/v1/namespaces/${encodeURIComponent(namespace)}/secrets/${encodeURIComponent(secretName)}` })) as typeof secret;
     } catch (err) {
       if (err instanceof KubeApiError) throw new PromotionError(`reading the ${what} Secret ${namespace}/${secretName}: HTTP ${err.statusCode}${err.reason === '' ? '' : ` ${err.reason}`}`, { cause: err });
       throw err;
@@ -495,8 +531,10 @@ export class PipelineController {
     return Object.fromEntries(Object.entries(secret.data ?? {}).map(([k, v]) => [k, Buffer.from(v, 'base64').toString('utf8')]));
   }
 
-  async #webhookUrl(namespace: string, secretName: string, key: string): Promise<string> {
-    const local = this.#connection();
+  /** The webhook URL from the Secret beside the Pipeline, read as the Pipeline's identity. */
+  async #webhookUrl(owner: OwnerRef, secretName: string, key: string): Promise<string> {
+    const namespace = owner.namespace;
+    const local = await this.#connectionFor({ kind: 'local' }, owner);
     let secret: { readonly data?: Readonly<Record<string, string>> };
     try {
       secret = (await local.request({ method: 'GET', path: `/api/v1/namespaces/${encodeURIComponent(namespace)}/secrets/${encodeURIComponent(secretName)}` })) as typeof secret;

@@ -27,5 +27,6 @@ export type {
   WebhookPromotion,
 } from './types.ts';
 export { validatePipelineSpec } from './validate.ts';
-export type { ResolvedEnvironment, ResolvedGitPromotion, ResolvedPromotion, ResolvedTarget, SpecValidation, ValidPipelineSpec } from './validate.ts';
-export { isObjectReady, objectRevision } from './observe.ts';
+export type { ResolvedEnvironment, ResolvedGitPromotion, ResolvedPromotion, ResolvedTarget, SpecValidation, ValidationPolicy, ValidPipelineSpec } from './validate.ts';
+export { isObjectReady, isRevision, MAX_REVISION_LENGTH, NOT_A_REVISION, objectRevision, readRevision } from './observe.ts';
+export type { RevisionRead } from './observe.ts';

@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import type { KubeObject } from '../transport/index.ts';
 import { TransportError } from '../util/index.ts';
-import { environmentStatusOf, isObjectReady, objectRevision, targetStatusOf } from './observe.ts';
+import { environmentStatusOf, isObjectReady, isRevision, MAX_REVISION_LENGTH, NOT_A_REVISION, objectRevision, readRevision, targetStatusOf } from './observe.ts';
 import type { TargetStatus } from './types.ts';
 import type { ResolvedTarget } from './validate.ts';
 
@@ -46,6 +46,63 @@ describe('target readiness and revision', () => {
     assert.deepEqual(targetStatusOf(target, { state: 'unreadable', error }, undefined), { cluster: 'local', namespace: 'apps', readable: false, ready: false, error: error.message });
     assert.deepEqual(targetStatusOf(target, { state: 'read', object: undefined }, undefined), { cluster: 'local', namespace: 'apps', readable: true, exists: false, ready: false });
     assert.deepEqual(targetStatusOf(target, { state: 'read', object: helmRelease({ history: ['1.3.0'] }) }, undefined), { cluster: 'local', namespace: 'apps', readable: true, exists: true, ready: true, revision: '1.3.0' });
+  });
+});
+
+describe('what counts as a revision', () => {
+  const accepted = ['1.2.3', 'v1.2.3-rc.1+build.5', `main@sha1:${'a'.repeat(40)}`, `sha256:${'0'.repeat(64)}`, '42', 'r'.repeat(MAX_REVISION_LENGTH), 'version-é'];
+  for (const value of accepted) {
+    it(`accepts ${JSON.stringify(value.length > 40 ? `${value.slice(0, 40)}…` : value)}`, () => {
+      assert.equal(isRevision(value), true);
+      assert.deepEqual(readRevision({ status: { lastAppliedRevision: value } }, undefined), { kind: 'revision', revision: value });
+    });
+  }
+
+  const refused: readonly [string, unknown][] = [
+    ['one character too long', 'r'.repeat(MAX_REVISION_LENGTH + 1)],
+    ['a PEM key', '-----BEGIN OPENSSH PRIVATE KEY-----\nb3BlbnNzaC1rZXktdjEAAAAA\n-----END OPENSSH PRIVATE KEY-----\n'],
+    ['a space', '1.2.3 extra'],
+    ['a tab', '1.2.3\t'],
+    ['a newline (a forged log line)', '1.2.3\n{"level":"info"}'],
+    ['a NUL', '1.2.3\u0000'],
+    ['an escape sequence', '\u001b[31m1.2.3'],
+    ['a right-to-left override', '1.2.3\u202e'],
+    ['a bidi isolate', '\u20661.2.3'],
+    ['a zero-width space', '1.2\u200b.3'],
+    ['a no-break space', '1.2\u00a0.3'],
+    ['a line separator', '1.2\u2028.3'],
+    ['a lone surrogate', '1.2.3\ud800'],
+    ['a private-use character', '1.2.3\ue000'],
+    ['an object', { token: 'x' }],
+    ['a list', ['1.2.3']],
+    ['a boolean', true],
+    ['an infinite number', Number.POSITIVE_INFINITY],
+  ];
+  for (const [what, value] of refused) {
+    it(`refuses ${what} as "not a revision", without echoing it`, () => {
+      if (typeof value === 'string') assert.equal(isRevision(value), false);
+      const obj: KubeObject = { metadata: { name: 'podinfo', namespace: 'apps', generation: 1 }, status: { observedGeneration: 1, conditions: [{ type: 'Ready', status: 'True' }], lastAppliedRevision: value } };
+      assert.deepEqual(readRevision(obj, undefined), { kind: 'invalid' });
+      assert.equal(objectRevision(obj, undefined), undefined);
+      const status = targetStatusOf(target, { state: 'read', object: obj }, undefined);
+      assert.deepEqual(status, { cluster: 'local', namespace: 'apps', readable: true, exists: true, ready: false, error: NOT_A_REVISION });
+      const env = environmentStatusOf('dev', [status]);
+      assert.equal(env.ready, false);
+      assert.equal(env.revision, undefined);
+      if (typeof value === 'string') assert.ok(!JSON.stringify(env).includes(JSON.stringify(value).slice(1, -1)), 'the value is not echoed');
+    });
+  }
+
+  it('treats unset and empty as absent, not as "not a revision"', () => {
+    assert.deepEqual(readRevision({ status: {} }, undefined), { kind: 'absent' });
+    assert.deepEqual(readRevision({ status: { lastAppliedRevision: '' } }, undefined), { kind: 'absent' });
+    assert.deepEqual(readRevision({ data: {} }, '/data/identity'), { kind: 'absent' });
+    assert.deepEqual(readRevision({ data: { identity: null } }, '/data/identity'), { kind: 'absent' });
+  });
+
+  it('checks a value at a named revision path the same way', () => {
+    assert.deepEqual(readRevision({ data: { identity: 'LS0tLS1CRUdJTiBPUEVOU1NIIFBSSVZBVEUgS0VZLS0tLS0K'.repeat(4) } }, '/data/identity'), { kind: 'invalid' });
+    assert.deepEqual(readRevision({ data: { revision: 'abc123' } }, '/data/revision'), { kind: 'revision', revision: 'abc123' });
   });
 });
 

@@ -32,29 +32,71 @@ export function isObjectReady(obj: KubeObject): boolean {
   return conditions.some((c) => isRecord(c) && c.type === 'Ready' && c.status === 'True');
 }
 
-function revisionValue(value: unknown): string | undefined {
-  if (typeof value === 'string' && value !== '') return value;
-  if (typeof value === 'number' && Number.isFinite(value)) return String(value);
-  return undefined;
+/**
+ * Longest value taken for a revision. Generous for what revisions are (a semver with build
+ * metadata, Flux's `main@sha1:<40 hex>`, an OCI `sha256:<64 hex>` digest), short of what data is.
+ */
+export const MAX_REVISION_LENGTH = 128;
+
+/**
+ * What a target's status says instead of a value that does not look like a revision. Fixed: the
+ * value itself is never echoed (into status, Events or logs), since a revision path can point at
+ * anything in an object the tenant may not be able to read.
+ */
+export const NOT_A_REVISION = 'not a revision';
+
+// No control, format (bidi overrides, zero-width), surrogate, private-use or unassigned code point
+// (\p{C}), and no space or separator (\p{Z}, \s): one printable token.
+const revisionShape = /^[^\p{C}\p{Z}\s]+$/u;
+
+/**
+ * True when `value` looks like a revision: 1 to {@link MAX_REVISION_LENGTH} UTF-16 units, printable,
+ * without whitespace, control or bidi characters.
+ */
+export function isRevision(value: string): boolean {
+  return value.length > 0 && value.length <= MAX_REVISION_LENGTH && revisionShape.test(value);
+}
+
+/** What the revision path of an object holds. */
+export type RevisionRead =
+  | { readonly kind: 'absent' }
+  | { readonly kind: 'revision'; readonly revision: string }
+  /** Something is there, but it is not a revision: reported as {@link NOT_A_REVISION}, never echoed. */
+  | { readonly kind: 'invalid' };
+
+const ABSENT: RevisionRead = Object.freeze({ kind: 'absent' });
+const INVALID: RevisionRead = Object.freeze({ kind: 'invalid' });
+
+/** undefined and '' are absent; a finite number is its decimal text; anything else must pass {@link isRevision}. */
+function revisionValue(value: unknown): RevisionRead {
+  if (value === undefined || value === null || value === '') return ABSENT;
+  const text = typeof value === 'string' ? value : typeof value === 'number' && Number.isFinite(value) ? String(value) : undefined;
+  return text !== undefined && isRevision(text) ? { kind: 'revision', revision: text } : INVALID;
 }
 
 /**
- * The revision a target runs: the value at `revisionPath` when the Pipeline names one (a string or
- * a number); otherwise `status.lastAppliedRevision` (Kustomization), else the `chartVersion` of
- * `status.history[0]` (HelmRelease: Flux keeps its history newest first).
+ * What an object says its revision is: the value at `revisionPath` when the Pipeline names one (a
+ * string or a number); otherwise `status.lastAppliedRevision` (Kustomization), else the
+ * `chartVersion` of `status.history[0]` (HelmRelease: Flux keeps its history newest first).
  */
-export function objectRevision(obj: KubeObject, revisionPath: string | undefined): string | undefined {
+export function readRevision(obj: KubeObject, revisionPath: string | undefined): RevisionRead {
   if (revisionPath !== undefined) return revisionValue(getAtPointer(obj, revisionPath));
   const status = obj.status;
-  if (!isRecord(status)) return undefined;
+  if (!isRecord(status)) return ABSENT;
   const applied = revisionValue(status.lastAppliedRevision);
-  if (applied !== undefined) return applied;
+  if (applied.kind !== 'absent') return applied;
   const history = status.history;
   if (Array.isArray(history) && history.length > 0) {
     const newest: unknown = history[0];
     if (isRecord(newest)) return revisionValue(newest.chartVersion);
   }
-  return undefined;
+  return ABSENT;
+}
+
+/** The revision a target runs ({@link readRevision}), or undefined when there is none or it is not a revision. */
+export function objectRevision(obj: KubeObject, revisionPath: string | undefined): string | undefined {
+  const read = readRevision(obj, revisionPath);
+  return read.kind === 'revision' ? read.revision : undefined;
 }
 
 /** One target's status from what its cache shows. */
@@ -67,8 +109,10 @@ export function targetStatusOf(target: ResolvedTarget, seen: TargetObservation, 
       return { ...where, ready: false };
     case 'read': {
       if (seen.object === undefined) return { ...where, readable: true, exists: false, ready: false };
-      const revision = objectRevision(seen.object, revisionPath);
-      return { ...where, readable: true, exists: true, ready: isObjectReady(seen.object), ...(revision === undefined ? {} : { revision }) };
+      const read = readRevision(seen.object, revisionPath);
+      // Not a revision: the target cannot count as ready at any revision, so nothing is promoted.
+      if (read.kind === 'invalid') return { ...where, readable: true, exists: true, ready: false, error: NOT_A_REVISION };
+      return { ...where, readable: true, exists: true, ready: isObjectReady(seen.object), ...(read.kind === 'revision' ? { revision: read.revision } : {}) };
     }
   }
 }

@@ -82,6 +82,13 @@ export interface PipelineSpec {
    * the newest `status.history[].chartVersion` (Flux keeps the newest first).
    */
   readonly revisionPath?: string;
+  /**
+   * A ServiceAccount in the Pipeline's namespace: everything the service reads and writes for this
+   * Pipeline on the management cluster (targets, kubeconfig and webhook Secrets) is done as that
+   * account (Kubernetes impersonation), so its RBAC decides. Unset: the service's
+   * `--default-service-account` when it has one, else the service's own identity.
+   */
+  readonly serviceAccountName?: string;
 }
 
 /** A condition in the usual Kubernetes form. */
@@ -106,8 +113,13 @@ export interface TargetStatus {
   readonly exists?: boolean;
   /** A `Ready` condition that is True, and `status.observedGeneration` equal to `metadata.generation`. */
   readonly ready: boolean;
+  /** Only a value that looks like a revision (see `isRevision`); otherwise `error` says "not a revision". */
   readonly revision?: string;
-  /** Why the target cannot be read: the cluster's error (cluster, GVK, HTTP status). */
+  /**
+   * Why the target cannot be read (`readable` false): the cluster's error (cluster, GVK, HTTP
+   * status); or, with `readable` true, "not a revision" when the value at the revision path does
+   * not look like one (never echoed).
+   */
   readonly error?: string;
 }
 

@@ -5,7 +5,7 @@ import { validatePipelineSpec, type SpecValidation } from './validate.ts';
 const valid = {
   appRef: { apiVersion: 'helm.toolkit.fluxcd.io/v2', kind: 'HelmRelease', name: 'podinfo' },
   environments: [
-    { name: 'dev', targets: [{ namespace: 'podinfo' }] },
+    { name: 'dev', targets: [{ namespace: 'team-a' }] },
     { name: 'staging', targets: [{ namespace: 'podinfo', clusterRef: { kind: 'Secret', name: 'staging-kubeconfig', key: 'value' } }] },
     { name: 'prod', targets: [{ namespace: 'podinfo', clusterRef: { kind: 'Cluster', name: 'prod', namespace: 'fleet' } }] },
   ],
@@ -64,7 +64,7 @@ describe('validatePipelineSpec', () => {
     ['a target namespace that is not a DNS label', variant((s) => { s.environments = [{ name: 'dev', targets: [{ namespace: 'Team A' }] }]; }), /targets\[0\]\.namespace: must be a namespace name/],
     ['an unknown cluster kind', variant((s) => { s.environments = [{ name: 'dev', targets: [{ namespace: 'a', clusterRef: { kind: 'Kubeconfig', name: 'x' } }] }]; }), /clusterRef\.kind: must be "Secret" or "Cluster", got "Kubeconfig"/],
     ['a key on a Cluster reference', variant((s) => { s.environments = [{ name: 'dev', targets: [{ namespace: 'a', clusterRef: { kind: 'Cluster', name: 'x', key: 'value' } }] }]; }), /clusterRef\.key: only a Secret reference has a key/],
-    ['the same target in two environments', variant((s) => { s.environments = [{ name: 'dev', targets: [{ namespace: 'a' }] }, { name: 'prod', targets: [{ namespace: 'a' }] }]; }), /the same target \(local namespace a\) is already spec\.environments\[0\]\.targets\[0\]/],
+    ['the same target in two environments', variant((s) => { s.environments = [{ name: 'dev', targets: [{ namespace: 'team-a' }] }, { name: 'prod', targets: [{ namespace: 'team-a' }] }]; }), /the same target \(local namespace team-a\) is already spec\.environments\[0\]\.targets\[0\]/],
     ['the same Secret named with and without its namespace', variant((s) => {
       s.environments = [
         { name: 'dev', targets: [{ namespace: 'a', clusterRef: { kind: 'Secret', name: 'k' } }] },
@@ -102,6 +102,58 @@ describe('validatePipelineSpec', () => {
     assert.ok(result.valid);
     assert.deepEqual(result.spec.promotion, { strategy: 'git', url: 'https://github.com/org/fleet.git', branch: 'main', path: '.', secretName: 'fleet-git', pullRequest: { provider: 'github', apiUrl: undefined } });
     assert.deepEqual(result.spec.environments.map((e) => e.requireApproval), [false, false, true]);
+  });
+
+  describe('tenancy', () => {
+    const elsewhere = variant((s) => { s.environments = [{ name: 'dev', targets: [{ namespace: 'team-a' }] }, { name: 'prod', targets: [{ namespace: 'flux-system' }] }]; });
+
+    it('confines management-cluster targets to the Pipeline\'s namespace, naming the flag that widens it', () => {
+      assert.equal(problemsOf(validatePipelineSpec(elsewhere, 'team-a')),
+        'spec.environments[1].targets[0].namespace: a target on the management cluster (no clusterRef) must be in the Pipeline\'s own namespace "team-a", got "flux-system" (the service runs without --allow-cross-namespace-targets)');
+      assert.equal(validatePipelineSpec(elsewhere, 'team-a', { allowCrossNamespaceTargets: false }).valid, false);
+    });
+
+    it('allows management-cluster targets elsewhere only when the service opts out', () => {
+      const result = validatePipelineSpec(elsewhere, 'team-a', { allowCrossNamespaceTargets: true });
+      assert.ok(result.valid);
+      assert.deepEqual(result.spec.environments.map((e) => e.targets[0]?.namespace), ['team-a', 'flux-system']);
+    });
+
+    it('leaves targets on other clusters in any namespace: their credentials bound them', () => {
+      assert.equal(validatePipelineSpec(valid, 'team-a').valid, true, 'valid has remote targets in "podinfo"');
+    });
+
+    for (const apiVersion of ['v1', 'v2']) {
+      for (const kind of ['Secret', 'secret', 'SECRET']) {
+        for (const allowCrossNamespaceTargets of [false, true]) {
+          it(`never accepts the core kind ${apiVersion} ${kind} (allowCrossNamespaceTargets ${allowCrossNamespaceTargets})`, () => {
+            const spec = variant((s) => {
+              s.appRef = { apiVersion, kind, name: 'flux-system' };
+              s.revisionPath = '/data/identity';
+              s.environments = [{ name: 'dev', targets: [{ namespace: 'team-a' }] }];
+            });
+            assert.match(problemsOf(validatePipelineSpec(spec, 'team-a', { allowCrossNamespaceTargets })), new RegExp(`^spec\\.appRef: a core ${apiVersion} Secret is never an app or target kind$`));
+          });
+        }
+      }
+    }
+
+    it('accepts a kind named Secret in another API group', () => {
+      const spec = variant((s) => { s.appRef = { apiVersion: 'example.com/v1', kind: 'Secret', name: 'x' }; });
+      assert.equal(validatePipelineSpec(spec, 'team-a').valid, true);
+    });
+
+    it('reads spec.serviceAccountName and refuses one that is not an object name', () => {
+      const named = validatePipelineSpec(variant((s) => { s.serviceAccountName = 'deployer'; }), 'team-a');
+      assert.ok(named.valid);
+      assert.equal(named.spec.serviceAccountName, 'deployer');
+      const unset = validatePipelineSpec(valid, 'team-a');
+      assert.ok(unset.valid);
+      assert.equal(unset.spec.serviceAccountName, undefined);
+      for (const bad of ['', 'Deployer', 'system:serviceaccount:x:y', 7]) {
+        assert.match(problemsOf(validatePipelineSpec(variant((s) => { s.serviceAccountName = bad; }), 'team-a')), /^spec\.serviceAccountName: /);
+      }
+    });
   });
 
   it('reports every problem at once, not only the first', () => {

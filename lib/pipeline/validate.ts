@@ -62,6 +62,18 @@ export interface ValidPipelineSpec {
   readonly environments: readonly ResolvedEnvironment[];
   readonly promotion: ResolvedPromotion;
   readonly revisionPath: string | undefined;
+  /** `spec.serviceAccountName`: the account the Pipeline acts as on the management cluster, when set. */
+  readonly serviceAccountName: string | undefined;
+}
+
+/** What the service allows beyond the defaults (each a flag of the service). */
+export interface ValidationPolicy {
+  /**
+   * Let targets on the management cluster (no `clusterRef`) live in namespaces other than the
+   * Pipeline's own. Default false: a Pipeline reaches the management cluster only in its own
+   * namespace (`--allow-cross-namespace-targets`).
+   */
+  readonly allowCrossNamespaceTargets?: boolean;
 }
 
 export type SpecValidation =
@@ -147,7 +159,7 @@ function validateClusterRef(value: unknown, path: string, problems: Problems): C
     : { kind: 'cluster-api', name, ...(namespace === undefined ? {} : { namespace }) };
 }
 
-function validateEnvironments(value: unknown, pipelineNamespace: string, problems: Problems): ResolvedEnvironment[] | undefined {
+function validateEnvironments(value: unknown, pipelineNamespace: string, policy: ValidationPolicy, problems: Problems): ResolvedEnvironment[] | undefined {
   const list = problems.array(value, 'spec.environments', 1, MAX_ENVIRONMENTS);
   if (list === undefined) return undefined;
   const environments: ResolvedEnvironment[] = [];
@@ -176,6 +188,11 @@ function validateEnvironments(value: unknown, pipelineNamespace: string, problem
       const namespace = problems.string(target.namespace, `${tpath}.namespace`, dnsLabel, 63, 'a namespace name');
       const cluster = validateClusterRef(target.clusterRef, `${tpath}.clusterRef`, problems);
       if (namespace === undefined || cluster === undefined) continue;
+      // Confinement: on the management cluster the service's reach must not become the tenant's.
+      if (cluster.kind === 'local' && namespace !== pipelineNamespace && policy.allowCrossNamespaceTargets !== true) {
+        problems.add(`${tpath}.namespace`, `a target on the management cluster (no clusterRef) must be in the Pipeline's own namespace ${JSON.stringify(pipelineNamespace)}, got ${JSON.stringify(namespace)} (the service runs without --allow-cross-namespace-targets)`);
+        continue;
+      }
       let key: string;
       try {
         key = clusterKey(cluster, pipelineNamespace);
@@ -269,11 +286,20 @@ function validateGitPromotion(promotion: Record<string, unknown>, problems: Prob
 }
 
 /**
- * Checks a Pipeline's spec against the rules of its CRD schema and a few only code can check
- * (cluster references, a target named twice), and normalises it. Never throws: every problem is
- * reported with its field path.
+ * Core `v1` Secrets are never an app or target kind: a revision path into one would copy its data
+ * into status (Flux's deploy key, another team's kubeconfig). The kind is compared
+ * case-insensitively, so no spelling that discovery might still resolve slips through.
  */
-export function validatePipelineSpec(spec: unknown, pipelineNamespace: string): SpecValidation {
+function isCoreSecret(gvk: GroupVersionKind): boolean {
+  return gvk.group === '' && gvk.kind.toLowerCase() === 'secret';
+}
+
+/**
+ * Checks a Pipeline's spec against the rules of its CRD schema and a few only code can check
+ * (cluster references, a target named twice, the tenancy rules of `policy`), and normalises it.
+ * Never throws: every problem is reported with its field path.
+ */
+export function validatePipelineSpec(spec: unknown, pipelineNamespace: string, policy: ValidationPolicy = {}): SpecValidation {
   const problems = new Problems();
   const root = problems.record(spec, 'spec');
   if (root === undefined) return { valid: false, problems: problems.list };
@@ -287,17 +313,21 @@ export function validatePipelineSpec(spec: unknown, pipelineNamespace: string): 
     if (apiVersion !== undefined && kind !== undefined && name !== undefined) {
       const slash = apiVersion.indexOf('/');
       const gvk = slash < 0 ? { group: '', version: apiVersion, kind } : { group: apiVersion.slice(0, slash), version: apiVersion.slice(slash + 1), kind };
-      app = { gvk, name };
+      if (isCoreSecret(gvk)) problems.add('spec.appRef', `a core ${apiVersion} Secret is never an app or target kind`);
+      else app = { gvk, name };
     }
   }
-  const environments = validateEnvironments(root.environments, pipelineNamespace, problems);
+  const environments = validateEnvironments(root.environments, pipelineNamespace, policy, problems);
   const promotion = validatePromotion(root.promotion, problems);
   const revisionPath = root.revisionPath;
   if (revisionPath !== undefined && !isJsonPointer(revisionPath)) {
     problems.add('spec.revisionPath', `must be a JSON pointer such as "/status/lastAppliedRevision", got ${JSON.stringify(revisionPath)}`);
   }
+  const serviceAccountName = root.serviceAccountName === undefined
+    ? undefined
+    : problems.string(root.serviceAccountName, 'spec.serviceAccountName', dnsSubdomain, 253, 'a ServiceAccount name');
   if (problems.list.length > 0 || app === undefined || environments === undefined || promotion === undefined) {
     return { valid: false, problems: problems.list.length > 0 ? problems.list : ['spec: invalid'] };
   }
-  return { valid: true, spec: { app, environments, promotion, revisionPath: typeof revisionPath === 'string' ? revisionPath : undefined } };
+  return { valid: true, spec: { app, environments, promotion, revisionPath: typeof revisionPath === 'string' ? revisionPath : undefined, serviceAccountName } };
 }
