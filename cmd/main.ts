@@ -191,7 +191,8 @@ async function metricsProtection(config: Config, clusters: ClusterSet, logger: L
   const files = config.metricsCert;
   let stopWatching = (): void => undefined;
   // The management cluster's own-identity connection, held from the keeper while the server runs.
-  const lease = await clusters.acquire({ kind: 'local' }, { ownerNamespace: 'default' });
+  // A connection of its own: scrapes are never held behind the controller's rate bucket.
+  const lease = await clusters.acquire({ kind: 'local' }, { ownerNamespace: 'default', purpose: 'metrics-auth' });
   const filter = new KubeAuthFilter({ reviews: (apiPath, body) => lease.connection.request({ method: 'POST', path: apiPath, body }), logger });
   return {
     tls,
@@ -251,7 +252,9 @@ async function runService(config: Config, io: ProcessIo, logger: Logger): Promis
   if (config.leaderElect) {
     const namespace = await leaseNamespace(config, io.env);
     // Held for the process's life: the management cluster's own-identity connection, from the keeper.
-    leaseHold = await clusters.acquire({ kind: 'local' }, { ownerNamespace: namespace });
+    // A connection of its own, as controller-runtime gives leader election its own client: renewals
+    // never queue behind caches and reconciles in the shared rate bucket.
+    leaseHold = await clusters.acquire({ kind: 'local' }, { ownerNamespace: namespace, purpose: 'leader-election' });
     elector = new LeaderElector({
       leases: new KubeLeaseClient({ connection: leaseHold.connection, namespace, name: config.leaderElectionId }),
       identity: `${hostname()}_${randomUUID()}`,

@@ -53,6 +53,33 @@ async function setup(t: TestContext): Promise<{ sim: SimulatedCluster; provider:
 }
 
 describe('ClusterSet', () => {
+  it('gives a purpose a connection of its own, with its own rate bucket, shared by callers of that purpose', async (t) => {
+    const sim = await SimulatedCluster.start({ namespaces: ['apps'] });
+    // A burst of 2 and a refill far too slow to matter: a spent bucket stays spent for the test.
+    const set = new ClusterSet({ provider: new Provider(sim.kubeconfig), local: loadKubeconfig(sim.kubeconfig, { cluster: 'local' }), clock: new FakeClock(), credentialCheckIntervalMs: 0, qps: 0.001, burst: 2 });
+    t.after(async () => { await set.close(); await sim.close(); });
+    const shared = await set.acquire({ kind: 'local' }, { ownerNamespace: 'apps' });
+    const election = await set.acquire({ kind: 'local' }, { ownerNamespace: 'apps', purpose: 'leader-election' });
+    const again = await set.acquire({ kind: 'local' }, { ownerNamespace: 'kube-system', purpose: 'leader-election' });
+    t.after(() => { for (const lease of [shared, election, again]) lease.release(); });
+    assert.equal(election.key, 'local#leader-election');
+    assert.notEqual(election.connection, shared.connection, 'a connection apart from the shared one');
+    assert.equal(again.connection, election.connection, 'one connection per purpose');
+
+    const path = '/api/v1/namespaces/apps/configmaps';
+    const lists = (): number => sim.counters.requests.list;
+    const before = lists();
+    await Promise.all([shared.connection.request({ method: 'GET', path }), shared.connection.request({ method: 'GET', path })]);
+    const aborted = new AbortController();
+    const held = shared.connection.request({ method: 'GET', path, signal: aborted.signal });
+    await election.connection.request({ method: 'GET', path });
+    assert.equal(lists() - before, 3, 'the purpose\'s request went through while the shared bucket was spent');
+    aborted.abort();
+    await assert.rejects(held);
+    assert.equal(lists() - before, 3, 'the third shared request never left');
+    assert.throws(() => ClusterSet.connectionKey({ kind: 'local' }, 'apps', undefined, 'Leader Election'), TypeError);
+  });
+
   it('resolves a cluster once however many ask at once, and admits each namespace itself', async (t) => {
     const { provider, set } = await setup(t);
     const release = provider.hold();

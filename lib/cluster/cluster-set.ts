@@ -83,9 +83,19 @@ export interface AcquireOptions {
   readonly ownerNamespace: string;
   /** Who the owner acts as; see {@link ClusterSet.connectionKey}. Default `OWN_IDENTITY`. */
   readonly identity?: Identity | undefined;
+  /**
+   * A connection of its own for this purpose, apart from every other caller's on the same cluster
+   * and identity: its own request limiter (rate bucket) and HTTP session. For traffic that must
+   * never queue behind caches and reconciles, such as leader election (controller-runtime gives
+   * its leader-election client its own rate limiter). Lower-case letters, digits and '-'.
+   * Default: none, the shared connection.
+   */
+  readonly purpose?: string | undefined;
   /** Stops this caller waiting; shared work (connecting) carries on for others. */
   readonly signal?: AbortSignal | undefined;
 }
+
+const PURPOSE = /^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$/;
 
 /**
  * A hold on one generation of a cluster: its connection stays open until every lease on it is
@@ -229,14 +239,18 @@ export class ClusterSet {
   /**
    * The key of the connection a caller gets: the reference's `clusterKey`, plus the identity for a
    * `local` reference acting as someone else (`local[as=system:serviceaccount:team-a:deployer]`).
-   * Remote references ignore the identity: their kubeconfig is who they are.
+   * Remote references ignore the identity: their kubeconfig is who they are. A `purpose` gets a
+   * connection of its own (`local#leader-election`).
    *
-   * @throws InvalidClusterRefError for a malformed reference.
+   * @throws InvalidClusterRefError for a malformed reference; TypeError for a malformed purpose.
    */
-  static connectionKey(ref: ClusterRef, ownerNamespace: string, identity?: Identity): string {
+  static connectionKey(ref: ClusterRef, ownerNamespace: string, identity?: Identity, purpose?: string): string {
     const cluster = clusterKey(ref, ownerNamespace);
     const id = ref.kind === 'local' ? identityKey(identity) : '';
-    return id === '' ? cluster : `${cluster}[${id}]`;
+    const key = id === '' ? cluster : `${cluster}[${id}]`;
+    if (purpose === undefined) return key;
+    if (!PURPOSE.test(purpose)) throw new TypeError(`ClusterSet purpose must be a DNS label, got ${JSON.stringify(purpose)}`);
+    return `${key}#${purpose}`;
   }
 
   /** Whether `ownerNamespace` (as `identity`) is admitted to the current generation of `key`. No I/O. */
@@ -259,7 +273,7 @@ export class ClusterSet {
   async acquire(ref: ClusterRef, options: AcquireOptions): Promise<ClusterLease> {
     const { ownerNamespace, signal } = options;
     const identity = options.identity ?? OWN_IDENTITY;
-    const key = ClusterSet.connectionKey(ref, ownerNamespace, identity);
+    const key = ClusterSet.connectionKey(ref, ownerNamespace, identity, options.purpose);
     const admission = admissionKey(ownerNamespace, identity);
     for (;;) {
       if (this.#closed !== undefined) throw new ClosedError('cluster set');
