@@ -56,7 +56,11 @@ describe('ClusterSet', () => {
   it('gives a purpose a connection of its own, with its own rate bucket, shared by callers of that purpose', async (t) => {
     const sim = await SimulatedCluster.start({ namespaces: ['apps'] });
     // A burst of 2 and a refill far too slow to matter: a spent bucket stays spent for the test.
-    const set = new ClusterSet({ provider: new Provider(sim.kubeconfig), local: loadKubeconfig(sim.kubeconfig, { cluster: 'local' }), clock: new FakeClock(), credentialCheckIntervalMs: 0, qps: 0.001, burst: 2 });
+    const observed = new Set<string>();
+    const set = new ClusterSet({
+      provider: new Provider(sim.kubeconfig), local: loadKubeconfig(sim.kubeconfig, { cluster: 'local' }), clock: new FakeClock(), credentialCheckIntervalMs: 0, qps: 0.001, burst: 2,
+      onRequest: ({ cluster }) => { observed.add(cluster); },
+    });
     t.after(async () => { await set.close(); await sim.close(); });
     const shared = await set.acquire({ kind: 'local' }, { ownerNamespace: 'apps' });
     const election = await set.acquire({ kind: 'local' }, { ownerNamespace: 'apps', purpose: 'leader-election' });
@@ -77,6 +81,7 @@ describe('ClusterSet', () => {
     aborted.abort();
     await assert.rejects(held);
     assert.equal(lists() - before, 3, 'the third shared request never left');
+    assert.deepEqual([...observed], ['local'], 'metrics name the cluster, not the connection');
     assert.throws(() => ClusterSet.connectionKey({ kind: 'local' }, 'apps', undefined, 'Leader Election'), TypeError);
   });
 

@@ -73,7 +73,11 @@ export interface ClusterSetOptions {
   readonly logger?: Logger;
   /** Default: the wall clock. */
   readonly clock?: Clock;
-  /** Told of every request on every connection of the set, for metrics (`ClusterConnectionOptions.onRequest`). Default: none. */
+  /**
+   * Told of every request on every connection of the set, for metrics (`ClusterConnectionOptions.onRequest`),
+   * with `cluster` the cluster's key (`clusterKey`): connections of an impersonated identity or of a
+   * purpose report under their cluster, so tenants do not multiply series. Default: none.
+   */
   readonly onRequest?: ((observation: RequestObservation) => void) | undefined;
 }
 
@@ -415,6 +419,8 @@ export class ClusterSet {
   }
 
   #newGeneration(key: string, ref: ClusterRef, identity: Identity, access: ClusterAccess, admitted: Iterable<readonly [string, Admission]>): Generation {
+    // Metrics name the cluster, never the connection: a tenant's identity or a purpose is no new series.
+    const onRequest = this.#onRequest;
     const connection = new ClusterConnection({
       name: key,
       kubeConfig: access.kubeConfig,
@@ -425,7 +431,7 @@ export class ClusterSet {
       ...this.#readLimits,
       logger: this.#logger.child({ cluster: key }),
       clock: this.#clock,
-      onRequest: this.#onRequest,
+      onRequest: onRequest === undefined ? undefined : (observation) => { onRequest({ ...observation, cluster: access.name }); },
     });
     const { controller, dispose } = childController(this.#root.signal);
     const generation: Generation = {
