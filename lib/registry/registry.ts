@@ -179,6 +179,12 @@ function namespaceOfObjectKey(cacheKey: string, objectKey: string): string {
 /** How long `connectionFor` keeps its cluster connected for the caller's writes: a request's default timeout. */
 const CONNECTION_LINGER_MS = 60_000;
 
+/**
+ * How many forgotten owners the registry remembers as forgotten (oldest dropped first): a
+ * reconcile still in flight for one of them cannot register it again (see `forgetOwner`).
+ */
+const FORGOTTEN_OWNERS_KEPT = 65_536;
+
 /** How many times one call follows a cluster that changed under it before it gives up with `ClusterChangedError`. */
 const MAX_ATTEMPTS = 3;
 
@@ -207,6 +213,8 @@ export class Registry {
   readonly #unsubscribe: () => void;
   readonly #queue: RateLimitingQueue<OwnerKey>;
   readonly #index = new TargetIndex();
+  /** Owners `forgetOwner` removed and no `setOwnerTargets` registered since, oldest first (bounded). */
+  readonly #forgotten = new Set<OwnerKey>();
   readonly #lock = new Mutex();
   readonly #caches = new Map<string, CacheEntry>();
   readonly #building = new Map<string, Promise<Built>>();
@@ -303,6 +311,11 @@ export class Registry {
    * and when an `auto`-scoped cache is scoped down (call again then: the new reader watches the
    * target's namespace).
    *
+   * For an owner {@link forgetOwner} removed, and that no {@link setOwnerTargets} registered
+   * since, nothing is recorded: the reader is returned (and works while its cache lives) but the
+   * owner is not registered again, so a reconcile still in flight when its owner was deleted
+   * leaves no owner behind.
+   *
    * Every caller is admitted by the keeper for its own namespace and identity before it may share
    * a cache or a build in flight; a credential rotation or a collection racing the call is followed
    * internally.
@@ -328,8 +341,10 @@ export class Registry {
     for (;;) {
       const namespace = this.#scopes.namespaceOf(connection, scope, target);
       const key = cacheKeyOf(connection, namespace, target.gvk);
-      // Recorded first, as after any call, so the cache counts as used from the moment it is published.
-      this.#index.add(ownerKey(owner), { cacheKey: key, objectKey: objectKeyOf(key, target.namespace, target.name) });
+      // Recorded first, as after any call, so the cache counts as used from the moment it is published;
+      // never for a forgotten owner (a reconcile that was in flight when it was deleted).
+      const keyOfOwner = ownerKey(owner);
+      if (!this.#forgotten.has(keyOfOwner)) this.#index.add(keyOfOwner, { cacheKey: key, objectKey: objectKeyOf(key, target.namespace, target.name) });
       // Hot path: published, and this owner's namespace and identity already admitted. No lock.
       if (this.#caches.has(key) && this.#clusters.isAdmitted(connection, owner.namespace, owner.identity)) {
         return this.#reader(key, connection, target.gvk) as unknown as CacheReader<T>;
@@ -414,6 +429,10 @@ export class Registry {
    * longer names are released, and caches left without owners become eligible for collection
    * after the grace period. No I/O: call it at the start of a reconcile, then
    * {@link watchTargetAndGetReader} for each target.
+   *
+   * This is what (re-)registers an owner that {@link forgetOwner} removed: call it right after
+   * reading the owner as present (from a synced cache), with no `await` in between, so that a
+   * delete seen later is ordered after it.
    */
   setOwnerTargets(owner: OwnerRef, targets: readonly { readonly cluster: ClusterRef; readonly target: TargetRef }[]): void {
     const indexed: IndexedTarget[] = targets.map(({ cluster, target }) => {
@@ -421,12 +440,31 @@ export class Registry {
       const key = cacheKeyOf(connection, this.#scopes.namespaceOf(connection, target.scope ?? this.#scope, target), target.gvk);
       return { cacheKey: key, objectKey: objectKeyOf(key, target.namespace, target.name) };
     });
-    this.#gc.released(this.#index.set(ownerKey(owner), indexed));
+    const key = ownerKey(owner);
+    this.#forgotten.delete(key);
+    this.#gc.released(this.#index.set(key, indexed));
   }
 
-  /** Forgets an owner that was deleted: its caches become eligible for collection. */
+  /**
+   * Forgets an owner that was deleted: its caches become eligible for collection.
+   *
+   * The rule against reconciles in flight: a forgotten owner stays forgotten until
+   * {@link setOwnerTargets} is called for it again. {@link watchTargetAndGetReader} calls for it
+   * meanwhile (a reconcile that began before the delete and is still running) record nothing, so
+   * they cannot re-register it and keep its caches alive. The last 65,536 forgotten owners are
+   * remembered as such; an owner forgotten longer ago is simply unknown again.
+   */
   forgetOwner(owner: OwnerRef): void {
-    this.#gc.released(this.#index.forget(ownerKey(owner)));
+    const key = ownerKey(owner);
+    this.#forgotten.delete(key);
+    this.#forgotten.add(key);
+    if (this.#forgotten.size > FORGOTTEN_OWNERS_KEPT) {
+      for (const oldest of this.#forgotten) {
+        this.#forgotten.delete(oldest);
+        break;
+      }
+    }
+    this.#gc.released(this.#index.forget(key));
   }
 
   /** Owners using at least one target in the cluster-wide cache of this kind (own identity). */
