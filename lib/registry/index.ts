@@ -9,4 +9,6 @@ export type { CacheInfo, ReaderOptions, RegistryOptions } from './registry.ts';
 export { CacheGoneError } from './reader.ts';
 export type { CacheReader, HeldReader } from './reader.ts';
 export { ownerKey, parseOwnerKey } from './keys.ts';
+export { watchOwners } from './owners.ts';
+export type { WatchOwnersOptions } from './owners.ts';
 export type { CacheScope, OwnerKey, OwnerRef, TargetRef } from './keys.ts';

@@ -1,0 +1,90 @@
+// watchOwners: the owner kind feeds the registry's queue, and deleted owners are forgotten.
+import assert from 'node:assert/strict';
+import { describe, it } from 'node:test';
+import { SimulatedCluster, type KubeObject } from '../../fixtures/index.ts';
+import { StaticProvider, type ClusterRef } from '../cluster/index.ts';
+import { FakeClock, type GroupVersionKind } from '../util/index.ts';
+import { Registry, watchOwners } from './index.ts';
+
+const widgets: GroupVersionKind = { group: 'example.com', version: 'v1', kind: 'Widget' };
+const configMaps: GroupVersionKind = { group: '', version: 'v1', kind: 'ConfigMap' };
+const sim: ClusterRef = { kind: 'static', name: 'sim' };
+
+async function setup(t: { after(fn: () => Promise<void>): void }): Promise<{ cluster: SimulatedCluster; registry: Registry }> {
+  const cluster = await SimulatedCluster.start({ namespaces: ['apps'], kinds: [{ ...widgets, plural: 'widgets', namespaced: true }] });
+  t.after(() => cluster.close());
+  // A fake clock: no GC check or credential check runs while a test reads the queue.
+  const registry = new Registry({ provider: new StaticProvider({ clusters: { sim: cluster.kubeconfig } }), clock: new FakeClock(Date.now()), credentialCheckIntervalMs: 0 });
+  t.after(() => registry.close());
+  return { cluster, registry };
+}
+
+/** The next key on the registry's queue (marked done and forgotten, as a worker would), or undefined after 5 s. */
+async function next(registry: Registry): Promise<string | undefined> {
+  const got = await registry.queue.get(AbortSignal.timeout(5_000)).catch(() => undefined);
+  if (got === undefined) return undefined;
+  registry.queue.done(got.item);
+  registry.queue.forget(got.item);
+  return got.item;
+}
+
+function widget(name: string, spec: Record<string, number>, labels: Record<string, string> = {}): KubeObject {
+  return { apiVersion: 'example.com/v1', kind: 'Widget', metadata: { name, namespace: 'apps', labels }, spec };
+}
+
+describe('watchOwners', () => {
+  it('requeues owners that exist, appear and change, and forgets those deleted', async (t) => {
+    const { cluster, registry } = await setup(t);
+    cluster.store.create(widget('old', { size: 1 }));
+    const owners = await watchOwners(registry, { cluster: sim, gvk: widgets });
+    t.after(() => { owners.release(); });
+    await owners.waitForSync(AbortSignal.timeout(10_000));
+    assert.equal(await next(registry), 'apps/old', 'an owner of the initial list');
+    await cluster.waitFor((c) => c.openWatches === 1);
+
+    cluster.store.create(widget('new', { size: 1 }));
+    assert.equal(await next(registry), 'apps/new', 'an owner that appears');
+    const current = cluster.store.get({ apiVersion: 'example.com/v1', kind: 'Widget', namespace: 'apps', name: 'new' })!;
+    cluster.store.update({ ...current, spec: { size: 2 } });
+    assert.equal(await next(registry), 'apps/new', 'an owner that changes');
+
+    // The owner uses a target; deleting the owner releases it.
+    const owner = { namespace: 'apps', name: 'new' };
+    registry.setOwnerTargets(owner, [{ cluster: sim, target: { gvk: configMaps, namespace: 'apps', name: 'x' } }]);
+    await registry.watchTargetAndGetReader(sim, { gvk: configMaps, namespace: 'apps', name: 'x' }, owner);
+    const ownersOfConfigMaps = (): number | undefined => registry.caches().find((c) => c.gvk.kind === 'ConfigMap')?.owners;
+    assert.equal(ownersOfConfigMaps(), 1);
+    cluster.store.delete({ apiVersion: 'example.com/v1', kind: 'Widget', namespace: 'apps', name: 'new' });
+    const deadline = Date.now() + 10_000;
+    while (ownersOfConfigMaps() !== 0 && Date.now() < deadline) await new Promise((resolve) => setTimeout(resolve, 10));
+    assert.equal(ownersOfConfigMaps(), 0, 'the deleted owner was forgotten');
+
+    owners.release();
+    cluster.store.create(widget('after', { size: 1 }));
+    assert.equal(await next(registry), undefined, 'released: nothing more is queued');
+  });
+
+  it('with updates: generation, requeues on spec changes only', async (t) => {
+    const { cluster, registry } = await setup(t);
+    cluster.store.create(widget('w', { size: 1 }));
+    const owners = await watchOwners(registry, { cluster: sim, gvk: widgets, updates: 'generation' });
+    t.after(() => { owners.release(); });
+    await owners.waitForSync(AbortSignal.timeout(10_000));
+    assert.equal(await next(registry), 'apps/w');
+    await cluster.waitFor((c) => c.openWatches === 1);
+    const ref = { apiVersion: 'example.com/v1', kind: 'Widget', namespace: 'apps', name: 'w' };
+    const stored = (): KubeObject => cluster.store.get(ref)!;
+    cluster.store.update({ ...stored(), metadata: { ...stored().metadata, labels: { seen: 'yes' } } });
+    const deadline = Date.now() + 10_000;
+    while (owners.get('apps', 'w')?.metadata?.labels?.seen !== 'yes' && Date.now() < deadline) await new Promise((resolve) => setTimeout(resolve, 10));
+    assert.equal(owners.get('apps', 'w')?.metadata?.labels?.seen, 'yes', 'the label change was seen...');
+    assert.equal(registry.queue.len, 0, '...and queued nothing');
+    cluster.store.update({ ...stored(), spec: { size: 2 } });
+    assert.equal(await next(registry), 'apps/w', 'the spec change');
+  });
+
+  it('refuses an unknown updates option', async (t) => {
+    const { registry } = await setup(t);
+    assert.throws(() => watchOwners(registry, { cluster: sim, gvk: widgets, updates: 'some' as 'any' }), (err: unknown) => err instanceof TypeError && err.message.includes('updates'));
+  });
+});
