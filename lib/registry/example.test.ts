@@ -1,0 +1,101 @@
+// The README's library example, kept compiling and passing: the code between the README markers
+// below is the README's block, word for word (the test checks it); in an operator's own repository
+// the imports are `from 'fleetcache'`.
+import assert from 'node:assert/strict';
+import { readFileSync } from 'node:fs';
+import { describe, it } from 'node:test';
+import { KubeConfig } from '@kubernetes/client-node';
+import { SimulatedCluster } from '../../fixtures/index.ts';
+import { CompositeProvider, CoreV1SecretReader, LocalProvider, SecretProvider, type ClusterRef } from '../cluster/index.ts';
+import { runWorkers } from '../queue/index.ts';
+import type { KubeObject } from '../transport/index.ts';
+import { noopLogger, type Logger } from '../util/index.ts';
+import { parseOwnerKey, Registry, watchOwners } from './index.ts';
+
+// README:begin
+interface Pipeline extends KubeObject {
+  readonly spec: { readonly release: { readonly cluster: ClusterRef; readonly namespace: string; readonly name: string } };
+}
+
+const pipelines = { group: 'example.com', version: 'v1', kind: 'Pipeline' };               // the owner kind
+const helmReleases = { group: 'helm.toolkit.fluxcd.io', version: 'v2', kind: 'HelmRelease' };
+
+/** Reconciles Pipelines, each naming a HelmRelease in some cluster, until `signal` aborts. */
+async function runController(kubeConfig: KubeConfig, logger: Logger, signal: AbortSignal, seen: (pipeline: string, release?: KubeObject) => void): Promise<void> {
+  const registry = new Registry({
+    provider: new CompositeProvider({ byKind: {
+      local: new LocalProvider({ kubeConfig }),
+      secret: new SecretProvider({ secrets: new CoreV1SecretReader({ kubeConfig }) }),
+    } }),
+    logger, // fromWinston(winstonLogger) or fromPino(pinoLogger): every field arrives
+  });
+  // Pipelines' keys go into registry.queue when they appear or change; deleted ones are forgotten.
+  const owners = await watchOwners<Pipeline>(registry, { gvk: pipelines, signal });
+  try {
+    await owners.waitForSync(signal);                        // now "not in the cache" means "deleted"
+    await runWorkers(registry.queue, {
+      signal, workers: 4,
+      handler: async (ownerKey) => {
+        const owner = parseOwnerKey(ownerKey);
+        const pipeline = owners.get(owner.namespace, owner.name);
+        if (pipeline === undefined) return;                  // deleted: watchOwners forgot it
+        const { cluster, namespace, name } = pipeline.spec.release;
+        const target = { gvk: helmReleases, namespace, name };
+        registry.setOwnerTargets(owner, [{ cluster, target }]);   // everything it uses now, before any await
+        const reader = await registry.watchTargetAndGetReader(cluster, target, owner);
+        if (!reader.synced) return;                          // requeued once the cache has synced
+        seen(ownerKey, reader.get(namespace, name));         // from memory; any change requeues the owner
+      },
+    });
+  } finally {
+    owners.release();
+    await registry.close();
+  }
+}
+// README:end
+
+describe('README: the library example', () => {
+  it('reconciles a Pipeline when it appears and when the HelmRelease it names changes', async (t) => {
+    const cluster = await SimulatedCluster.start({
+      namespaces: ['apps', 'team-a'],
+      kinds: [
+        { ...pipelines, plural: 'pipelines', namespaced: true },
+        { ...helmReleases, plural: 'helmreleases', namespaced: true },
+      ],
+    });
+    t.after(() => cluster.close());
+    const versions: string[] = [];
+    const controller = new AbortController();
+    const kubeConfig = new KubeConfig();
+    kubeConfig.loadFromString(cluster.kubeconfig);
+    const running = runController(kubeConfig, noopLogger, controller.signal, (pipeline, release) => {
+      versions.push(`${pipeline} ${String(release?.spec && (release.spec as { version?: string }).version)}`);
+    });
+    // Stopped however the test ends: a failed wait must not leave the workers running.
+    t.after(async () => {
+      controller.abort();
+      await running;
+    });
+    const eventually = async (what: string, condition: () => boolean): Promise<void> => {
+      const deadline = Date.now() + 20_000;
+      while (!condition()) {
+        if (Date.now() > deadline) assert.fail(`timed out waiting until ${what}; seen ${JSON.stringify(versions)}`);
+        await new Promise((resolve) => setTimeout(resolve, 20));
+      }
+    };
+    cluster.store.create({ apiVersion: 'helm.toolkit.fluxcd.io/v2', kind: 'HelmRelease', metadata: { name: 'podinfo', namespace: 'apps' }, spec: { version: '1.0' } });
+    cluster.store.create({ apiVersion: 'example.com/v1', kind: 'Pipeline', metadata: { name: 'web', namespace: 'team-a' }, spec: { release: { cluster: { kind: 'local' }, namespace: 'apps', name: 'podinfo' } } });
+    await eventually('the new Pipeline was reconciled', () => versions.includes('team-a/web 1.0'));
+    const release = cluster.store.get({ apiVersion: 'helm.toolkit.fluxcd.io/v2', kind: 'HelmRelease', namespace: 'apps', name: 'podinfo' });
+    cluster.store.update({ ...release, spec: { version: '2.0' } });
+    await eventually('the change of its HelmRelease requeued it', () => versions.includes('team-a/web 2.0'));
+  });
+
+  it('is the README\'s block, word for word', () => {
+    const source = readFileSync(new URL(import.meta.url), 'utf8');
+    const block = source.slice(source.indexOf('// README:begin\n') + '// README:begin\n'.length, source.indexOf('// README:end'));
+    const readme = readFileSync(new URL('../../README.md', import.meta.url), 'utf8');
+    assert.ok(block.length > 500);
+    assert.ok(readme.includes(block), 'README.md holds the example block of lib/registry/example.test.ts verbatim');
+  });
+});
