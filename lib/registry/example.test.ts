@@ -85,10 +85,10 @@ describe('README: the library example', () => {
     };
     cluster.store.create({ apiVersion: 'helm.toolkit.fluxcd.io/v2', kind: 'HelmRelease', metadata: { name: 'podinfo', namespace: 'apps' }, spec: { version: '1.0' } });
     cluster.store.create({ apiVersion: 'example.com/v1', kind: 'Pipeline', metadata: { name: 'web', namespace: 'team-a' }, spec: { release: { cluster: { kind: 'local' }, namespace: 'apps', name: 'podinfo' } } });
-    await eventually('the new Pipeline was reconciled', () => versions.includes('team-a/web 1.0'));
+    await eventually('the new Pipeline was reconciled', () => versions.includes('example.com/Pipeline/team-a/web 1.0'));
     const release = cluster.store.get({ apiVersion: 'helm.toolkit.fluxcd.io/v2', kind: 'HelmRelease', namespace: 'apps', name: 'podinfo' });
     cluster.store.update({ ...release, spec: { version: '2.0' } });
-    await eventually('the change of its HelmRelease requeued it', () => versions.includes('team-a/web 2.0'));
+    await eventually('the change of its HelmRelease requeued it', () => versions.includes('example.com/Pipeline/team-a/web 2.0'));
   });
 
   it('is the README\'s block, word for word', () => {

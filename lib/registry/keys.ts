@@ -3,6 +3,14 @@ import { apiVersionOf, type GroupVersionKind } from '../util/index.ts';
 
 /** An owner of targets: a Pipeline, or whatever object the embedding controller reconciles. */
 export interface OwnerRef {
+  /**
+   * The owner's API group and kind, so that several controllers (several owner kinds) share one
+   * registry: owners of different kinds never share a key. Default: unset, the one implied kind
+   * of a registry with a single controller (key `namespace/name`); a group needs a kind.
+   */
+  readonly group?: string | undefined;
+  readonly kind?: string | undefined;
+  /** '' for a cluster-scoped owner. */
   readonly namespace: string;
   readonly name: string;
   /**
@@ -13,19 +21,34 @@ export interface OwnerRef {
   readonly identity?: Identity | undefined;
 }
 
-/** `namespace/name` of an owner: the item type of the requeue queue. */
+/** An owner's key (see {@link ownerKey}): the item type of the requeue queue. */
 export type OwnerKey = string;
 
-/** The owner's key: `namespace/name`. */
+/**
+ * The owner's key: `namespace/name` without a kind, `group/kind/namespace/name` with one (the core
+ * group and cluster-scoped owners leave their part empty). Unambiguous: none of the parts may hold
+ * a `/`, so the number of slashes says which form it is.
+ */
 export function ownerKey(owner: OwnerRef): OwnerKey {
-  return `${owner.namespace}/${owner.name}`;
+  if (owner.kind === undefined) {
+    if (owner.group !== undefined) throw new TypeError('an owner with a group must have a kind');
+    return `${owner.namespace}/${owner.name}`;
+  }
+  for (const [part, value] of [['group', owner.group ?? ''], ['kind', owner.kind], ['namespace', owner.namespace]] as const) {
+    if (value.includes('/')) throw new TypeError(`owner ${part} may not contain '/': ${JSON.stringify(value)}`);
+  }
+  if (owner.kind === '') throw new TypeError('owner kind may not be empty');
+  return `${owner.group ?? ''}/${owner.kind}/${owner.namespace}/${owner.name}`;
 }
 
 /** The inverse of {@link ownerKey}. */
 export function parseOwnerKey(key: OwnerKey): OwnerRef {
-  const slash = key.indexOf('/');
-  if (slash <= 0 || slash === key.length - 1) throw new TypeError(`not an owner key (namespace/name): ${JSON.stringify(key)}`);
-  return { namespace: key.slice(0, slash), name: key.slice(slash + 1) };
+  const parts = key.split('/');
+  const name = parts.at(-1) ?? '';
+  if (name === '') throw new TypeError(`not an owner key (namespace/name or group/kind/namespace/name): ${JSON.stringify(key)}`);
+  if (parts.length === 2) return { namespace: parts[0] ?? '', name };
+  if (parts.length === 4 && parts[1] !== '') return { group: parts[0] ?? '', kind: parts[1] ?? '', namespace: parts[2] ?? '', name };
+  throw new TypeError(`not an owner key (namespace/name or group/kind/namespace/name): ${JSON.stringify(key)}`);
 }
 
 /**

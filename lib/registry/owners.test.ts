@@ -4,7 +4,7 @@ import { describe, it } from 'node:test';
 import { SimulatedCluster, type KubeObject } from '../../fixtures/index.ts';
 import { StaticProvider, type ClusterRef } from '../cluster/index.ts';
 import { FakeClock, type GroupVersionKind } from '../util/index.ts';
-import { Registry, watchOwners } from './index.ts';
+import { parseOwnerKey, Registry, watchOwners, type CacheInfo } from './index.ts';
 
 const widgets: GroupVersionKind = { group: 'example.com', version: 'v1', kind: 'Widget' };
 const configMaps: GroupVersionKind = { group: '', version: 'v1', kind: 'ConfigMap' };
@@ -39,17 +39,17 @@ describe('watchOwners', () => {
     const owners = await watchOwners(registry, { cluster: sim, gvk: widgets });
     t.after(() => { owners.release(); });
     await owners.waitForSync(AbortSignal.timeout(10_000));
-    assert.equal(await next(registry), 'apps/old', 'an owner of the initial list');
+    assert.equal(await next(registry), 'example.com/Widget/apps/old', 'an owner of the initial list');
     await cluster.waitFor((c) => c.openWatches === 1);
 
     cluster.store.create(widget('new', { size: 1 }));
-    assert.equal(await next(registry), 'apps/new', 'an owner that appears');
+    assert.equal(await next(registry), 'example.com/Widget/apps/new', 'an owner that appears');
     const current = cluster.store.get({ apiVersion: 'example.com/v1', kind: 'Widget', namespace: 'apps', name: 'new' })!;
     cluster.store.update({ ...current, spec: { size: 2 } });
-    assert.equal(await next(registry), 'apps/new', 'an owner that changes');
+    assert.equal(await next(registry), 'example.com/Widget/apps/new', 'an owner that changes');
 
     // The owner uses a target; deleting the owner releases it.
-    const owner = { namespace: 'apps', name: 'new' };
+    const owner = { group: 'example.com', kind: 'Widget', namespace: 'apps', name: 'new' };
     registry.setOwnerTargets(owner, [{ cluster: sim, target: { gvk: configMaps, namespace: 'apps', name: 'x' } }]);
     await registry.watchTargetAndGetReader(sim, { gvk: configMaps, namespace: 'apps', name: 'x' }, owner);
     const ownersOfConfigMaps = (): number | undefined => registry.caches().find((c) => c.gvk.kind === 'ConfigMap')?.owners;
@@ -70,7 +70,7 @@ describe('watchOwners', () => {
     const owners = await watchOwners(registry, { cluster: sim, gvk: widgets, updates: 'generation' });
     t.after(() => { owners.release(); });
     await owners.waitForSync(AbortSignal.timeout(10_000));
-    assert.equal(await next(registry), 'apps/w');
+    assert.equal(await next(registry), 'example.com/Widget/apps/w');
     await cluster.waitFor((c) => c.openWatches === 1);
     const ref = { apiVersion: 'example.com/v1', kind: 'Widget', namespace: 'apps', name: 'w' };
     const stored = (): KubeObject => cluster.store.get(ref)!;
@@ -80,7 +80,45 @@ describe('watchOwners', () => {
     assert.equal(owners.get('apps', 'w')?.metadata?.labels?.seen, 'yes', 'the label change was seen...');
     assert.equal(registry.queue.len, 0, '...and queued nothing');
     cluster.store.update({ ...stored(), spec: { size: 2 } });
-    assert.equal(await next(registry), 'apps/w', 'the spec change');
+    assert.equal(await next(registry), 'example.com/Widget/apps/w', 'the spec change');
+  });
+
+  it('lets two owner kinds share one cache: each is woken, and forgetting one leaves the other', async (t) => {
+    const gadgets: GroupVersionKind = { group: 'example.com', version: 'v1', kind: 'Gadget' };
+    const { cluster, registry } = await setup(t);
+    cluster.registerKind({ ...gadgets, plural: 'gadgets', namespaced: true });
+    cluster.store.create({ apiVersion: 'v1', kind: 'ConfigMap', metadata: { name: 'shared', namespace: 'apps' }, data: { v: '1' } });
+    cluster.store.create(widget('same', { size: 1 }));
+    cluster.store.create({ apiVersion: 'example.com/v1', kind: 'Gadget', metadata: { name: 'same', namespace: 'apps' }, spec: { size: 1 } });
+    const widgetOwners = await watchOwners(registry, { cluster: sim, gvk: widgets });
+    const gadgetOwners = await watchOwners(registry, { cluster: sim, gvk: gadgets });
+    t.after(() => { widgetOwners.release(); gadgetOwners.release(); });
+    await widgetOwners.waitForSync(AbortSignal.timeout(10_000));
+    await gadgetOwners.waitForSync(AbortSignal.timeout(10_000));
+    const keys = new Set([await next(registry), await next(registry)]);
+    assert.deepEqual([...keys].sort(), ['example.com/Gadget/apps/same', 'example.com/Widget/apps/same'], 'same namespace/name, two owners');
+
+    const target = { gvk: configMaps, namespace: 'apps', name: 'shared' };
+    for (const key of keys) {
+      const owner = parseOwnerKey(key ?? '');
+      registry.setOwnerTargets(owner, [{ cluster: sim, target }]);
+      await (await registry.watchTargetAndGetReader(sim, target, owner)).waitForSync(AbortSignal.timeout(10_000));
+    }
+    const configMapCaches = (): CacheInfo[] => registry.caches().filter((c) => c.gvk.kind === 'ConfigMap');
+    assert.equal(configMapCaches().length, 1, 'one cache for both controllers');
+    assert.equal(configMapCaches()[0]?.owners, 2);
+    await next(registry); // the wake-up at sync
+    await cluster.waitFor((c) => c.openWatches === 3);
+    while (registry.queue.len > 0) await next(registry);
+
+    const current = cluster.store.get({ apiVersion: 'v1', kind: 'ConfigMap', namespace: 'apps', name: 'shared' })!;
+    cluster.store.update({ ...current, data: { v: '2' } });
+    assert.deepEqual(new Set([await next(registry), await next(registry)]), keys, 'a change of the shared target wakes both kinds');
+
+    cluster.store.delete({ apiVersion: 'example.com/v1', kind: 'Widget', namespace: 'apps', name: 'same' });
+    const deadline = Date.now() + 10_000;
+    while (configMapCaches()[0]?.owners !== 1 && Date.now() < deadline) await new Promise((resolve) => setTimeout(resolve, 10));
+    assert.equal(configMapCaches()[0]?.owners, 1, 'the Gadget of the same namespace/name still uses the cache');
   });
 
   it('refuses an unknown updates option', async (t) => {

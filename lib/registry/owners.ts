@@ -26,15 +26,16 @@ export interface WatchOwnersOptions {
   readonly signal?: AbortSignal | undefined;
 }
 
-function ownerOf(obj: KubeObject): OwnerRef | undefined {
+function ownerOf(gvk: GroupVersionKind, obj: KubeObject): OwnerRef | undefined {
   const meta = obj.metadata;
   if (meta?.name === undefined) return undefined;
-  return { namespace: meta.namespace ?? '', name: meta.name };
+  return { group: gvk.group, kind: gvk.kind, namespace: meta.namespace ?? '', name: meta.name };
 }
 
 /**
  * Wires an owner kind to `registry`: starts a held reader (no owner of its own, never collected)
- * on the owners, adds an owner's key to `registry.queue` when it appears (the initial list
+ * on the owners, adds an owner's key to `registry.queue` (kind-qualified, `group/kind/namespace/name`:
+ * `parseOwnerKey` gives the owner back, so several owner kinds share one registry) when it appears (the initial list
  * included) or changes, and calls `registry.forgetOwner` when it is deleted (a relist's
  * `finalStateUnknown` delete included). Resolves once the owners' cache is built (not necessarily
  * synced: `await reader.waitForSync()` before trusting "not in the cache" to mean "deleted").
@@ -46,7 +47,7 @@ export function watchOwners<T extends KubeObject = KubeObject>(registry: Registr
   const updates: unknown = options.updates ?? 'any';
   if (updates !== 'any' && updates !== 'generation') throw new TypeError(`watchOwners option updates must be 'any' or 'generation', got ${String(updates)}`);
   const enqueue = (obj: KubeObject): void => {
-    const owner = ownerOf(obj);
+    const owner = ownerOf(options.gvk, obj);
     if (owner !== undefined) registry.queue.add(ownerKey(owner));
   };
   return registry.reader<T>(options.cluster ?? { kind: 'local' }, options.gvk, {
@@ -60,7 +61,7 @@ export function watchOwners<T extends KubeObject = KubeObject>(registry: Registr
         enqueue(current);
       },
       delete: (obj) => {
-        const owner = ownerOf(obj);
+        const owner = ownerOf(options.gvk, obj);
         if (owner !== undefined) registry.forgetOwner(owner);
       },
     },
