@@ -182,7 +182,7 @@ describe('tenants confined on a shared management cluster', () => {
   it('(c) shows no marker from an object the tenant cannot read in any status, Event or log line', async () => {
     const shown = await everythingShown(mgmt);
     const logs = service?.output() ?? '';
-    assert.ok(logs.includes('"message":"promoted"'), 'the service logged its work (debug level)');
+    assert.ok(logs.includes('"msg":"promoted"'), 'the service logged its work (debug level)');
     const secrets: readonly [string, string][] = [
       ['flux-system\'s deploy key', MARK_SECRET],
       ['team-b\'s app revision', MARK_OTHER],

@@ -187,7 +187,7 @@ describe('Pipelines acting as their ServiceAccount', () => {
   it('(c) shows no marker from an object the Pipelines\' accounts cannot read in any status, Event or log line', async () => {
     const shown = await everythingShown(mgmt);
     const logs = service?.output() ?? '';
-    assert.ok(logs.includes('"message":"promoted"'), 'the service logged its work (debug level)');
+    assert.ok(logs.includes('"msg":"promoted"'), 'the service logged its work (debug level)');
     for (const [what, value] of [['team-a\'s Kustomization (deployer may not read it)', MARK_KS], ['team-b\'s app revision', MARK_OTHER]] as const) {
       assert.ok(!shown.includes(value), `${what} appears in a status or an Event`);
       assert.ok(!logs.includes(value), `${what} appears in the service's logs`);
