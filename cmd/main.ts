@@ -223,20 +223,15 @@ async function runService(config: Config, io: ProcessIo, logger: Logger): Promis
   metrics.addController('pipeline', { workers: config.concurrency, queue: 'owners' });
   const onRequest = metrics.observeRequest;
   const queue = new RateLimitingWorkQueue<OwnerKey>({ name: 'owners', metrics: metrics.queueMetrics('pipeline'), rateLimiter: defaultControllerRateLimiter() });
-  // The controller's connection (Pipelines, status, Events) has its own bucket of these too.
-  const limits = { qps: config.kubeApiQps, burst: config.kubeApiBurst };
   const registry = serviceRegistry(config, { kubeConfig, queue, logger, onRequest });
   const clusters = registry.clusters;
   const controller: Controller = new PipelineController({
     registry,
-    localKubeConfig: kubeConfig,
     logger,
     workers: config.concurrency,
     allowPrivateWebhooks: config.allowPrivateWebhooks,
     git: { allowPrivateNetworks: config.allowPrivateGitHosts, allowHttp: config.allowInsecureGitHttp },
-    ...limits,
     onReconcile: metrics.observeReconcile,
-    onRequest,
     allowCrossNamespaceTargets: config.allowCrossNamespaceTargets,
     ...(config.defaultServiceAccount === undefined ? {} : { defaultServiceAccount: config.defaultServiceAccount }),
   });

@@ -142,7 +142,7 @@ describe('PipelineController on real clusters', () => {
     });
     // These Pipelines (in team-a) reach their dev targets in other namespaces of mgmt: the
     // opt-out from confinement (e2e/tenancy tests the default).
-    const controller = new PipelineController({ registry, localKubeConfig: mgmt.kubeConfig(), workers: 2, allowCrossNamespaceTargets: true, ...extra });
+    const controller = new PipelineController({ registry, workers: 2, allowCrossNamespaceTargets: true, ...extra });
     const stopper = new AbortController();
     const done = controller.run(stopper.signal);
     return {
@@ -368,7 +368,6 @@ describe('PipelineController on real clusters', () => {
     const stopFirst = new AbortController();
     const first = new PipelineController({
       registry,
-      localKubeConfig: mgmt.kubeConfig(),
       allowCrossNamespaceTargets: true,
       beforePromotion: (request, signal) => {
         seen.push(request);

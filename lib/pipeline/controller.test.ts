@@ -1,7 +1,9 @@
 import assert from 'node:assert/strict';
 import { after, describe, it } from 'node:test';
 import { KubeConfig } from '@kubernetes/client-node';
-import type { ClusterProvider } from '../cluster/index.ts';
+import { SimulatedCluster } from '../../fixtures/index.ts';
+import { eventually } from '../../e2e/harness/index.ts';
+import { StaticProvider, type ClusterProvider } from '../cluster/index.ts';
 import { Registry } from '../registry/index.ts';
 import { PipelineController } from './controller.ts';
 
@@ -11,9 +13,35 @@ describe('PipelineController options', () => {
   after(() => registry.close());
 
   it('takes a ServiceAccount name as defaultServiceAccount, and refuses anything else naming the option', () => {
-    assert.doesNotThrow(() => new PipelineController({ registry, localKubeConfig: new KubeConfig(), defaultServiceAccount: 'pipeline-runner' }));
+    assert.doesNotThrow(() => new PipelineController({ registry, defaultServiceAccount: 'pipeline-runner' }));
     for (const bad of ['', 'Runner', 'system:serviceaccount:a:b', 'a'.repeat(254), 7]) {
-      assert.throws(() => new PipelineController({ registry, localKubeConfig: new KubeConfig(), defaultServiceAccount: bad as string }), (err: unknown) => err instanceof TypeError && err.message.includes('option defaultServiceAccount must be a ServiceAccount name'), String(bad));
+      assert.throws(() => new PipelineController({ registry, defaultServiceAccount: bad as string }), (err: unknown) => err instanceof TypeError && err.message.includes('option defaultServiceAccount must be a ServiceAccount name'), String(bad));
     }
+  });
+});
+
+describe('PipelineController on the registry', () => {
+  it('reads Pipelines through one of the registry\'s caches and writes through the keeper: no connection of its own', async (t) => {
+    const sim = await SimulatedCluster.start({
+      namespaces: ['apps'],
+      kinds: [{ group: 'fleetcache.dev', version: 'v1alpha1', kind: 'Pipeline', plural: 'pipelines', namespaced: true, status: true }],
+    });
+    t.after(() => sim.close());
+    // An invalid spec: reconciling it only writes InvalidSpec to the status.
+    sim.store.create({ apiVersion: 'fleetcache.dev/v1alpha1', kind: 'Pipeline', metadata: { namespace: 'apps', name: 'p' }, spec: {} });
+    const kubeConfig = new KubeConfig();
+    kubeConfig.loadFromString(sim.kubeconfig);
+    const registry = new Registry({ provider: new StaticProvider({ clusters: {} }), local: kubeConfig, credentialCheckIntervalMs: 0 });
+    t.after(() => registry.close());
+    const controller = new PipelineController({ registry, workers: 1 });
+    const stop = new AbortController();
+    const running = controller.run(stop.signal);
+    t.after(async () => { stop.abort(); await running; });
+
+    await eventually('the Pipeline reads InvalidSpec', () => sim.store.get({ apiVersion: 'fleetcache.dev/v1alpha1', kind: 'Pipeline', namespace: 'apps', name: 'p' })?.status !== undefined);
+    assert.ok(controller.synced);
+    assert.deepEqual(registry.caches().filter((c) => c.gvk.kind === 'Pipeline').map((c) => c.cluster), ['local'], 'the Pipeline cache is the registry\'s');
+    assert.equal(sim.counters.openWatches, 1, 'one watch of Pipelines');
+    assert.equal(sim.counters.openConnections, 1, 'one connection to the management cluster: the keeper\'s');
   });
 });

@@ -1,11 +1,9 @@
 import { isDeepStrictEqual } from 'node:util';
-import type { KubeConfig } from '@kubernetes/client-node';
-import { ClusterConnection, type KubeObject, type RequestObservation } from '../transport/index.ts';
+import type { ClusterConnection } from '../transport/index.ts';
 import { serviceAccountIdentity, type ClusterRef } from '../cluster/index.ts';
-import { ResourceInformer } from '../informer/index.ts';
 import { runWorkers, type ReconcileObservation, type RequeueAfter, type WorkContext } from '../queue/index.ts';
-import { parseOwnerKey, type OwnerRef, type Registry } from '../registry/index.ts';
-import { apiVersionOf, isAbortError, KubeApiError, noopLogger, realClock, sanitizeForDisplay, toError, type Clock, type Logger } from '../util/index.ts';
+import { parseOwnerKey, watchOwners, type HeldReader, type OwnerRef, type Registry } from '../registry/index.ts';
+import { apiVersionOf, isAbortError, KubeApiError, noopLogger, realClock, sanitizeForDisplay, sleep, toError, type Clock, type Logger } from '../util/index.ts';
 import { displayEnvironments, invalidSpecCondition, MAX_STATUS_TEXT, plain, promotingCondition, readyCondition, sameStatus, setCondition, type ConditionInput } from './conditions.ts';
 import { GitPromoter, type GitPromoterOptions } from '../gitops/index.ts';
 import { decidePromotion, DEFAULT_RETRY, findRecord, retryDueAt, withRecord, type PromotionDecision } from './decide.ts';
@@ -39,20 +37,12 @@ export interface PipelineControllerOptions {
    * the caller, who closes it after `run` resolves. Required.
    */
   readonly registry: Registry;
-  /** The management cluster: Pipelines, their Events and webhook Secrets live there. Required. */
-  readonly localKubeConfig: KubeConfig;
   /** Child loggers per pipeline. Default: discards everything. */
   readonly logger?: Logger;
   /** Default: the wall clock. */
   readonly clock?: Clock;
   /** Pipelines reconciled at once (never the same one twice at once). Default 4. */
   readonly workers?: number;
-  /**
-   * Request limits of the management-cluster connection `run` opens (Pipelines, their status and
-   * Events). Default 20 qps, burst 30, as the connection's own defaults.
-   */
-  readonly qps?: number;
-  readonly burst?: number;
   /** Bound on one webhook delivery, answer included. Default 10 000. */
   readonly webhookTimeoutMs?: number;
   /**
@@ -76,8 +66,6 @@ export interface PipelineControllerOptions {
   readonly beforePromotion?: (promotion: PromotionRequest, signal: AbortSignal) => Promise<void>;
   /** Told how each reconcile ended (controller `pipeline`), for metrics. Default: none. */
   readonly onReconcile?: (observation: ReconcileObservation) => void;
-  /** Told of each request on the management cluster's connection, for metrics. Default: none. */
-  readonly onRequest?: (observation: RequestObservation) => void;
   /**
    * Let targets on the management cluster (no `clusterRef`) live outside their Pipeline's
    * namespace. Default false: such a Pipeline is Ready=False `InvalidSpec`.
@@ -90,6 +78,10 @@ export interface PipelineControllerOptions {
    */
   readonly defaultServiceAccount?: string;
 }
+
+const LOCAL: ClusterRef = { kind: 'local' };
+/** Backoff while the Pipeline cache cannot be built (the CRD not installed yet, say). */
+const PIPELINE_CACHE_RETRY_MS: { readonly initial: number; readonly max: number } = { initial: 1_000, max: 30_000 };
 
 /** Counters for metrics. */
 export interface PipelineControllerStats {
@@ -145,7 +137,6 @@ function pipelinePath(namespace: string, name: string, subresource = ''): string
  */
 export class PipelineController {
   readonly #registry: Registry;
-  readonly #kubeConfig: KubeConfig;
   readonly #logger: Logger;
   readonly #clock: Clock;
   readonly #workers: number;
@@ -153,16 +144,14 @@ export class PipelineController {
   readonly #allowPrivateWebhooks: boolean;
   readonly #git: GitPromoter;
   readonly #gitPollIntervalMs: number;
-  readonly #limits: { readonly qps?: number; readonly burst?: number };
   readonly #beforePromotion: PipelineControllerOptions['beforePromotion'];
   readonly #onReconcile: PipelineControllerOptions['onReconcile'];
-  readonly #onRequest: PipelineControllerOptions['onRequest'];
   readonly #allowCrossNamespaceTargets: boolean;
   readonly #defaultServiceAccount: string | undefined;
   readonly #stats = { reconciles: 0, reconcileErrors: 0, succeeded: 0, failed: 0 };
   /** Set for the duration of `run`. */
-  #informer: ResourceInformer | undefined;
-  #local: ClusterConnection | undefined;
+  /** The registry's held reader of Pipelines (never collected while held); set for the duration of `run`. */
+  #pipelines: HeldReader | undefined;
   #running = false;
 
   constructor(options: PipelineControllerOptions) {
@@ -170,19 +159,13 @@ export class PipelineController {
     if (typeof registry !== 'object' || registry === null || typeof (registry as { watchTargetAndGetReader?: unknown }).watchTargetAndGetReader !== 'function') {
       throw new TypeError('PipelineController option registry must be a Registry');
     }
-    const kubeConfig: unknown = options.localKubeConfig;
-    if (typeof kubeConfig !== 'object' || kubeConfig === null || typeof (kubeConfig as { getCurrentCluster?: unknown }).getCurrentCluster !== 'function') {
-      throw new TypeError('PipelineController option localKubeConfig must be a KubeConfig');
-    }
     if (options.allowPrivateWebhooks !== undefined && typeof options.allowPrivateWebhooks !== 'boolean') {
       throw new TypeError('PipelineController option allowPrivateWebhooks must be a boolean');
     }
     if (options.beforePromotion !== undefined && typeof options.beforePromotion !== 'function') {
       throw new TypeError('PipelineController option beforePromotion must be a function');
     }
-    for (const name of ['onReconcile', 'onRequest'] as const) {
-      if (options[name] !== undefined && typeof options[name] !== 'function') throw new TypeError(`PipelineController option ${name} must be a function`);
-    }
+    if (options.onReconcile !== undefined && typeof options.onReconcile !== 'function') throw new TypeError('PipelineController option onReconcile must be a function');
     const account: unknown = options.defaultServiceAccount;
     if (account !== undefined && (typeof account !== 'string' || account.length > 253 || !SERVICE_ACCOUNT_NAME.test(account))) {
       throw new TypeError(`PipelineController option defaultServiceAccount must be a ServiceAccount name, got ${JSON.stringify(account)}`);
@@ -194,7 +177,6 @@ export class PipelineController {
       webhookTimeoutMs: positiveNumber('webhookTimeoutMs', options.webhookTimeoutMs ?? 10_000),
     };
     this.#registry = options.registry;
-    this.#kubeConfig = options.localKubeConfig;
     this.#logger = settings.logger;
     this.#clock = settings.clock;
     this.#workers = settings.workers;
@@ -203,20 +185,14 @@ export class PipelineController {
     this.#git = new GitPromoter({ clock: settings.clock, ...options.git });
     this.#gitPollIntervalMs = positiveNumber('gitPollIntervalMs', options.gitPollIntervalMs ?? 30_000);
     this.#beforePromotion = options.beforePromotion;
-    // Checked here, not at `run`: the connection is built there, and a bad option must fail early.
-    this.#limits = {
-      ...(options.qps === undefined ? {} : { qps: positiveNumber('qps', options.qps) }),
-      ...(options.burst === undefined ? {} : { burst: positiveInteger('burst', options.burst) }),
-    };
     this.#onReconcile = options.onReconcile;
-    this.#onRequest = options.onRequest;
     this.#allowCrossNamespaceTargets = options.allowCrossNamespaceTargets === true;
     this.#defaultServiceAccount = options.defaultServiceAccount;
   }
 
-  /** True once the Pipeline informer has synced (what /readyz reports); false before and after `run`. */
+  /** True once the Pipeline cache has synced (what /readyz reports); false before and after `run`. */
   get synced(): boolean {
-    return this.#informer?.synced ?? false;
+    return this.#pipelines?.synced ?? false;
   }
 
   stats(): PipelineControllerStats {
@@ -232,28 +208,15 @@ export class PipelineController {
   async run(signal: AbortSignal): Promise<void> {
     if (this.#running) throw new Error('PipelineController is already running');
     this.#running = true;
-    const local = new ClusterConnection({ name: 'local', kubeConfig: this.#kubeConfig, logger: this.#logger, clock: this.#clock, ...this.#limits, onRequest: this.#onRequest });
-    const informer = new ResourceInformer({ connection: local, gvk: PIPELINE_GVK, logger: this.#logger.child({ gvk: 'Pipeline' }), clock: this.#clock });
-    const queue = this.#registry.queue;
-    const enqueue = (obj: KubeObject): void => {
-      const { namespace, name } = obj.metadata ?? {};
-      if (namespace !== undefined && name !== undefined) queue.add(`${namespace}/${name}`);
-    };
-    informer.addHandler({
-      add: enqueue,
-      update: (_old, current) => { enqueue(current); },
-      delete: (obj) => {
-        const { namespace, name } = obj.metadata ?? {};
-        if (namespace !== undefined && name !== undefined) this.#registry.forgetOwner({ namespace, name });
-      },
-    });
-    this.#informer = informer;
-    this.#local = local;
+    let pipelines: HeldReader | undefined;
     try {
-      informer.start(signal);
+      // Pipelines are one of the registry's caches, on the keeper's management-cluster connection
+      // with the service's own identity: no connection or informer of the controller's own.
+      pipelines = await this.#watchPipelines(signal);
+      this.#pipelines = pipelines;
       // Workers wait for a complete view of Pipelines: "not in the cache" must mean "deleted".
-      await informer.waitForSync(signal);
-      await runWorkers(queue, {
+      await pipelines.waitForSync(signal);
+      await runWorkers(this.#registry.queue, {
         signal,
         handler: (key, workerSignal, context) => this.#reconcile(key, workerSignal, context),
         workers: this.#workers,
@@ -267,11 +230,27 @@ export class PipelineController {
     } catch (err) {
       if (!signal.aborted) throw err;
     } finally {
-      this.#informer = undefined;
-      this.#local = undefined;
-      await informer.stop();
-      await local.close();
+      this.#pipelines = undefined;
+      pipelines?.release();
       this.#running = false;
+    }
+  }
+
+  /**
+   * `watchOwners` on Pipelines: every Pipeline that appears or changes is queued, every deleted one
+   * forgotten. A cache that cannot be built yet (the CRD not installed, the API server away) is
+   * tried again with backoff until `signal` aborts, as an informer retries its LIST; meanwhile
+   * `synced` is false, which is what /readyz reports.
+   */
+  async #watchPipelines(signal: AbortSignal): Promise<HeldReader> {
+    for (let waitMs = PIPELINE_CACHE_RETRY_MS.initial; ; waitMs = Math.min(waitMs * 2, PIPELINE_CACHE_RETRY_MS.max)) {
+      try {
+        return await watchOwners(this.#registry, { gvk: PIPELINE_GVK, signal });
+      } catch (err) {
+        if (signal.aborted) throw err;
+        this.#logger.warn('the Pipeline cache could not be built; retrying', { error: toError(err).message, retryInMs: waitMs });
+      }
+      await sleep(waitMs, signal, this.#clock);
     }
   }
 
@@ -286,15 +265,15 @@ export class PipelineController {
   }
 
   async #reconcileOnce(key: string, signal: AbortSignal, reconcileLogger: Logger): Promise<RequeueAfter | undefined> {
-    const informer = this.#informer;
-    if (informer === undefined) return undefined;
+    const pipelines = this.#pipelines;
+    if (pipelines === undefined) return undefined;
     const ref = parseOwnerKey(key);
-    const pipeline = informer.store.getByName(ref.namespace, ref.name) as Pipeline | undefined;
+    const pipeline = pipelines.get(ref.namespace, ref.name) as Pipeline | undefined;
     if (pipeline === undefined || pipeline.metadata?.deletionTimestamp !== undefined) {
       this.#registry.forgetOwner(ref);
       return undefined;
     }
-    const log = reconcileLogger.child({ pipeline: key });
+    const log = reconcileLogger.child({ pipeline: `${ref.namespace}/${ref.name}` });
     const generation = pipeline.metadata?.generation ?? 0;
     const records = pipeline.status?.promotions ?? [];
 
@@ -563,7 +542,7 @@ export class PipelineController {
       } catch (err) {
         if (!(err instanceof StatusConflict) || attempt >= OUTCOME_WRITE_ATTEMPTS) throw err;
         const meta = current.metadata ?? {};
-        current = (await this.#connection().request({ method: 'GET', path: pipelinePath(meta.namespace ?? '', meta.name ?? '') })) as Pipeline;
+        current = (await (await this.#management(current)).request({ method: 'GET', path: pipelinePath(meta.namespace ?? '', meta.name ?? '') })) as Pipeline;
       }
     }
   }
@@ -595,7 +574,7 @@ export class PipelineController {
     const meta = pipeline.metadata ?? {};
     const body = { ...plain(pipeline), status };
     try {
-      return (await this.#connection().request({ method: 'PUT', path: pipelinePath(meta.namespace ?? '', meta.name ?? '', '/status'), body, gvk: PIPELINE_GVK })) as Pipeline;
+      return (await (await this.#management(pipeline)).request({ method: 'PUT', path: pipelinePath(meta.namespace ?? '', meta.name ?? '', '/status'), body, gvk: PIPELINE_GVK })) as Pipeline;
     } catch (err) {
       if (err instanceof KubeApiError && err.statusCode === 409) throw new StatusConflict(err.message, { cause: err });
       throw err;
@@ -608,7 +587,7 @@ export class PipelineController {
     const namespace = meta.namespace ?? '';
     const now = this.#now();
     try {
-      await this.#connection().request({
+      await (await this.#management(pipeline)).request({
         method: 'POST',
         path: `/api/v1/namespaces/${encodeURIComponent(namespace)}/events`,
         body: {
@@ -630,9 +609,14 @@ export class PipelineController {
     }
   }
 
-  #connection(): ClusterConnection {
-    if (this.#local === undefined) throw new Error('PipelineController is not running');
-    return this.#local;
+  /**
+   * The management cluster as the service itself, for what the controller owns: the Pipeline's
+   * status subresource and its Events. The keeper's shared connection, as the Pipeline cache's.
+   */
+  async #management(pipeline: Pipeline): Promise<ClusterConnection> {
+    if (this.#pipelines === undefined) throw new Error('PipelineController is not running');
+    const meta = pipeline.metadata ?? {};
+    return this.#registry.connectionFor(LOCAL, { namespace: meta.namespace ?? '', name: meta.name ?? '' });
   }
 
   /** RFC 3339 with second precision, as Kubernetes writes times. */

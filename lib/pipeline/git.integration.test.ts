@@ -113,7 +113,7 @@ describe('PipelineController: the git strategy on a real apiserver', () => {
     const kubeConfig = mgmt.kubeConfig();
     const registry = new Registry({ provider: new CompositeProvider({ byKind: { local: new LocalProvider({ kubeConfig }) } }) });
     // team-git's Pipelines reach targets in other namespaces of mgmt: the opt-out from confinement.
-    const controller = new PipelineController({ registry, localKubeConfig: kubeConfig, allowCrossNamespaceTargets: true, git: { allowHttp: true, allowPrivateNetworks: true }, gitPollIntervalMs: 300, ...extra });
+    const controller = new PipelineController({ registry, allowCrossNamespaceTargets: true, git: { allowHttp: true, allowPrivateNetworks: true }, gitPollIntervalMs: 300, ...extra });
     const stopper = new AbortController();
     const done = controller.run(stopper.signal);
     return async () => {

@@ -8,7 +8,7 @@ import { SimulatedCluster } from '../../fixtures/index.ts';
 import { eventually } from '../../e2e/harness/index.ts';
 import { StaticProvider } from '../cluster/index.ts';
 import { ItemExponentialRateLimiter, RateLimitingWorkQueue } from '../queue/index.ts';
-import { Registry, type OwnerKey } from '../registry/index.ts';
+import { ownerKey, Registry, type OwnerKey } from '../registry/index.ts';
 import { FakeClock, type LogFields, type Logger } from '../util/index.ts';
 import { PipelineController } from './index.ts';
 
@@ -37,12 +37,13 @@ describe('PipelineController retries', () => {
     // so each gap between attempts is read off the clock: 1 ms doubling, capped at 64 ms.
     const clock = new FakeClock(1_000_000);
     const queue = new RateLimitingWorkQueue<OwnerKey>({ name: 'owners', clock, rateLimiter: new ItemExponentialRateLimiter({ baseDelayMs: 1, maxDelayMs: 64 }) });
-    const registry = new Registry({ provider: new StaticProvider({ clusters: {} }), queue, credentialCheckIntervalMs: 0 });
-    t.after(() => registry.close());
     const kubeConfig = new KubeConfig();
     kubeConfig.loadFromString(sim.kubeconfig);
+    // The management cluster: the controller's Pipeline cache is one of the registry's.
+    const registry = new Registry({ provider: new StaticProvider({ clusters: {} }), local: kubeConfig, queue, credentialCheckIntervalMs: 0 });
+    t.after(() => registry.close());
     const { logger, lines } = recording();
-    const controller = new PipelineController({ registry, localKubeConfig: kubeConfig, logger, workers: 1 });
+    const controller = new PipelineController({ registry, logger, workers: 1 });
     const stop = new AbortController();
     const running = controller.run(stop.signal);
     t.after(async () => { stop.abort(); await running; });
@@ -59,7 +60,9 @@ describe('PipelineController retries', () => {
     assert.deepEqual(gaps.slice(0, 8), [1, 2, 4, 8, 16, 32, 64, 64], 'exponential backoff up to the cap');
     assert.deepEqual(new Set(gaps.slice(6)), new Set([64]), 'and capped from then on');
     assert.equal(lines.filter((l) => l.message.startsWith('dropping')).length, 0, 'never dropped');
-    assert.ok(queue.numRequeues('apps/broken') >= 25, `every failure counted, none forgotten (${queue.numRequeues('apps/broken')})`);
+    // Pipelines are owners of their kind: the queue carries kind-qualified keys.
+    const key = ownerKey({ group: 'fleetcache.dev', kind: 'Pipeline', namespace: 'apps', name: 'broken' });
+    assert.ok(queue.numRequeues(key) >= 25, `every failure counted, none forgotten (${queue.numRequeues(key)})`);
     assert.ok(controller.stats().reconcileErrors >= 26, 'the first attempt and 25 retries, all reconciles');
 
     // Each reconcile logs through its own logger: controller and a fresh reconcileID on its lines.
@@ -71,7 +74,7 @@ describe('PipelineController retries', () => {
       assert.match(String(line.fields.reconcileID), /^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/);
     }
     assert.equal(new Set(reconcileLines.map((l) => l.fields.reconcileID)).size, reconcileLines.length, 'one ID per reconcile');
-    const retry = lines.find((l) => l.message.startsWith('retrying apps/broken'));
+    const retry = lines.find((l) => l.message.startsWith(`retrying ${key}`));
     assert.ok(retry !== undefined && reconcileLines.some((l) => l.fields.reconcileID === retry.fields.reconcileID), 'the runner\'s retry line shares the reconcile\'s ID');
   });
 });
