@@ -512,18 +512,11 @@ export class PipelineController {
 
   /** The webhook URL from the Secret beside the Pipeline, read as the Pipeline's identity. */
   async #webhookUrl(owner: OwnerRef, secretName: string, key: string): Promise<string> {
-    const namespace = owner.namespace;
-    const local = await this.#connectionFor({ kind: 'local' }, owner);
-    let secret: { readonly data?: Readonly<Record<string, string>> };
-    try {
-      secret = (await local.request({ method: 'GET', path: `/api/v1/namespaces/${encodeURIComponent(namespace)}/secrets/${encodeURIComponent(secretName)}` })) as typeof secret;
-    } catch (err) {
-      if (err instanceof KubeApiError) throw new PromotionError(`reading the webhook Secret ${namespace}/${secretName}: HTTP ${err.statusCode}${err.reason === '' ? '' : ` ${err.reason}`}`, { cause: err });
-      throw err;
-    }
-    const encoded = secret.data?.[key];
-    if (encoded === undefined) throw new PromotionError(`the webhook Secret ${namespace}/${secretName} has no key ${JSON.stringify(key)}`);
-    return Buffer.from(encoded, 'base64').toString('utf8');
+    const data = await this.#secretData(owner, secretName, 'webhook');
+    // Own keys only: a tenant's key named `constructor` must not find Object.prototype's.
+    const url = Object.hasOwn(data, key) ? data[key] : undefined;
+    if (url === undefined) throw new PromotionError(`the webhook Secret ${owner.namespace}/${secretName} has no key ${JSON.stringify(key)}`);
+    return url;
   }
 
   /**
