@@ -9,11 +9,10 @@ import { after, before, describe, it } from 'node:test';
 import { helmReleaseCrd, kustomizationCrd, pipelineCrd } from '../../fixtures/crds/index.ts';
 import { FluxStandIn, HELM_RELEASE } from '../flux/standin.ts';
 import { eventually, useClusters, type AdminApi, type TestCluster } from '../harness/index.ts';
-import { apiAs, everythingShown, installServiceRbac, must, namespacedAccount, runService, shippedClusterRoleRules, type ServiceRun } from './tenants.ts';
+import { apiAs, everythingShown, helmRelease, HR, installServiceRbac, must, namespacedAccount, runService, shippedClusterRoleRules, release, setVersion, type ServiceRun } from './tenants.ts';
 
 const TENANT = 'team-a';
 const OTHER = 'team-b';
-const HR = '/apis/helm.toolkit.fluxcd.io/v2';
 const PIPELINES = `/apis/fleetcache.dev/v1alpha1/namespaces/${TENANT}/pipelines`;
 /** Unique, revision-shaped (so only confinement can keep them out of status), planted where team-a cannot read. */
 const MARK_SECRET = `marker-secret-${randomUUID().replaceAll('-', '')}`;
@@ -28,11 +27,7 @@ interface PipelineView {
     readonly promotions?: readonly { readonly environment: string; readonly revision: string; readonly state: string }[];
   };
 }
-interface Release { readonly metadata: { readonly generation: number }; readonly spec: { readonly chart: { readonly spec: { readonly version: string } } }; readonly status?: { readonly history?: readonly { readonly chartVersion: string }[] } }
 
-function helmRelease(namespace: string, version: string, name = 'podinfo'): object {
-  return { apiVersion: 'helm.toolkit.fluxcd.io/v2', kind: 'HelmRelease', metadata: { name, namespace }, spec: { chart: { spec: { chart: name, version } } } };
-}
 
 function pipeline(name: string, spec: Record<string, unknown>): object {
   return {
@@ -49,18 +44,7 @@ function pipeline(name: string, spec: Record<string, unknown>): object {
 
 const remoteTarget = { namespace: 'apps', clusterRef: { kind: 'Secret', name: 'remote-kubeconfig' } };
 
-async function release(cluster: TestCluster, namespace: string, name = 'podinfo'): Promise<Release> {
-  return (await must(cluster, 'GET', `${HR}/namespaces/${namespace}/helmreleases/${name}`)).body as Release;
-}
 
-async function setVersion(cluster: TestCluster, namespace: string, version: string): Promise<void> {
-  for (;;) {
-    const current = await release(cluster, namespace);
-    const res = await cluster.request('PUT', `${HR}/namespaces/${namespace}/helmreleases/podinfo`, { ...current, spec: { chart: { spec: { ...current.spec.chart.spec, version } } } });
-    if (res.statusCode === 200) return;
-    assert.equal(res.statusCode, 409, JSON.stringify(res.body));
-  }
-}
 
 describe('tenants confined on a shared management cluster', () => {
   const env = useClusters(2, { namePrefix: 'tenancy' });

@@ -9,11 +9,10 @@ import { after, before, describe, it } from 'node:test';
 import { helmReleaseCrd, kustomizationCrd, pipelineCrd } from '../../fixtures/crds/index.ts';
 import { FluxStandIn, HELM_RELEASE, KUSTOMIZATION } from '../flux/standin.ts';
 import { eventually, useClusters, type AdminApi, type TestCluster } from '../harness/index.ts';
-import { apiAs, everythingShown, installServiceRbac, must, namespacedAccount, runService, type ServiceRun } from './tenants.ts';
+import { apiAs, everythingShown, helmRelease, HR, installServiceRbac, must, namespacedAccount, runService, release, setVersion, type ServiceRun } from './tenants.ts';
 
 const TENANT = 'team-a';
 const OTHER = 'team-b';
-const HR = '/apis/helm.toolkit.fluxcd.io/v2';
 const KS = '/apis/kustomize.toolkit.fluxcd.io/v1';
 const PIPELINES = `/apis/fleetcache.dev/v1alpha1/namespaces/${TENANT}/pipelines`;
 /** Revision-shaped markers where team-a's accounts cannot read (the service itself could). */
@@ -27,11 +26,7 @@ interface PipelineView {
     readonly promotions?: readonly { readonly environment: string; readonly revision: string; readonly state: string; readonly message?: string }[];
   };
 }
-interface Release { readonly metadata: { readonly generation: number }; readonly spec: { readonly chart: { readonly spec: { readonly version: string } } }; readonly status?: { readonly history?: readonly { readonly chartVersion: string }[] } }
 
-function helmRelease(namespace: string, version: string, name = 'podinfo'): object {
-  return { apiVersion: 'helm.toolkit.fluxcd.io/v2', kind: 'HelmRelease', metadata: { name, namespace }, spec: { chart: { spec: { chart: name, version } } } };
-}
 
 function pipeline(name: string, spec: Record<string, unknown>): object {
   return {
@@ -46,18 +41,7 @@ function pipeline(name: string, spec: Record<string, unknown>): object {
   };
 }
 
-async function release(cluster: TestCluster, namespace: string, name = 'podinfo'): Promise<Release> {
-  return (await must(cluster, 'GET', `${HR}/namespaces/${namespace}/helmreleases/${name}`)).body as Release;
-}
 
-async function setVersion(cluster: TestCluster, namespace: string, version: string, name = 'podinfo'): Promise<void> {
-  for (;;) {
-    const current = await release(cluster, namespace, name);
-    const res = await cluster.request('PUT', `${HR}/namespaces/${namespace}/helmreleases/${name}`, { ...current, spec: { chart: { spec: { ...current.spec.chart.spec, version } } } });
-    if (res.statusCode === 200) return;
-    assert.equal(res.statusCode, 409, JSON.stringify(res.body));
-  }
-}
 
 describe('Pipelines acting as their ServiceAccount', () => {
   const env = useClusters(2, { namePrefix: 'impersonation' });

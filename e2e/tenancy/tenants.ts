@@ -142,3 +142,26 @@ export async function everythingShown(cluster: TestCluster): Promise<string> {
   const events = await must(cluster, 'GET', '/api/v1/events');
   return JSON.stringify(pipelines.body) + JSON.stringify(events.body);
 }
+
+/** HelmReleases' API path. */
+export const HR = '/apis/helm.toolkit.fluxcd.io/v2';
+
+export interface Release { readonly metadata: { readonly generation: number }; readonly spec: { readonly chart: { readonly spec: { readonly version: string } } }; readonly status?: { readonly history?: readonly { readonly chartVersion: string }[] } }
+
+export function helmRelease(namespace: string, version: string, name = 'podinfo'): object {
+  return { apiVersion: 'helm.toolkit.fluxcd.io/v2', kind: 'HelmRelease', metadata: { name, namespace }, spec: { chart: { spec: { chart: name, version } } } };
+}
+
+export async function release(cluster: TestCluster, namespace: string, name = 'podinfo'): Promise<Release> {
+  return (await must(cluster, 'GET', `${HR}/namespaces/${namespace}/helmreleases/${name}`)).body as Release;
+}
+
+/** Sets a HelmRelease's chart version, reading again after a conflict (the Flux stand-in writes status). */
+export async function setVersion(cluster: TestCluster, namespace: string, version: string, name = 'podinfo'): Promise<void> {
+  for (;;) {
+    const current = await release(cluster, namespace, name);
+    const res = await cluster.request('PUT', `${HR}/namespaces/${namespace}/helmreleases/${name}`, { ...current, spec: { chart: { spec: { ...current.spec.chart.spec, version } } } });
+    if (res.statusCode === 200) return;
+    assert.equal(res.statusCode, 409, JSON.stringify(res.body));
+  }
+}
