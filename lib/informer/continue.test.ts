@@ -5,21 +5,20 @@
 import assert from 'node:assert/strict';
 import { describe, it, type TestContext } from 'node:test';
 import { KubeConfig } from '@kubernetes/client-node';
-import type Bottleneck from 'bottleneck';
 import { eventually } from '../../e2e/harness/index.ts';
 import { SimulatedCluster } from '../../fixtures/index.ts';
-import { ClusterConnection, createListLimiter, type ListOptions, type ResourceClient } from '../transport/index.ts';
+import { ClusterConnection, createListLimiter, type ConcurrencyLimiter, type ResourceClient } from '../transport/index.ts';
 import { ResourceInformer } from './index.ts';
 
 const configMaps = { group: '', version: 'v1', kind: 'ConfigMap' };
 
-/** Counts the jobs scheduled on one limiter. */
-function countSchedules(limiter: Bottleneck): { scheduled: number } {
+/** Counts the slots asked of one limiter. */
+function countSchedules(limiter: ConcurrencyLimiter): { scheduled: number } {
   const counter = { scheduled: 0 };
-  const schedule = limiter.schedule.bind(limiter) as (...args: unknown[]) => Promise<unknown>;
-  limiter.schedule = (...args: unknown[]) => {
+  const acquire = limiter.acquire.bind(limiter);
+  limiter.acquire = (signal?: AbortSignal) => {
     counter.scheduled++;
-    return schedule(...args);
+    return acquire(signal);
   };
   return counter;
 }
@@ -46,24 +45,23 @@ async function setup(t: TestContext, objects: number): Promise<Setup> {
 }
 
 /**
- * Before each of the next `count` continuation requests, deletes `cm-0` (the first time) and
- * compacts the server's history, so the server answers the continuation with 410 Expired.
+ * As each of the next `count` continuation requests reaches the server, deletes `cm-0` (the first
+ * time) and compacts the server's history, so the server answers that continuation with 410
+ * Expired. On the server's side, not the client's: the transport sends a continuation as soon as
+ * it reads the token (fetched ahead), before the informer asks for it.
  */
-function expireContinuations(sim: SimulatedCluster, client: ResourceClient, count: number): void {
-  const list = client.list.bind(client);
+function expireContinuations(sim: SimulatedCluster, count: number): void {
   let left = count;
-  client.list = (options: ListOptions) => {
-    if (options.continue !== undefined && left > 0) {
-      left--;
-      if (sim.store.get({ apiVersion: 'v1', kind: 'ConfigMap', namespace: 'apps', name: 'cm-0' }) !== undefined) {
-        sim.store.delete({ apiVersion: 'v1', kind: 'ConfigMap', namespace: 'apps', name: 'cm-0' });
-      } else {
-        sim.store.create({ apiVersion: 'v1', kind: 'ConfigMap', metadata: { name: `late-${left}`, namespace: 'apps' } });
-      }
-      sim.faults.compact();
+  sim.faults.beforeServe((request) => {
+    if (request.verb !== 'list' || !request.query.has('continue') || left === 0) return;
+    left--;
+    if (sim.store.get({ apiVersion: 'v1', kind: 'ConfigMap', namespace: 'apps', name: 'cm-0' }) !== undefined) {
+      sim.store.delete({ apiVersion: 'v1', kind: 'ConfigMap', namespace: 'apps', name: 'cm-0' });
+    } else {
+      sim.store.create({ apiVersion: 'v1', kind: 'ConfigMap', metadata: { name: `late-${left}`, namespace: 'apps' } });
     }
-    return list(options);
-  };
+    sim.faults.compact();
+  });
 }
 
 /** The LIST requests the server saw, as [limit, continued?, status], once each has its status logged. */
@@ -77,7 +75,7 @@ function listRequests(sim: SimulatedCluster): Promise<[string | undefined, boole
 describe('informer: expired continue tokens (simulated API server)', () => {
   it('restarts the LIST from the beginning when a continuation answers 410', async (t) => {
     const { sim, client, lists } = await setup(t, 5);
-    expireContinuations(sim, client, 1);
+    expireContinuations(sim, 1);
     const informer = new ResourceInformer({ client, namespace: 'apps', pageSize: 2 });
     t.after(() => informer.stop());
     informer.start();
@@ -93,7 +91,7 @@ describe('informer: expired continue tokens (simulated API server)', () => {
 
   it('falls back to one unpaginated LIST after a second expiry', async (t) => {
     const { sim, client, lists } = await setup(t, 5);
-    expireContinuations(sim, client, 2);
+    expireContinuations(sim, 2);
     const informer = new ResourceInformer({ client, namespace: 'apps', pageSize: 2 });
     t.after(() => informer.stop());
     informer.start();
