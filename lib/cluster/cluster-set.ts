@@ -1,6 +1,5 @@
-import type Bottleneck from 'bottleneck';
 import type { KubeConfig } from '@kubernetes/client-node';
-import { ClusterConnection, createListLimiter, readLimitsOf, type ReadLimits, type RequestObservation } from '../transport/index.ts';
+import { ClusterConnection, createListLimiter, readLimitsOf, type ConcurrencyLimiter, type ReadLimits, type RequestObservation } from '../transport/index.ts';
 import {
   childController,
   ClosedError,
@@ -15,6 +14,7 @@ import {
   type Logger,
   type Timer,
 } from '../util/index.ts';
+import { connectionOptionsOf, type ConnectionOptions } from './connection-options.ts';
 import { identityKey, impersonationOf, OWN_IDENTITY, type Identity } from './identity.ts';
 import { KubeconfigSecretNotFoundError, type SecretData, type SecretReader } from './provider-secret.ts';
 import { clusterKey, LocalProvider, type ClusterAccess, type ClusterProvider, type ClusterRef } from './providers.ts';
@@ -55,8 +55,14 @@ export interface ClusterSetOptions {
   readonly burst?: number;
   /** Bounds on what one answer of an API server may make the process hold (see `ReadLimits` for the defaults). */
   readonly readLimits?: ReadLimits;
+  /**
+   * Settings of every connection the set opens: `http2` (default true), `requestTimeoutMs`
+   * (default 60 000), `maxListsPerCluster` (default 5), `pingIntervalMs` (default 30 000) and
+   * `pingTimeoutMs` (default 15 000); see `ClusterConnectionOptions`. Default: all defaults.
+   */
+  readonly connection?: ConnectionOptions | undefined;
   /** Limiter on concurrent LISTs across every connection. Default: a new one of 50, stopped by `close()`. */
-  readonly listLimiter?: Bottleneck;
+  readonly listLimiter?: ConcurrencyLimiter;
   /**
    * How often each cluster's credentials are resolved again to notice rotation or a deleted
    * Secret. 0 turns periodic checks off (call {@link ClusterSet.check}). Default 60 000.
@@ -200,11 +206,12 @@ export class ClusterSet {
   readonly #open = new Set<Generation>();
   readonly #listeners = new Set<(change: ClusterChange) => void | Promise<void>>();
   readonly #root = new AbortController();
-  readonly #listLimiter: Bottleneck;
+  readonly #listLimiter: ConcurrencyLimiter;
   readonly #ownsListLimiter: boolean;
   readonly #qps: number;
   readonly #burst: number;
   readonly #readLimits: Required<ReadLimits>;
+  readonly #connection: Readonly<ConnectionOptions>;
   readonly #checkIntervalMs: number;
   readonly #idleTimeoutMs: number;
   readonly #connectTimeoutMs: number;
@@ -229,6 +236,7 @@ export class ClusterSet {
     this.#qps = nonNegative('qps', options.qps ?? 20, false);
     this.#burst = nonNegative('burst', options.burst ?? 30, false);
     this.#readLimits = readLimitsOf(options.readLimits ?? {}, 'ClusterSet option readLimits');
+    this.#connection = connectionOptionsOf(options.connection, 'ClusterSet option connection');
     this.#checkIntervalMs = nonNegative('credentialCheckIntervalMs', options.credentialCheckIntervalMs ?? 60_000, true);
     this.#idleTimeoutMs = nonNegative('idleTimeoutMs', options.idleTimeoutMs ?? 0, true);
     this.#connectTimeoutMs = nonNegative('connectTimeoutMs', options.connectTimeoutMs ?? 30_000, false);
@@ -386,7 +394,7 @@ export class ClusterSet {
     const all = [...this.#open];
     this.#current.clear();
     await Promise.all(all.map((generation) => this.#closeGeneration(generation)));
-    if (this.#ownsListLimiter) await this.#listLimiter.stop({ dropWaitingJobs: true }).catch(() => undefined);
+    if (this.#ownsListLimiter) await this.#listLimiter.stop();
   }
 
   #resolve(ref: ClusterRef, context: { readonly ownerNamespace: string; readonly identity: Identity; readonly signal?: AbortSignal | undefined }): Promise<ClusterAccess> {
@@ -429,6 +437,7 @@ export class ClusterSet {
       burst: this.#burst,
       listLimiter: this.#listLimiter,
       ...this.#readLimits,
+      ...this.#connection,
       logger: this.#logger.child({ cluster: key }),
       clock: this.#clock,
       onRequest: onRequest === undefined ? undefined : (observation) => { onRequest({ ...observation, cluster: access.name }); },

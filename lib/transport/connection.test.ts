@@ -119,6 +119,26 @@ describe('ClusterConnection', () => {
     }
   });
 
+  it('remembers the discovery of 64 group/versions, re-reading the least recently used beyond them', async () => {
+    // The bound is what keeps the cache's up-front arrays small per cluster (issue 12).
+    const groups = Array.from({ length: 65 }, (_, i) => `g${i}.example.com`);
+    for (const group of groups) srv.routes.set(`/apis/${group}/v1`, (_q, res) => { json(res, 200, { resources: [{ name: 'things', kind: 'Thing', namespaced: true }] }); });
+    const conn = connect();
+    const reads = (group: string): number => srv.requests.filter((r) => r.url.pathname === `/apis/${group}/v1`).length;
+    try {
+      for (const group of groups.slice(0, 64)) await conn.resolve({ group, version: 'v1', kind: 'Thing' });
+      for (const group of groups.slice(0, 64)) await conn.resolve({ group, version: 'v1', kind: 'Thing' });
+      assert.ok(groups.slice(0, 64).every((g) => reads(g) === 1), '64 group/versions are all remembered');
+      await conn.resolve({ group: groups[64] ?? '', version: 'v1', kind: 'Thing' });
+      await conn.resolve({ group: groups[0] ?? '', version: 'v1', kind: 'Thing' });
+      assert.equal(reads(groups[0] ?? ''), 2, 'the 65th pushed out the least recently used, read again');
+      assert.equal(reads(groups[1] ?? ''), 1);
+    } finally {
+      await conn.close();
+      for (const group of groups) srv.routes.delete(`/apis/${group}/v1`);
+    }
+  });
+
   it('reuses one keep-alive socket for many requests and sends the bearer token on each', async () => {
     srv.routes.set('/api/v1/namespaces/ns/configmaps/x', (_q, res) => { json(res, 200, { metadata: { name: 'x' } }); });
     const conn = connect();

@@ -1,4 +1,3 @@
-import type Bottleneck from 'bottleneck';
 import type { KubeConfig } from '@kubernetes/client-node';
 import { LRUCache } from 'lru-cache';
 import {
@@ -16,7 +15,8 @@ import {
   type GroupVersionKind,
   type Logger,
 } from '../util/index.ts';
-import { ClusterShare, createRequestLimiter, defaultListLimiter, scheduleAbortable } from './limiter.ts';
+import { defaultSocketBudget, SocketBudget } from './budget.ts';
+import { ConcurrencyLimiter, defaultListLimiter, TokenBucket } from './limiter.ts';
 import { Transport, type Impersonation, type Peek } from './transport.ts';
 import type {
   KubeList,
@@ -32,6 +32,13 @@ import { parseListDroppingManagedFields } from './strip.ts';
 import { decodeWatchStream } from './watch-decoder.ts';
 
 const MiB = 1024 * 1024;
+
+/**
+ * Group/versions whose discovery a connection remembers (least recently used re-read beyond). A
+ * connection resolves only the kinds its caches watch, a handful in practice; lru-cache allocates
+ * its arrays for `max` up front, so 512 cost about 19 KiB of heap per cluster and 64 cost 2.5 KiB.
+ */
+const DISCOVERY_GROUPS = 64;
 
 /**
  * Bounds on what one answer of an API server may make this process hold. A read stops at its limit
@@ -106,7 +113,7 @@ export interface ClusterConnectionOptions extends ReadLimits {
    * Limiter on concurrent LISTs shared across connections (see `createListLimiter`). Default: one
    * process-wide limiter of 50. It is not stopped by `close()`: its owner stops it.
    */
-  readonly listLimiter?: Bottleneck;
+  readonly listLimiter?: ConcurrencyLimiter;
   /**
    * How many LIST pages of this cluster may hold or wait for a slot of `listLimiter` at once (its
    * share): an API server that accepts and never answers then holds this many slots until
@@ -137,6 +144,13 @@ export interface ClusterConnectionOptions extends ReadLimits {
   readonly pingIntervalMs?: number;
   /** A PING unanswered this long fails every stream of the connection. Default 15 000 (client-go's PingTimeout). */
   readonly pingTimeoutMs?: number;
+  /**
+   * The sockets this connection may open, shared with every other connection given the same
+   * budget: each HTTP/2 session and each HTTP/1.1 socket takes a slot first, waiting its turn when
+   * none is free. Default: the process-wide budget (`defaultSocketBudget()`, sized from the
+   * descriptor limit). Not closed by `close()`: it outlives connections.
+   */
+  readonly socketBudget?: SocketBudget;
   /** User-Agent header. Default `fleetcache`. */
   readonly userAgent?: string;
   /** Default: discards everything. */
@@ -260,9 +274,9 @@ function positiveNumber(option: string, value: number, integer = false): number 
 export class ClusterConnection implements ResourceResolver {
   readonly name: string;
   readonly #transport: Transport;
-  readonly #requests: Bottleneck;
-  readonly #lists: Bottleneck;
-  readonly #share: ClusterShare;
+  readonly #requests: TokenBucket;
+  readonly #lists: ConcurrencyLimiter;
+  readonly #share: ConcurrencyLimiter;
   readonly #requestTimeoutMs: number;
   readonly #limits: Required<ReadLimits>;
   readonly #logger: Logger;
@@ -305,6 +319,7 @@ export class ClusterConnection implements ResourceResolver {
     this.#limits = settings.limits;
     this.#logger = (options.logger ?? noopLogger).child({ cluster: options.name });
     this.#requestTimeoutMs = settings.requestTimeoutMs;
+    if (options.socketBudget !== undefined && !(options.socketBudget instanceof SocketBudget)) throw new TypeError('ClusterConnection option socketBudget must be a SocketBudget');
     if (options.http2 !== undefined && typeof options.http2 !== 'boolean') throw new TypeError(`ClusterConnection option http2 must be a boolean, got ${typeof options.http2}`);
     this.#transport = new Transport({
       cluster: options.name,
@@ -315,12 +330,13 @@ export class ClusterConnection implements ResourceResolver {
       impersonate,
       http2: options.http2 ?? true,
       liveness: { pingIntervalMs: settings.pingIntervalMs, pingTimeoutMs: settings.pingTimeoutMs },
+      budget: options.socketBudget ?? defaultSocketBudget(),
     });
-    this.#requests = createRequestLimiter(settings.qps, settings.burst);
+    this.#requests = new TokenBucket({ qps: settings.qps, burst: settings.burst, clock: settings.clock });
     this.#lists = options.listLimiter ?? defaultListLimiter();
-    this.#share = new ClusterShare(positiveNumber('maxListsPerCluster', options.maxListsPerCluster ?? 5, true));
+    this.#share = new ConcurrencyLimiter({ maxConcurrent: positiveNumber('maxListsPerCluster', options.maxListsPerCluster ?? 5, true), what: `LIST share of cluster ${options.name}` });
     const clock = settings.clock;
-    this.#discovery = new LRUCache<string, DiscoveredGroup>({ max: 512, ttl: settings.discoveryTtlMs, ttlResolution: 0, perf: { now: () => clock.now() } });
+    this.#discovery = new LRUCache<string, DiscoveredGroup>({ max: DISCOVERY_GROUPS, ttl: settings.discoveryTtlMs, ttlResolution: 0, perf: { now: () => clock.now() } });
   }
 
   /** The API server URL. */
@@ -384,14 +400,16 @@ export class ClusterConnection implements ResourceResolver {
     }, signal, 'other');
   }
 
-  /** Releases every socket and the request limiter. Idempotent; later requests fail. */
+  /** Releases every socket; requests waiting for a token or a LIST share fail. Idempotent; later requests fail. */
   close(): Promise<void> {
     if (!this.#life.signal.aborted) {
       this.#life.abort(new ClosedError(`connection to cluster ${this.name}`));
       this.#transport.close();
       this.#discovery.clear();
+      this.#requests.close();
+      void this.#share.stop();
     }
-    return this.#requests.disconnect(false);
+    return Promise.resolve();
   }
 
   /** One JSON request through the request limiter (and the LIST limiter for a LIST page). */
@@ -402,16 +420,20 @@ export class ClusterConnection implements ResourceResolver {
       : { name: 'maxListBytes' as const, bytes: this.#limits.maxListBytes };
     const go = (): Promise<unknown> => this.#observed(request.method, () => this.#transport.json({ ...request, signal }, this.#requestTimeoutMs, limit, request.parse, request.peek));
     // A LIST page takes the cluster's share first: its pages wait there, not in the shared queue.
-    if (kind === 'continue') return this.#share.run(signal, () => scheduleAbortable(this.#lists, signal, go));
-    const run = (): Promise<unknown> => scheduleAbortable(this.#requests, signal, go);
-    return kind === 'list' ? this.#share.run(signal, () => scheduleAbortable(this.#lists, signal, run)) : run();
+    if (kind === 'continue') return this.#share.run(signal, () => this.#lists.run(signal, go));
+    const run = async (): Promise<unknown> => {
+      await this.#requests.take(signal);
+      return go();
+    };
+    return kind === 'list' ? this.#share.run(signal, () => this.#lists.run(signal, run)) : run();
   }
 
   /** Opens a watch stream through the request limiter. */
   async #openWatch(request: WatchRequest, signal: AbortSignal): Promise<AsyncIterable<readonly WatchEvent[]>> {
     if (this.#life.signal.aborted) throw new ClosedError(`connection to cluster ${this.name}`);
     const { path, query, gvk } = request;
-    const res = await scheduleAbortable(this.#requests, signal, () => this.#observed('GET', () => this.#transport.open({ method: 'GET', path, query, gvk, signal })));
+    await this.#requests.take(signal);
+    const res = await this.#observed('GET', () => this.#transport.open({ method: 'GET', path, query, gvk, signal, long: true }));
     return decodeWatchStream(res.body, { cluster: this.name, gvk }, signal, {
       dropManagedFields: request.dropManagedFields,
       maxEventBytes: this.#limits.maxWatchEventBytes,

@@ -8,6 +8,9 @@ export { ClusterConnection, DEFAULT_READ_LIMITS, readLimitsOf, resourcePath } fr
 export type { ClusterConnectionOptions, ReadLimits, RequestObservation, RequestOptions } from './connection.ts';
 export { checkGvk, checkName, checkNamespace, checkPathSegment } from './segments.ts';
 export { createListLimiter } from './limiter.ts';
+export type { ConcurrencyLimiter } from './limiter.ts';
+export { defaultMaxSockets, defaultSocketBudget, SocketBudget, SocketReclaimedError } from './budget.ts';
+export type { SocketBudgetOptions } from './budget.ts';
 export type { Impersonation } from './transport.ts';
 export type {
   KubeList,

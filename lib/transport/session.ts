@@ -1,6 +1,7 @@
 import * as http2 from 'node:http2';
 import { isIP } from 'node:net';
 import * as tls from 'node:tls';
+import type { SlotHolder } from './budget.ts';
 
 /** Liveness settings of an HTTP/2 session (client-go's ReadIdleTimeout and PingTimeout). */
 export interface SessionLiveness {
@@ -79,14 +80,20 @@ export function negotiate(target: SessionTarget, liveness: SessionLiveness, rele
  * PINGs run on real timers, not the injected clock: they test a real socket's liveness, and a test
  * clock jumping ahead would declare a healthy session dead. The timers are unref'd.
  *
+ * It holds one slot of the socket budget: idle (no stream) it closes at once for a waiter; carrying
+ * only watches it may yield its turn (the watches fail with the reason and resume elsewhere).
+ *
  * Invariant: `#timer` is set iff the session is usable; `#streams` counts the streams opened
- * through `request()` whose 'close' has not been seen.
+ * through `request()` whose 'close' has not been seen, `#long` those of them opened as watches.
  */
-export class H2Session {
+export class H2Session implements SlotHolder {
   readonly #session: http2.ClientHttp2Session;
   readonly #liveness: SessionLiveness;
   #usable = true;
   #streams = 0;
+  #long = 0;
+  /** True once a stream was opened: a session fresh from its handshake is not idle, its requests are on their way. */
+  #used = false;
   #timer: NodeJS.Timeout | undefined;
   readonly #ended: Promise<void>;
 
@@ -120,12 +127,31 @@ export class H2Session {
     return this.#ended;
   }
 
-  /** Opens one stream; its 'close' is counted. */
-  request(headers: http2.OutgoingHttpHeaders, options: http2.ClientSessionRequestOptions): http2.ClientHttp2Stream {
+  /** Opens one stream (`long`: a watch, held open); its 'close' is counted. */
+  request(headers: http2.OutgoingHttpHeaders, options: http2.ClientSessionRequestOptions, long = false): http2.ClientHttp2Stream {
     const stream = this.#session.request(headers, options);
+    this.#used = true;
     this.#streams += 1;
-    stream.once('close', () => { this.#streams -= 1; });
+    if (long) this.#long += 1;
+    stream.once('close', () => {
+      this.#streams -= 1;
+      if (long) this.#long -= 1;
+    });
     return stream;
+  }
+
+  idle(): boolean {
+    return this.#used && this.#streams === 0;
+  }
+
+  /** Only watches are open: a LIST or request in flight is never cut for another's turn. */
+  yieldable(): boolean {
+    return this.#streams === this.#long;
+  }
+
+  reclaim(reason: Error): void {
+    if (this.#streams === 0) this.drain();
+    else this.destroy(reason);
   }
 
   /** No new streams; the open ones finish (a rotated certificate's session). */

@@ -19,6 +19,9 @@ import {
   type KubeStatus,
   type ReadLimit,
 } from '../util/index.ts';
+import { BudgetedHttpAgent, BudgetedHttpsAgent, SLOT_SIGNAL, type BudgetedAgent } from './agent.ts';
+import type { SocketBudget } from './budget.ts';
+import { sharedSecureContexts } from './secure-context.ts';
 import { checkRequestPath } from './segments.ts';
 import { negotiate, type H2Session, type Negotiated, type SessionLiveness } from './session.ts';
 
@@ -43,6 +46,8 @@ export interface HttpRequest {
   readonly signal: AbortSignal;
   /** The resource concerned, for the errors this request may raise. */
   readonly gvk?: GroupVersionKind | undefined;
+  /** The response is held open (a watch): its socket or session may yield to a waiter of the socket budget. */
+  readonly long?: boolean | undefined;
 }
 
 /** A read limit: the option that sets it and its value in bytes. */
@@ -74,6 +79,8 @@ export interface TransportOptions {
   readonly http2: boolean;
   /** PING cadence and deadline of an HTTP/2 session. */
   readonly liveness: SessionLiveness;
+  /** Every socket this transport opens (HTTP/2 session or HTTP/1.1 socket) takes a slot here first. */
+  readonly budget: SocketBudget;
 }
 
 /** Who every request of a connection acts as (Kubernetes user impersonation). */
@@ -124,6 +131,7 @@ export class Transport {
   readonly #viaProxy: boolean;
   readonly #http2: boolean;
   readonly #liveness: SessionLiveness;
+  readonly #budget: SocketBudget;
   #material: Material | undefined;
   #agent: http.Agent | undefined;
   #session: H2Session | undefined;
@@ -141,6 +149,7 @@ export class Transport {
     this.#impersonate = options.impersonate === undefined ? undefined : { user: options.impersonate.user, groups: [...options.impersonate.groups] };
     this.#http2 = options.http2;
     this.#liveness = options.liveness;
+    this.#budget = options.budget;
     const cluster = options.kubeConfig.getCurrentCluster();
     if (cluster === null) throw new KubeconfigInvalidError(options.cluster, 'the current context names no cluster');
     let base: URL;
@@ -248,8 +257,12 @@ export class Transport {
       signal,
     };
     if (scratch.auth !== undefined) options.auth = scratch.auth;
+    // The agent waits for the socket budget under this request's signal.
+    Object.assign(options, { [SLOT_SIGNAL]: signal });
+    const agent = options.agent;
     const res = await new Promise<http.IncomingMessage>((resolve, reject) => {
       const req = (this.#secure ? https : http).request(options, resolve);
+      if (request.long === true && isBudgeted(agent)) req.once('socket', (socket) => { agent.markLong(socket); });
       req.on('error', (err) => {
         reject(signal.aborted
           ? abortReason(signal)
@@ -271,7 +284,7 @@ export class Transport {
       : new TransportError({ cluster: this.#cluster, gvk: request.gvk }, `${request.method} ${request.path}: ${err.message}`, { cause: err }));
     let stream: http2.ClientHttp2Stream;
     try {
-      stream = session.request({ ...headers, ':method': request.method, ':path': path }, { endStream: body === undefined, signal });
+      stream = session.request({ ...headers, ':method': request.method, ':path': path }, { endStream: body === undefined, signal }, request.long === true);
     } catch (err) {
       if (!last) return Promise.resolve(undefined);
       return Promise.reject(fail(err instanceof Error ? err : new Error(String(err))));
@@ -320,15 +333,31 @@ export class Transport {
     }
   }
 
+  /**
+   * One TLS connection offering h2, inside a slot of the socket budget: it waits its turn there
+   * (abandoned with its last waiter) and gives the slot back when its socket closes.
+   */
   #connect(material: Material): Attempt {
     const port = this.#base.port === '' ? 443 : Number(this.#base.port);
-    const { done, abandon } = negotiate({
+    const target = {
       host: this.#hostname(),
       port,
       servername: material.servername,
       secureContext: material.context ?? createSecureContext(),
       rejectUnauthorized: material.rejectUnauthorized,
-    }, this.#liveness, () => undefined);
+    };
+    const life = new AbortController();
+    let handshake: ReturnType<typeof negotiate> | undefined;
+    const done = this.#budget.open(life.signal, async (slot) => {
+      handshake = negotiate(target, this.#liveness, () => { slot.release(); });
+      const negotiated = await handshake.done;
+      if (negotiated.protocol === 'h2') slot.hold(negotiated.session);
+      return negotiated;
+    });
+    const abandon = (reason: Error): void => {
+      life.abort(reason);
+      handshake?.abandon(reason);
+    };
     const attempt: Attempt = { fingerprint: material.fingerprint, done, abandon, waiters: 0 };
     this.#connecting = attempt;
     done.then((negotiated) => {
@@ -405,8 +434,9 @@ export class Transport {
   }
 
   /**
-   * The material the kubeconfig yields now, with its secure context built once. New material (a
-   * rotated certificate) retires the agent and session built from the old one.
+   * The material the kubeconfig yields now, with its secure context (one per material in the
+   * process, see `sharedSecureContexts`). New material (a rotated certificate) retires the agent
+   * and session built from the old one.
    */
   #materialOf(scratch: https.RequestOptions): Material {
     const hash = createHash('sha256');
@@ -422,15 +452,8 @@ export class Transport {
     this.#session = undefined;
     this.#material = {
       fingerprint,
-      context: this.#secure
-        ? createSecureContext({
-          ...(scratch.ca === undefined ? {} : { ca: scratch.ca }),
-          ...(scratch.cert === undefined ? {} : { cert: scratch.cert }),
-          ...(scratch.key === undefined ? {} : { key: scratch.key }),
-          ...(scratch.pfx === undefined ? {} : { pfx: scratch.pfx }),
-          ...(scratch.passphrase === undefined ? {} : { passphrase: scratch.passphrase }),
-        })
-        : undefined,
+      // Shared with every other connection of the process built from the same material.
+      context: this.#secure ? sharedSecureContexts.get(scratch) : undefined,
       servername: scratch.servername,
       rejectUnauthorized: scratch.rejectUnauthorized !== false,
     };
@@ -446,14 +469,14 @@ export class Transport {
     if (this.#agent !== undefined) return this.#agent;
     const common = { keepAlive: true, keepAliveMsecs: 30_000, scheduling: 'lifo' as const };
     this.#agent = material.context !== undefined
-      ? new https.Agent({
+      ? new BudgetedHttpsAgent(this.#budget, {
         ...common,
         // Every socket of the agent shares this one context (the agent would build one per socket).
         secureContext: material.context,
         ...(material.servername === undefined ? {} : { servername: material.servername }),
         rejectUnauthorized: material.rejectUnauthorized,
       })
-      : new http.Agent(common);
+      : new BudgetedHttpAgent(this.#budget, common);
     return this.#agent;
   }
 
@@ -488,6 +511,10 @@ export class Transport {
       request: { method: request.method, path: request.path },
     }, cause === undefined ? undefined : { cause });
   }
+}
+
+function isBudgeted(agent: https.RequestOptions['agent']): agent is BudgetedAgent {
+  return agent instanceof BudgetedHttpAgent || agent instanceof BudgetedHttpsAgent;
 }
 
 /** Reads the flag afresh: TypeScript would otherwise assume it unchanged across an `await`. */
