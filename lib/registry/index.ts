@@ -1,8 +1,9 @@
 /**
  * The multi-cluster registry: `watchTargetAndGetReader` lazily builds one informer cache per
  * ⟨cluster, identity, namespace scope, group/version/kind⟩ on connections from the cluster keeper,
- * records which owners use which targets, funnels every cache event into one requeue queue of
- * owner keys, and garbage-collects caches no owner uses.
+ * records which owners use which targets (one object, or the set of a namespace or selector),
+ * funnels every cache event into one requeue queue of owner keys, and garbage-collects caches no
+ * owner uses.
  */
 export { Registry } from './registry.ts';
 export type { CacheInfo, ReaderOptions, RegistryOptions } from './registry.ts';
@@ -11,4 +12,6 @@ export type { CacheReader, HeldReader } from './reader.ts';
 export { ownerKey, parseOwnerKey } from './keys.ts';
 export { watchOwners } from './owners.ts';
 export type { WatchOwnersOptions } from './owners.ts';
-export type { CacheScope, OwnerKey, OwnerRef, TargetRef } from './keys.ts';
+export type { CacheScope, ObjectTargetRef, OwnerKey, OwnerRef, SetTargetRef, TargetRef } from './keys.ts';
+export { fieldMatcher, labelMatcher } from './selectors.ts';
+export type { ObjectMatcher } from './selectors.ts';

@@ -61,15 +61,46 @@ export function parseOwnerKey(key: OwnerKey): OwnerRef {
  */
 export type CacheScope = 'cluster' | 'namespace' | 'auto';
 
-/** One object an owner watches, in a cluster the call names separately. */
-export interface TargetRef {
+interface TargetBase {
   readonly gvk: GroupVersionKind;
-  /** Unset or '' for cluster-scoped kinds. */
-  readonly namespace?: string | undefined;
-  readonly name: string;
   /** The cache's namespace scope for this call. Default: the registry's `scope` option. */
   readonly scope?: CacheScope | undefined;
 }
+
+/** One object an owner watches, in a cluster the call names separately: any change to it wakes the owner. */
+export interface ObjectTargetRef extends TargetBase {
+  /** Unset or '' for cluster-scoped kinds. */
+  readonly namespace?: string | undefined;
+  readonly name: string;
+  readonly labelSelector?: undefined;
+  readonly fieldSelector?: undefined;
+}
+
+/**
+ * A set of objects an owner watches (what its `reader.list()` reads): every object of the kind in
+ * `namespace`, or in every namespace when unset or '', narrowed by the selectors. The owner is woken
+ * when an object of the set appears, changes, is deleted, or enters or leaves the set by a change
+ * of its labels.
+ */
+export interface SetTargetRef extends TargetBase {
+  /** The one namespace of the set. Default: every namespace (and cluster-scoped kinds). */
+  readonly namespace?: string | undefined;
+  readonly name?: undefined;
+  /** A label selector in the API's string form (`app=web,tier in (a,b),!legacy`). Default: every label set. */
+  readonly labelSelector?: string | undefined;
+  /**
+   * A field selector on `metadata.name` and `metadata.namespace` only (the fields every kind
+   * supports; other fields may be dropped by the registry's `transform`). Default: any.
+   */
+  readonly fieldSelector?: string | undefined;
+}
+
+/**
+ * What an owner watches in a cluster: one object (`{ gvk, namespace, name }`), or a set of
+ * objects (`{ gvk, namespace? }` for a namespace or the whole cluster, `{ gvk, namespace?,
+ * labelSelector?, fieldSelector? }` narrowed by selectors): a target without a `name` is a set.
+ */
+export type TargetRef = ObjectTargetRef | SetTargetRef;
 
 // Unit separator: cannot occur in cluster keys, API groups, versions, kinds or object names.
 const SEP = '\u001f';
@@ -86,6 +117,21 @@ export function cacheKeyOf(connection: string, namespaceScope: string, gvk: Grou
 /** The key of one object within the fleet: its cache key and `namespace/name`. */
 export function objectKeyOf(cacheKey: string, namespace: string | undefined, name: string): string {
   return `${cacheKey}${SEP}${namespace ?? ''}/${name}`;
+}
+
+/** The namespace part of an object key of the cache `cacheKey` ('' for cluster-scoped objects). */
+export function namespaceOfObjectKey(cacheKey: string, objectKey: string): string {
+  const rest = objectKey.slice(cacheKey.length + 1);
+  return rest.slice(0, rest.indexOf('/'));
+}
+
+/**
+ * The key of one set target within the fleet: its cache key, namespace ('' for all) and selectors.
+ * It starts with the separator, which no object key does (a connection key is never empty), so
+ * set and object keys never collide; the selectors come last, so they may hold anything.
+ */
+export function setKeyOf(cacheKey: string, namespace: string, labelSelector: string, fieldSelector: string): string {
+  return `${SEP}${cacheKey}${SEP}${namespace}${SEP}${JSON.stringify([labelSelector, fieldSelector])}`;
 }
 
 /** `cluster apps/v1/Deployment` (`… in team-a` for a namespaced cache): a cache key as people read it. */

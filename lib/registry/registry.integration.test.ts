@@ -58,6 +58,22 @@ async function drain(registry: Registry): Promise<void> {
   }
 }
 
+/** Takes owner keys off the queue (each done and forgotten, as a worker would) until every one of `expected` was seen; fails after 20 s. */
+async function takeUntil(registry: Registry, ...expected: string[]): Promise<string[]> {
+  const missing = new Set(expected);
+  const taken: string[] = [];
+  const signal = AbortSignal.timeout(20_000);
+  while (missing.size > 0) {
+    const next = await registry.queue.get(signal);
+    assert.ok(next !== undefined, 'queue shut down');
+    registry.queue.done(next.item);
+    registry.queue.forget(next.item);
+    taken.push(next.item);
+    missing.delete(next.item);
+  }
+  return taken;
+}
+
 /** Sum of the apiserver's counter of LIST requests for a resource. */
 async function listRequests(cluster: TestCluster, resource: string): Promise<number> {
   const res = await cluster.request('GET', '/metrics');
@@ -249,6 +265,58 @@ describe('registry on real clusters', () => {
 
     await registry.watchTargetAndGetReader(remote, targetRef, a);
     assert.equal(registry.caches().length, 1, 'asking again rebuilds it');
+  });
+
+  it('wakes a selector target\'s owner when a new matching object is created, and not for a non-matching one', async (t) => {
+    const registry = newRegistry(t);
+    await ensureNamespace(target, 'sets');
+    const cluster: ClusterRef = { kind: 'static', name: 'target' };
+    const createIn = async (namespace: string, name: string, labels: Record<string, string>): Promise<void> => {
+      const res = await target.request('POST', `/api/v1/namespaces/${namespace}/configmaps`, { metadata: { name, namespace, labels } });
+      assert.equal(res.statusCode, 201, JSON.stringify(res.body));
+    };
+    const reader = await registry.watchTargetAndGetReader(cluster, { gvk: configMaps, namespace: 'sets', labelSelector: 'tier=web' }, { namespace: 'team-a', name: 'web-lister' });
+    // The sentinel: its own owner, woken by a poke made after each change under test on the same
+    // watch, so once it is taken off the queue every owner the change woke was taken before it.
+    await registry.watchTargetAndGetReader(cluster, { gvk: configMaps, namespace: 'sets', labelSelector: 'sentinel' }, { namespace: 'team-a', name: 'sentinel' });
+    await reader.waitForSync(AbortSignal.timeout(20_000));
+    assert.equal(registry.caches().length, 1, 'one cache for both');
+    await takeUntil(registry, 'team-a/web-lister', 'team-a/sentinel'); // woken once synced
+    let pokes = 0;
+    const wokenBy = async (change: () => Promise<void>): Promise<string[]> => {
+      await change();
+      await createIn('sets', `poke-${++pokes}`, { sentinel: 'yes' });
+      return (await takeUntil(registry, 'team-a/sentinel')).filter((key) => key !== 'team-a/sentinel');
+    };
+
+    assert.deepEqual(await wokenBy(() => createIn('sets', 'db', { tier: 'db' })), [], 'not woken by a non-matching object');
+    assert.deepEqual(await wokenBy(() => createIn('apps', 'web-elsewhere', { tier: 'web' })), [], 'nor by a matching one in another namespace');
+    assert.deepEqual(await wokenBy(() => createIn('sets', 'web', { tier: 'web' })), ['team-a/web-lister'], 'woken by a new matching object');
+    await eventually('the reader holds it', () => reader.get('sets', 'web') !== undefined);
+  });
+
+  it('requeues every owner of a cache at each resync (informer.resyncIntervalMs)', async (t) => {
+    const resyncIntervalMs = 300;
+    const registry = newRegistry(t, { informer: { resyncIntervalMs } });
+    await ensureNamespace(target, 'resync');
+    const cluster: ClusterRef = { kind: 'static', name: 'target' };
+    const present = await target.request('POST', '/api/v1/namespaces/resync/configmaps', { metadata: { name: 'present' } });
+    assert.equal(present.statusCode, 201, JSON.stringify(present.body));
+    const reader = await registry.watchTargetAndGetReader(cluster, { gvk: configMaps, namespace: 'resync', name: 'present' }, { namespace: 'team-a', name: 'one' });
+    await registry.watchTargetAndGetReader(cluster, { gvk: configMaps, namespace: 'resync', name: 'absent' }, { namespace: 'team-a', name: 'two' });
+    await reader.waitForSync(AbortSignal.timeout(20_000));
+    await takeUntil(registry, 'team-a/one', 'team-a/two'); // woken once synced
+    // Nothing changes from here on: only resyncs can requeue the owners, that of the missing target included.
+    const startedAt = Date.now();
+    const rounds = 3;
+    const pops = new Map<string, number>();
+    for (let round = 1; round <= rounds; round++) {
+      for (const key of await takeUntil(registry, 'team-a/one', 'team-a/two')) pops.set(key, (pops.get(key) ?? 0) + 1);
+    }
+    const elapsedMs = Date.now() - startedAt;
+    assert.deepEqual([...pops.keys()].sort(), ['team-a/one', 'team-a/two'], 'only the cache\'s owners');
+    assert.ok((pops.get('team-a/one') ?? 0) >= rounds && (pops.get('team-a/two') ?? 0) >= rounds);
+    t.diagnostic(`resync every ${resyncIntervalMs} ms: ${JSON.stringify(Object.fromEntries(pops))} pops in ${elapsedMs} ms`);
   });
 
   it('refuses exec, file and cross-namespace kubeconfigs with errors that name the rule', async (t) => {

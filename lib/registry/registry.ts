@@ -1,19 +1,20 @@
 // The registry: one cache per ⟨connection, namespace scope, GVK⟩ built once (single flight, double-checked
 // publish), the owners each cache wakes, and the wiring to the keeper of clusters and the collector.
 import { Mutex } from 'async-mutex';
-import type Bottleneck from 'bottleneck';
 import type { KubeConfig } from '@kubernetes/client-node';
 import {
   ClusterChangedError,
   ClusterSet,
+  connectionOptionsOf,
   type ClusterChange,
   type ClusterLease,
   type ClusterProvider,
   type ClusterRef,
+  type ConnectionOptions,
   type Identity,
   type SecretReader,
 } from '../cluster/index.ts';
-import { checkGvk, createListLimiter, readLimitsOf, type ClusterConnection, type KubeObject, type ReadLimits, type RequestObservation, type ResourceClient } from '../transport/index.ts';
+import { checkGvk, createListLimiter, readLimitsOf, type ClusterConnection, type ConcurrencyLimiter, type KubeObject, type ReadLimits, type RequestObservation, type ResourceClient } from '../transport/index.ts';
 import { ResourceInformer, type InformerHandler, type InformerOptions } from '../informer/index.ts';
 import { RateLimitingWorkQueue, defaultControllerRateLimiter, type RateLimitingQueue } from '../queue/index.ts';
 import {
@@ -32,11 +33,12 @@ import {
   type Logger,
   type Timer,
 } from '../util/index.ts';
+import { BuildGate } from './build-gate.ts';
 import { GarbageCollector } from './gc.ts';
 import { checkScope, ScopePolicy } from './scope.ts';
 import { cacheKeyOf, describeCacheKey, objectKeyOf, ownerKey, type CacheScope, type OwnerKey, type OwnerRef, type TargetRef } from './keys.ts';
 import { HeldRegistryReader, RegistryReader, type CacheReader, type HeldReader } from './reader.ts';
-import { TargetIndex, type IndexedTarget } from './target-index.ts';
+import { indexedTarget, TargetIndex, type IndexedTarget } from './target-index.ts';
 
 /** Options of {@link Registry}. */
 export interface RegistryOptions {
@@ -70,6 +72,12 @@ export interface RegistryOptions {
    */
   readonly readLimits?: ReadLimits;
   /**
+   * Settings of every connection of the registry's own keeper: `http2` (default true),
+   * `requestTimeoutMs` (default 60 000), `maxListsPerCluster` (default 5), `pingIntervalMs`
+   * (default 30 000), `pingTimeoutMs` (default 15 000); see `ClusterSetOptions.connection`.
+   */
+  readonly connection?: ConnectionOptions;
+  /**
    * Default namespace scope of a cache when the target does not name one (see {@link CacheScope}).
    * Default `auto`: cluster-wide when the credentials may list the kind at the cluster scope; on a
    * 403 at the cluster scope the cache is dropped for that ⟨connection, kind⟩ and its owners are
@@ -95,6 +103,12 @@ export interface RegistryOptions {
   readonly credentialCheckIntervalMs?: number;
   /** Bound on building one cache (credentials, connection, discovery). Default 30 000. */
   readonly buildTimeoutMs?: number;
+  /**
+   * How many caches may be built at once (admission, connection, discovery, start); further calls
+   * that need a build wait their turn in order of arrival, each for at most `buildTimeoutMs` and
+   * no longer than its signal. Calls served by a published cache never wait. Default 32.
+   */
+  readonly maxConcurrentBuilds?: number;
   /** Default: discards everything. */
   readonly logger?: Logger;
   /** Default: the wall clock. */
@@ -170,12 +184,6 @@ function positive(option: string, value: number, allowZero = false): number {
   return value;
 }
 
-/** The namespace part of an object key of the cache `cacheKey` ('' for cluster-scoped objects). */
-function namespaceOfObjectKey(cacheKey: string, objectKey: string): string {
-  const rest = objectKey.slice(cacheKey.length + 1);
-  return rest.slice(0, rest.indexOf('/'));
-}
-
 /** How long `connectionFor` keeps its cluster connected for the caller's writes: a request's default timeout. */
 const CONNECTION_LINGER_MS = 60_000;
 
@@ -223,7 +231,7 @@ export class Registry {
   /** Leases `connectionFor` holds for a while after handing out their connection. */
   readonly #lingering = new Map<Timer, ClusterLease>();
   readonly #scopes = new ScopePolicy();
-  readonly #listLimiter: Bottleneck | undefined;
+  readonly #listLimiter: ConcurrencyLimiter | undefined;
   readonly #gc: GarbageCollector<CacheEntry>;
   readonly #root = new AbortController();
   readonly #logger: Logger;
@@ -231,6 +239,8 @@ export class Registry {
   readonly #scope: CacheScope;
   readonly #informerOptions: NonNullable<RegistryOptions['informer']>;
   readonly #buildTimeoutMs: number;
+  /** Bounds the slow path: a slot from before admission until the build this caller started settles. */
+  readonly #builds: BuildGate;
   #closed: Promise<void> | undefined;
 
   constructor(options: RegistryOptions) {
@@ -239,13 +249,16 @@ export class Registry {
     this.#scope = checkScope('registry option scope', options.scope ?? 'auto');
     this.#informerOptions = { ...options.informer };
     this.#buildTimeoutMs = positive('buildTimeoutMs', options.buildTimeoutMs ?? 30_000);
+    const maxConcurrentBuilds = options.maxConcurrentBuilds ?? 32;
+    if (!Number.isSafeInteger(maxConcurrentBuilds) || maxConcurrentBuilds < 1) throw new TypeError(`registry option maxConcurrentBuilds must be a positive integer, got ${maxConcurrentBuilds}`);
+    this.#builds = new BuildGate(maxConcurrentBuilds);
     const gcGraceMs = positive('gcGraceMs', options.gcGraceMs ?? 30_000, true);
     const gcInitialDelayMs = positive('gcInitialDelayMs', options.gcInitialDelayMs ?? 2_000);
     const gcMaxDelayMs = positive('gcMaxDelayMs', options.gcMaxDelayMs ?? 512_000);
     if (options.clusters !== undefined) {
       if (!(options.clusters instanceof ClusterSet)) throw new TypeError('registry option clusters must be a ClusterSet');
       // These configure the registry's own keeper: with a shared one they would be silently ignored.
-      for (const option of ['provider', 'local', 'qps', 'burst', 'maxConcurrentLists', 'readLimits', 'credentialCheckIntervalMs', 'onRequest'] as const) {
+      for (const option of ['provider', 'local', 'qps', 'burst', 'maxConcurrentLists', 'readLimits', 'connection', 'credentialCheckIntervalMs', 'onRequest'] as const) {
         if (options[option] !== undefined) throw new TypeError(`registry option ${option} configures the registry's own keeper: set it on the ClusterSet passed as clusters`);
       }
       this.#clusters = options.clusters;
@@ -266,6 +279,7 @@ export class Registry {
         burst: positive('burst', options.burst ?? 30),
         listLimiter: this.#listLimiter,
         ...(options.readLimits === undefined ? {} : { readLimits: readLimitsOf(options.readLimits, 'registry readLimits') }),
+        connection: connectionOptionsOf(options.connection, 'registry option connection'),
         credentialCheckIntervalMs: positive('credentialCheckIntervalMs', options.credentialCheckIntervalMs ?? 60_000, true),
         connectTimeoutMs: this.#buildTimeoutMs,
         logger: this.#logger,
@@ -307,7 +321,10 @@ export class Registry {
   /**
    * Returns a reader of `target`'s kind in the cluster `ref` names, as `owner.identity`, building
    * and starting its cache on first use, and records that `owner` uses `target`, so that any change
-   * to it requeues the owner. The reader may not be synced yet: the owner is requeued when it is,
+   * to it requeues the owner: to the one object, or for a set target (no `name`: a namespace, the
+   * whole cluster, or a selector) to any object entering, changing in or leaving the set. The
+   * reader holds the whole kind: filter its `list()` by the set's selectors (`labelMatcher`).
+   * The reader may not be synced yet: the owner is requeued when it is,
    * and when an `auto`-scoped cache is scoped down (call again then: the new reader watches the
    * target's namespace).
    *
@@ -320,7 +337,8 @@ export class Registry {
    * a cache or a build in flight; a credential rotation or a collection racing the call is followed
    * internally.
    *
-   * @throws the provider's errors (`KubeconfigRefusedError`, `KubeconfigSecretNotFoundError`,
+   * @throws TypeError for a target with both a name and selectors, or a malformed selector;
+   *   the provider's errors (`KubeconfigRefusedError`, `KubeconfigSecretNotFoundError`,
    *   `KubeApiError` 403 when the owner's identity may not read the kubeconfig Secret, ...),
    *   `UnknownKindError` when the cluster does not serve the kind, `KubeApiError`/`TransportError`
    *   when discovery fails, `ClusterChangedError` (retryable) when the cluster kept changing under
@@ -344,7 +362,8 @@ export class Registry {
       // Recorded first, as after any call, so the cache counts as used from the moment it is published;
       // never for a forgotten owner (a reconcile that was in flight when it was deleted).
       const keyOfOwner = ownerKey(owner);
-      if (!this.#forgotten.has(keyOfOwner)) this.#index.add(keyOfOwner, { cacheKey: key, objectKey: objectKeyOf(key, target.namespace, target.name) });
+      const indexed = indexedTarget(this.#index, key, target);
+      if (!this.#forgotten.has(keyOfOwner)) this.#index.add(keyOfOwner, indexed);
       // Hot path: published, and this owner's namespace and identity already admitted. No lock.
       if (this.#caches.has(key) && this.#clusters.isAdmitted(connection, owner.namespace, owner.identity)) {
         return this.#reader(key, connection, target.gvk) as unknown as CacheReader<T>;
@@ -425,10 +444,11 @@ export class Registry {
   }
 
   /**
-   * Declares the complete set of targets `owner` uses now, each with its cluster. Targets it no
-   * longer names are released, and caches left without owners become eligible for collection
-   * after the grace period. No I/O: call it at the start of a reconcile, then
-   * {@link watchTargetAndGetReader} for each target.
+   * Declares the complete set of targets `owner` uses now (objects and sets), each with its
+   * cluster. Targets it no longer names are released, and caches left without owners become
+   * eligible for collection after the grace period. No I/O: call it at the start of a reconcile,
+   * then {@link watchTargetAndGetReader} for each target. Throws a TypeError, recording nothing,
+   * for a malformed target.
    *
    * This is what (re-)registers an owner that {@link forgetOwner} removed: call it right after
    * reading the owner as present (from a synced cache), with no `await` in between, so that a
@@ -438,7 +458,7 @@ export class Registry {
     const indexed: IndexedTarget[] = targets.map(({ cluster, target }) => {
       const connection = ClusterSet.connectionKey(cluster, owner.namespace, owner.identity);
       const key = cacheKeyOf(connection, this.#scopes.namespaceOf(connection, target.scope ?? this.#scope, target), target.gvk);
-      return { cacheKey: key, objectKey: objectKeyOf(key, target.namespace, target.name) };
+      return indexedTarget(this.#index, key, target);
     });
     const key = ownerKey(owner);
     this.#forgotten.delete(key);
@@ -531,7 +551,7 @@ export class Registry {
     }
     this.#lingering.clear();
     if (this.#ownsClusters) await this.#clusters.close();
-    await this.#listLimiter?.stop({ dropWaitingJobs: true }).catch(() => undefined);
+    await this.#listLimiter?.stop();
     this.#queue.shutDown();
   }
 
@@ -562,8 +582,10 @@ export class Registry {
   }
 
   /**
-   * The slow path: this caller's own admission (a lease), then the single build of `key`, started
-   * with that lease or joined.
+   * The slow path: a build slot (FIFO, bounded by `maxConcurrentBuilds`), this caller's own
+   * admission (a lease), then the single build of `key`, started with that lease or joined. The
+   * slot is held until the build this caller started settles; a caller joining a build gives it
+   * back at once.
    */
   async #admitAndBuild(
     ref: ClusterRef,
@@ -575,19 +597,54 @@ export class Registry {
     auto: boolean,
     signal: AbortSignal | undefined,
   ): Promise<Built> {
-    const lease = await this.#acquire(ref, ownerNamespace, identity, signal);
-    let building = this.#building.get(key);
-    if (building === undefined) {
-      // The build takes over the lease: a published cache keeps it, a failed build releases it.
-      const reacquire = (signal: AbortSignal): Promise<ClusterLease> => this.#acquire(ref, ownerNamespace, identity, signal);
-      building = this.#build(key, namespace, gvk, auto, lease, reacquire);
-      this.#building.set(key, building);
-      const forget = (): void => { if (this.#building.get(key) === building) this.#building.delete(key); };
-      building.then(forget, forget);
-    } else {
-      lease.release();
+    // A free slot is taken without an await (nor a timer): the uncontended path stays as it was.
+    const release = this.#builds.tryAcquire() ?? await this.#buildSlot(ClusterSet.connectionKey(ref, ownerNamespace, identity), gvk, signal);
+    let building: Promise<Built> | undefined;
+    try {
+      const lease = await this.#acquire(ref, ownerNamespace, identity, signal);
+      building = this.#building.get(key);
+      if (building === undefined) {
+        // The build takes over the lease: a published cache keeps it, a failed build releases it.
+        const reacquire = (signal: AbortSignal): Promise<ClusterLease> => this.#acquire(ref, ownerNamespace, identity, signal);
+        const started = this.#build(key, namespace, gvk, auto, lease, reacquire);
+        building = started;
+        this.#building.set(key, started);
+        const forget = (): void => {
+          if (this.#building.get(key) === started) this.#building.delete(key);
+          release();
+        };
+        started.then(forget, forget);
+      } else {
+        lease.release();
+        release();
+      }
+    } catch (err) {
+      release();
+      throw err;
     }
     return raceAbort(building, signal);
+  }
+
+  /**
+   * Waits for a build slot, in order of arrival, for at most `buildTimeoutMs` (on the injected
+   * clock) and no longer than the caller's signal or the registry's life.
+   */
+  async #buildSlot(cluster: string, gvk: GroupVersionKind, signal: AbortSignal | undefined): Promise<() => void> {
+    const { controller, dispose } = childController(this.#root.signal);
+    const deadline = this.#clock.setTimer(this.#buildTimeoutMs, () => {
+      controller.abort(new TransportError({ cluster, gvk }, `waiting for a build slot took longer than ${this.#buildTimeoutMs} ms (${this.#builds.max} builds in flight, ${this.#builds.queued} waiting)`));
+    });
+    const detach = signal === undefined ? () => undefined : onAbort(signal, () => { controller.abort(abortReason(signal)); });
+    try {
+      return await this.#builds.acquire(controller.signal);
+    } catch (err) {
+      if (this.#root.signal.aborted) throw new ClosedError('registry');
+      throw err;
+    } finally {
+      detach();
+      deadline.cancel();
+      dispose();
+    }
   }
 
   async #build(
@@ -653,10 +710,12 @@ export class Registry {
       logger: this.#logger.child({ cluster: lease.key, gvk: describeCacheKey(lease.key, gvk, namespace) }),
       clock: this.#clock,
     });
-    const requeueObject = (obj: KubeObject): void => {
+    const wake = (owner: OwnerKey): void => { this.#queue.add(owner); };
+    // The owners of the object, and of the set targets it is in now or was in before an update.
+    const requeueObject = (obj: KubeObject, previous?: KubeObject): void => {
       const meta = obj.metadata;
       if (meta?.name === undefined) return;
-      for (const owner of this.#index.ownersOf(objectKeyOf(key, meta.namespace, meta.name))) this.#queue.add(owner);
+      this.#index.wake(key, objectKeyOf(key, meta.namespace, meta.name), obj, previous, wake);
     };
     const requeueAll = (): void => {
       for (const owner of this.#index.ownersOfCache(key)) this.#queue.add(owner);
@@ -684,9 +743,9 @@ export class Registry {
     };
     detachers.push(
       informer.addHandler({
-        add: requeueObject,
-        update: (_old, current) => { requeueObject(current); },
-        delete: requeueObject,
+        add: (obj) => { requeueObject(obj); },
+        update: (old, current) => { requeueObject(current, old); },
+        delete: (obj) => { requeueObject(obj); },
       }),
       // Owners whose target does not exist get no object event: wake them when the answer is known.
       informer.on('synced', () => { lastErrorMessage = undefined; requeueAll(); }),
@@ -738,7 +797,8 @@ export class Registry {
 
   /** The cluster-wide LIST of an `auto` cache was forbidden: drop it if the policy scopes its kind down (owners are requeued to ask again). */
   async #scopeDown(entry: CacheEntry, client: ResourceClient): Promise<void> {
-    const namespaces = new Set(this.#index.targetsOfCache(entry.key).map((objectKey) => namespaceOfObjectKey(entry.key, objectKey)).filter((ns) => ns !== ''));
+    const namespaces = this.#index.namespacesOfCache(entry.key);
+    namespaces.delete('');
     if (!await this.#scopes.scopeDown(entry.lease.key, entry.gvk, client, namespaces, entry.lease.signal)) return;
     this.#logger.info('listing at the cluster scope is forbidden: scoping the cache down to its targets\' namespaces', { cluster: entry.lease.key, gvk: describeCacheKey(entry.lease.key, entry.gvk) });
     const removed = await this.#lock.runExclusive(() => {

@@ -1,7 +1,8 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
+import type { KubeObject } from '../transport/index.ts';
 import { cacheKeyOf, objectKeyOf } from './keys.ts';
-import { TargetIndex } from './target-index.ts';
+import { indexedTarget, TargetIndex } from './target-index.ts';
 
 const ks = cacheKeyOf('secret:ns/prod', '', { group: 'kustomize.toolkit.fluxcd.io', version: 'v1', kind: 'Kustomization' });
 const hr = cacheKeyOf('secret:ns/prod', '', { group: 'helm.toolkit.fluxcd.io', version: 'v2', kind: 'HelmRelease' });
@@ -45,5 +46,45 @@ describe('TargetIndex', () => {
     index.add('a/p', target(ks, '', 'web'));
     assert.equal(index.ownersOf(objectKeyOf(ks, undefined, 'web')).size, 1);
     assert.equal(index.ownersOf(objectKeyOf(ks, 'apps', 'web')).size, 0);
+  });
+
+  it('files set targets per cache and namespace, and wakes their owners for objects entering or leaving them', () => {
+    const index = new TargetIndex();
+    const gvk = { group: 'kustomize.toolkit.fluxcd.io', version: 'v1', kind: 'Kustomization' };
+    const web = indexedTarget(index, ks, { gvk, namespace: 'apps', labelSelector: 'tier=web' });
+    index.set('a/p', [web]);
+    index.set('b/p', [indexedTarget(index, ks, { gvk, namespace: 'apps', labelSelector: 'tier = web ' })]);
+    index.set('c/p', [indexedTarget(index, ks, { gvk })]); // every namespace
+    index.set('d/p', [indexedTarget(index, hr, { gvk, namespace: 'apps' })]); // another cache
+    const obj = (namespace: string, labels: Record<string, string>): KubeObject => ({ metadata: { namespace, name: 'x', labels } });
+    const woken = (namespace: string, now: Record<string, string>, before?: Record<string, string>): string[] => {
+      const owners = new Set<string>();
+      index.wake(ks, objectKeyOf(ks, namespace, 'x'), obj(namespace, now), before === undefined ? undefined : obj(namespace, before), (o) => { owners.add(o); });
+      return [...owners].sort();
+    };
+    assert.deepEqual(woken('apps', { tier: 'web' }), ['a/p', 'b/p', 'c/p']);
+    assert.deepEqual(woken('other', { tier: 'web' }), ['c/p'], 'a namespace set sees only its namespace');
+    assert.deepEqual(woken('apps', {}, { tier: 'web' }), ['a/p', 'b/p', 'c/p'], 'leaving the set wakes its owners');
+    assert.deepEqual(woken('apps', { tier: 'db' }, {}), ['c/p']);
+    assert.equal(index.ownerCount(ks), 3);
+    assert.deepEqual([...index.namespacesOfCache(ks)].sort(), ['', 'apps']);
+    assert.deepEqual(index.set('a/p', []), [], 'b/p and c/p still use the cache');
+    assert.deepEqual(woken('apps', { tier: 'web' }), ['b/p', 'c/p']);
+    assert.deepEqual(index.forget('b/p'), []);
+    assert.deepEqual(index.forget('c/p'), [ks]);
+    assert.deepEqual(woken('apps', { tier: 'web' }), []);
+    assert.deepEqual(index.forget('d/p'), [hr]);
+    assert.equal(index.owners, 0);
+  });
+
+  it('never confuses a set target with an object target of the same cache', () => {
+    const index = new TargetIndex();
+    const gvk = { group: '', version: 'v1', kind: 'ConfigMap' };
+    index.add('a/p', indexedTarget(index, ks, { gvk, namespace: 'apps', name: 'web' }));
+    index.add('a/p', indexedTarget(index, ks, { gvk, namespace: 'apps' }));
+    assert.equal(index.targetsOf('a/p').length, 2);
+    assert.deepEqual(index.set('a/p', [indexedTarget(index, ks, { gvk, namespace: 'apps' })]), [], 'still uses the cache through the set');
+    assert.equal(index.ownersOf(objectKeyOf(ks, 'apps', 'web')).size, 0);
+    assert.equal(index.ownerCount(ks), 1);
   });
 });

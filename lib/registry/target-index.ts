@@ -1,42 +1,93 @@
-import type { OwnerKey } from './keys.ts';
+import type { KubeObject } from '../transport/index.ts';
+import { namespaceOfObjectKey, objectKeyOf, setKeyOf, type OwnerKey, type TargetRef } from './keys.ts';
+import { fieldMatcher, labelMatcher, type ObjectMatcher } from './selectors.ts';
 
-/** One target as the index files it. */
-export interface IndexedTarget {
+/** One exact object as the index files it. */
+export interface IndexedObject {
   readonly cacheKey: string;
+  /** `objectKeyOf(cacheKey, namespace, name)`. */
   readonly objectKey: string;
+}
+
+/** One set target (a namespace, the whole cache, or a selector) as the index files it. */
+export interface IndexedSet {
+  readonly cacheKey: string;
+  /** `setKeyOf(...)`: one per ⟨cache, namespace, selectors⟩, never equal to an object key. */
+  readonly setKey: string;
+  /** The set's one namespace, or '' for every namespace of the cache. */
+  readonly namespace: string;
+  /** The set's selectors (the namespace is the index's to check). */
+  readonly matches: ObjectMatcher;
+}
+
+export type IndexedTarget = IndexedObject | IndexedSet;
+
+/** The owners of one set target; the first filing of a set key keeps its matcher. */
+interface SetEntry {
+  readonly target: IndexedSet;
+  readonly owners: Set<OwnerKey>;
 }
 
 const none: ReadonlySet<OwnerKey> = new Set();
 
+function keyOf(target: IndexedTarget): string {
+  return 'setKey' in target ? target.setKey : target.objectKey;
+}
+
 /**
- * Which owners use which targets, answering in O(1) both "who must be requeued when this object
- * changes" and "does anyone still use this cache".
+ * Which owners use which targets, answering "who must be requeued when this object changes" in
+ * O(owners of the object + set targets of its cache in its namespace and in all namespaces), never
+ * O(all owners), and "does anyone still use this cache" in O(1).
  *
- * Invariants (every method keeps all three):
- * - `#byOwner.get(o)` maps target t to its cache key  ⇔  `#byTarget.get(t)` contains o.
- * - `#byCache.get(c).get(o)` is the number of o's targets whose cache key is c.
+ * Invariants (every method keeps all four):
+ * - `#byOwner.get(o).get(k)` is target t  ⇔  o is in `#byTarget.get(k)` (t an object) or in
+ *   `#sets.get(t.cacheKey).get(t.namespace).get(k).owners` (t a set).
+ * - `#sets.get(c).get(n)` holds exactly the set targets of cache c whose namespace is n ('' for
+ *   all), each under its set key, each with at least one owner.
+ * - `#byCache.get(c).get(o)` is the number of o's targets (objects and sets) whose cache key is c.
  * - No map or set is ever left empty: an absent key means zero.
  */
 export class TargetIndex {
-  readonly #byOwner = new Map<OwnerKey, Map<string, string>>();
+  readonly #byOwner = new Map<OwnerKey, Map<string, IndexedTarget>>();
   readonly #byTarget = new Map<string, Set<OwnerKey>>();
+  readonly #sets = new Map<string, Map<string, Map<string, SetEntry>>>();
   readonly #byCache = new Map<string, Map<OwnerKey, number>>();
 
   /** Records that `owner` uses `target` (idempotent). */
   add(owner: OwnerKey, target: IndexedTarget): void {
+    const key = keyOf(target);
     let targets = this.#byOwner.get(owner);
-    if (targets?.has(target.objectKey) === true) return;
+    if (targets?.has(key) === true) return;
     if (targets === undefined) {
       targets = new Map();
       this.#byOwner.set(owner, targets);
     }
-    targets.set(target.objectKey, target.cacheKey);
-    let owners = this.#byTarget.get(target.objectKey);
-    if (owners === undefined) {
-      owners = new Set();
-      this.#byTarget.set(target.objectKey, owners);
+    targets.set(key, target);
+    if ('setKey' in target) {
+      let byNamespace = this.#sets.get(target.cacheKey);
+      if (byNamespace === undefined) {
+        byNamespace = new Map();
+        this.#sets.set(target.cacheKey, byNamespace);
+      }
+      let sets = byNamespace.get(target.namespace);
+      if (sets === undefined) {
+        sets = new Map();
+        byNamespace.set(target.namespace, sets);
+      }
+      let entry = sets.get(key);
+      if (entry === undefined) {
+        entry = { target, owners: new Set() };
+        sets.set(key, entry);
+      }
+      entry.owners.add(owner);
+    } else {
+      let owners = this.#byTarget.get(key);
+      if (owners === undefined) {
+        owners = new Set();
+        this.#byTarget.set(key, owners);
+      }
+      owners.add(owner);
     }
-    owners.add(owner);
     let counts = this.#byCache.get(target.cacheKey);
     if (counts === undefined) {
       counts = new Map();
@@ -50,13 +101,13 @@ export class TargetIndex {
    * released. Returns the cache keys that this left without any owner.
    */
   set(owner: OwnerKey, targets: Iterable<IndexedTarget>): string[] {
-    const wanted = new Map<string, string>();
-    for (const t of targets) wanted.set(t.objectKey, t.cacheKey);
+    const wanted = new Map<string, IndexedTarget>();
+    for (const t of targets) wanted.set(keyOf(t), t);
     const released: string[] = [];
-    for (const [objectKey, cacheKey] of this.#byOwner.get(owner) ?? []) {
-      if (!wanted.has(objectKey) && this.#remove(owner, objectKey, cacheKey)) released.push(cacheKey);
+    for (const [key, target] of this.#byOwner.get(owner) ?? []) {
+      if (!wanted.has(key) && this.#remove(owner, key, target)) released.push(target.cacheKey);
     }
-    for (const [objectKey, cacheKey] of wanted) this.add(owner, { objectKey, cacheKey });
+    for (const target of wanted.values()) this.add(owner, target);
     return released.filter((key) => !this.#byCache.has(key));
   }
 
@@ -66,27 +117,64 @@ export class TargetIndex {
   }
 
   /** Removes one target of one owner; true when the owner no longer uses that cache. */
-  #remove(owner: OwnerKey, objectKey: string, cacheKey: string): boolean {
+  #remove(owner: OwnerKey, key: string, target: IndexedTarget): boolean {
     const targets = this.#byOwner.get(owner);
-    if (targets?.delete(objectKey) !== true) return false;
+    if (targets?.delete(key) !== true) return false;
     if (targets.size === 0) this.#byOwner.delete(owner);
-    const owners = this.#byTarget.get(objectKey);
-    owners?.delete(owner);
-    if (owners?.size === 0) this.#byTarget.delete(objectKey);
-    const counts = this.#byCache.get(cacheKey);
+    if ('setKey' in target) {
+      const byNamespace = this.#sets.get(target.cacheKey);
+      const sets = byNamespace?.get(target.namespace);
+      const entry = sets?.get(key);
+      entry?.owners.delete(owner);
+      if (entry?.owners.size === 0) sets?.delete(key);
+      if (sets?.size === 0) byNamespace?.delete(target.namespace);
+      if (byNamespace?.size === 0) this.#sets.delete(target.cacheKey);
+    } else {
+      const owners = this.#byTarget.get(key);
+      owners?.delete(owner);
+      if (owners?.size === 0) this.#byTarget.delete(key);
+    }
+    const counts = this.#byCache.get(target.cacheKey);
     const left = (counts?.get(owner) ?? 0) - 1;
     if (left > 0) {
       counts?.set(owner, left);
       return false;
     }
     counts?.delete(owner);
-    if (counts?.size === 0) this.#byCache.delete(cacheKey);
+    if (counts?.size === 0) this.#byCache.delete(target.cacheKey);
     return true;
   }
 
-  /** The owners using the object with this key. Do not keep the set: it changes as owners do. */
+  /** The owners using the object with this key as an exact target. Do not keep the set: it changes as owners do. */
   ownersOf(objectKey: string): ReadonlySet<OwnerKey> {
     return this.#byTarget.get(objectKey) ?? none;
+  }
+
+  /**
+   * Calls `visit` for each owner a change of `obj` (whose key in cache `cacheKey` is `objectKey`)
+   * wakes: the owners of the object itself, and those of every set target of the cache the object
+   * is in, or was in (`previous`: its state before an update), so an object leaving a set by a
+   * change of its labels wakes the set's owners too. Only the set targets of the object's
+   * namespace and of all namespaces are looked at; each matcher runs on `obj` and `previous` only.
+   * An owner may be visited more than once (the queue de-duplicates).
+   */
+  wake(cacheKey: string, objectKey: string, obj: KubeObject, previous: KubeObject | undefined, visit: (owner: OwnerKey) => void): void {
+    for (const owner of this.#byTarget.get(objectKey) ?? none) visit(owner);
+    const byNamespace = this.#sets.get(cacheKey);
+    if (byNamespace === undefined) return;
+    const namespace = obj.metadata?.namespace ?? '';
+    const inNamespace = namespace === '' ? undefined : byNamespace.get(namespace);
+    for (const sets of [inNamespace, byNamespace.get('')]) {
+      for (const { target, owners } of sets?.values() ?? []) {
+        if (!target.matches(obj) && (previous === undefined || !target.matches(previous))) continue;
+        for (const owner of owners) visit(owner);
+      }
+    }
+  }
+
+  /** The matcher of the set target filed under `setKey`, if any owner uses it. */
+  matcherOf(cacheKey: string, namespace: string, setKey: string): ObjectMatcher | undefined {
+    return this.#sets.get(cacheKey)?.get(namespace)?.get(setKey)?.target.matches;
   }
 
   /** How many distinct owners use at least one target of this cache. */
@@ -99,16 +187,18 @@ export class TargetIndex {
     return [...(this.#byCache.get(cacheKey)?.keys() ?? [])];
   }
 
-  /** The object keys of this cache's targets, over every owner. */
-  targetsOfCache(cacheKey: string): string[] {
-    const keys = new Set<string>();
+  /** The namespaces this cache's targets name, over every owner ('' for cluster-scoped objects and sets of every namespace). */
+  namespacesOfCache(cacheKey: string): Set<string> {
+    const namespaces = new Set<string>(this.#sets.get(cacheKey)?.keys() ?? []);
     for (const owner of this.#byCache.get(cacheKey)?.keys() ?? []) {
-      for (const [objectKey, cache] of this.#byOwner.get(owner) ?? []) if (cache === cacheKey) keys.add(objectKey);
+      for (const [key, target] of this.#byOwner.get(owner) ?? []) {
+        if (target.cacheKey === cacheKey && !('setKey' in target)) namespaces.add(namespaceOfObjectKey(cacheKey, key));
+      }
     }
-    return [...keys];
+    return namespaces;
   }
 
-  /** The object keys `owner` uses. */
+  /** The keys (object keys and set keys) of the targets `owner` uses. */
   targetsOf(owner: OwnerKey): string[] {
     return [...(this.#byOwner.get(owner)?.keys() ?? [])];
   }
@@ -117,4 +207,36 @@ export class TargetIndex {
   get owners(): number {
     return this.#byOwner.size;
   }
+}
+
+/** The fields a set target's field selector may name: those every kind supports. */
+const SET_FIELDS: ReadonlySet<string> = new Set(['metadata.name', 'metadata.namespace']);
+
+/**
+ * How `index` files `target` in the cache `cacheKey`. A set target already filed keeps its parsed
+ * selectors (a reconcile's repeated calls parse nothing). Throws a TypeError naming the option for
+ * a target with both a name and selectors, or a malformed selector.
+ */
+export function indexedTarget(index: TargetIndex, cacheKey: string, target: TargetRef): IndexedTarget {
+  if (target.name !== undefined) {
+    const name: unknown = target.name;
+    if (typeof name !== 'string') throw new TypeError(`target name must be a string, got ${typeof name}`);
+    // The type forbids it; JavaScript callers and casts do not.
+    const { labelSelector, fieldSelector }: { labelSelector?: unknown; fieldSelector?: unknown } = target;
+    if (labelSelector !== undefined || fieldSelector !== undefined) {
+      throw new TypeError('target: name one object (name) or a set (labelSelector, fieldSelector), not both');
+    }
+    return { cacheKey, objectKey: objectKeyOf(cacheKey, target.namespace, target.name) };
+  }
+  const namespace = target.namespace ?? '';
+  const labels = target.labelSelector?.trim() ?? '';
+  const fields = target.fieldSelector?.trim() ?? '';
+  const setKey = setKeyOf(cacheKey, namespace, labels, fields);
+  let matches = index.matcherOf(cacheKey, namespace, setKey);
+  if (matches === undefined) {
+    const byLabels = labelMatcher(labels, 'target labelSelector');
+    const byFields = fieldMatcher(fields, 'target fieldSelector', SET_FIELDS);
+    matches = labels === '' ? byFields : fields === '' ? byLabels : (obj) => byLabels(obj) && byFields(obj);
+  }
+  return { cacheKey, setKey, namespace, matches };
 }

@@ -360,6 +360,21 @@ describe('FleetAccumulator: read/write coherence', () => {
     assert.equal(await puller.poll(), undefined);
   });
 
+  it('an own create and delete a relist never showed are let go once the cache is past the delete', async () => {
+    const { source, acc } = setup({ maps: snapshotQuery<ConfigMap>({ cluster: east, gvk: CM, namespace: 'ns' }) }, { minIntervalMs: 0 });
+    const cache = source.cache(east, CM, 'ns');
+    const { puller } = await bootstrapped(acc, [cache]);
+    cache.holdEvents = true;
+    await acc.client.create('maps', cm('brief'));
+    await acc.client.delete('maps', { name: 'brief' });
+    assert.equal(acc.status().queries[0]?.pendingWrites, 1, 'the delete stands: the create\'s ADDED may still come');
+    cache.sync(); // a 410 relist: both held events are lost, and the LIST never held the object
+    cache.holdEvents = false;
+    cache.upsert(cm('other')); // the cache moves past the delete
+    assert.equal(acc.status().queries[0]?.pendingWrites, 0, 'the tombstone is let go');
+    assert.deepEqual(names((await puller.poll())?.objects.maps ?? []), ['other']);
+  });
+
   it('with opaque resourceVersions, a write stands until the cache changes that object', async () => {
     const { source, acc } = setup({ maps: snapshotQuery<ConfigMap>({ cluster: east, gvk: CM }) }, { minIntervalMs: 0 });
     const cache = source.cache(east, CM);

@@ -1,5 +1,6 @@
 import { clusterKey, identityKey, type ClusterRef, type Identity } from '../cluster/index.ts';
 import { deepFreeze, type InformerHandler } from '../informer/index.ts';
+import { fieldMatcher, labelMatcher, type ObjectMatcher } from '../registry/index.ts';
 import { resourcePath, type KubeObject } from '../transport/index.ts';
 import {
   Backoff,
@@ -16,7 +17,6 @@ import {
   type Logger,
   type Timer,
 } from '../util/index.ts';
-import { fieldMatcher, labelMatcher, type ObjectMatcher } from './selectors.ts';
 import type { SnapshotSource, SourceQuery, SourceReader } from './source.ts';
 
 /**
@@ -212,6 +212,11 @@ class QueryState {
   catchingUp = false;
   members = 0;
   pendingWrites = 0;
+  /**
+   * Keys of own deletes of objects the cache has never shown (their own create still pending). A
+   * relist may skip both events; once the cache's position passes the delete, the tombstone goes.
+   */
+  readonly unseenDeletes = new Set<string>();
   #array: { version: number; objects: readonly KubeObject[] } | undefined;
 
   constructor(name: string, spec: SnapshotQuery) {
@@ -225,8 +230,8 @@ class QueryState {
       ownerNamespace: spec.ownerNamespace ?? spec.namespace ?? 'default',
       identity: spec.identity,
     };
-    const labels = labelMatcher(spec.labelSelector, `${name}.labelSelector`);
-    const fields = fieldMatcher(spec.fieldSelector, `${name}.fieldSelector`);
+    const labels = labelMatcher(spec.labelSelector, `snapshot query option ${name}.labelSelector`);
+    const fields = fieldMatcher(spec.fieldSelector, `snapshot query option ${name}.fieldSelector`);
     const namespace = spec.namespace;
     this.match = (obj) => (namespace === undefined || obj.metadata?.namespace === namespace) && labels(obj) && fields(obj);
     const { group, version, kind } = spec.gvk;
@@ -529,6 +534,24 @@ export class FleetAccumulator<Q extends QuerySet> {
       q.pendingWrites--;
     }
     this.#refresh(q, key, entry, present ? undefined : obj, finalStateUnknown);
+    if (q.unseenDeletes.size > 0) this.#settleUnseenDeletes(q);
+  }
+
+  /** Lets go of tombstones of never-shown objects the cache's position has passed (see `unseenDeletes`). */
+  #settleUnseenDeletes(q: QueryState): void {
+    for (const key of q.unseenDeletes) {
+      const entry = q.entries.get(key);
+      const overlay = entry?.overlay;
+      if (entry === undefined || overlay === undefined || overlay.object !== undefined || entry.cache !== undefined) {
+        q.unseenDeletes.delete(key); // superseded or shown since: the ordinary rules apply
+        continue;
+      }
+      if ((compareRv(q.reader?.resourceVersion, overlay.rv) ?? -1) < 0) continue;
+      q.unseenDeletes.delete(key);
+      entry.overlay = undefined;
+      q.pendingWrites--;
+      this.#refresh(q, key, entry, undefined, false);
+    }
   }
 
   /**
@@ -620,13 +643,16 @@ export class FleetAccumulator<Q extends QuerySet> {
       const hadOverlay = entry.overlay !== undefined;
       // The cache may be ahead of the write already (another writer, or the watch was quicker).
       const stale = entry.cache !== undefined && object !== undefined && (compareRv(entry.cache.metadata?.resourceVersion, rv) ?? -1) >= 0;
-      const goneAlready = object === undefined && entry.cache === undefined;
+      // A delete of an object the cache never showed is settled, unless an own create of it is still
+      // pending: then its ADDED may yet arrive, and the tombstone must outlive it.
+      const goneAlready = object === undefined && entry.cache === undefined && !hadOverlay;
       if (stale || goneAlready) {
         if (hadOverlay) q.pendingWrites--;
         entry.overlay = undefined;
       } else {
         if (!hadOverlay) q.pendingWrites++;
         entry.overlay = overlay;
+        if (object === undefined && entry.cache === undefined) q.unseenDeletes.add(key);
       }
       this.#refresh(q, key, entry, object === undefined ? entry.view ?? entry.cache : undefined, false);
     }

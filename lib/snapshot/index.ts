@@ -17,7 +17,5 @@ export type {
   SnapshotQuery,
   WriteOptions,
 } from './accumulator.ts';
-export { fieldMatcher, labelMatcher } from './selectors.ts';
 export { registrySource } from './registry-source.ts';
-export type { ObjectMatcher } from './selectors.ts';
 export type { SnapshotSource, SourceQuery, SourceReader, WriteConnection } from './source.ts';

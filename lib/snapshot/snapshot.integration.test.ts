@@ -1,8 +1,12 @@
 // Fleet snapshots against real kube-apiservers (two clusters): bootstrap held until both are
 // listed, a 5,000-write burst coalesced into a bounded number of snapshots that end equal to the
-// servers' state, and own writes visible in the next snapshot.
+// servers' state, and own writes visible in the next snapshot (with the watch held back by a relay,
+// so only the accumulator's write overlay can put them there).
 import assert from 'node:assert/strict';
+import { createServer, request as httpsRequest, type Server } from 'node:https';
+import type { IncomingMessage, ServerResponse } from 'node:http';
 import { describe, it } from 'node:test';
+import { SIM_CERT_PEM, simKeyPem } from '../../fixtures/sim/cert.ts';
 import { eventually, useClusters, type TestCluster } from '../../e2e/harness/index.ts';
 import { StaticProvider, type ClusterRef } from '../cluster/index.ts';
 import { Registry } from '../registry/index.ts';
@@ -56,6 +60,113 @@ function pair(): readonly [TestCluster, TestCluster] {
   const [a, b] = fixture.clusters;
   assert.ok(a && b);
   return [a, b];
+}
+
+/**
+ * An HTTPS relay in front of one real apiserver that can hold back the bytes of WATCH responses
+ * (headers pass, events wait) while every other request passes: the events a write causes then
+ * reach the registry's cache only when the test releases them, whatever the timing. HTTP/1.1 only
+ * (no ALPN h2), so each watch is a response of its own. Served with the simulated API server's
+ * self-signed certificate; forwards the client's bearer token upstream.
+ */
+class WatchRelay {
+  readonly #upstream: TestCluster;
+  readonly #server: Server;
+  /** Body chunks of held watch responses (undefined: the end), in order, with the response each belongs to. */
+  #held: { readonly res: ServerResponse; readonly chunk: Buffer | undefined }[] | undefined;
+
+  constructor(upstream: TestCluster) {
+    this.#upstream = upstream;
+    this.#server = createServer({ cert: SIM_CERT_PEM, key: simKeyPem() }, (req, res) => { this.#forward(req, res); });
+  }
+
+  async start(): Promise<void> {
+    await new Promise<void>((resolve) => { this.#server.listen(0, '127.0.0.1', resolve); });
+  }
+
+  /** The upstream's admin kubeconfig, pointed at the relay. */
+  get kubeconfig(): string {
+    const address = this.#server.address();
+    assert.ok(typeof address === 'object' && address !== null);
+    const config = JSON.parse(this.#upstream.adminKubeconfig) as { clusters: { cluster: Record<string, string> }[] };
+    for (const { cluster } of config.clusters) {
+      cluster.server = `https://127.0.0.1:${address.port}`;
+      cluster['certificate-authority-data'] = Buffer.from(SIM_CERT_PEM).toString('base64');
+    }
+    return JSON.stringify(config);
+  }
+
+  /** From now on, watch events are held until {@link release}. */
+  hold(): void {
+    this.#held ??= [];
+  }
+
+  /** Delivers what was held, in order, and stops holding. */
+  release(): void {
+    const held = this.#held ?? [];
+    this.#held = undefined;
+    for (const { res, chunk } of held) {
+      if (res.destroyed) continue;
+      if (chunk === undefined) res.end();
+      else res.write(chunk);
+    }
+  }
+
+  /** Delivers the first held watch event (one JSON line) alone; returns it. */
+  releaseOneEvent(): string {
+    const held = this.#held ?? [];
+    const first = held[0];
+    if (first?.chunk === undefined) return '';
+    const nl = first.chunk.indexOf(0x0a);
+    if (nl < 0) return '';
+    const line = first.chunk.subarray(0, nl + 1);
+    first.res.write(line);
+    const rest = first.chunk.subarray(nl + 1);
+    if (rest.length === 0) held.shift();
+    else held[0] = { res: first.res, chunk: rest };
+    return line.toString();
+  }
+
+  /** Watch event bytes held now. */
+  get heldBytes(): number {
+    return (this.#held ?? []).reduce((n, { chunk }) => n + (chunk?.length ?? 0), 0);
+  }
+
+  async close(): Promise<void> {
+    this.#held = undefined;
+    this.#server.closeAllConnections();
+    await new Promise<void>((resolve) => { this.#server.close(() => { resolve(); }); });
+  }
+
+  #forward(req: IncomingMessage, res: ServerResponse): void {
+    const upstream = new URL(this.#upstream.server);
+    const isWatch = ['true', '1'].includes(new URL(req.url ?? '/', upstream).searchParams.get('watch') ?? '');
+    const out = httpsRequest({
+      host: upstream.hostname,
+      port: upstream.port,
+      method: req.method,
+      path: req.url,
+      headers: { ...req.headers, host: upstream.host },
+      ca: this.#upstream.caData,
+      agent: false,
+    }, (answer) => {
+      res.writeHead(answer.statusCode ?? 502, answer.headers);
+      res.flushHeaders();
+      answer.on('data', (chunk: Buffer) => {
+        if (isWatch && this.#held !== undefined) this.#held.push({ res, chunk });
+        else res.write(chunk);
+      });
+      answer.on('end', () => {
+        // A watch that ends while held ends after what it held.
+        if (isWatch && this.#held !== undefined) this.#held.push({ res, chunk: undefined });
+        else res.end();
+      });
+      answer.on('error', () => { res.destroy(); });
+    });
+    out.on('error', () => { res.destroy(); });
+    res.on('close', () => { out.destroy(); });
+    req.pipe(out);
+  }
 }
 
 function registryFor(clusters: readonly TestCluster[]): Registry {
@@ -173,29 +284,81 @@ describe('FleetAccumulator on real apiservers', () => {
     const [a] = fixture.clusters;
     assert.ok(a);
     await ensureNamespace(a, NS);
-    const registry = registryFor(fixture.clusters);
+    // East through a relay that can hold the watch back: while it does, the cache cannot learn of
+    // the writes, so a snapshot that shows them shows the accumulator's write overlay.
+    const relay = new WatchRelay(a);
+    await relay.start();
+    t.after(() => relay.close());
+    const registry = new Registry({ provider: new StaticProvider({ clusters: { east: relay.kubeconfig } }), credentialCheckIntervalMs: 0 });
     t.after(() => registry.close());
     const queries = { maps: snapshotQuery<ConfigMap>({ cluster: east, gvk: CM, namespace: NS, labelSelector: 'own' }) };
     const acc = new FleetAccumulator({ source: registrySource(registry), queries, minIntervalMs: 0 });
     t.after(() => acc.close());
     const it = acc.snapshots()[Symbol.asyncIterator]();
-    const take = async (): Promise<FleetSnapshot<typeof queries>> => {
-      const r = await it.next();
+    // The next snapshot, which the write must already have made due: without the overlay nothing
+    // changed while the watch is held, and this fails instead of waiting for the watch.
+    const next = async (what: string): Promise<FleetSnapshot<typeof queries>> => {
+      const pending = it.next();
+      assert.equal(await settled(pending), true, `a snapshot is due after the ${what}, with the watch held`);
+      const r = await pending;
       assert.ok(r.done !== true, 'the iterator ended');
       return r.value;
     };
     const own = (snap: { objects: { maps: readonly ConfigMap[] } }): ConfigMap | undefined => snap.objects.maps.find((o) => o.metadata?.name === 'own-1');
-    await take();
+    await it.next(); // bootstrap, through the relay
+    await eventually('the cache\'s watch is open', () => acc.status().queries[0]?.phase === 'synced', 20_000);
+    relay.hold();
+
     const created = await acc.client.create('maps', { metadata: { name: 'own-1', labels: { own: 'yes' } }, data: { v: '1' } });
-    assert.equal(own(await take())?.metadata?.resourceVersion, created.metadata?.resourceVersion);
+    assert.equal(own(await next('create'))?.metadata?.resourceVersion, created.metadata?.resourceVersion);
     const updated = await acc.client.update('maps', { ...created, data: { v: '2' } });
-    const afterUpdate = own(await take());
+    const afterUpdate = own(await next('update'));
     assert.equal(afterUpdate?.data?.v, '2');
     assert.equal(afterUpdate.metadata?.resourceVersion, updated.metadata?.resourceVersion);
     const patched = await acc.client.patch('maps', { name: 'own-1' }, { data: { v: '3' } });
-    assert.equal(own(await take())?.metadata?.resourceVersion, patched.metadata?.resourceVersion);
+    assert.equal(own(await next('patch'))?.metadata?.resourceVersion, patched.metadata?.resourceVersion);
     await acc.client.delete('maps', { name: 'own-1' });
-    assert.equal(own(await take()), undefined);
+    assert.equal(own(await next('delete')), undefined);
+    await eventually('the server\'s events for the writes reached the relay, and wait there', () => relay.heldBytes > 0, 20_000);
+
+    // The watch delivers create, update and patch after the delete: none of them may bring own-1 back.
+    relay.release();
     await eventually('the cache caught up with the writes', () => acc.status().queries[0]?.pendingWrites === 0, 20_000);
+    await acc.client.create('maps', { metadata: { name: 'own-2', labels: { own: 'yes' } }, data: { v: '1' } });
+    const last = await next('second create');
+    assert.equal(own(last), undefined, 'the stale watch events did not roll the delete back');
+    assert.deepEqual(last.objects.maps.map((o) => o.metadata?.name), ['own-2']);
+  });
+
+  it('never rolls an own delete back with a stale watch event of the object it deleted', async (t) => {
+    const [a] = fixture.clusters;
+    assert.ok(a);
+    await ensureNamespace(a, NS);
+    const relay = new WatchRelay(a);
+    await relay.start();
+    t.after(() => relay.close());
+    const registry = new Registry({ provider: new StaticProvider({ clusters: { east: relay.kubeconfig } }), credentialCheckIntervalMs: 0 });
+    t.after(() => registry.close());
+    const queries = { maps: snapshotQuery<ConfigMap>({ cluster: east, gvk: CM, namespace: NS, labelSelector: 'stale' }) };
+    const acc = new FleetAccumulator({ source: registrySource(registry), queries, minIntervalMs: 0 });
+    t.after(() => acc.close());
+    const it = acc.snapshots()[Symbol.asyncIterator]();
+    await it.next();
+    relay.hold();
+    // Created and deleted through the client while the cache has seen neither.
+    const created = await acc.client.create('maps', { metadata: { name: 'gone-1', labels: { stale: 'yes' } }, data: { v: '1' } });
+    await acc.client.delete('maps', { name: 'gone-1' });
+    await eventually('both events wait in the relay', () => relay.heldBytes > 0, 20_000);
+    // Only the ADDED: the cache now holds the object, at a resourceVersion older than the delete.
+    const line = relay.releaseOneEvent();
+    assert.ok(line.includes('"ADDED"') && line.includes(created.metadata?.resourceVersion ?? '?'), line);
+    await eventually('the cache applied the ADDED', () => acc.status().queries[0]?.resourceVersion === created.metadata?.resourceVersion, 20_000);
+    const pending = it.next();
+    if (await settled(pending)) {
+      const snap = (await pending).value;
+      assert.ok(snap);
+      assert.equal(snap.objects.maps.find((o) => o.metadata?.name === 'gone-1'), undefined, 'an own delete rolled back by a stale ADDED');
+    }
+    relay.release();
   });
 });

@@ -1,6 +1,8 @@
+// Label and field selectors in the API's string form, evaluated on cached objects as the API server
+// evaluates them: shared by registry set targets and snapshot queries.
 import type { KubeObject } from '../transport/index.ts';
 
-/** Whether an object matches a query's selectors. */
+/** Whether an object matches a selector. */
 export type ObjectMatcher = (obj: KubeObject) => boolean;
 
 type Requirement = (labels: Readonly<Record<string, string>>) => boolean;
@@ -18,24 +20,24 @@ function splitTopLevel(text: string, option: string): string[] {
     if (c === '(') depth++;
     else if (c === ')') {
       depth--;
-      if (depth < 0) throw new TypeError(`snapshot query option ${option}: unbalanced ")" in ${JSON.stringify(text)}`);
+      if (depth < 0) throw new TypeError(`${option}: unbalanced ")" in ${JSON.stringify(text)}`);
     } else if (c === ',' && depth === 0) {
       parts.push(text.slice(start, i));
       start = i + 1;
     }
   }
-  if (depth !== 0) throw new TypeError(`snapshot query option ${option}: unbalanced "(" in ${JSON.stringify(text)}`);
+  if (depth !== 0) throw new TypeError(`${option}: unbalanced "(" in ${JSON.stringify(text)}`);
   parts.push(text.slice(start));
   return parts.map((p) => p.trim());
 }
 
 function checkKey(key: string, option: string): string {
-  if (!KEY.test(key) || key.length > 316) throw new TypeError(`snapshot query option ${option}: invalid label key ${JSON.stringify(key)}`);
+  if (!KEY.test(key) || key.length > 316) throw new TypeError(`${option}: invalid label key ${JSON.stringify(key)}`);
   return key;
 }
 
 function checkValue(value: string, option: string): string {
-  if (!VALUE.test(value) || value.length > 63) throw new TypeError(`snapshot query option ${option}: invalid label value ${JSON.stringify(value)}`);
+  if (!VALUE.test(value) || value.length > 63) throw new TypeError(`${option}: invalid label value ${JSON.stringify(value)}`);
   return value;
 }
 
@@ -54,7 +56,7 @@ function labelRequirement(text: string, option: string): Requirement {
     const op = m[2];
     const raw = m[3] ?? '';
     if (op === '<' || op === '>') {
-      if (!/^-?\d+$/.test(raw)) throw new TypeError(`snapshot query option ${option}: ${op} needs an integer, got ${JSON.stringify(raw)}`);
+      if (!/^-?\d+$/.test(raw)) throw new TypeError(`${option}: ${op} needs an integer, got ${JSON.stringify(raw)}`);
       const bound = Number(raw);
       return (labels) => {
         const v = labels[key];
@@ -70,18 +72,19 @@ function labelRequirement(text: string, option: string): Requirement {
     const key = checkKey(m[2] ?? '', option);
     return m[1] === '!' ? (labels) => !(key in labels) : (labels) => key in labels;
   }
-  throw new TypeError(`snapshot query option ${option}: cannot parse ${JSON.stringify(text)}`);
+  throw new TypeError(`${option}: cannot parse ${JSON.stringify(text)}`);
 }
 
 /**
  * A label selector in the API's string form (`app=web,tier!=db,env in (a,b),!legacy,canary`),
- * evaluated as the API server does. Throws a TypeError naming `option` for a malformed selector.
- * Empty or unset matches everything.
+ * evaluated as the API server does. Throws a TypeError naming `option` (the caller's name for the
+ * selector, `snapshot query option web.labelSelector` say) for a malformed selector. Empty or unset
+ * matches everything.
  */
 export function labelMatcher(selector: string | undefined, option = 'labelSelector'): ObjectMatcher {
   if (selector === undefined || selector.trim() === '') return () => true;
   const requirements = splitTopLevel(selector, option).map((part) => {
-    if (part === '') throw new TypeError(`snapshot query option ${option}: empty requirement in ${JSON.stringify(selector)}`);
+    if (part === '') throw new TypeError(`${option}: empty requirement in ${JSON.stringify(selector)}`);
     return labelRequirement(part, option);
   });
   return (obj) => {
@@ -105,15 +108,18 @@ function fieldValue(obj: KubeObject, path: readonly string[]): string {
 /**
  * A field selector in the API's string form (`metadata.name=x,status.phase!=Running`), evaluated
  * on the object's JSON: each dotted path is read as a string ('' when absent), as the API server
- * does for the fields it supports. Throws a TypeError naming `option` for a malformed selector.
+ * does for the fields it supports. Throws a TypeError naming `option` for a malformed selector, or
+ * for a path outside `fields` when that is given (the API server, too, supports only some fields
+ * per kind). Default `fields`: any path.
  */
-export function fieldMatcher(selector: string | undefined, option = 'fieldSelector'): ObjectMatcher {
+export function fieldMatcher(selector: string | undefined, option = 'fieldSelector', fields?: ReadonlySet<string>): ObjectMatcher {
   if (selector === undefined || selector.trim() === '') return () => true;
   const requirements = selector.split(',').map((part) => {
     const m = /^\s*([A-Za-z0-9_.-]+)\s*(==|=|!=)\s*(.*?)\s*$/.exec(part);
-    if (m === null) throw new TypeError(`snapshot query option ${option}: cannot parse ${JSON.stringify(part)}`);
+    if (m === null) throw new TypeError(`${option}: cannot parse ${JSON.stringify(part)}`);
     const path = (m[1] ?? '').split('.');
-    if (path.some((p) => p === '')) throw new TypeError(`snapshot query option ${option}: invalid field path ${JSON.stringify(m[1])}`);
+    if (path.some((p) => p === '')) throw new TypeError(`${option}: invalid field path ${JSON.stringify(m[1])}`);
+    if (fields !== undefined && !fields.has(m[1] ?? '')) throw new TypeError(`${option}: ${JSON.stringify(m[1])} is not a supported field (only ${[...fields].join(', ')})`);
     const value = m[3] ?? '';
     const negate = m[2] === '!=';
     return (obj: KubeObject) => (fieldValue(obj, path) === value) !== negate;

@@ -1,0 +1,152 @@
+// Bounded build fan-out (issue 12): asking for many clusters at once builds at most
+// maxConcurrentBuilds caches at a time, in order of arrival; a caller waiting for its turn still
+// honours its signal and the build deadline, and leaves the queue without taking a slot.
+import assert from 'node:assert/strict';
+import { describe, it } from 'node:test';
+import { SimulatedCluster, startSimulatedClusters } from '../../fixtures/index.ts';
+import { StaticProvider, type ClusterAccess, type ClusterProvider, type ClusterRef, type ResolveContext } from '../cluster/index.ts';
+import { FakeClock, toError, TransportError, type GroupVersionKind } from '../util/index.ts';
+import { Registry } from './index.ts';
+
+const configMaps: GroupVersionKind = { group: '', version: 'v1', kind: 'ConfigMap' };
+const owner = { namespace: 'team-a', name: 'fleet' };
+
+/** Records which clusters were resolved, in order; resolutions of clusters in `held` wait for `release`. */
+class CountingProvider implements ClusterProvider {
+  readonly resolved: string[] = [];
+  readonly held = new Set<string>();
+  #gate: { promise: Promise<void>; open: () => void } | undefined;
+  readonly #inner: StaticProvider;
+  readonly #onResolve: (name: string) => void;
+
+  constructor(clusters: Record<string, string>, onResolve: (name: string) => void = () => undefined) {
+    this.#inner = new StaticProvider({ clusters });
+    this.#onResolve = onResolve;
+  }
+
+  release(): void {
+    this.#gate?.open();
+  }
+
+  async resolve(ref: ClusterRef, context: ResolveContext): Promise<ClusterAccess> {
+    const name = ref.kind === 'static' ? ref.name : ref.kind;
+    this.resolved.push(name);
+    this.#onResolve(name);
+    if (this.held.has(name)) {
+      if (this.#gate === undefined) {
+        let open: () => void = () => undefined;
+        const promise = new Promise<void>((resolve) => { open = resolve; });
+        this.#gate = { promise, open };
+      }
+      const gate = this.#gate.promise;
+      await new Promise<void>((resolve, reject) => {
+        void gate.then(resolve);
+        context.signal?.addEventListener('abort', () => { reject(toError(context.signal?.reason)); }, { once: true });
+      });
+    }
+    return this.#inner.resolve(ref, context);
+  }
+}
+
+/** Settles with the promise, or rejects with `message` if it has not settled within 10 s (a hang fails fast). */
+function within<T>(promise: Promise<T>, message: string): Promise<T> {
+  let timer: NodeJS.Timeout | undefined;
+  const bound = new Promise<never>((_resolve, reject) => { timer = setTimeout(() => { reject(new Error(message)); }, 10_000); });
+  return Promise.race([promise, bound]).finally(() => { clearTimeout(timer); });
+}
+
+async function turns(n: number): Promise<void> {
+  for (let i = 0; i < n; i++) await new Promise((resolve) => { setImmediate(resolve); });
+}
+
+describe('Registry build fan-out', () => {
+  it('builds 200 clusters asked for at once at most maxConcurrentBuilds at a time, in order of arrival, and completes them all', async (t) => {
+    const N = 8;
+    const clusters = await startSimulatedClusters(200, { namespaces: ['apps'], namePrefix: 'fan' });
+    t.after(() => Promise.all(clusters.map((c) => c.close())));
+    let completed = 0;
+    let peak = 0;
+    // A build starts with the resolution of its cluster and ends when its caller has the reader.
+    const provider = new CountingProvider(Object.fromEntries(clusters.map((c) => [c.name, c.kubeconfig])), () => {
+      peak = Math.max(peak, provider.resolved.length - completed);
+    });
+    const registry = new Registry({ provider, clock: new FakeClock(Date.now()), credentialCheckIntervalMs: 0, maxConcurrentBuilds: N });
+    t.after(() => registry.close());
+    const names = clusters.map((c) => c.name);
+    const readers = await within(Promise.all(names.map(async (name) => {
+      const reader = await registry.watchTargetAndGetReader({ kind: 'static', name }, { gvk: configMaps, namespace: 'apps', name: 'x' }, owner);
+      completed += 1;
+      return reader;
+    })), 'the 200 builds did not complete');
+    assert.equal(peak, N, `at most ${N} builds in flight, and the bound is used (peak ${peak})`);
+    assert.deepEqual(provider.resolved, names, 'builds start in the order they were asked for');
+    await within(Promise.all(readers.map((r) => r.waitForSync())), 'the 200 caches did not sync');
+    assert.equal(registry.caches().length, 200);
+  });
+
+  it('rejects a queued build whose signal aborts at once, without it ever taking a slot', async (t) => {
+    const sims = await startSimulatedClusters(3, { namespaces: ['apps'], namePrefix: 'q' });
+    t.after(() => Promise.all(sims.map((c) => c.close())));
+    const [a, b, c] = sims.map((s) => s.name) as [string, string, string];
+    const provider = new CountingProvider(Object.fromEntries(sims.map((s) => [s.name, s.kubeconfig])));
+    provider.held.add(a);
+    const registry = new Registry({ provider, clock: new FakeClock(Date.now()), credentialCheckIntervalMs: 0, maxConcurrentBuilds: 1 });
+    t.after(() => registry.close());
+    const target = { gvk: configMaps, namespace: 'apps', name: 'x' };
+    const first = registry.watchTargetAndGetReader({ kind: 'static', name: a }, target, owner);
+    await turns(3);
+    assert.deepEqual(provider.resolved, [a], 'the first build holds the only slot');
+    const abort = new AbortController();
+    const queued = registry.watchTargetAndGetReader({ kind: 'static', name: b }, target, owner, abort.signal);
+    const third = registry.watchTargetAndGetReader({ kind: 'static', name: c }, target, owner);
+    await turns(3);
+    const reason = new Error('the caller gave up');
+    abort.abort(reason);
+    await assert.rejects(within(queued, 'the aborted queued build did not reject'), (err: unknown) => err === reason);
+    assert.deepEqual(provider.resolved, [a], 'the aborted caller is rejected while the slot is still held');
+    provider.release();
+    await within(Promise.all([first, third]), 'the other builds did not complete');
+    assert.deepEqual(provider.resolved, [a, c], 'the aborted build was never started');
+    assert.deepEqual(registry.caches().map((info) => info.cluster).sort(), [`static:${a}`, `static:${c}`]);
+  });
+
+  it('fails a build still waiting for a slot at buildTimeoutMs on the injected clock', async (t) => {
+    const hung = await SimulatedCluster.start({ namespaces: ['apps'], name: 'hung' });
+    t.after(() => hung.close());
+    const other = await SimulatedCluster.start({ namespaces: ['apps'], name: 'other' });
+    t.after(() => other.close());
+    const clock = new FakeClock(Date.now());
+    const provider = new CountingProvider({ hung: hung.kubeconfig, other: other.kubeconfig });
+    provider.held.add('hung');
+    const registry = new Registry({ provider, clock, credentialCheckIntervalMs: 0, buildTimeoutMs: 5_000, maxConcurrentBuilds: 1 });
+    t.after(() => registry.close());
+    await hung.faults.down({ mode: 'hang' });
+    const target = { gvk: configMaps, namespace: 'apps', name: 'x' };
+    const holder = registry.watchTargetAndGetReader({ kind: 'static', name: 'hung' }, target, owner);
+    void holder.catch(() => undefined);
+    await turns(3);
+    clock.advance(1_000);
+    let settled = false;
+    const queued = registry.watchTargetAndGetReader({ kind: 'static', name: 'other' }, target, owner);
+    void queued.catch(() => undefined).finally(() => { settled = true; });
+    clock.advance(2_000);
+    // The holder is admitted (t = 3 000) and builds until t = 8 000: its discovery never answers.
+    provider.release();
+    await hung.waitFor((c) => c.openConnections >= 1);
+    clock.advance(2_999);
+    await turns(3);
+    assert.equal(settled, false, 'not before its deadline');
+    clock.advance(1); // t = 6 000: five seconds after it was queued
+    await assert.rejects(within(queued, 'the queued build did not fail at its deadline'),
+      (err: unknown) => err instanceof TransportError && err.message.includes('waiting for a build slot took longer than 5000 ms'));
+    assert.deepEqual(provider.resolved, ['hung'], 'the queued build never started');
+  });
+
+  it('refuses a maxConcurrentBuilds that is not a positive integer', () => {
+    const provider = new StaticProvider({ clusters: {} });
+    for (const value of [0, -1, 1.5, Number.NaN]) {
+      assert.throws(() => new Registry({ provider, maxConcurrentBuilds: value }),
+        (err: unknown) => err instanceof TypeError && err.message === `registry option maxConcurrentBuilds must be a positive integer, got ${value}`);
+    }
+  });
+});
