@@ -35,6 +35,12 @@ export default tseslint.config(
     rules: { 'fleetcache/rooms': 'error' },
   },
   {
+    // The library keeps neutral stats; only the manager kit speaks prom-client (DESIGN.md, issue 14).
+    files: ['lib/**/*.ts'],
+    ignores: ['lib/manager/**', '**/*.test.ts'],
+    rules: { 'no-restricted-imports': ['error', { paths: [{ name: 'prom-client', message: 'Only lib/manager may import prom-client: the library exposes neutral stats.' }] }] },
+  },
+  {
     // Tests use node:test's describe/it, whose returned promises the runner itself awaits.
     files: ['**/*.test.ts'],
     rules: {

@@ -59,6 +59,8 @@ describe('--help', () => {
     assert.equal(String(config.kubeApiQps), documented('kube-api-qps'));
     assert.equal(String(config.kubeApiBurst), documented('kube-api-burst'));
     assert.deepEqual([config.kubeApiQps, config.kubeApiBurst], [20, 30], 'controller-runtime\'s client defaults');
+    assert.equal(config.kubeApiRequestTimeoutMs, parseDuration('kube-api-request-timeout', documented('kube-api-request-timeout') ?? ''));
+    assert.equal(config.kubeApiRequestTimeoutMs, 60_000, 'the connection\'s own default');
     assert.equal(config.kubeconfig, undefined);
     assert.equal(config.leaderElectionNamespace, undefined);
     assert.deepEqual(
@@ -94,7 +96,7 @@ describe('parseFlags', () => {
       '--allow-file-kubeconfigs', '--allow-cross-namespace-secrets', '--insecure-kubeconfig-tls', '--allow-private-git-hosts', '--allow-insecure-git-http', '--allow-cross-namespace-targets', '--default-service-account', 'pipeline-runner',
       '--leader-elect-lease-duration=1m30s', '--leader-elect-renew-deadline', '20s', '--leader-elect-retry-period=500ms',
       '--cache-gc-grace-period', '2m', '--allow-private-webhooks', '--metrics-cert-path', '/certs', '--metrics-cert-key=key.pem',
-      '--kube-api-qps=7.5', '--kube-api-burst', '12',
+      '--kube-api-qps=7.5', '--kube-api-burst', '12', '--kube-api-request-timeout=5s',
     ]);
     assert.deepEqual(config, {
       kubeconfig: '/k',
@@ -124,6 +126,7 @@ describe('parseFlags', () => {
       cacheGcGracePeriodMs: 120_000,
       kubeApiQps: 7.5,
       kubeApiBurst: 12,
+      kubeApiRequestTimeoutMs: 5_000,
     });
   });
 
@@ -163,6 +166,8 @@ describe('parseFlags', () => {
       [['--kube-api-qps', '1e3'], /^--kube-api-qps .*"1e3"/],
       [['--kube-api-burst', '0'], /^--kube-api-burst must be a positive integer, got "0"$/],
       [['--kube-api-burst', '2.5'], /^--kube-api-burst .*"2.5"/],
+      [['--kube-api-request-timeout', '0s'], /^--kube-api-request-timeout must be a duration .*"0s"$/],
+      [['--kube-api-request-timeout', '60'], /^--kube-api-request-timeout must be a duration .*"60"$/],
       [['--concurrency', '0'], /--concurrency.*"0"/],
       [['--concurrency', '2.5'], /--concurrency/],
       [['--log-level', 'trace'], /--log-level.*"trace"/],

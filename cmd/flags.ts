@@ -62,6 +62,8 @@ export interface Config {
   readonly kubeApiQps: number;
   /** Requests each connection may send at once before `kubeApiQps` applies. */
   readonly kubeApiBurst: number;
+  /** Bound on each non-watch request to an API server, body included, in milliseconds. */
+  readonly kubeApiRequestTimeoutMs: number;
 }
 
 /** What the command line asks for. */
@@ -206,6 +208,10 @@ export const flagTable: readonly FlagSpec[] = [
   {
     name: 'kube-api-burst', type: 'string', value: 'n', default: '30',
     description: 'Requests a connection may send at once before --kube-api-qps applies (client-go\'s Burst; a positive integer).',
+  },
+  {
+    name: 'kube-api-request-timeout', type: 'string', value: 'duration', default: '60s',
+    description: 'Bound on each request to an API server other than a watch, body included: an API server that accepts and never answers holds a LIST slot this long at most.',
   },
   {
     name: 'allow-cross-namespace-targets', type: 'boolean', default: 'false',
@@ -399,6 +405,7 @@ export function parseFlags(argv: readonly string[]): Invocation {
     config: {
       kubeApiQps,
       kubeApiBurst,
+      kubeApiRequestTimeoutMs: parseDuration('kube-api-request-timeout', str('kube-api-request-timeout') ?? ''),
       leaseDurationMs,
       renewDeadlineMs,
       retryPeriodMs,

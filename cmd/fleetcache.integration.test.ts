@@ -9,7 +9,7 @@ import { fileURLToPath } from 'node:url';
 import { loadAll } from 'js-yaml';
 import { useClusters } from '../e2e/harness/index.ts';
 import { rawRequest } from '../e2e/harness/api.ts';
-import { selfSignedCertificate } from './certificate.ts';
+import { selfSignedCertificate } from '../lib/manager/index.ts';
 import { kustomizationCrd, pipelineCrd } from '../fixtures/crds/index.ts';
 import { eventually } from '../e2e/harness/index.ts';
 

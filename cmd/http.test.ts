@@ -3,9 +3,10 @@ import { after, describe, it } from 'node:test';
 import { RateLimitingWorkQueue } from '../lib/queue/index.ts';
 import type { CacheInfo } from '../lib/registry/index.ts';
 import { FakeClock, KubeApiError } from '../lib/util/index.ts';
-import { HttpServer, metricsRoutes, probeRoutes } from './http.ts';
+import { HttpServer, ManagerMetrics, metricsRoute, probeRoutes } from '../lib/manager/index.ts';
+import { cachesRoute } from './http.ts';
 import { parseExposition, type Exposition } from './exposition.test-util.ts';
-import { ServiceMetrics, type ControllerStats } from './metrics.ts';
+import { registerServiceMetrics, type ControllerStats } from './metrics.ts';
 
 async function get(url: string, init: RequestInit = {}): Promise<{ status: number; type: string; body: string }> {
   const res = await fetch(url, init);
@@ -24,12 +25,13 @@ const caches: CacheInfo[] = [
 
 describe('the metrics server', () => {
   const clock = new FakeClock(1_000_000);
-  const metrics = new ServiceMetrics();
+  const metrics = new ManagerMetrics();
   metrics.addController('pipeline', { workers: 4, queue: 'owners' });
   const queue = new RateLimitingWorkQueue<string>({ name: 'owners', clock, metrics: metrics.queueMetrics('pipeline') });
   const stats: ControllerStats = { reconciles: 7, reconcileErrors: 2, promotions: { succeeded: 3, failed: 1 } };
   let leader = false;
-  metrics.bind({ caches: () => caches, controller: () => stats, leader: () => leader, leaseName: 'fleetcache-leader' });
+  metrics.bind({ caches: () => caches, leader: () => leader, leaseName: 'fleetcache-leader' });
+  registerServiceMetrics(metrics.registry, () => stats);
   let server: HttpServer | undefined;
   after(async () => { queue.shutDown(); await server?.close(); });
 
@@ -45,7 +47,7 @@ describe('the metrics server', () => {
     server = await HttpServer.start({
       name: 'metrics',
       address: { host: '127.0.0.1', port: 0 },
-      routes: metricsRoutes({ metrics: () => metrics.metrics(), caches: () => caches }),
+      routes: { '/metrics': metricsRoute(() => metrics.metrics()), '/debug/caches': cachesRoute(() => caches) },
     });
     queue.add('ns/a');
     queue.add('ns/b');
@@ -147,7 +149,7 @@ describe('the metrics server', () => {
     const own = new Registry();
     const mine = new Counter({ name: 'my_operator_things_total', help: 'things', registers: [own] });
     mine.inc(2);
-    const merged = new ServiceMetrics({ registry: own, defaultMetrics: false });
+    const merged = new ManagerMetrics({ registry: own, defaultMetrics: false });
     merged.addController('pipeline', { workers: 2, queue: 'owners' });
     const m = parseExposition(await own.metrics());
     assert.equal(m.value('my_operator_things_total', {}), 2);

@@ -232,3 +232,29 @@ describe('--log-format', () => {
     assert.match(first ?? '', /^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z\tINFO\tfleetcache\tstarting\t\{"version":/);
   });
 });
+
+describe('--kube-api-request-timeout', () => {
+  it('bounds every request of the registry\'s connections: a build against an API server that never answers fails at 2s', async (t) => {
+    const [hung] = await startSimulatedClusters(1, { namePrefix: 'hung', namespaces: ['apps'] }) as [SimulatedCluster];
+    t.after(() => hung.close());
+    const clock = new FakeClock(Date.now());
+    const kubeConfig = new KubeConfig();
+    kubeConfig.loadFromString(hung.kubeconfig);
+    const queue = new RateLimitingWorkQueue<OwnerKey>({ name: 'owners', clock, rateLimiter: defaultControllerRateLimiter({ clock }) });
+    const registry = serviceRegistry(config(['--kube-api-request-timeout=2s']), { kubeConfig, queue, logger: noopLogger, clock });
+    t.after(() => registry.close());
+    await hung.faults.down({ mode: 'hang' }); // accepts connections, never answers
+    let settled = false;
+    const build = registry.watchTargetAndGetReader({ kind: 'local' }, { gvk: configMaps, namespace: 'apps', name: 'x' }, { namespace: 'apps', name: 'web' });
+    void build.catch(() => undefined).finally(() => { settled = true; });
+    await hung.waitFor((c) => c.openConnections >= 1);
+    clock.advance(1_999);
+    await new Promise((resolve) => { setImmediate(resolve); });
+    assert.equal(settled, false, 'not before the request timeout');
+    clock.advance(1); // the build's own deadline (30 s) is far off
+    let timer: NodeJS.Timeout | undefined;
+    const bound = new Promise<never>((_resolve, reject) => { timer = setTimeout(() => { reject(new Error('the build did not fail at the request timeout')); }, 10_000); });
+    t.after(() => { clearTimeout(timer); });
+    await assert.rejects(Promise.race([build, bound]), (err: unknown) => err instanceof Error && err.message.includes('no complete response within 2000 ms'));
+  });
+});

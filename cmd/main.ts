@@ -1,23 +1,21 @@
-import { randomUUID } from 'node:crypto';
 import { existsSync, readFileSync } from 'node:fs';
 import { readFile } from 'node:fs/promises';
-import { homedir, hostname } from 'node:os';
+import { homedir } from 'node:os';
 import path from 'node:path';
 import type { Writable } from 'node:stream';
 import type { KubeConfig } from '@kubernetes/client-node';
-import { CompositeProvider, localKubeConfig, SecretProvider, type ClusterLease, type ClusterSet } from '../lib/cluster/index.ts';
+import { CompositeProvider, localKubeConfig, SecretProvider } from '../lib/cluster/index.ts';
+import { Manager, syncedCheck } from '../lib/manager/index.ts';
 import type { RequestObservation } from '../lib/transport/index.ts';
 import { PipelineController } from '../lib/pipeline/index.ts';
-import { defaultControllerRateLimiter, RateLimitingWorkQueue, type RateLimitingQueue } from '../lib/queue/index.ts';
+import type { RateLimitingQueue } from '../lib/queue/index.ts';
 import { Registry, type OwnerKey } from '../lib/registry/index.ts';
 import { toError, type Clock, type Logger } from '../lib/util/index.ts';
 import { parseFlags, usage, UsageError, type Config } from './flags.ts';
-import { KubeAuthFilter } from './auth.ts';
-import { readCertificate, selfSignedCertificate, watchCertificate, type ServingCertificate } from './certificate.ts';
-import { HttpServer, metricsRoutes, probeRoutes, type Check, type HttpServerOptions } from './http.ts';
-import { KubeLeaseClient, LeaderElector, type ElectionOutcome } from './leader.ts';
+import { Dashboard } from './dashboard/index.ts';
+import { cachesRoute } from './http.ts';
 import { createLogger } from './logging.ts';
-import { ServiceMetrics, type ControllerStats } from './metrics.ts';
+import { registerServiceMetrics, type ControllerStats } from './metrics.ts';
 
 /** The process's surroundings, passed in so that main() itself reads no globals. */
 export interface ProcessIo {
@@ -160,78 +158,49 @@ export function serviceRegistry(config: Config, parts: ServiceRegistryParts): Re
     // Each connection of the keeper (remote clusters, the Lease's, the reviews') gets its own bucket.
     qps: config.kubeApiQps,
     burst: config.kubeApiBurst,
+    connection: { requestTimeoutMs: config.kubeApiRequestTimeoutMs },
     ...(clock === undefined ? {} : { clock }),
     ...(onRequest === undefined ? {} : { onRequest }),
   });
 }
 
 /**
- * How the metrics server is protected: with --metrics-secure (the default) HTTPS (the certificate in
- * --metrics-cert-path, else a self-signed one) and every request authenticated and authorised on
- * the management cluster; otherwise plain HTTP. `close` releases the review connection.
- */
-async function metricsProtection(config: Config, clusters: ClusterSet, logger: Logger): Promise<Pick<HttpServerOptions, 'tls' | 'authorize'> & {
-  /** Starts following certificate rotation in --metrics-cert-path, once the server is up. */
-  readonly watch: (server: HttpServer) => void;
-  readonly close: () => Promise<void>;
-}> {
-  if (!config.metricsSecure) {
-    logger.warn('metrics are served over plain HTTP to anyone who can reach them (--metrics-secure=false)');
-    return { watch: () => undefined, close: () => Promise.resolve() };
-  }
-  let tls: ServingCertificate;
-  if (config.metricsCert === undefined) {
-    const bound = config.metricsBindAddress?.host ?? '';
-    tls = selfSignedCertificate({ commonName: 'fleetcache-metrics', hosts: ['localhost', hostname(), '127.0.0.1', '::1', ...(bound === '' ? [] : [bound])] });
-    logger.info('metrics: serving a self-signed certificate (pass --metrics-cert-path to use your own)');
-  } else {
-    tls = await readCertificate(config.metricsCert);
-    logger.info('metrics: serving the certificate from --metrics-cert-path', { path: config.metricsCert.dir, cert: config.metricsCert.certName });
-  }
-  const files = config.metricsCert;
-  let stopWatching = (): void => undefined;
-  // The management cluster's own-identity connection, held from the keeper while the server runs.
-  // A connection of its own: scrapes are never held behind the controller's rate bucket.
-  const lease = await clusters.acquire({ kind: 'local' }, { ownerNamespace: 'default', purpose: 'metrics-auth' });
-  const filter = new KubeAuthFilter({ reviews: (apiPath, body) => lease.connection.request({ method: 'POST', path: apiPath, body }), logger });
-  return {
-    tls,
-    authorize: (req, urlPath) => filter.check(req, urlPath),
-    watch: (server) => {
-      if (files !== undefined) stopWatching = watchCertificate({ files, current: tls, onChange: (next) => { server.setCertificate(next); }, logger });
-    },
-    close: () => {
-      stopWatching();
-      lease.release();
-      return Promise.resolve();
-    },
-  };
-}
-
-/**
  * Runs the service until `io.signal` aborts (→ 0) or something fatal happens (→ 1): leadership
- * lost, the controller failing, a server that cannot bind.
- *
- * Shutdown order: readiness fails, the controller stops taking work and its in-flight reconciles
- * finish, the lease is released, the registry closes (caches, connections), then the servers.
+ * lost, the controller failing, a server that cannot bind. The manager kit does the running:
+ * leader election, probes, metrics and their server, the shutdown order.
  */
 async function runService(config: Config, io: ProcessIo, logger: Logger): Promise<number> {
   logger.info('starting', { version: version(), concurrency: config.concurrency, leaderElect: config.leaderElect });
   const kubeConfig = await loadManagementKubeConfig(config, io.env, logger);
-
-  const metrics = new ServiceMetrics();
-  metrics.addController('pipeline', { workers: config.concurrency, queue: 'owners' });
-  const onRequest = metrics.observeRequest;
-  const queue = new RateLimitingWorkQueue<OwnerKey>({ name: 'owners', metrics: metrics.queueMetrics('pipeline'), rateLimiter: defaultControllerRateLimiter() });
-  const registry = serviceRegistry(config, { kubeConfig, queue, logger, onRequest });
-  const clusters = registry.clusters;
+  const namespace = config.leaderElect ? await leaseNamespace(config, io.env) : undefined;
+  const dashboard = new Dashboard({ logger });
+  const manager = new Manager({
+    registry: ({ queue, onRequest }) => serviceRegistry(config, { kubeConfig, queue, logger, onRequest: (o) => { onRequest(o); dashboard.observeRequest(o); } }),
+    leaderElection: {
+      enabled: config.leaderElect,
+      name: config.leaderElectionId,
+      namespace,
+      leaseDurationMs: config.leaseDurationMs,
+      renewDeadlineMs: config.renewDeadlineMs,
+      retryPeriodMs: config.retryPeriodMs,
+    },
+    healthProbeBindAddress: config.healthProbeBindAddress,
+    metricsServer: config.metricsBindAddress === undefined ? undefined : {
+      bindAddress: config.metricsBindAddress,
+      secure: config.metricsSecure,
+      certificate: config.metricsCert,
+    },
+    logger,
+  });
+  if (config.metricsBindAddress !== undefined && !config.metricsSecure) logger.warn('--metrics-secure=false: /metrics, /debug/caches and /dashboard/ are plain HTTP, unauthenticated');
+  const registry = manager.registry;
   const controller: Controller = new PipelineController({
     registry,
     logger,
     workers: config.concurrency,
     allowPrivateWebhooks: config.allowPrivateWebhooks,
     git: { allowPrivateNetworks: config.allowPrivateGitHosts, allowHttp: config.allowInsecureGitHttp },
-    onReconcile: metrics.observeReconcile,
+    onReconcile: manager.metrics.observeReconcile,
     allowCrossNamespaceTargets: config.allowCrossNamespaceTargets,
     ...(config.defaultServiceAccount === undefined ? {} : { defaultServiceAccount: config.defaultServiceAccount }),
   });
@@ -241,101 +210,20 @@ async function runService(config: Config, io: ProcessIo, logger: Logger): Promis
     // Without a default, Pipelines that name no ServiceAccount act with the service's own identity.
     defaultServiceAccount: config.defaultServiceAccount ?? '',
   });
-
-  let elector: LeaderElector | undefined;
-  let leaseHold: ClusterLease | undefined;
-  if (config.leaderElect) {
-    const namespace = await leaseNamespace(config, io.env);
-    // Held for the process's life: the management cluster's own-identity connection, from the keeper.
-    // A connection of its own, as controller-runtime gives leader election its own client: renewals
-    // never queue behind caches and reconciles in the shared rate bucket.
-    leaseHold = await clusters.acquire({ kind: 'local' }, { ownerNamespace: namespace, purpose: 'leader-election' });
-    elector = new LeaderElector({
-      leases: new KubeLeaseClient({ connection: leaseHold.connection, namespace, name: config.leaderElectionId }),
-      identity: `${hostname()}_${randomUUID()}`,
-      leaseDurationMs: config.leaseDurationMs,
-      renewDeadlineMs: config.renewDeadlineMs,
-      retryPeriodMs: config.retryPeriodMs,
-      logger,
-    });
+  manager.add({ name: 'pipeline', start: (signal) => controller.run(signal), controller: { workers: config.concurrency } });
+  registerServiceMetrics(manager.metrics.registry, () => controller.stats());
+  // A follower is ready: it serves probes and metrics, and would take over when needed.
+  const pipelinesSynced = syncedCheck(controller);
+  manager.addReadyzCheck('pipelines', () => (manager.isLeader ? pipelinesSynced() : undefined));
+  if (config.metricsBindAddress !== undefined) {
+    manager.addRoute('/debug/caches', cachesRoute(() => registry.caches()));
+    dashboard.mount(manager); // /dashboard/ on the metrics server, behind its authentication
   }
-
-  metrics.bind({ caches: () => registry.caches(), controller: () => controller.stats(), leader: () => elector?.isLeader ?? true, leaseName: config.leaderElectionId });
-
-  let stopping = false;
-  const readiness: Check[] = [
-    { name: 'shutdown', check: () => (stopping ? 'shutting down' : undefined) },
-    { name: 'leader-election', check: () => (elector?.state === 'unknown' ? 'the Lease has not been read yet' : undefined) },
-    {
-      name: 'pipelines',
-      // A follower is ready: it serves probes and metrics, and would take over when needed.
-      check: () => ((elector === undefined || elector.isLeader) && !controller.synced ? 'the Pipeline cache has not synced' : undefined),
-    },
-  ];
-  const servers: HttpServer[] = [];
-  let closeReviews = (): Promise<void> => Promise.resolve();
-  const closeServers = async (): Promise<void> => {
-    await Promise.all(servers.map((s) => s.close()));
-    await closeReviews();
-  };
   try {
-    if (config.healthProbeBindAddress !== undefined) {
-      servers.push(await HttpServer.start({ name: 'probes', address: config.healthProbeBindAddress, routes: probeRoutes(readiness), logger }));
-    }
-    if (config.metricsBindAddress !== undefined) {
-      const protection = await metricsProtection(config, clusters, logger);
-      closeReviews = () => protection.close();
-      const server = await HttpServer.start({ name: 'metrics', address: config.metricsBindAddress, routes: metricsRoutes({ metrics: () => metrics.metrics(), caches: () => registry.caches() }), logger, tls: protection.tls, authorize: protection.authorize });
-      servers.push(server);
-      protection.watch(server);
-    }
+    await manager.start(io.signal);
   } catch (err) {
-    await closeServers();
-    leaseHold?.release();
-    await registry.close();
-    throw err;
+    logger.error(`stopped: ${toError(err).message}`, { error: toError(err) });
+    return 1;
   }
-
-  // `fatal` settles when something ends the service on its own; the signal is the normal end.
-  const work = new AbortController();
-  const election = new AbortController();
-  let running: Promise<void> | undefined;
-  let reportFatal: (reason: string) => void = () => undefined;
-  const fatal = new Promise<string>((resolve) => { reportFatal = resolve; });
-  const startController = (): void => {
-    logger.info('starting the controller', { workers: config.concurrency });
-    running = controller.run(work.signal).then(
-      () => { if (!work.signal.aborted) reportFatal('the controller stopped on its own'); },
-      (err: unknown) => {
-        logger.error(`controller failed: ${toError(err).message}`, { error: toError(err) });
-        reportFatal('the controller failed');
-      },
-    );
-  };
-  let electing: Promise<ElectionOutcome> | undefined;
-  if (elector === undefined) {
-    startController();
-  } else {
-    electing = elector.run(election.signal, { onStartedLeading: startController });
-    electing.then((outcome) => { if (outcome === 'lost') reportFatal('leader election lost'); }, () => undefined);
-  }
-
-  const onSignal = new Promise<string>((resolve) => {
-    if (io.signal.aborted) resolve('signal');
-    io.signal.addEventListener('abort', () => { resolve('signal'); }, { once: true });
-  });
-  const reason = await Promise.race([onSignal, fatal]);
-  stopping = true;
-  const graceful = reason === 'signal';
-  logger.info(graceful ? 'shutting down: stopping work, waiting for reconciles in flight' : `shutting down: ${reason}`);
-  work.abort(new Error(`shutting down: ${reason}`));
-  // After a lost election another replica may already lead: do not wait on reconciles then.
-  if (reason !== 'leader election lost') await running;
-  election.abort();
-  await electing;
-  leaseHold?.release();
-  await registry.close(); // and the keeper: every connection
-  await closeServers();
-  logger.info('stopped', { graceful });
-  return graceful ? 0 : 1;
+  return 0;
 }

@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { execFileSync, spawn, spawnSync } from 'node:child_process';
 import { once } from 'node:events';
-import { cpSync, existsSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { cpSync, existsSync, mkdirSync, readdirSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import { builtinModules } from 'node:module';
 import path from 'node:path';
 import { setTimeout as delay } from 'node:timers/promises';
@@ -96,7 +96,7 @@ describe('config/', () => {
     assert.deepEqual(auth.map((r) => [r.apiGroups, r.resources, r.verbs]), [[['authentication.k8s.io'], ['tokenreviews'], ['create']], [['authorization.k8s.io'], ['subjectaccessreviews'], ['create']]]);
     const binding = rbac.find((d) => d.kind === 'ClusterRoleBinding' && d.roleRef?.name === 'fleetcache-metrics-auth');
     assert.deepEqual(binding?.subjects?.map((s) => s.name), ['fleetcache']);
-    assert.deepEqual(role('fleetcache-metrics-reader'), [{ nonResourceURLs: ['/metrics', '/debug/caches'], verbs: ['get'] }]);
+    assert.deepEqual(role('fleetcache-metrics-reader'), [{ nonResourceURLs: ['/metrics', '/debug/caches', '/dashboard/events'], verbs: ['get'] }]);
   });
 });
 
@@ -228,6 +228,23 @@ describe('the npm package', () => {
     // The build script the harness runs needs the pinned Go modules beside it.
     assert.ok(reached.files.has('e2e/build-binaries.sh'));
     for (const binary of ['etcd', 'kube-apiserver']) for (const file of ['go.mod', 'go.sum']) assert.ok(packed.has(`e2e/gomod/${binary}/${file}`), `${binary}/${file}`);
+  });
+
+  it('resolves the manager kit by name: `fleetcache/manager` loads from the compiled package, beside `fleetcache`', () => {
+    assert.ok(packed.has('dist/lib/manager/index.js') && packed.has('dist/lib/manager/index.d.ts'));
+    // A consumer next to the package, importing it by name as an embedder does.
+    mkdirSync(path.join(scratch, 'node_modules'), { recursive: true });
+    symlinkSync(pkgDir, path.join(scratch, 'node_modules/fleetcache'), 'dir');
+    const script = [
+      "const kit = await import('fleetcache/manager');",
+      "const lib = await import('fleetcache');",
+      "console.log(JSON.stringify({ kit: Object.keys(kit).sort(), manager: typeof kit.Manager, registry: typeof lib.Registry, watchOwners: typeof lib.watchOwners }));",
+    ].join('\n');
+    const run = spawnSync(process.execPath, ['--input-type=module', '-e', script], { cwd: scratch, encoding: 'utf8' });
+    assert.equal(run.status, 0, run.stderr);
+    const seen = JSON.parse(run.stdout) as { kit: string[]; manager: string; registry: string; watchOwners: string };
+    assert.deepEqual([seen.manager, seen.registry, seen.watchOwners], ['function', 'function', 'function']);
+    for (const name of ['Manager', 'signalHandler', 'syncedCheck', 'LeaderElector', 'KubeAuthFilter', 'ManagerMetrics', 'HttpServer']) assert.ok(seen.kit.includes(name), `fleetcache/manager exports ${name}`);
   });
 });
 

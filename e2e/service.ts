@@ -14,12 +14,12 @@ export interface ServiceProcess {
   readonly name: string;
   /** `http://127.0.0.1:<port>`: /healthz, /readyz. */
   readonly probes: string;
-  /** `http://127.0.0.1:<port>`: /metrics, /debug/caches. */
+  /** `http://127.0.0.1:<port>` (`https://` with `secureMetrics`): /metrics, /debug/caches, /dashboard/. */
   readonly metrics: string;
   readonly exited: Promise<number | null>;
-  /** The value of a metric without labels (or the first series of it), from /metrics. */
+  /** The value of a metric without labels (or the first series of it), from /metrics (plain metrics only). */
   metric(name: string): Promise<number | undefined>;
-  /** GET /debug/caches. */
+  /** GET /debug/caches (plain metrics only). */
   caches(): Promise<readonly { readonly cluster: string; readonly kind: string; readonly synced: boolean }[]>;
   /** Recent stderr lines (JSON logs). */
   logs(): string;
@@ -29,8 +29,17 @@ export interface ServiceProcess {
   kill(): Promise<void>;
 }
 
+/** Options of {@link startService}. */
+export interface StartServiceOptions {
+  /**
+   * Serve metrics (and the dashboard) as the service does by default: HTTPS with a self-signed
+   * certificate, every request reviewed on the management cluster. Default false: plain HTTP to anyone.
+   */
+  readonly secureMetrics?: boolean;
+}
+
 /** Starts the service against the management cluster and waits until it answers /readyz. */
-export async function startService(name: string, managementKubeconfig: string, extraArgs: readonly string[] = []): Promise<ServiceProcess> {
+export async function startService(name: string, managementKubeconfig: string, extraArgs: readonly string[] = [], options: StartServiceOptions = {}): Promise<ServiceProcess> {
   const dir = await mkdtemp(join(tmpdir(), `fleetcache-${name}-`));
   const kubeconfig = join(dir, 'kubeconfig');
   await writeFile(kubeconfig, managementKubeconfig, { mode: 0o600 });
@@ -41,7 +50,7 @@ export async function startService(name: string, managementKubeconfig: string, e
     `--health-probe-bind-address=127.0.0.1:${probePort}`,
     `--metrics-bind-address=127.0.0.1:${metricsPort}`,
     // The scenarios read metrics without a token; the authenticated server has its own test (cmd/).
-    '--metrics-secure=false',
+    ...(options.secureMetrics === true ? [] : ['--metrics-secure=false']),
     '--log-level=debug',
     ...extraArgs,
   ], { stdio: ['ignore', 'ignore', 'pipe'] });
@@ -53,7 +62,7 @@ export async function startService(name: string, managementKubeconfig: string, e
   const exited = new Promise<number | null>((resolve) => { child.once('exit', (code) => { resolve(code); }); });
   void exited.then(() => rm(dir, { recursive: true, force: true }));
   const probes = `http://127.0.0.1:${probePort}`;
-  const metrics = `http://127.0.0.1:${metricsPort}`;
+  const metrics = `${options.secureMetrics === true ? 'https' : 'http'}://127.0.0.1:${metricsPort}`;
 
   const service: ServiceProcess = {
     name,

@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { FakeClock, KubeApiError } from '../lib/util/index.ts';
+import { FakeClock, KubeApiError } from '../util/index.ts';
 import { LeaderElector, type ElectionOutcome, type LeaseClient, type LeaseRecord, type LeaderElectorOptions, type StoredLease } from './leader.ts';
 
 /** One Lease in memory with the API server's optimistic concurrency; `failing` makes every call reject. */

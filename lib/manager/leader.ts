@@ -1,5 +1,5 @@
-import type { ClusterConnection } from '../lib/transport/index.ts';
-import { KubeApiError, noopLogger, realClock, sleep, toError, type Clock, type Logger } from '../lib/util/index.ts';
+import type { ClusterConnection } from '../transport/index.ts';
+import { KubeApiError, noopLogger, realClock, sleep, toError, type Clock, type Logger } from '../util/index.ts';
 
 /** The part of a coordination.k8s.io/v1 Lease's spec leader election reads and writes. */
 export interface LeaseRecord {
@@ -137,19 +137,19 @@ export interface LeaderElectorOptions {
   /** This candidate's unique identity (`hostname_uuid`). Required, non-empty. */
   readonly identity: string;
   /** How long a lease not renewed stays valid for the others. Default 30 000. */
-  readonly leaseDurationMs?: number;
+  readonly leaseDurationMs?: number | undefined;
   /** How long the leader keeps trying to renew before it gives leadership up. Default 10 000. */
-  readonly renewDeadlineMs?: number;
+  readonly renewDeadlineMs?: number | undefined;
   /** Between attempts to acquire (with jitter up to +20 %) or renew. Default 2 000. */
-  readonly retryPeriodMs?: number;
+  readonly retryPeriodMs?: number | undefined;
   /** Release the lease (empty holder) when `run`'s signal aborts while leading. Default true. */
-  readonly releaseOnCancel?: boolean;
+  readonly releaseOnCancel?: boolean | undefined;
   /** Default: discards everything. */
-  readonly logger?: Logger;
+  readonly logger?: Logger | undefined;
   /** Default: the wall clock. */
-  readonly clock?: Clock;
+  readonly clock?: Clock | undefined;
   /** Jitter source in [0, 1). Default Math.random. */
-  readonly random?: () => number;
+  readonly random?: (() => number) | undefined;
 }
 
 /** What {@link LeaderElector.run} notifies. Callbacks must return promptly; throwing is logged. */

@@ -6,10 +6,10 @@ import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { describe, it } from 'node:test';
-import { eventually } from '../e2e/harness/index.ts';
-import { FakeClock, noopLogger, type Logger } from '../lib/util/index.ts';
+import { eventually } from '../../e2e/harness/index.ts';
+import { FakeClock, noopLogger, type Logger } from '../util/index.ts';
 import { selfSignedCertificate, watchCertificate, type ServingCertificate } from './certificate.ts';
-import { HttpServer } from './http.ts';
+import { HttpServer } from './server.ts';
 
 describe('selfSignedCertificate', () => {
   const { cert, key } = selfSignedCertificate({ commonName: 'fleetcache-metrics', hosts: ['localhost', 'fleetcache.example', '127.0.0.1', '::1'], now: new Date('2026-01-01T00:00:00Z'), validDays: 30 });

@@ -4,7 +4,7 @@
 // non-resource path and verb. Answers are cached briefly, positive and negative apart.
 import { createHash } from 'node:crypto';
 import type { IncomingMessage } from 'node:http';
-import { noopLogger, realClock, toError, type Clock, type Logger } from '../lib/util/index.ts';
+import { noopLogger, realClock, toError, type Clock, type Logger } from '../util/index.ts';
 
 /** Creates one review on the management cluster: POST `path` with `body`, the parsed answer back. */
 export type ReviewClient = (path: string, body: object) => Promise<unknown>;

@@ -1,8 +1,8 @@
 import assert from 'node:assert/strict';
 import { setTimeout as delay } from 'node:timers/promises';
 import { after, describe, it } from 'node:test';
-import { ClusterConnection } from '../lib/transport/index.ts';
-import { useClusters } from '../e2e/harness/index.ts';
+import { ClusterConnection } from '../transport/index.ts';
+import { useClusters } from '../../e2e/harness/index.ts';
 import { KubeLeaseClient, LeaderElector, type ElectionOutcome, type LeaderElectorOptions } from './leader.ts';
 
 // Nothing here asserts how long something took: each step waits for a condition (bounded only so a

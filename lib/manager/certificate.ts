@@ -5,7 +5,7 @@ import { generateKeyPairSync, randomBytes, sign } from 'node:crypto';
 import { readFile } from 'node:fs/promises';
 import { isIPv4, isIPv6 } from 'node:net';
 import path from 'node:path';
-import { realClock, toError, type Clock, type Logger, type Timer } from '../lib/util/index.ts';
+import { realClock, toError, type Clock, type Logger, type Timer } from '../util/index.ts';
 
 /** PEM certificate and private key. */
 export interface ServingCertificate {

@@ -1,10 +1,10 @@
 import assert from 'node:assert/strict';
 import { request } from 'node:https';
 import { after, before, describe, it } from 'node:test';
-import { FakeClock } from '../lib/util/index.ts';
+import { FakeClock } from '../util/index.ts';
 import { KubeAuthFilter, type ReviewClient } from './auth.ts';
 import { selfSignedCertificate } from './certificate.ts';
-import { HttpServer, probeRoutes } from './http.ts';
+import { HttpServer, probeRoutes } from './server.ts';
 
 /** A fake management cluster: `tokens` map to users; `allowed` lists "user path verb". */
 function fakeReviews(tokens: Record<string, string>, allowed: readonly string[]): { readonly reviews: ReviewClient; readonly made: { path: string; body: Record<string, unknown> }[] } {

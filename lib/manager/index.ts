@@ -1,0 +1,47 @@
+/**
+ * The manager kit (`fleetcache/manager`): what runs around an operator's controllers in
+ * production, after controller-runtime's manager: Lease leader election, health and readiness
+ * probes, Prometheus metrics with controller-runtime's and client-go's names, an authenticated
+ * metrics server that embedders can add routes to, signal handling and graceful shutdown.
+ */
+export { ManagerMetrics, metricsContentType, type ManagerMetricsOptions, type MetricsSources } from './metrics.ts';
+export {
+  Manager,
+  syncedCheck,
+  type Controller,
+  type LeaderElectionOptions,
+  type ManagerOptions,
+  type MetricsServerOptions,
+  type ReconcileContext,
+  type RegistryWiring,
+  type Runnable,
+} from './manager.ts';
+export { LeadershipLostError, RunnableFailedError, ShutdownTimeoutError } from './errors.ts';
+export { signalHandler, type SignalHandlerOptions } from './signals.ts';
+export {
+  KubeLeaseClient,
+  LeaderElector,
+  type ElectionOutcome,
+  type KubeLeaseClientOptions,
+  type LeaderCallbacks,
+  type LeaderElectorOptions,
+  type LeadershipState,
+  type LeaseClient,
+  type LeaseRecord,
+  type StoredLease,
+} from './leader.ts';
+export { KubeAuthFilter, type AuthDecision, type KubeAuthFilterOptions, type ReviewClient } from './auth.ts';
+export { readCertificate, selfSignedCertificate, watchCertificate, type CertificateFiles, type ServingCertificate } from './certificate.ts';
+export {
+  checksRoute,
+  HttpServer,
+  metricsRoute,
+  probeRoutes,
+  type BindAddress,
+  type Check,
+  type CheckFunction,
+  type HttpServerOptions,
+  type Route,
+  type RouteAnswer,
+  type RouteHandler,
+} from './server.ts';

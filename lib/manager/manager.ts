@@ -1,0 +1,572 @@
+// The Manager: what runs around an embedder's controllers (leader election, probes, metrics and
+// their server, shutdown), after controller-runtime's manager.
+import { randomUUID } from 'node:crypto';
+import { hostname } from 'node:os';
+import type { ClusterLease } from '../cluster/index.ts';
+import { defaultControllerRateLimiter, RateLimitingWorkQueue, runWorkers, type RateLimitingQueue, type RequeueAfter, type WorkContext } from '../queue/index.ts';
+import { Registry, type OwnerKey } from '../registry/index.ts';
+import type { RequestObservation } from '../transport/index.ts';
+import { noopLogger, realClock, toError, type Clock, type Logger } from '../util/index.ts';
+import { KubeAuthFilter } from './auth.ts';
+import { readCertificate, selfSignedCertificate, watchCertificate, type CertificateFiles, type ServingCertificate } from './certificate.ts';
+import { LeadershipLostError, RunnableFailedError, ShutdownTimeoutError } from './errors.ts';
+import { KubeLeaseClient, LeaderElector, type ElectionOutcome, type LeaseClient, type LeaseRecord, type StoredLease } from './leader.ts';
+import { ManagerMetrics, type ManagerMetricsOptions } from './metrics.ts';
+import { checksRoute, HttpServer, metricsRoute, type BindAddress, type Check, type CheckFunction, type Route, type RouteHandler } from './server.ts';
+
+/** Leader election on a coordination.k8s.io/v1 Lease in the management cluster (client-go's timings). */
+export interface LeaderElectionOptions {
+  /** Run leader election. Default true; false keeps `name` as the label of `leader_election_master_status` (always 1). */
+  readonly enabled?: boolean | undefined;
+  /** The Lease's name. Required. */
+  readonly name: string;
+  /** The Lease's namespace (usually the pod's). Required when enabled. */
+  readonly namespace?: string | undefined;
+  /** This replica's identity, unique among replicas. Default `<hostname>_<random UUID>`. */
+  readonly identity?: string | undefined;
+  /** Default 30 000. */
+  readonly leaseDurationMs?: number | undefined;
+  /** Default 10 000. */
+  readonly renewDeadlineMs?: number | undefined;
+  /** Default 2 000. */
+  readonly retryPeriodMs?: number | undefined;
+  /**
+   * Empty the Lease's holder when stopping while leading, so a follower takes over within its
+   * retry period instead of a lease duration. Default true.
+   */
+  readonly releaseOnCancel?: boolean | undefined;
+  /** Jitter source in [0, 1). Default Math.random. */
+  readonly random?: (() => number) | undefined;
+}
+
+/** The metrics server: `/metrics` and every route added with {@link Manager.addRoute}. */
+export interface MetricsServerOptions {
+  /** Where to listen. Required. */
+  readonly bindAddress: BindAddress;
+  /**
+   * HTTPS, and every request authenticated (bearer token → TokenReview) and authorised
+   * (SubjectAccessReview for the path and verb) on the management cluster, as kubebuilder v4's
+   * scaffold does. Default true; false serves plain HTTP to anyone who can reach it.
+   */
+  readonly secure?: boolean | undefined;
+  /**
+   * The serving certificate: files (re-read every 10 s, so rotation is picked up) or a PEM pair.
+   * Default: a self-signed certificate for localhost, this host name, loopback and the bound host.
+   */
+  readonly certificate?: CertificateFiles | ServingCertificate | undefined;
+}
+
+/** What {@link ManagerOptions.registry}'s factory gets: pass both to `new Registry`. */
+export interface RegistryWiring {
+  /** The requeue queue (`workqueue_*{name="owners"}`, labelled with the controller that consumes it). */
+  readonly queue: RateLimitingQueue<OwnerKey>;
+  /** Counts every request to every cluster (`rest_client_*{cluster}`). */
+  readonly onRequest: (observation: RequestObservation) => void;
+}
+
+/** Options of {@link Manager}. */
+export interface ManagerOptions {
+  /**
+   * The registry the manager's controllers use; the manager closes it when it stops. Its keeper's
+   * management cluster (`{ kind: 'local' }`) holds the Lease and makes the metrics reviews, each
+   * on a connection of its own. Pass a factory to have the registry's queue and requests counted
+   * in the manager's metrics. Required.
+   */
+  readonly registry: Registry | ((wiring: RegistryWiring) => Registry);
+  /** Default: off (every replica runs every controller). */
+  readonly leaderElection?: LeaderElectionOptions | undefined;
+  /** The prom-client registry and runtime metrics. Default: a new registry with the Node runtime metrics. */
+  readonly metrics?: ManagerMetricsOptions | undefined;
+  /** Default: no metrics server. */
+  readonly metricsServer?: MetricsServerOptions | undefined;
+  /** Where `/healthz` and `/readyz` are served (plain HTTP, unauthenticated). Default: no probe server. */
+  readonly healthProbeBindAddress?: BindAddress | undefined;
+  /** How long stopping waits for in-flight reconciles before closing anyway. Default 30 000 (controller-runtime's). */
+  readonly gracefulShutdownTimeoutMs?: number | undefined;
+  /** Default: discards everything. */
+  readonly logger?: Logger | undefined;
+  /** Times leader election and the grace period. Default: the wall clock. */
+  readonly clock?: Clock | undefined;
+}
+
+/** What a controller's `reconcile` gets besides the key. */
+export interface ReconcileContext extends WorkContext {
+  /** Aborts when the manager stops: return soon after (the item is retried by the next leader). */
+  readonly signal: AbortSignal;
+}
+
+/**
+ * A controller: keys from a queue handed to `reconcile` by `workers` concurrent loops, with
+ * controller-runtime's semantics (success forgets the key's backoff; a throw retries it with
+ * backoff, forever unless `maxRetries` is set; `{ requeueAfterMs }` looks again later).
+ */
+export interface Controller<K = OwnerKey> {
+  /** Names it in metrics (`controller` label) and logs. Required, unique in the manager. */
+  readonly name: string;
+  /** Handles one key; resolve with nothing on success. */
+  // eslint-disable-next-line @typescript-eslint/no-invalid-void-type -- an async reconcile that returns nothing resolves to void
+  reconcile(key: K, context: ReconcileContext): Promise<void | RequeueAfter | undefined>;
+  /** Concurrent reconciles (distinct keys). Default 1. */
+  readonly workers?: number | undefined;
+  /** Run only while this replica leads. Default true. */
+  readonly needLeaderElection?: boolean | undefined;
+  /** Where keys come from. Default: the registry's queue (then `K` is `OwnerKey`). */
+  readonly queue?: RateLimitingQueue<K> | undefined;
+  /** See `RunWorkersOptions.maxRetries`. Default: never drop a key. */
+  readonly maxRetries?: number | undefined;
+}
+
+/** Anything else the manager runs until it stops (a controller with its own loop, a cache warmer). */
+export interface Runnable {
+  /** Names it in logs. Required. */
+  readonly name: string;
+  /**
+   * Runs until `signal` aborts, then resolves once stopped. Resolving earlier is fine (logged);
+   * rejecting stops the manager ({@link RunnableFailedError}).
+   */
+  start(signal: AbortSignal): Promise<void>;
+  /** Run only while this replica leads. Default true. */
+  readonly needLeaderElection?: boolean | undefined;
+  /**
+   * Set when the runnable is a controller running its own workers on the registry's queue: its
+   * `controller_runtime_*` series are declared (`workers` concurrent reconciles) and the queue's
+   * `workqueue_*` carry its name. It reports each reconcile to `manager.metrics.observeReconcile`.
+   * Default: not a controller.
+   */
+  readonly controller?: { readonly workers: number } | undefined;
+}
+
+/** The elector's Lease API before start: the connection to the management cluster is made by `start`. */
+class DeferredLeaseClient implements LeaseClient {
+  readonly description: string;
+  #client: LeaseClient | undefined;
+
+  constructor(description: string) {
+    this.description = description;
+  }
+
+  connect(client: LeaseClient): void {
+    this.#client = client;
+  }
+
+  get #connected(): LeaseClient {
+    if (this.#client === undefined) throw new Error('the Lease client is not connected yet');
+    return this.#client;
+  }
+
+  get(signal: AbortSignal): Promise<StoredLease | undefined> {
+    return this.#connected.get(signal);
+  }
+
+  create(record: LeaseRecord, signal: AbortSignal): Promise<StoredLease> {
+    return this.#connected.create(record, signal);
+  }
+
+  update(record: LeaseRecord, resourceVersion: string, signal: AbortSignal): Promise<StoredLease> {
+    return this.#connected.update(record, resourceVersion, signal);
+  }
+}
+
+/** A controller or runnable as the manager runs it. */
+interface Managed {
+  readonly name: string;
+  readonly needLeaderElection: boolean;
+  readonly run: (signal: AbortSignal) => Promise<void>;
+}
+
+/** Why the manager is stopping: the caller's signal, or a failure. */
+type StopReason = { readonly kind: 'signal' } | { readonly kind: 'failed'; readonly error: Error };
+
+function bindAddress(option: string, value: BindAddress | undefined, required: boolean): void {
+  if (value === undefined && !required) return;
+  if (value === undefined || typeof value !== 'object' || typeof value.host !== 'string' || !Number.isInteger(value.port) || value.port < 0 || value.port > 65_535) {
+    throw new TypeError(`Manager option ${option} must be { host, port } with a port in 0..65535, got ${JSON.stringify(value)}`);
+  }
+}
+
+function isCertificateFiles(value: CertificateFiles | ServingCertificate): value is CertificateFiles {
+  return 'dir' in value;
+}
+
+/**
+ * Runs an embedder's controllers with what a production operator needs around them, as
+ * controller-runtime's manager does: opt-in Lease leader election (controllers run only on the
+ * leader; the Lease is released on stop so a follower takes over at once), `/healthz` and
+ * `/readyz` with added checks, `/metrics` with controller-runtime's and client-go's names in a
+ * prom-client registry (the embedder's own, if given), served over HTTPS behind TokenReview +
+ * SubjectAccessReview together with any added routes, and a graceful stop.
+ *
+ * Construct, `add` controllers and checks and routes, then `start(signal)` once. The constructor
+ * does no I/O. Invariant: `#managed` and the check lists only grow before `start`; `#stopping` is
+ * set once, by `start`.
+ */
+export class Manager {
+  /** The registry the controllers use (built by the factory, or the one passed). */
+  readonly registry: Registry;
+  /** The prom-client registry every metric is in: register the embedder's own metrics here. */
+  readonly metrics: ManagerMetrics;
+  readonly #logger: Logger;
+  readonly #clock: Clock;
+  readonly #leaderElection: LeaderElectionOptions | undefined;
+  readonly #metricsServer: MetricsServerOptions | undefined;
+  readonly #probeAddress: BindAddress | undefined;
+  readonly #gracePeriodMs: number;
+  readonly #managed: Managed[] = [];
+  readonly #healthChecks: Check[] = [{ name: 'ping', check: () => undefined }];
+  readonly #readyChecks: Check[];
+  readonly #routes = new Map<string, Route>();
+  readonly #handlers = new Map<string, RouteHandler>();
+  /** Paths of `#handlers` answered without the metrics authentication. */
+  readonly #publicPaths = new Set<string>();
+  /** The controller consuming the registry's queue: its `workqueue_*` series carry this name. */
+  #queueController: string | undefined;
+  readonly #elector: LeaderElector | undefined;
+  /** The elector's Lease API, connected at start. */
+  readonly #leases: DeferredLeaseClient | undefined;
+  #started = false;
+  #stopping = false;
+  #servers: HttpServer[] = [];
+  #probeUrl: string | undefined;
+  #metricsUrl: string | undefined;
+
+  constructor(options: ManagerOptions) {
+    const registryOption: unknown = options.registry;
+    if (!(registryOption instanceof Registry) && typeof registryOption !== 'function') throw new TypeError('Manager option registry must be a Registry or a function that builds one');
+    const grace = options.gracefulShutdownTimeoutMs ?? 30_000;
+    if (!Number.isFinite(grace) || grace < 0) throw new TypeError(`Manager option gracefulShutdownTimeoutMs must be a non-negative number, got ${grace}`);
+    bindAddress('healthProbeBindAddress', options.healthProbeBindAddress, false);
+    if (options.metricsServer !== undefined) bindAddress('metricsServer.bindAddress', options.metricsServer.bindAddress, true);
+    const election = options.leaderElection;
+    if (election !== undefined) {
+      if (typeof election.name !== 'string' || election.name === '') throw new TypeError(`Manager option leaderElection.name must be a non-empty string, got ${JSON.stringify(election.name)}`);
+      if ((election.enabled ?? true) && (typeof election.namespace !== 'string' || election.namespace === '')) {
+        throw new TypeError(`Manager option leaderElection.namespace must be a non-empty string, got ${JSON.stringify(election.namespace)}`);
+      }
+    }
+    this.#logger = options.logger ?? noopLogger;
+    this.#clock = options.clock ?? realClock;
+    this.#leaderElection = election;
+    this.#metricsServer = options.metricsServer;
+    this.#probeAddress = options.healthProbeBindAddress;
+    this.#gracePeriodMs = grace;
+    if (election !== undefined && election.enabled !== false) {
+      this.#leases = new DeferredLeaseClient(`${election.namespace ?? ''}/${election.name}`);
+      // Built here, before the registry, so that invalid timings throw now, not at start.
+      this.#elector = new LeaderElector({
+        leases: this.#leases,
+        identity: election.identity ?? `${hostname()}_${randomUUID()}`,
+        leaseDurationMs: election.leaseDurationMs,
+        renewDeadlineMs: election.renewDeadlineMs,
+        retryPeriodMs: election.retryPeriodMs,
+        releaseOnCancel: election.releaseOnCancel ?? true,
+        logger: this.#logger,
+        clock: this.#clock,
+        random: election.random,
+      });
+    }
+    this.metrics = new ManagerMetrics(options.metrics);
+    if (options.registry instanceof Registry) {
+      this.registry = options.registry;
+    } else {
+      const queue = new RateLimitingWorkQueue<OwnerKey>({ name: 'owners', rateLimiter: defaultControllerRateLimiter(), metrics: this.metrics.queueMetrics(() => this.#queueController) });
+      this.registry = options.registry({ queue, onRequest: this.metrics.observeRequest });
+      if (!(this.registry instanceof Registry)) throw new TypeError('Manager option registry: the factory must return a Registry');
+    }
+    this.#readyChecks = [
+      { name: 'shutdown', check: () => (this.#stopping ? 'shutting down' : undefined) },
+      { name: 'leader-election', check: () => (this.#elector?.state === 'unknown' ? 'the Lease has not been read yet' : undefined) },
+    ];
+    const registry = this.registry;
+    this.metrics.bind({ caches: () => registry.caches(), leader: () => this.isLeader, leaseName: election?.name ?? '' });
+  }
+
+  /** True while this replica leads (always, without leader election). */
+  get isLeader(): boolean {
+    if (this.#leaderElection === undefined || this.#leaderElection.enabled === false) return true;
+    return this.#elector?.isLeader ?? false;
+  }
+
+  /** This replica's identity in the Lease, once started with leader election. */
+  get identity(): string | undefined {
+    return this.#elector?.identity;
+  }
+
+  /** `http(s)://host:port` of the probe server, once started. */
+  get probeUrl(): string | undefined {
+    return this.#probeUrl;
+  }
+
+  /** `http(s)://host:port` of the metrics server, once started. */
+  get metricsUrl(): string | undefined {
+    return this.#metricsUrl;
+  }
+
+  #beforeStart(what: string): void {
+    if (this.#started) throw new Error(`Manager.${what} after start`);
+  }
+
+  /** Adds a controller (run through `runWorkers`, its metrics wired) or a runnable. Before `start`. */
+  add<K = OwnerKey>(item: Controller<K> | Runnable): void {
+    this.#beforeStart('add');
+    if (typeof item.name !== 'string' || item.name === '') throw new TypeError(`Manager.add: name must be a non-empty string, got ${JSON.stringify(item.name)}`);
+    if (this.#managed.some((m) => m.name === item.name)) throw new TypeError(`Manager.add: a controller or runnable named ${JSON.stringify(item.name)} was already added`);
+    const needLeaderElection = item.needLeaderElection ?? true;
+    if ('start' in item) {
+      if (typeof item.start !== 'function') throw new TypeError('Manager.add: start must be a function');
+      if (item.controller !== undefined) {
+        this.#queueController ??= item.name;
+        this.metrics.addController(item.name, { workers: item.controller.workers, queue: this.registry.queue.name });
+      }
+      this.#managed.push({ name: item.name, needLeaderElection, run: (signal) => item.start(signal) });
+      return;
+    }
+    if (typeof item.reconcile !== 'function') throw new TypeError('Manager.add: a controller needs reconcile(key, context), a runnable start(signal)');
+    // Without a queue of its own, K is OwnerKey (the documented default).
+    const queue = item.queue ?? (this.registry.queue as unknown as RateLimitingQueue<K>);
+    if (item.queue === undefined) this.#queueController ??= item.name;
+    const workers = item.workers ?? 1;
+    this.metrics.addController(item.name, { workers, queue: queue.name });
+    const logger = this.#logger;
+    const clock = this.#clock;
+    const onReconcile = this.metrics.observeReconcile;
+    this.#managed.push({
+      name: item.name,
+      needLeaderElection,
+      run: (signal) => runWorkers(queue, {
+        signal,
+        workers,
+        name: item.name,
+        maxRetries: item.maxRetries,
+        logger,
+        clock,
+        onReconcile,
+        handler: (key, workSignal, context) => item.reconcile(key, { ...context, signal: workSignal }),
+      }),
+    });
+  }
+
+  /** Adds a liveness check (`/healthz`): failing it gets the process restarted. Before `start`. */
+  addHealthzCheck(name: string, check: CheckFunction): void {
+    this.#addCheck(this.#healthChecks, 'addHealthzCheck', name, check);
+  }
+
+  /** Adds a readiness check (`/readyz`), such as {@link syncedCheck}. Before `start`. */
+  addReadyzCheck(name: string, check: CheckFunction): void {
+    this.#addCheck(this.#readyChecks, 'addReadyzCheck', name, check);
+  }
+
+  #addCheck(list: Check[], what: string, name: string, check: CheckFunction): void {
+    this.#beforeStart(what);
+    if (typeof name !== 'string' || name === '' || list.some((c) => c.name === name)) throw new TypeError(`Manager.${what}: name must be a new non-empty string, got ${JSON.stringify(name)}`);
+    if (typeof check !== 'function') throw new TypeError(`Manager.${what}: check must be a function`);
+    list.push({ name, check });
+  }
+
+  /**
+   * Serves `route` at `path` on the metrics server, behind the same authentication as `/metrics`
+   * (the SubjectAccessReview names the path). Before `start`; needs `metricsServer`.
+   */
+  addRoute(path: string, route: Route): void {
+    this.#addPath('addRoute', path, route, this.#routes);
+  }
+
+  /**
+   * Like {@link addRoute} for a handler that writes its own answer (server-sent events, files);
+   * a `path` ending in `/` serves its whole subtree. With `public`, it is answered without the
+   * authentication: only for what anyone may read (a static page that carries no data).
+   */
+  addHandler(path: string, handler: RouteHandler, options: { readonly public?: boolean | undefined } = {}): void {
+    this.#addPath('addHandler', path, handler, this.#handlers);
+    if (options.public === true) this.#publicPaths.add(path);
+  }
+
+  #addPath<V>(what: string, path: string, value: V, into: Map<string, V>): void {
+    this.#beforeStart(what);
+    if (this.#metricsServer === undefined) throw new TypeError(`Manager.${what} needs the metricsServer option: routes are served there`);
+    if (typeof path !== 'string' || !path.startsWith('/') || path === '/metrics' || this.#routes.has(path) || this.#handlers.has(path)) {
+      throw new TypeError(`Manager.${what}: path must be a new absolute path other than /metrics, got ${JSON.stringify(path)}`);
+    }
+    if (typeof value !== 'function') throw new TypeError(`Manager.${what}: the handler must be a function`);
+    into.set(path, value);
+  }
+
+  /**
+   * Starts the servers, the runnables that run on every replica, and leader election (or, without
+   * it, everything), then runs until `signal` aborts. Resolves once everything has stopped, in
+   * this order: readiness fails; controllers stop taking keys and their in-flight reconciles
+   * finish (up to the grace period); the Lease is released; the registry closes (caches,
+   * connections); the servers close.
+   *
+   * @throws {LeadershipLostError} the Lease could not be renewed (in-flight reconciles are not
+   *   awaited then: another replica may lead already).
+   * @throws {RunnableFailedError} a controller or runnable rejected.
+   * @throws {ShutdownTimeoutError} reconciles were still running after the grace period.
+   * A server that cannot bind rejects at once, after releasing what was started.
+   */
+  async start(signal: AbortSignal): Promise<void> {
+    if (!(signal instanceof AbortSignal)) throw new TypeError('Manager.start: signal must be an AbortSignal');
+    this.#beforeStart('start');
+    this.#started = true;
+    const holds: ClusterLease[] = [];
+    let stopCertificates = (): void => undefined;
+    const closeServers = async (): Promise<void> => {
+      stopCertificates();
+      await Promise.all(this.#servers.map((s) => s.close()));
+      for (const hold of holds) hold.release();
+    };
+    try {
+      await this.#startServers(holds, (stop) => { stopCertificates = stop; });
+    } catch (err) {
+      await closeServers();
+      await this.registry.close();
+      throw err;
+    }
+
+    let reportStop: (reason: StopReason) => void = () => undefined;
+    const stopped = new Promise<StopReason>((resolve) => { reportStop = resolve; });
+    const onSignal = (): void => { reportStop({ kind: 'signal' }); };
+    if (signal.aborted) onSignal();
+    signal.addEventListener('abort', onSignal, { once: true });
+
+    const work = new AbortController();
+    const running = new Map<string, Promise<void>>();
+    const launch = (m: Managed): void => {
+      this.#logger.info('starting', { runnable: m.name });
+      running.set(m.name, m.run(work.signal).then(
+        () => { if (!work.signal.aborted) this.#logger.info('stopped on its own', { runnable: m.name }); },
+        (err: unknown) => {
+          const error = toError(err);
+          this.#logger.error(`${m.name} failed: ${error.message}`, { runnable: m.name, error });
+          reportStop({ kind: 'failed', error: new RunnableFailedError(m.name, error) });
+        },
+      ).finally(() => { running.delete(m.name); }));
+    };
+    for (const m of this.#managed) if (!m.needLeaderElection) launch(m);
+    const startLeading = (): void => { for (const m of this.#managed) if (m.needLeaderElection) launch(m); };
+
+    const election = new AbortController();
+    let electing: Promise<void> | undefined;
+    const electionOptions = this.#leaderElection;
+    if (this.#elector === undefined || this.#leases === undefined || electionOptions === undefined) {
+      startLeading();
+    } else {
+      electing = this.#elect(this.#elector, this.#leases, electionOptions, election.signal, startLeading, reportStop);
+    }
+
+    const reason = await stopped;
+    signal.removeEventListener('abort', onSignal);
+    this.#stopping = true;
+    const lost = reason.kind === 'failed' && reason.error instanceof LeadershipLostError;
+    this.#logger.info(reason.kind === 'signal' ? 'stopping: waiting for reconciles in flight' : `stopping: ${reason.error.message}`);
+    work.abort(new Error('the manager is stopping'));
+    let timedOut: ShutdownTimeoutError | undefined;
+    if (!lost) timedOut = await this.#drain(running);
+    election.abort();
+    await electing; // the Lease released, its connection let go
+    await this.registry.close(); // and its keeper: every connection
+    await closeServers();
+    this.#logger.info('stopped', { graceful: reason.kind === 'signal' && timedOut === undefined });
+    if (reason.kind === 'failed') throw reason.error;
+    if (timedOut !== undefined) throw timedOut;
+  }
+
+  /** Waits for `running` up to the grace period; the error names what is left when it passes. */
+  async #drain(running: ReadonlyMap<string, Promise<void>>): Promise<ShutdownTimeoutError | undefined> {
+    let timer: { cancel(): void } | undefined;
+    const expired = new Promise<'expired'>((resolve) => { timer = this.#clock.setTimer(this.#gracePeriodMs, () => { resolve('expired'); }); });
+    const all = Promise.all(running.values()).then(() => 'done' as const);
+    const outcome = await Promise.race([all, expired]);
+    timer?.cancel();
+    if (outcome === 'done') return undefined;
+    const error = new ShutdownTimeoutError([...running.keys()], this.#gracePeriodMs);
+    this.#logger.error(error.message);
+    return error;
+  }
+
+  /**
+   * Campaigns until `signal` aborts; resolves once the Lease is released and its connection let
+   * go. Never rejects: a lost lease or a failure to reach the cluster is reported to `reportStop`.
+   */
+  async #elect(elector: LeaderElector, leases: DeferredLeaseClient, options: LeaderElectionOptions, signal: AbortSignal, startLeading: () => void, reportStop: (reason: StopReason) => void): Promise<void> {
+    const namespace = options.namespace ?? '';
+    let hold: ClusterLease;
+    try {
+      // A connection of its own, as controller-runtime gives leader election its own client:
+      // renewals never queue behind caches and reconciles in the shared rate bucket.
+      hold = await this.registry.clusters.acquire({ kind: 'local' }, { ownerNamespace: namespace, purpose: 'leader-election', signal });
+    } catch (err) {
+      if (!signal.aborted) reportStop({ kind: 'failed', error: toError(err) });
+      return;
+    }
+    try {
+      leases.connect(new KubeLeaseClient({ connection: hold.connection, namespace, name: options.name }));
+      const outcome: ElectionOutcome = await elector.run(signal, { onStartedLeading: startLeading });
+      if (outcome === 'lost') reportStop({ kind: 'failed', error: new LeadershipLostError(leases.description) });
+    } catch (err) {
+      reportStop({ kind: 'failed', error: toError(err) });
+    } finally {
+      hold.release();
+    }
+  }
+
+  async #startServers(holds: ClusterLease[], setStopCertificates: (stop: () => void) => void): Promise<void> {
+    if (this.#probeAddress !== undefined) {
+      const server = await HttpServer.start({
+        name: 'probes',
+        address: this.#probeAddress,
+        routes: { '/healthz': checksRoute(() => this.#healthChecks, 'healthz'), '/readyz': checksRoute(() => this.#readyChecks, 'readyz') },
+        logger: this.#logger,
+      });
+      this.#servers.push(server);
+      this.#probeUrl = server.url;
+    }
+    const options = this.#metricsServer;
+    if (options === undefined) return;
+    const routes = { ...Object.fromEntries(this.#routes), '/metrics': metricsRoute(() => this.metrics.metrics()) };
+    const handlers = Object.fromEntries(this.#handlers);
+    if (!(options.secure ?? true)) {
+      this.#logger.warn('metrics are served over plain HTTP to anyone who can reach them (metricsServer.secure: false)');
+      const server = await HttpServer.start({ name: 'metrics', address: options.bindAddress, routes, handlers, logger: this.#logger });
+      this.#servers.push(server);
+      this.#metricsUrl = server.url;
+      return;
+    }
+    const given = options.certificate;
+    let tls: ServingCertificate;
+    if (given === undefined) {
+      const bound = options.bindAddress.host;
+      tls = selfSignedCertificate({ commonName: 'fleetcache-metrics', hosts: ['localhost', hostname(), '127.0.0.1', '::1', ...(bound === '' ? [] : [bound])] });
+      this.#logger.info('metrics: serving a self-signed certificate');
+    } else if (isCertificateFiles(given)) {
+      tls = await readCertificate(given);
+      this.#logger.info('metrics: serving the certificate from files', { path: given.dir, cert: given.certName });
+    } else {
+      tls = given;
+    }
+    // The management cluster's own-identity connection, held while the server runs. A connection
+    // of its own: scrapes are never held behind the controllers' rate bucket.
+    const hold = await this.registry.clusters.acquire({ kind: 'local' }, { ownerNamespace: 'default', purpose: 'metrics-auth' });
+    holds.push(hold);
+    const filter = new KubeAuthFilter({ reviews: (apiPath, body) => hold.connection.request({ method: 'POST', path: apiPath, body }), logger: this.#logger, clock: this.#clock });
+    const server = await HttpServer.start({ name: 'metrics', address: options.bindAddress, routes, handlers, publicPaths: this.#publicPaths, logger: this.#logger, tls, authorize: (req, urlPath) => filter.check(req, urlPath) });
+    this.#servers.push(server);
+    this.#metricsUrl = server.url;
+    if (given !== undefined && isCertificateFiles(given)) {
+      setStopCertificates(watchCertificate({ files: given, current: tls, onChange: (next) => { server.setCertificate(next); }, logger: this.#logger }));
+    }
+  }
+}
+
+/**
+ * A readiness check that passes once `source` has synced: a reader (a `watchOwners` reader, say),
+ * or a registry (every cache it holds now). Fails with what has not synced.
+ */
+export function syncedCheck(source: Registry | { readonly synced: boolean; readonly cluster?: string; readonly gvk?: { readonly kind: string } }): CheckFunction {
+  if (source instanceof Registry) {
+    return () => {
+      const pending = source.caches().filter((c) => !c.synced);
+      return pending.length === 0 ? undefined : `${pending.length} cache(s) have not synced: ${pending.slice(0, 3).map((c) => `${c.cluster} ${c.gvk.kind}`).join(', ')}`;
+    };
+  }
+  return () => (source.synced ? undefined : `${source.gvk?.kind ?? 'the cache'}${source.cluster === undefined ? '' : ` in ${source.cluster}`} has not synced`);
+}
