@@ -13,7 +13,7 @@ INTEGRATION_TESTS = $(shell find $(TEST_DIRS) -name '*.integration.test.ts' 2>/d
 INTEGRATION_CONCURRENCY ?= 1
 NODE_TEST := node --test --test-reporter=spec --test-timeout=600000
 
-.PHONY: all deps assets build lint typecheck test test-unit test-integration bench demo manifests wasm docker-build kind-load deploy e2e-kind clean help
+.PHONY: all deps assets browser build lint typecheck test test-unit test-integration bench demo manifests wasm docker-build kind-load deploy e2e-kind clean help
 
 all: test
 
@@ -30,6 +30,9 @@ deps: node_modules/.installed ## Install npm dependencies, including the pinned 
 assets: ## Build (or reuse) kube-apiserver and etcd for the integration tests; prints their directory.
 	@e2e/build-binaries.sh
 
+browser: ## Install Debian's chromium for the dashboard's browser test (no-op when present).
+	@tools/install-chromium.sh
+
 build: deps ## Compile the published package into dist/.
 	npm run build
 
@@ -42,7 +45,7 @@ typecheck: deps ## tsc --noEmit over sources, tests and benchmarks.
 test-unit: deps ## Unit tests (no cluster needed).
 	$(NODE_TEST) $(UNIT_TESTS)
 
-test-integration: deps ## Tests against real kube-apiservers (built on first use, then cached).
+test-integration: deps browser ## Tests against real kube-apiservers (built on first use, then cached) and the dashboard in headless chromium.
 	KUBEBUILDER_ASSETS="$$(e2e/build-binaries.sh)" $(NODE_TEST) --test-concurrency=$(INTEGRATION_CONCURRENCY) $(INTEGRATION_TESTS)
 
 test: lint typecheck build test-unit test-integration ## Everything: lint, typecheck, build, unit and integration tests.

@@ -1,0 +1,224 @@
+import assert from 'node:assert/strict';
+import { Script } from 'node:vm';
+import { setImmediate as tick } from 'node:timers/promises';
+import { after, describe, it } from 'node:test';
+import type { InformerHandler } from '../../lib/informer/index.ts';
+import type { CacheInfo, HeldReader } from '../../lib/registry/index.ts';
+import type { KubeObject } from '../../lib/transport/index.ts';
+import { FakeClock, type GroupVersionKind } from '../../lib/util/index.ts';
+import { HttpServer } from '../../lib/manager/index.ts';
+import { Dashboard, type DashboardRegistry } from './index.ts';
+import { appJs, pageHtml, securityHeaders } from './page.ts';
+
+const PIPELINE_GVK: GroupVersionKind = { group: 'fleetcache.dev', version: 'v1alpha1', kind: 'Pipeline' };
+
+/** A held reader of Pipelines over an array: what the registry's reader offers the dashboard. */
+class ArrayReader implements HeldReader {
+  readonly cluster = 'local';
+  readonly gvk = PIPELINE_GVK;
+  readonly lastError = undefined;
+  readonly resourceVersion = '1';
+  synced = true;
+  released = false;
+  readonly objects: KubeObject[] = [];
+  get(): KubeObject | undefined { return undefined; }
+  list(): KubeObject[] { return [...this.objects]; }
+  waitForSync(): Promise<void> { return Promise.resolve(); }
+  release(): void { this.released = true; }
+}
+
+/** A registry whose Pipeline reader fails `failures` times (the CRD not installed yet), then works. */
+class FakeRegistry implements DashboardRegistry {
+  readonly pipelines = new ArrayReader();
+  handler: InformerHandler | undefined;
+  attempts = 0;
+  cacheInfos: CacheInfo[] = [];
+  failures: number;
+  constructor(failures: number) {
+    this.failures = failures;
+  }
+  caches(): CacheInfo[] { return this.cacheInfos; }
+  reader<T extends KubeObject = KubeObject>(_ref: unknown, gvk: GroupVersionKind, options: { readonly handler?: InformerHandler | undefined } = {}): Promise<HeldReader<T>> {
+    this.attempts += 1;
+    assert.deepEqual(gvk, PIPELINE_GVK);
+    if (this.failures > 0) {
+      this.failures -= 1;
+      return Promise.reject(new Error('the server could not find the requested resource'));
+    }
+    this.handler = options.handler;
+    return Promise.resolve(this.pipelines as unknown as HeldReader<T>);
+  }
+}
+
+function pipeline(revision: string): KubeObject {
+  return {
+    metadata: { namespace: 'delivery', name: 'podinfo', generation: 1 },
+    status: { observedGeneration: 1, environments: [{ name: 'dev', ready: true, revision, targets: [] }] },
+  };
+}
+
+interface Events {
+  readonly status: number;
+  readonly documents: { now: number; state: { pipelines: { environments: { revision?: string }[] }[]; clusters: { name: string; requests: number }[] } }[];
+  readonly done: Promise<void>;
+}
+
+/** GETs the event stream and parses its documents as they come. */
+async function events(url: string, headers: Record<string, string> = {}): Promise<Events> {
+  const res = await fetch(url, { headers });
+  const documents: Events['documents'] = [];
+  if (res.body === null || res.status !== 200) return { status: res.status, documents, done: res.text().then(() => undefined) };
+  const decoder = new TextDecoder();
+  const reader = res.body.getReader();
+  let buffer = '';
+  const done = (async () => {
+    for (;;) {
+      let chunk: Awaited<ReturnType<typeof reader.read>>;
+      try {
+        chunk = await reader.read();
+      } catch {
+        return; // cut: the server closed
+      }
+      if (chunk.done) return;
+      buffer += decoder.decode(chunk.value as Uint8Array, { stream: true });
+      for (let i = buffer.indexOf('\n\n'); i >= 0; i = buffer.indexOf('\n\n')) {
+        const data = buffer.slice(0, i).split('\n').find((l) => l.startsWith('data: '));
+        buffer = buffer.slice(i + 2);
+        if (data !== undefined) documents.push(JSON.parse(data.slice(6)) as Events['documents'][number]);
+      }
+    }
+  })();
+  return { status: res.status, documents, done };
+}
+
+async function until(what: string, check: () => boolean): Promise<void> {
+  for (let i = 0; i < 20_000; i++) {
+    if (check()) return;
+    await tick();
+  }
+  assert.fail(`never happened: ${what}`);
+}
+
+describe('the dashboard', () => {
+  const clock = new FakeClock(Date.UTC(2026, 10, 23, 9));
+  const dashboard = new Dashboard({ clock, stream: { minIntervalMs: 250 } });
+  const registry = new FakeRegistry(2);
+  const stop = new AbortController();
+  let running: Promise<void> | undefined;
+  let server: HttpServer | undefined;
+  after(async () => {
+    stop.abort();
+    await running;
+    await server?.close();
+  });
+
+  it('serves the page to anyone with a strict CSP, and the state only to who the server authorizes', async () => {
+    const asked: string[] = [];
+    server = await HttpServer.start({
+      name: 'metrics',
+      address: { host: '127.0.0.1', port: 0 },
+      routes: {},
+      handlers: dashboard.handlers,
+      publicPaths: dashboard.publicPaths,
+      authorize: (req, path) => {
+        asked.push(path);
+        return Promise.resolve(req.headers.authorization === 'Bearer good'
+          ? { allowed: true, user: 'reader' }
+          : { allowed: false, status: 401, message: 'Unauthorized' });
+      },
+    });
+    for (const [path, type] of [['/dashboard/', 'text/html; charset=utf-8'], ['/dashboard/app.js', 'text/javascript; charset=utf-8'], ['/dashboard/app.css', 'text/css; charset=utf-8'], ['/dashboard/favicon.svg', 'image/svg+xml']] as const) {
+      const res = await fetch(`${server.url}${path}`);
+      assert.equal(res.status, 200, path);
+      assert.equal(res.headers.get('content-type'), type);
+      assert.equal(res.headers.get('content-security-policy'), securityHeaders['content-security-policy']);
+      assert.equal(res.headers.get('x-content-type-options'), 'nosniff');
+      assert.equal(res.headers.get('x-frame-options'), 'DENY');
+      await res.text();
+    }
+    const redirect = await fetch(`${server.url}/dashboard`, { redirect: 'manual' });
+    assert.equal(redirect.status, 308);
+    assert.equal(redirect.headers.get('location'), 'dashboard/');
+    await redirect.text();
+    const unknown = await fetch(`${server.url}/dashboard/state.json`);
+    assert.equal(unknown.status, 404, 'nothing else under the public subtree');
+    await unknown.text();
+    assert.deepEqual(asked, [], 'the static page carries no data: no review for it');
+
+    const refused = await events(`${server.url}/dashboard/events`);
+    assert.equal(refused.status, 401);
+    const wrong = await events(`${server.url}/dashboard/events`, { authorization: 'Bearer bad' });
+    assert.equal(wrong.status, 401);
+    assert.deepEqual(asked, ['/dashboard/events', '/dashboard/events']);
+    const allowed = await events(`${server.url}/dashboard/events`, { authorization: 'Bearer good' });
+    assert.equal(allowed.status, 200);
+    await until('the first document', () => allowed.documents.length === 1);
+    assert.deepEqual(allowed.documents[0]?.state.pipelines, [], 'not running yet: an empty state');
+    await fetch(`${server.url}/dashboard/events`, { method: 'POST', headers: { authorization: 'Bearer good' } }).then(async (r) => {
+      assert.equal(r.status, 405, 'read-only');
+      await r.text();
+    });
+  });
+
+  it('shows the Pipelines once their cache can be built, retrying with backoff until then, and pushes every change', async () => {
+    assert.ok(server !== undefined);
+    const client = await events(`${server.url}/dashboard/events`, { authorization: 'Bearer good' });
+    await until('the first document', () => client.documents.length === 1);
+    registry.pipelines.objects.push(pipeline('1.0.0'));
+    running = dashboard.run(registry, stop.signal);
+    await until('the first attempt', () => registry.attempts === 1);
+    clock.advance(1_000);
+    await until('the second attempt', () => registry.attempts === 2);
+    clock.advance(1_999);
+    await tick();
+    assert.equal(registry.attempts, 2, 'the backoff doubled');
+    clock.advance(1);
+    await until('the third attempt', () => registry.attempts === 3);
+    clock.advance(250);
+    await until('the Pipeline shown', () => client.documents.at(-1)?.state.pipelines[0]?.environments[0]?.revision === '1.0.0');
+    await assert.rejects(dashboard.run(registry, stop.signal), /already running/);
+
+    // An informer event: the page hears of it within the interval.
+    registry.pipelines.objects[0] = pipeline('1.1.0');
+    await registry.handler?.update?.(pipeline('1.0.0'), pipeline('1.1.0'));
+    clock.advance(250);
+    await until('the change pushed', () => client.documents.at(-1)?.state.pipelines[0]?.environments[0]?.revision === '1.1.0');
+
+    // Requests to a cluster are counted.
+    dashboard.observeRequest({ cluster: 'secret:delivery/prod-kubeconfig', method: 'GET', code: '2xx', durationMs: 3 });
+    dashboard.observeRequest({ cluster: 'secret:delivery/prod-kubeconfig', method: 'GET', code: '<error>', durationMs: 3 });
+    clock.advance(250);
+    await until('the requests counted', () => client.documents.at(-1)?.state.clusters.find((c) => c.name === 'secret:delivery/prod-kubeconfig')?.requests === 2);
+  });
+
+  it('ends every stream and releases the Pipeline reader when its signal aborts', async () => {
+    assert.ok(server !== undefined);
+    const client = await events(`${server.url}/dashboard/events`, { authorization: 'Bearer good' });
+    await until('connected', () => client.documents.length === 1);
+    assert.ok(dashboard.clients >= 1);
+    stop.abort();
+    await running;
+    await client.done;
+    assert.equal(dashboard.clients, 0);
+    assert.equal(registry.pipelines.released, true);
+    assert.equal(clock.pendingTimers, 0, 'no timer left');
+    const late = await fetch(`${server.url}/dashboard/events`, { headers: { authorization: 'Bearer good' } });
+    assert.equal(late.status, 503);
+    await late.text();
+  });
+});
+
+describe('the dashboard page', () => {
+  it('is a script that parses, builds elements from text only, and loads nothing from elsewhere', () => {
+    assert.doesNotThrow(() => new Script(appJs, { filename: 'app.js' }));
+    for (const sink of ['innerHTML', 'outerHTML', 'insertAdjacentHTML', 'document.write', 'eval(', 'new Function', 'srcdoc']) {
+      assert.ok(!appJs.includes(sink), `app.js uses ${sink}`);
+    }
+    // The only absolute URL is the SVG namespace; everything else is relative to /dashboard/.
+    assert.deepEqual(pageHtml.match(/(?:src|href)="[^"]*"/g), ['href="favicon.svg"', 'href="app.css"', 'src="app.js"', 'src="favicon.svg"']);
+    assert.ok(!/https?:\/\//.test(appJs));
+    assert.match(securityHeaders['content-security-policy'] ?? '', /default-src 'none'/);
+    assert.match(securityHeaders['content-security-policy'] ?? '', /require-trusted-types-for 'script'/);
+    assert.ok(!(securityHeaders['content-security-policy'] ?? '').includes('unsafe'), 'no unsafe-inline, no unsafe-eval');
+  });
+});

@@ -1,0 +1,376 @@
+// The dashboard's static page: HTML, CSS and the script, as constants so that they ship in dist
+// with the service (no CDN, no build step, nothing fetched from anywhere but this server). The page
+// carries no data: the script reads the state from `events` with the bearer token, and builds
+// every element with createElement/textContent (the CSP's Trusted Types rule makes an
+// `innerHTML = string` throw, so peer text can never become markup).
+
+/**
+ * Headers of every dashboard answer. The policy allows scripts, styles, images and fetches from
+ * this origin only, no inline code, no plugins, no framing, no form posts; `require-trusted-types-for`
+ * turns every HTML-parsing sink (innerHTML, outerHTML, insertAdjacentHTML, document.write) into an
+ * error, and `trusted-types 'none'` forbids creating a policy that would re-open them.
+ */
+export const securityHeaders: Readonly<Record<string, string>> = Object.freeze({
+  'content-security-policy': [
+    "default-src 'none'",
+    "script-src 'self'",
+    "style-src 'self'",
+    "img-src 'self'",
+    "connect-src 'self'",
+    "base-uri 'none'",
+    "form-action 'none'",
+    "frame-ancestors 'none'",
+    "require-trusted-types-for 'script'",
+    "trusted-types 'none'",
+  ].join('; '),
+  'x-content-type-options': 'nosniff',
+  'referrer-policy': 'no-referrer',
+  'x-frame-options': 'DENY',
+  'cross-origin-opener-policy': 'same-origin',
+  'cross-origin-resource-policy': 'same-origin',
+});
+
+// Every URL is relative, so the page also works under a path prefix (kubectl proxy, an ingress).
+export const pageHtml = `<!doctype html>
+<html lang="en">
+<head>
+<meta charset="utf-8">
+<meta name="viewport" content="width=device-width, initial-scale=1">
+<meta name="referrer" content="no-referrer">
+<title>fleetcache dashboard</title>
+<link rel="icon" href="favicon.svg" type="image/svg+xml">
+<link rel="stylesheet" href="app.css">
+<script src="app.js" defer></script>
+</head>
+<body>
+<header>
+  <h1><img src="favicon.svg" alt="" width="22" height="22"> fleetcache</h1>
+  <span id="connection" class="pill" data-state="connecting">connecting</span>
+  <span id="updated" class="muted"></span>
+  <span class="spacer"></span>
+  <button id="forget" type="button" hidden>Forget token</button>
+</header>
+<form id="login" hidden>
+  <p id="login-reason" class="warn"></p>
+  <label for="token">Bearer token</label>
+  <input id="token" type="password" autocomplete="off" spellcheck="false" required>
+  <button type="submit">Connect</button>
+  <p class="muted">A token that may <code>get</code> the non-resource URL <code>/dashboard/events</code> on the
+  management cluster (ClusterRole <code>fleetcache-metrics-reader</code>), e.g. from <code>kubectl create token</code>.
+  It is kept in this tab only and sent in the Authorization header, never in a URL.</p>
+</form>
+<main>
+  <section>
+    <h2>Pipelines</h2>
+    <div id="pipelines"><p class="muted">Waiting for the service…</p></div>
+  </section>
+  <section>
+    <h2>Clusters</h2>
+    <div id="clusters"></div>
+  </section>
+  <section>
+    <h2>Caches</h2>
+    <div id="caches"></div>
+  </section>
+</main>
+</body>
+</html>
+`;
+
+export const faviconSvg = `<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 32 32"><rect width="32" height="32" rx="7" fill="#326ce5"/><circle cx="9" cy="16" r="4" fill="#fff"/><circle cx="23" cy="9" r="4" fill="#fff"/><circle cx="23" cy="23" r="4" fill="#fff"/><path d="M12.5 14.5 19.5 10.5M12.5 17.5l7 4" stroke="#fff" stroke-width="2"/></svg>
+`;
+
+export const styleCss = `:root {
+  color-scheme: light dark;
+  --bg: #f6f7f9; --fg: #1d2330; --muted: #667085; --card: #fff; --line: #e3e6ec;
+  --ok: #12805c; --ok-bg: #e3f6ee; --bad: #c4320a; --bad-bg: #fdebe6; --wait: #9a6700; --wait-bg: #fff4d6;
+  --accent: #326ce5;
+}
+@media (prefers-color-scheme: dark) {
+  :root { --bg: #12151b; --fg: #e6e9ef; --muted: #98a2b3; --card: #1b2029; --line: #2c3340;
+    --ok: #4cc38a; --ok-bg: #113326; --bad: #ff8a65; --bad-bg: #3a1d14; --wait: #f5c451; --wait-bg: #382c0d; }
+}
+* { box-sizing: border-box; }
+body { margin: 0; font: 14px/1.45 system-ui, -apple-system, "Segoe UI", Roboto, sans-serif; background: var(--bg); color: var(--fg); }
+header { display: flex; align-items: center; gap: 12px; padding: 10px 20px; background: var(--card); border-bottom: 1px solid var(--line); position: sticky; top: 0; z-index: 1; }
+header h1 { font-size: 18px; margin: 0; display: flex; align-items: center; gap: 8px; }
+.spacer { flex: 1; }
+main { padding: 8px 20px 40px; max-width: 1400px; }
+h2 { font-size: 15px; text-transform: uppercase; letter-spacing: .06em; color: var(--muted); margin: 22px 0 10px; }
+h3 { font-size: 16px; margin: 0; }
+code { font-family: ui-monospace, SFMono-Regular, Menlo, monospace; font-size: 12.5px; }
+.muted { color: var(--muted); }
+.warn { color: var(--bad); font-weight: 600; }
+.pill { display: inline-block; padding: 1px 9px; border-radius: 999px; font-size: 12px; font-weight: 600; background: var(--line); color: var(--fg); white-space: nowrap; }
+.pill.ok, .pill[data-state="live"] { background: var(--ok-bg); color: var(--ok); }
+.pill.bad, .pill[data-state="refused"], .pill[data-state="disconnected"] { background: var(--bad-bg); color: var(--bad); }
+.pill.wait, .pill[data-state="connecting"] { background: var(--wait-bg); color: var(--wait); }
+form#login { margin: 16px 20px; padding: 16px; background: var(--card); border: 1px solid var(--line); border-radius: 10px; max-width: 760px; }
+form#login input { width: 420px; max-width: 100%; padding: 6px 8px; margin: 0 8px; font: inherit; }
+button { font: inherit; padding: 5px 12px; border-radius: 6px; border: 1px solid var(--line); background: var(--card); color: var(--fg); cursor: pointer; }
+.pipeline { background: var(--card); border: 1px solid var(--line); border-radius: 10px; padding: 14px 16px; margin-bottom: 14px; }
+.pipeline-head { display: flex; align-items: center; gap: 10px; flex-wrap: wrap; }
+.pipeline-head .message { flex-basis: 100%; }
+.envs { display: flex; align-items: stretch; gap: 0; margin: 14px 0 6px; flex-wrap: wrap; }
+.env { flex: 1 1 200px; min-width: 180px; border: 1px solid var(--line); border-radius: 8px; padding: 10px 12px; border-top: 4px solid var(--wait); }
+.env[data-ready="true"] { border-top-color: var(--ok); }
+.env .name { font-weight: 700; text-transform: uppercase; letter-spacing: .04em; font-size: 12px; color: var(--muted); }
+.env .revision { font: 600 22px/1.3 ui-monospace, SFMono-Regular, Menlo, monospace; margin: 2px 0; }
+.arrow { align-self: center; padding: 0 8px; color: var(--muted); font-size: 20px; }
+.targets { list-style: none; margin: 6px 0 0; padding: 0; font-size: 12px; }
+.targets li { margin: 2px 0; overflow-wrap: anywhere; }
+.inflight { margin: 10px 0 4px; }
+.inflight .pill { margin-right: 6px; }
+table { border-collapse: collapse; width: 100%; background: var(--card); border: 1px solid var(--line); border-radius: 8px; overflow: hidden; }
+th, td { text-align: left; padding: 6px 10px; border-bottom: 1px solid var(--line); vertical-align: top; }
+th { font-size: 12px; color: var(--muted); font-weight: 600; background: var(--bg); }
+td.num, th.num { text-align: right; font-variant-numeric: tabular-nums; }
+td.error { color: var(--bad); overflow-wrap: anywhere; max-width: 420px; }
+td[data-at] { white-space: nowrap; }
+details { margin-top: 8px; }
+summary { cursor: pointer; color: var(--muted); }
+details table { margin-top: 6px; }
+`;
+
+// Plain ES2020 for any current browser, written without template literals so that it sits in this
+// TypeScript file unchanged.
+export const appJs = String.raw`'use strict';
+(function () {
+  var TOKEN_KEY = 'fleetcache.dashboard.token';
+  var current = null;
+  var skewMs = 0;
+  var reading = null;
+  var retryMs = 1000;
+  var retryTimer = null;
+
+  function byId(id) { return document.getElementById(id); }
+
+  // The only way text reaches the page: textContent, and attributes with fixed names.
+  function el(tag, props, children) {
+    var node = document.createElement(tag);
+    if (props) {
+      Object.keys(props).forEach(function (key) {
+        var value = props[key];
+        if (value === undefined || value === null) return;
+        if (key === 'text') node.textContent = String(value);
+        else if (key === 'class') node.className = value;
+        else node.setAttribute(key, String(value));
+      });
+    }
+    (children || []).forEach(function (child) { if (child) node.appendChild(child); });
+    return node;
+  }
+  function replace(container, children) {
+    while (container.firstChild) container.removeChild(container.firstChild);
+    children.forEach(function (child) { if (child) container.appendChild(child); });
+  }
+  function pill(text, kind) { return el('span', { class: 'pill ' + (kind || ''), text: text }); }
+
+  function storedToken() { try { return sessionStorage.getItem(TOKEN_KEY) || ''; } catch (e) { return ''; } }
+  function storeToken(token) { try { if (token) sessionStorage.setItem(TOKEN_KEY, token); else sessionStorage.removeItem(TOKEN_KEY); } catch (e) { /* private mode */ } }
+
+  function setConnection(state, text) {
+    var node = byId('connection');
+    node.setAttribute('data-state', state);
+    node.textContent = text;
+    byId('forget').hidden = storedToken() === '';
+  }
+
+  function relative(at) {
+    var seconds = Math.round((at - (Date.now() + skewMs)) / 1000);
+    var abs = Math.abs(seconds);
+    var text = abs < 90 ? abs + ' s' : abs < 5400 ? Math.round(abs / 60) + ' min' : Math.round(abs / 3600) + ' h';
+    return seconds >= 0 ? 'in ' + text : text + ' ago';
+  }
+  function timeCell(at) {
+    if (at === undefined || at === null || at === '') return el('td', { class: 'muted', text: '—' });
+    var ms = typeof at === 'number' ? at : Date.parse(at);
+    if (!isFinite(ms)) return el('td', { text: String(at) });
+    return el('td', { 'data-at': ms, title: new Date(ms).toISOString(), text: relative(ms) });
+  }
+  function refreshTimes() {
+    var nodes = document.querySelectorAll('[data-at]');
+    for (var i = 0; i < nodes.length; i++) nodes[i].textContent = relative(Number(nodes[i].getAttribute('data-at')));
+  }
+
+  function table(headers, rows, emptyText) {
+    if (rows.length === 0) return el('p', { class: 'muted', text: emptyText });
+    return el('table', null, [
+      el('thead', null, [el('tr', null, headers.map(function (h) { return el('th', { class: h.num ? 'num' : '', text: h.text }); }))]),
+      el('tbody', null, rows),
+    ]);
+  }
+  function num(value) { return el('td', { class: 'num', text: String(value) }); }
+  function cell(text, cls) { return el('td', { class: cls || '', text: text === undefined || text === '' ? '—' : text }); }
+  function stateKind(state) { return state === 'Succeeded' ? 'ok' : state === 'Failed' ? 'bad' : 'wait'; }
+
+  function renderPipeline(p) {
+    var id = p.namespace + '/' + p.name;
+    var ready = p.ready;
+    var head = el('div', { class: 'pipeline-head' }, [
+      el('h3', { text: id }),
+      ready ? pill(ready.status === 'True' ? 'Ready' : 'Not ready: ' + ready.reason, ready.status === 'True' ? 'ok' : ready.status === 'False' ? 'bad' : 'wait') : pill('Not reconciled yet', 'wait'),
+      p.stale ? pill('spec changed, not observed yet', 'wait') : null,
+      ready && ready.message ? el('span', { class: 'muted message', text: ready.message }) : null,
+    ]);
+    var envs = [];
+    p.environments.forEach(function (env, i) {
+      if (i > 0) envs.push(el('span', { class: 'arrow', text: '→' }));
+      envs.push(el('div', { class: 'env', 'data-env': env.name, 'data-ready': env.ready }, [
+        el('div', { class: 'name', text: env.name }),
+        el('div', { class: 'revision', 'data-field': 'revision', text: env.revision || '—' }),
+        env.ready ? pill('ready', 'ok') : pill('not ready', 'wait'),
+        el('ul', { class: 'targets' }, env.targets.map(function (t) {
+          var where = t.cluster + ' · ' + t.namespace + (t.revision ? ' · ' + t.revision : '');
+          return el('li', null, [
+            el('span', { text: (t.ready ? '✓ ' : t.readable === false ? '✗ ' : '… ') + where }),
+            t.error ? el('div', { class: 'warn', text: t.error }) : null,
+          ]);
+        })),
+      ]));
+    });
+    var inflight = el('div', { class: 'inflight', 'data-field': 'in-flight' }, p.inFlight.length === 0
+      ? [el('span', { class: 'muted', text: 'No promotion in flight' })]
+      : p.inFlight.map(function (r) {
+        return el('div', null, [
+          pill(r.state, 'wait'),
+          el('span', { text: 'promoting ' + r.revision + ' to ' + r.environment + ' (' + r.strategy + ', attempt ' + r.attempts + ')' + (r.message ? ': ' + r.message : '') }),
+        ]);
+      }));
+    var history = el('details', { open: '' }, [
+      el('summary', { text: 'History (' + p.history.length + ')' }),
+      table([{ text: 'Environment' }, { text: 'Revision' }, { text: 'Outcome' }, { text: 'Strategy' }, { text: 'Attempts', num: true }, { text: 'Started' }, { text: 'Finished' }, { text: 'Message' }],
+        p.history.map(function (r) {
+          return el('tr', { 'data-environment': r.environment, 'data-state': r.state }, [
+            cell(r.environment), cell(r.revision), el('td', null, [pill(r.state, stateKind(r.state))]), cell(r.strategy), num(r.attempts),
+            timeCell(r.startedAt), timeCell(r.finishedAt), cell(r.message, 'muted'),
+          ]);
+        }), 'No promotion yet'),
+    ]);
+    return el('article', { class: 'pipeline', 'data-pipeline': id }, [head, el('div', { class: 'envs' }, envs), inflight, history]);
+  }
+
+  function render(state) {
+    var pipelines = state.pipelines.map(renderPipeline);
+    if (pipelines.length === 0) pipelines.push(el('p', { class: 'muted', text: state.pipelinesSynced ? 'No Pipelines.' : 'Loading Pipelines…' }));
+    if (state.truncatedPipelines > 0) pipelines.push(el('p', { class: 'muted', text: state.truncatedPipelines + ' more Pipelines not shown.' }));
+    replace(byId('pipelines'), pipelines);
+
+    replace(byId('clusters'), [table(
+      [{ text: 'Cluster' }, { text: 'Reachable' }, { text: 'Requests', num: true }, { text: 'Failed', num: true }, { text: 'Last code' }, { text: 'Caches synced', num: true }, { text: 'Objects', num: true }, { text: 'Relists', num: true }, { text: 'Watch errors', num: true }, { text: 'Last error' }],
+      state.clusters.map(function (c) {
+        return el('tr', { 'data-cluster': c.name }, [
+          cell(c.name),
+          el('td', null, [c.reachable === true ? pill('yes', 'ok') : c.reachable === false ? pill('no', 'bad') : pill('unknown', 'wait')]),
+          num(c.requests), num(c.failedRequests), cell(c.lastCode), num(c.syncedCaches + '/' + c.caches), num(c.objects), num(c.relists), num(c.watchErrors),
+          cell(c.lastError, c.lastError ? 'error' : 'muted'),
+        ]);
+      }), 'No cluster contacted yet.')]);
+
+    replace(byId('caches'), [table(
+      [{ text: 'Cluster' }, { text: 'Namespace' }, { text: 'Kind' }, { text: 'Synced' }, { text: 'Objects', num: true }, { text: 'Owners', num: true }, { text: 'Relists', num: true }, { text: 'Watch errors', num: true }, { text: 'Next GC check' }, { text: 'Built' }, { text: 'Last error' }],
+      state.caches.map(function (c) {
+        var gvk = (c.group ? c.group + '/' : '') + c.version + ' ' + c.kind;
+        return el('tr', { 'data-cache': c.cluster + ' ' + gvk }, [
+          cell(c.cluster), cell(c.namespace || 'all'), cell(gvk),
+          el('td', null, [c.synced ? pill('synced', 'ok') : pill('syncing', 'wait')]),
+          num(c.objects), num(c.owners), num(c.relists), num(c.watchErrors), timeCell(c.nextGcAt), timeCell(c.createdAt),
+          cell(c.lastError, c.lastError ? 'error' : 'muted'),
+        ]);
+      }), 'No caches.')]);
+  }
+
+  function onDocument(text) {
+    var message = JSON.parse(text);
+    skewMs = message.now - Date.now();
+    current = message.state;
+    render(current);
+    byId('updated').textContent = 'updated ' + new Date(message.now).toLocaleTimeString();
+  }
+
+  // Server-sent events read from a fetch() body, so that the token travels in a header.
+  function readEvents(reader) {
+    var decoder = new TextDecoder();
+    var buffer = '';
+    function pump() {
+      return reader.read().then(function (chunk) {
+        if (chunk.done) return;
+        buffer += decoder.decode(chunk.value, { stream: true }).replace(/\r\n?/g, '\n');
+        var end;
+        while ((end = buffer.indexOf('\n\n')) >= 0) {
+          var frame = buffer.slice(0, end);
+          buffer = buffer.slice(end + 2);
+          var event = 'message';
+          var data = [];
+          frame.split('\n').forEach(function (line) {
+            if (line.indexOf('event:') === 0) event = line.slice(6).trim();
+            else if (line.indexOf('data:') === 0) data.push(line.slice(5).replace(/^ /, ''));
+          });
+          if (event === 'state' && data.length > 0) onDocument(data.join('\n'));
+        }
+        return pump();
+      });
+    }
+    return pump();
+  }
+
+  function showLogin(reason) {
+    byId('login-reason').textContent = reason;
+    byId('login').hidden = false;
+    byId('token').focus();
+  }
+
+  function scheduleRetry() {
+    if (retryTimer !== null) return;
+    setConnection('disconnected', 'disconnected, retrying in ' + Math.round(retryMs / 1000) + ' s');
+    retryTimer = setTimeout(function () { retryTimer = null; connect(); }, retryMs);
+    retryMs = Math.min(retryMs * 2, 15000);
+  }
+
+  function connect() {
+    if (reading) reading.abort();
+    var controller = new AbortController();
+    reading = controller;
+    var token = storedToken();
+    var headers = token ? { authorization: 'Bearer ' + token } : {};
+    setConnection('connecting', 'connecting');
+    fetch('events', { headers: headers, cache: 'no-store', credentials: 'omit', signal: controller.signal }).then(function (res) {
+      if (res.status === 401 || res.status === 403) {
+        setConnection('refused', res.status === 401 ? 'token needed' : 'not allowed');
+        showLogin(res.status === 403 ? 'This token may not read the dashboard (403).' : token ? 'The token was not accepted (401).' : 'This dashboard needs a bearer token (401).');
+        return 'refused';
+      }
+      if (!res.ok || !res.body) throw new Error('HTTP ' + res.status);
+      byId('login').hidden = true;
+      retryMs = 1000;
+      setConnection('live', 'live');
+      return readEvents(res.body.getReader());
+    }).then(function (outcome) {
+      if (outcome !== 'refused' && reading === controller) scheduleRetry();
+    }, function (err) {
+      if (reading !== controller || controller.signal.aborted) return;
+      // A cut stream or a failed render: said in the console, then tried again.
+      console.error('dashboard: ' + (err && err.message ? err.message : String(err)));
+      scheduleRetry();
+    });
+  }
+
+  document.addEventListener('DOMContentLoaded', function () {
+    byId('login').addEventListener('submit', function (e) {
+      e.preventDefault();
+      storeToken(byId('token').value.trim());
+      byId('token').value = '';
+      connect();
+    });
+    byId('forget').addEventListener('click', function () {
+      storeToken('');
+      if (reading) reading.abort();
+      reading = null;
+      setConnection('refused', 'token forgotten');
+      showLogin('Token forgotten.');
+    });
+    setInterval(refreshTimes, 1000);
+    connect();
+  });
+})();
+`;

@@ -1,0 +1,228 @@
+import assert from 'node:assert/strict';
+import { createServer, request, type IncomingMessage, type Server } from 'node:http';
+import { connect, type AddressInfo, type Socket } from 'node:net';
+import { setImmediate as tick } from 'node:timers/promises';
+import { afterEach, describe, it } from 'node:test';
+import { FakeClock } from '../../lib/util/index.ts';
+import { EventStream, type EventStreamOptions } from './stream.ts';
+
+/** One SSE client over a real socket: the frames it received, parsed. */
+interface Client {
+  readonly res: IncomingMessage;
+  /** `state` documents received, in order. */
+  readonly documents: unknown[];
+  /** Comment lines (heartbeats) received. */
+  readonly comments: string[];
+  readonly ended: Promise<void>;
+  close(): void;
+}
+
+const servers: Server[] = [];
+const sockets: Socket[] = [];
+afterEach(async () => {
+  for (const s of sockets.splice(0)) s.destroy();
+  await Promise.all(servers.splice(0).map((server) => new Promise<void>((resolve) => {
+    server.close(() => { resolve(); });
+    server.closeAllConnections();
+  })));
+});
+
+async function serve(stream: EventStream): Promise<string> {
+  const server = createServer((req, res) => { stream.attach(res, req.method ?? 'GET'); });
+  servers.push(server);
+  await new Promise<void>((resolve) => { server.listen(0, '127.0.0.1', resolve); });
+  return `http://127.0.0.1:${(server.address() as AddressInfo).port}/`;
+}
+
+function open(url: string, method = 'GET'): Promise<Client> {
+  return new Promise((resolve, reject) => {
+    const req = request(url, { method }, (res) => {
+      const documents: unknown[] = [];
+      const comments: string[] = [];
+      let buffer = '';
+      res.setEncoding('utf8');
+      res.on('data', (chunk: string) => {
+        buffer += chunk;
+        for (let end = buffer.indexOf('\n\n'); end >= 0; end = buffer.indexOf('\n\n')) {
+          const frame = buffer.slice(0, end).split('\n');
+          buffer = buffer.slice(end + 2);
+          for (const line of frame) {
+            if (line.startsWith('data: ')) documents.push(JSON.parse(line.slice(6)));
+            else if (line.startsWith(':')) comments.push(line);
+          }
+        }
+      });
+      const ended = new Promise<void>((done) => { res.once('close', () => { done(); }); });
+      resolve({ res, documents, comments, ended, close: () => { req.destroy(); } });
+    });
+    req.once('error', reject);
+    req.end();
+  });
+}
+
+/** Waits (on real I/O, never on time) until `check` holds. */
+async function until(what: string, check: () => boolean): Promise<void> {
+  for (let i = 0; i < 10_000; i++) {
+    if (check()) return;
+    await tick();
+  }
+  assert.fail(`never happened: ${what}`);
+}
+
+function setUp(options: EventStreamOptions = {}): { clock: FakeClock; stream: EventStream; set: (value: unknown) => void; reads: () => number } {
+  const clock = new FakeClock(1_000_000);
+  let document: unknown = { version: 0 };
+  let reads = 0;
+  const stream = new EventStream(() => { reads += 1; return JSON.stringify(document); }, { clock, ...options });
+  return { clock, stream, set: (value) => { document = value; }, reads: () => reads };
+}
+
+describe('the dashboard event stream', () => {
+  it('sends the current document on connect, stamped with the server time, as text/event-stream', async () => {
+    const { stream } = setUp();
+    const client = await open(await serve(stream));
+    assert.equal(client.res.statusCode, 200);
+    assert.equal(client.res.headers['content-type'], 'text/event-stream; charset=utf-8');
+    assert.equal(client.res.headers['cache-control'], 'no-store');
+    await until('the first document', () => client.documents.length === 1);
+    assert.deepEqual(client.documents[0], { now: 1_000_000, state: { version: 0 } });
+    assert.equal(stream.clients, 1);
+  });
+
+  it('coalesces: many changes within the interval go out as one update, an unchanged document not at all', async () => {
+    const { clock, stream, set, reads } = setUp({ minIntervalMs: 250 });
+    const client = await open(await serve(stream));
+    await until('the first document', () => client.documents.length === 1);
+    clock.advance(250);
+    const readsBefore = reads();
+    for (let i = 1; i <= 100; i++) {
+      set({ version: i });
+      stream.notify();
+    }
+    assert.equal(reads(), readsBefore, 'nothing is read before the update is due');
+    clock.advance(0);
+    await until('one update', () => client.documents.length === 2);
+    assert.deepEqual(client.documents[1], { now: 1_000_250, state: { version: 100 } }, 'only the last state');
+    assert.equal(reads(), readsBefore + 1, 'read once for a hundred notifications');
+
+    // The next change waits for the interval to pass since the last update.
+    set({ version: 101 });
+    stream.notify();
+    clock.advance(249);
+    await tick();
+    assert.equal(client.documents.length, 2, 'not before the interval');
+    clock.advance(1);
+    await until('the second update', () => client.documents.length === 3);
+
+    // Notified, but nothing changed: nothing is sent.
+    stream.notify();
+    clock.advance(250);
+    set({ version: 101 });
+    stream.notify();
+    clock.advance(250);
+    for (let i = 0; i < 20; i++) await tick();
+    assert.equal(client.documents.length, 3);
+    assert.equal(stream.stats().sent, 3);
+  });
+
+  it('reads the document again every refresh interval, and sends a heartbeat comment when idle', async () => {
+    const { clock, stream, set } = setUp({ refreshMs: 1_000, heartbeatMs: 5_000 });
+    const client = await open(await serve(stream));
+    await until('the first document', () => client.documents.length === 1);
+    clock.advance(0); // the update a connect schedules for the others: nothing new
+    set({ version: 1 }); // changed without a notify (a counter)
+    clock.advance(1_000);
+    await until('the refresh', () => client.documents.length === 2);
+    assert.deepEqual(client.documents[1], { now: 1_001_000, state: { version: 1 } });
+    clock.advance(4_000);
+    for (let i = 0; i < 20; i++) await tick();
+    assert.deepEqual(client.comments, []);
+    clock.advance(1_000);
+    await until('a heartbeat', () => client.comments.length === 1);
+    assert.equal(client.comments[0], ': keep-alive');
+  });
+
+  it('drops a client that stops reading once its unsent bytes pass the bound, and keeps serving the others', async (t) => {
+    const { clock, stream, set } = setUp({ maxBufferedBytes: 256 * 1024, minIntervalMs: 10 });
+    const url = new URL(await serve(stream));
+    const fast = await open(url.href);
+    // A client that sends its request and never reads a byte of the answer.
+    const slow = connect(Number(url.port), '127.0.0.1');
+    sockets.push(slow);
+    slow.pause();
+    slow.write(`GET / HTTP/1.1\r\nHost: ${url.host}\r\n\r\n`);
+    await until('both connected', () => stream.clients === 2);
+    const slowClosed = new Promise<void>((resolve) => { slow.once('close', () => { resolve(); }); });
+    const big = 'x'.repeat(64 * 1024);
+    let version = 0;
+    // Each update is 64 KiB; the kernel's socket buffers take some, then Node's buffer grows.
+    for (; version < 2_000 && stream.clients === 2; version++) {
+      set({ version, big });
+      stream.notify();
+      clock.advance(10);
+      await until(`update ${version} reaches the fast client`, () => fast.documents.length >= version + 2 || stream.clients < 2);
+    }
+    assert.equal(stream.clients, 1, `the slow client was dropped after ${version} updates`);
+    t.diagnostic(`the slow client was dropped after ${version} updates of 64 KiB (the rest sat in kernel buffers)`);
+    assert.equal(stream.stats().dropped, 1);
+    slow.resume(); // read what was sent, then see the end
+    await slowClosed;
+    set({ version: 'after' });
+    stream.notify();
+    clock.advance(10);
+    await until('the fast client still gets updates', () => (fast.documents.at(-1) as { state: { version: unknown } }).state.version === 'after');
+  });
+
+  it('answers 503 beyond maxClients, and headers only to HEAD', async () => {
+    const { stream } = setUp({ maxClients: 2 });
+    const url = await serve(stream);
+    const a = await open(url);
+    const b = await open(url);
+    await until('two clients', () => stream.clients === 2);
+    const c = await open(url);
+    assert.equal(c.res.statusCode, 503);
+    assert.equal(c.res.headers['retry-after'], '5');
+    await c.ended;
+    a.close();
+    await until('one left', () => stream.clients === 1);
+    const head = await open(url, 'HEAD');
+    assert.equal(head.res.statusCode, 200);
+    await head.ended;
+    assert.equal(stream.clients, 1, 'HEAD is not a client');
+    b.close();
+    await until('none left', () => stream.clients === 0);
+  });
+
+  it('close() ends every stream, refuses new ones and leaves no timer behind', async () => {
+    const { clock, stream } = setUp();
+    const url = await serve(stream);
+    const clients = [await open(url), await open(url), await open(url)];
+    await until('three clients', () => stream.clients === 3);
+    stream.notify();
+    assert.ok(clock.pendingTimers > 0);
+    stream.close();
+    await Promise.all(clients.map((c) => c.ended));
+    for (const c of clients) assert.equal(c.res.complete, true, 'ended cleanly, not cut');
+    assert.equal(stream.clients, 0);
+    assert.equal(clock.pendingTimers, 0);
+    const late = await open(url);
+    assert.equal(late.res.statusCode, 503);
+    stream.close(); // idempotent
+  });
+
+  it('stops its timers when the last client leaves', async () => {
+    const { clock, stream } = setUp();
+    const client = await open(await serve(stream));
+    await until('connected', () => stream.clients === 1);
+    assert.ok(clock.pendingTimers > 0);
+    client.close();
+    await until('gone', () => stream.clients === 0);
+    assert.equal(clock.pendingTimers, 0);
+  });
+
+  it('rejects invalid options with a TypeError naming the option', () => {
+    assert.throws(() => new EventStream(() => '{}', { minIntervalMs: 0 }), /minIntervalMs must be a positive number, got 0/);
+    assert.throws(() => new EventStream(() => '{}', { maxClients: 1.5 }), /maxClients must be a positive integer, got 1.5/);
+    assert.throws(() => new EventStream(() => '{}', { maxBufferedBytes: Number.NaN }), TypeError);
+  });
+});
