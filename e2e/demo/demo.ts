@@ -4,6 +4,9 @@
 // stand-in applies it, fleetcache sees it ready and promotes it to staging, then to prod.
 // With --git, staging and prod are reconciled from a Git repository (a local git http-backend and
 // a stand-in for Flux's kustomize-controller) and fleetcache promotes by committing to it.
+// Every long wait shows what it waits for and for how long (e2e/demo/narrator.ts). Once the service
+// is up the demo prints its dashboard's address; with --keep-running it then stays up, silent, until
+// Ctrl-C.
 //
 //   node e2e/demo/demo.ts [--keep-running] [--git] [--release 1.1.0] [--timeout-seconds 300]
 import { spawn, type ChildProcess } from 'node:child_process';
@@ -15,8 +18,9 @@ import { parseArgs } from 'node:util';
 import { git, GitServer } from '../git/server.ts';
 import { startGitSync } from '../git/sync.ts';
 import { appliedVersion, ENVIRONMENTS, FLEET_SERVICE_ARGS, PIPELINE_NAME, PIPELINE_NAMESPACE, readPipeline, releaseToDev, setUpFleet, startFlux, type Fleet, type PipelineStatusView } from '../fleet.ts';
-import { startCluster, type TestCluster } from '../harness/index.ts';
-import { freePort } from '../harness/index.ts';
+import { freePort, resolveAssets, startCluster, type TestCluster } from '../harness/index.ts';
+import { dashboardLine } from './dashboard.ts';
+import { Narrator, type Wait } from './narrator.ts';
 
 const { values: args } = parseArgs({
   options: {
@@ -31,8 +35,11 @@ const timeoutMs = Number(args['timeout-seconds']) * 1000;
 const color = process.stdout.isTTY ? (code: number, text: string) => `\u001b[${code}m${text}\u001b[0m` : (_: number, text: string) => text;
 const t0 = Date.now();
 const stamp = (): string => color(90, `[${((Date.now() - t0) / 1000).toFixed(1).padStart(5)}s]`);
-const say = (who: string, text: string): void => { console.log(`${stamp()} ${color(36, who.padEnd(12))} ${text}`); };
-const step = (text: string): void => { console.log(`\n${stamp()} ${color(1, `▶ ${text}`)}`); };
+const narrator = new Narrator();
+// With --keep-running, once the summary and the addresses are out the demo says nothing more.
+let quiet = false;
+const say = (who: string, text: string): void => { if (!quiet) narrator.line(`${stamp()} ${color(36, who.padEnd(12))} ${text}`); };
+const step = (text: string): void => { narrator.line(`\n${stamp()} ${color(1, `▶ ${text}`)}`); };
 
 const clusters: TestCluster[] = [];
 const stoppers: (() => Promise<void>)[] = [];
@@ -50,8 +57,10 @@ async function cleanup(): Promise<void> {
 
 async function main(): Promise<void> {
   step('Starting three real Kubernetes control planes (etcd + kube-apiserver each, no Docker)');
+  // Built from source on the very first run (minutes; the build reports its progress on stderr).
+  say('assets', `kube-apiserver and etcd in ${resolveAssets().dir}`);
   for (const name of ['management', 'staging', 'prod']) {
-    const cluster = await startCluster({ name });
+    const cluster = await narrator.wait(`${name}: etcd, then kube-apiserver, to start and report ready`, () => startCluster({ name }));
     clusters.push(cluster);
     say(name, `ready at ${cluster.server} (apiserver up in ${(cluster.timings.apiserverMs / 1000).toFixed(1)} s)`);
   }
@@ -60,7 +69,7 @@ async function main(): Promise<void> {
   const envCluster: Record<string, string> = { dev: 'management', staging: 'staging', prod: 'prod' };
 
   step('Installing CRDs, podinfo 1.0.0 in every cluster, kubeconfig Secrets and the Pipeline');
-  await setUpFleet(fleet, '1.0.0');
+  await narrator.wait('the CRDs, Secrets, HelmReleases and the Pipeline to be created', () => setUpFleet(fleet, '1.0.0'));
   say('management', 'Pipeline delivery/podinfo: dev (local) → staging (Secret) → prod (Secret), strategy patch /spec/chart/spec/version');
   let gitServer: GitServer | undefined;
   if (args.git) {
@@ -84,10 +93,10 @@ async function main(): Promise<void> {
   }
 
   step('Starting a Flux stand-in in each cluster (applies the chart version a HelmRelease asks for)');
-  stoppers.push(await startFlux(clusters, {
+  stoppers.push(await narrator.wait('the Flux stand-ins to start watching', () => startFlux(clusters, {
     applyDelayMs: 1500,
     onReconciled: (e) => { say(e.cluster, `flux: HelmRelease ${e.namespace}/${e.name} applied ${color(33, e.revision)}, Ready`); },
-  }));
+  })));
 
   step('Starting the fleetcache service against the management cluster');
   const work = await mkdtemp(join(tmpdir(), 'fleetcache-demo-'));
@@ -119,18 +128,17 @@ async function main(): Promise<void> {
       } catch { /* not JSON: keep it for the failure report only */ }
     }
   });
-  for (;;) {
-    if (service.exitCode !== null) throw new Error(`the service exited with code ${service.exitCode}`);
-    const ready = await fetch(`http://127.0.0.1:${healthPort}/readyz`).then((r) => r.ok, () => false);
-    if (ready) break;
-    await delay(200);
-  }
+  await waitFor('the fleetcache service to be ready', () => fetch(`http://127.0.0.1:${healthPort}/readyz`).then((r) => r.ok, () => false));
   say('fleetcache', `ready: http://127.0.0.1:${healthPort}/readyz, metrics http://127.0.0.1:${metricsPort}/metrics`);
+  const dashboard = await dashboardLine(metricsPort, (url) => color(4, url));
+  say('fleetcache', `dashboard: ${dashboard}`);
 
   step('Waiting for the pipeline to see every environment ready at 1.0.0');
-  await waitFor('every environment ready at 1.0.0', async () => {
+  await waitFor(`the caches to sync and ${ENVIRONMENTS.join(', ')} to be ready at 1.0.0`, async (wait) => {
     const status = (await readPipeline(fleet)).status;
-    return ENVIRONMENTS.every((env) => status?.environments?.find((e) => e.name === env)?.revision === '1.0.0' && status.environments.find((e) => e.name === env)?.ready === true);
+    const pending = ENVIRONMENTS.filter((env) => !(status?.environments?.find((e) => e.name === env)?.revision === '1.0.0' && status.environments.find((e) => e.name === env)?.ready === true));
+    if (pending.length > 0) wait.update(`the caches to sync and ${pending.join(', ')} to be ready at 1.0.0`);
+    return pending.length === 0;
   });
   say('fleetcache', 'dev, staging and prod all ready at 1.0.0');
 
@@ -141,13 +149,14 @@ async function main(): Promise<void> {
 
   const reached: Record<string, number> = {};
   let last = '';
-  await waitFor(`${release} to reach prod`, async () => {
+  await waitFor(`${release} to reach ${ENVIRONMENTS.join(', ')}`, async (wait) => {
     const status = (await readPipeline(fleet)).status;
     const line = describe(status);
     if (line !== last) {
       last = line;
       say('pipeline', line);
     }
+    wait.update(awaiting(status, release));
     for (const env of status?.environments ?? []) {
       if (env.ready && env.revision === release && reached[env.name] === undefined) reached[env.name] = Date.now() - releasedAt;
     }
@@ -165,7 +174,9 @@ async function main(): Promise<void> {
   console.log(color(32, `\n✔ ${release} promoted dev → staging → prod across three real apiservers in ${((Date.now() - releasedAt) / 1000).toFixed(1)} s\n`));
 
   if (args['keep-running']) {
-    console.log(`Still running (Ctrl-C to stop):
+    quiet = true;
+    narrator.line(`Still running (Ctrl-C to stop):
+  dashboard          ${dashboard}
   /healthz /readyz   http://127.0.0.1:${healthPort}
   /metrics           http://127.0.0.1:${metricsPort}/metrics
   /debug/caches      http://127.0.0.1:${healthPort}/debug/caches  (or on the metrics port, see README)
@@ -174,19 +185,35 @@ async function main(): Promise<void> {
   }
 }
 
+// What the release waits for now: the first environment not yet ready at it, and its promotion's state.
+function awaiting(status: PipelineStatusView | undefined, revision: string): string {
+  const env = ENVIRONMENTS.find((name) => {
+    const e = status?.environments?.find((x) => x.name === name);
+    return !(e?.ready === true && e.revision === revision);
+  });
+  if (env === undefined) return `prod's Flux stand-in to report ${revision} applied`;
+  const promotion = (status?.promotions ?? []).find((p) => p.environment === env && p.revision === revision);
+  if (env === 'dev' || promotion?.state === 'Succeeded') return `${env} to apply ${revision} and report ready`;
+  return `${revision} to be promoted to ${env}${promotion === undefined ? '' : ` (promotion ${promotion.state})`}`;
+}
+
 function describe(status: PipelineStatusView | undefined): string {
   const envs = (status?.environments ?? []).map((e) => `${e.name} ${e.revision ?? '?'}${e.ready ? ' ✓' : ' …'}`).join('  │  ');
   const pending = (status?.promotions ?? []).filter((p) => p.state !== 'Succeeded').map((p) => `${p.revision}→${p.environment} ${p.state}`);
   return pending.length === 0 ? envs : `${envs}  │  promoting: ${pending.join(', ')}`;
 }
 
-async function waitFor(what: string, check: () => Promise<boolean>): Promise<void> {
+async function waitFor(what: string, check: (wait: Wait) => Promise<boolean>): Promise<void> {
   const deadline = Date.now() + timeoutMs;
-  while (!(await check())) {
-    if (service?.exitCode !== null && service?.exitCode !== undefined) throw new Error(`the service exited with code ${service.exitCode} while waiting for ${what}`);
-    if (Date.now() > deadline) throw new Error(`timed out after ${timeoutMs / 1000} s waiting for ${what}`);
-    await delay(250);
-  }
+  await narrator.wait(what, async (wait) => {
+    let now = what;
+    const tracked: Wait = { update: (next) => { now = next; wait.update(next); } };
+    while (!(await check(tracked))) {
+      if (service?.exitCode !== null && service?.exitCode !== undefined) throw new Error(`the service exited with code ${service.exitCode} while waiting for ${now}`);
+      if (Date.now() > deadline) throw new Error(`timed out after ${timeoutMs / 1000} s waiting for ${now}`);
+      await delay(250);
+    }
+  });
 }
 
 let failed = false;

@@ -1,0 +1,93 @@
+// `make demo DEMO_FLAGS=--keep-running` as a person runs it: on a terminal (util-linux script(1)
+// provides the pseudo-terminal), through to Ctrl-C. Checks that every long wait is shown while it
+// lasts, that the dashboard's address is printed when the service is up, and that a kept-running
+// demo says nothing more — even while the pipeline promotes again — and stops cleanly on Ctrl-C.
+import assert from 'node:assert/strict';
+import { spawn } from 'node:child_process';
+import { existsSync } from 'node:fs';
+import { after, describe, it } from 'node:test';
+import { fileURLToPath } from 'node:url';
+import { stripVTControlCharacters } from 'node:util';
+import { APP_NAME, PIPELINE_NAME, PIPELINE_NAMESPACE, type PipelineStatusView } from '../fleet.ts';
+import { eventually, externalCluster } from '../harness/index.ts';
+
+const demo = fileURLToPath(new URL('./demo.ts', import.meta.url));
+const plain = (text: string): string => stripVTControlCharacters(text);
+
+describe('make demo --keep-running on a terminal', () => {
+  it('shows each wait, prints the dashboard address, then stays up silently until Ctrl-C', async () => {
+    // script(1) runs the command through $SHELL -c; `exec` puts the demo itself in the shell's place.
+    // Without it a dash that does not exec (SHELL unset or /bin/sh, as on CI) takes the Ctrl-C's
+    // SIGINT, dies of it and script reports 130 while the demo is still cleaning up.
+    const child = spawn('script', ['-q', '-e', '-c', `exec '${process.execPath}' '${demo}' --keep-running --timeout-seconds 300`, '/dev/null'], {
+      stdio: ['pipe', 'pipe', 'pipe'],
+      env: { ...process.env, TERM: 'xterm', SHELL: '/bin/sh' }, // the same shell whatever runs the tests
+    });
+    let output = '';
+    child.stdout.on('data', (chunk: Buffer) => { output += chunk.toString('utf8').replaceAll('\r\n', '\n'); });
+    child.stderr.on('data', (chunk: Buffer) => { output += chunk.toString('utf8'); });
+    const exited = new Promise<number | null>((resolve) => { child.once('exit', (code) => { resolve(code); }); });
+    // After a failure: Ctrl-C, so that the demo stops its clusters and removes its files; kill if it hangs.
+    after(async () => {
+      if (child.exitCode !== null) return;
+      child.stdin.write('\u0003');
+      const killer = setTimeout(() => { child.kill('SIGKILL'); }, 60_000);
+      await exited;
+      clearTimeout(killer);
+    });
+
+    const banner = await eventually('the demo is up and says so', () => {
+      if (child.exitCode !== null) throw new Error(`the demo exited early (${child.exitCode}):\n${output}`);
+      const text = plain(output);
+      const at = text.indexOf('Still running (Ctrl-C to stop):');
+      return at >= 0 && /management kubeconfig: \S+\n/.test(text.slice(at)) ? text.slice(at) : undefined;
+    }, 480_000);
+
+    // Each wait draws its line the moment it starts, so every one shows up whatever the timing.
+    for (const what of [
+      'management: etcd, then kube-apiserver, to start and report ready (',
+      'staging: etcd, then kube-apiserver, to start and report ready (',
+      'prod: etcd, then kube-apiserver, to start and report ready (',
+      'the CRDs, Secrets, HelmReleases and the Pipeline to be created (',
+      'the Flux stand-ins to start watching (',
+      'the fleetcache service to be ready (',
+      'the caches to sync and dev, staging, prod to be ready at 1.0.0 (',
+      '1.1.0 to reach dev, staging, prod (',
+    ]) assert.ok(output.includes(`\r\u001b[K`) && plain(output).includes(`waiting for ${what}`), `no wait shown for "${what}" in:\n${output}`);
+    assert.match(plain(output), /✔ 1\.1\.0 promoted dev → staging → prod/);
+
+    // The dashboard line tells the truth about the running service.
+    const metricsPort = Number(/\/metrics +http:\/\/127\.0\.0\.1:(\d+)\/metrics/.exec(banner)?.[1]);
+    const url = `http://127.0.0.1:${metricsPort}/dashboard/`;
+    const res = await fetch(url);
+    await res.body?.cancel();
+    if (res.status === 200) {
+      assert.ok(banner.includes(`  dashboard          ${url}  (open it in a browser; no token needed`), banner);
+    } else {
+      assert.ok(banner.includes(`  dashboard          not served by this build of the service (GET ${url} answered ${res.status})`), banner);
+    }
+    const fromReady = plain(output).split('\n').find((l) => l.includes('fleetcache   dashboard: '));
+    assert.ok(fromReady?.includes(url), `the dashboard is announced when the service is up:\n${output}`);
+
+    // Promote again (1.2.0) while it is kept running: the service works, the demo stays silent.
+    const kubeconfig = /management kubeconfig: (\S+)/.exec(banner)?.[1] ?? '';
+    const management = externalCluster('management', kubeconfig);
+    const lengthAtBanner = output.length;
+    const path = `/apis/helm.toolkit.fluxcd.io/v2/namespaces/apps/helmreleases/${APP_NAME}`;
+    const current = (await management.request('GET', path)).body as { spec: { chart: { spec: Record<string, unknown> } } };
+    const put = await management.request('PUT', path, { ...current, spec: { ...current.spec, chart: { ...current.spec.chart, spec: { ...current.spec.chart.spec, version: '1.2.0' } } } });
+    assert.equal(put.statusCode, 200);
+    await eventually('1.2.0 is promoted to prod', async () => {
+      const pipeline = (await management.request('GET', `/apis/fleetcache.dev/v1alpha1/namespaces/${PIPELINE_NAMESPACE}/pipelines/${PIPELINE_NAME}`)).body as { status?: PipelineStatusView };
+      return pipeline.status?.promotions?.some((p) => p.environment === 'prod' && p.revision === '1.2.0' && p.state === 'Succeeded');
+    }, 120_000);
+    assert.equal(output.slice(lengthAtBanner), '', 'nothing printed after the banner');
+
+    // Ctrl-C, typed on the terminal: everything stops and the demo exits 0.
+    child.stdin.write('\u0003');
+    assert.equal(await exited, 0, output);
+    assert.doesNotMatch(output, /demo failed/);
+    assert.equal(existsSync(kubeconfig), false, 'the demo removed its work directory');
+    await assert.rejects(management.request('GET', '/readyz'), 'the management apiserver is stopped');
+  });
+});
