@@ -161,6 +161,17 @@ interface CacheEntry {
   /** Built for a caller whose scope was `auto`: a 403 at the cluster scope scopes it down. */
   readonly auto: boolean;
   readonly informer: ResourceInformer;
+  /** The informer's client, for the probes of a scope-down. */
+  readonly client: ResourceClient;
+  /**
+   * Set while an `auto` cluster-wide cache's LIST is refused with a 403 before it synced: the
+   * target namespaces whose probe was refused since the latest such error (each error probes them
+   * all again, as RBAC may have changed). A target naming another namespace is probed at once.
+   */
+  refused: Set<string> | undefined;
+  /** Whether a probe is running; `probeAsked` counts the requests for one (a running probe goes round again). */
+  probing: boolean;
+  probeAsked: number;
   readonly createdAt: number;
   /** Handlers of held readers attached to this informer, by hold. */
   readonly held: Map<Hold, () => void>;
@@ -366,11 +377,14 @@ export class Registry {
       if (!this.#forgotten.has(keyOfOwner)) this.#index.add(keyOfOwner, indexed);
       // Hot path: published, and this owner's namespace and identity already admitted. No lock.
       if (this.#caches.has(key) && this.#clusters.isAdmitted(connection, owner.namespace, owner.identity)) {
+        this.#probeIfRefused(key, target);
         return this.#reader(key, connection, target.gvk) as unknown as CacheReader<T>;
       }
       const built = await this.#admitAndBuild(ref, owner.namespace, owner.identity, key, namespace, target.gvk, scope === 'auto', signal);
+      if (built === 'scoped-down') continue;
+      this.#probeIfRefused(key, target);
       // T is the caller's claim about the kind's shape: the cache holds the JSON the server sent.
-      if (built !== 'scoped-down') return this.#reader(key, connection, target.gvk) as unknown as CacheReader<T>;
+      return this.#reader(key, connection, target.gvk) as unknown as CacheReader<T>;
     }
   }
 
@@ -721,7 +735,6 @@ export class Registry {
       for (const owner of this.#index.ownersOfCache(key)) this.#queue.add(owner);
     };
     let lastErrorMessage: string | undefined;
-    let scopeAsked = false;
     const detachers: (() => void)[] = [];
     const entry: CacheEntry = {
       key,
@@ -730,6 +743,10 @@ export class Registry {
       gvk,
       auto,
       informer,
+      client,
+      refused: undefined,
+      probing: false,
+      probeAsked: 0,
       createdAt: this.#clock.now(),
       held: new Map(),
       unusedSince: undefined,
@@ -754,11 +771,10 @@ export class Registry {
       informer.on('resynced', requeueAll),
       informer.on('error', (err) => {
         entry.errors += 1;
-        if (entry.auto && !scopeAsked && namespace === '' && !informer.synced && err instanceof KubeApiError && err.statusCode === 403) {
-          scopeAsked = true;
-          void this.#scopeDown(entry, client).catch((cause: unknown) => {
-            this.#logger.warn('could not scope a forbidden cache down', { cluster: lease.key, gvk: describeCacheKey(lease.key, gvk), error: toError(cause).message });
-          });
+        if (entry.auto && namespace === '' && !informer.synced && err instanceof KubeApiError && err.statusCode === 403) {
+          // Every refusal (the informer retries them slowly) probes every target namespace again.
+          entry.refused = new Set();
+          this.#scopeDown(entry);
         }
         // Requeue owners when the failure changes (so status can say why), not on every retry.
         if (err.message !== lastErrorMessage) requeueAll();
@@ -795,18 +811,49 @@ export class Registry {
     for (const owner of wake) this.#queue.add(owner);
   }
 
-  /** The cluster-wide LIST of an `auto` cache was forbidden: drop it if the policy scopes its kind down (owners are requeued to ask again). */
-  async #scopeDown(entry: CacheEntry, client: ResourceClient): Promise<void> {
-    const namespaces = this.#index.namespacesOfCache(entry.key);
-    namespaces.delete('');
-    if (!await this.#scopes.scopeDown(entry.lease.key, entry.gvk, client, namespaces, entry.lease.signal)) return;
-    this.#logger.info('listing at the cluster scope is forbidden: scoping the cache down to its targets\' namespaces', { cluster: entry.lease.key, gvk: describeCacheKey(entry.lease.key, entry.gvk) });
-    const removed = await this.#lock.runExclusive(() => {
-      if (this.#caches.get(entry.key) !== entry) return false;
-      this.#caches.delete(entry.key);
-      return true;
-    });
-    if (removed) await this.#drop([entry], new Set(this.#index.ownersOfCache(entry.key)));
+  /**
+   * The cluster-wide LIST of an `auto` cache was refused: probes its targets' namespaces not refused
+   * yet, and drops the cache if the policy scopes its kind down (owners are requeued to ask again).
+   * One probe runs per cache at a time; targets that name new namespaces meanwhile get another round.
+   */
+  #scopeDown(entry: CacheEntry): void {
+    entry.probeAsked += 1;
+    if (entry.probing) return;
+    entry.probing = true;
+    void this.#probe(entry).catch((cause: unknown) => {
+      this.#logger.warn('could not scope a forbidden cache down', { cluster: entry.lease.key, gvk: describeCacheKey(entry.lease.key, entry.gvk), error: toError(cause).message });
+    }).finally(() => { entry.probing = false; });
+  }
+
+  async #probe(entry: CacheEntry): Promise<void> {
+    for (let seen = -1; seen !== entry.probeAsked;) {
+      seen = entry.probeAsked;
+      const refused = entry.refused;
+      if (refused === undefined || this.#caches.get(entry.key) !== entry) return;
+      const namespaces = [...this.#index.namespacesOfCache(entry.key)].filter((ns) => ns !== '' && !refused.has(ns));
+      if (namespaces.length > 0 && await this.#scopes.scopeDown(entry.lease.key, entry.gvk, entry.client, namespaces, refused, entry.lease.signal)) {
+        this.#logger.info('listing at the cluster scope is forbidden: scoping the cache down to its targets\' namespaces', { cluster: entry.lease.key, gvk: describeCacheKey(entry.lease.key, entry.gvk) });
+        const removed = await this.#lock.runExclusive(() => {
+          if (this.#caches.get(entry.key) !== entry) return false;
+          this.#caches.delete(entry.key);
+          return true;
+        });
+        if (removed) await this.#drop([entry], new Set(this.#index.ownersOfCache(entry.key)));
+        return;
+      }
+    }
+  }
+
+  /**
+   * A target names a namespace that the refused cluster-wide cache under `key` has not probed:
+   * probe it now, not at the informer's next slow retry (up to minutes away), so an owner whose
+   * namespace may be listed is not held back by owners of the same cache whose namespaces may not.
+   */
+  #probeIfRefused(key: string, target: TargetRef): void {
+    const entry = this.#caches.get(key);
+    const namespace = target.namespace ?? '';
+    if (entry?.refused === undefined || namespace === '' || entry.refused.has(namespace)) return;
+    this.#scopeDown(entry);
   }
 
   /** The GC's removal: double-checked under the lock. */

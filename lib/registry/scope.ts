@@ -41,17 +41,20 @@ export class ScopePolicy {
   /**
    * After a 403 on the cluster-wide LIST: scopes the kind down on this connection when one of
    * `namespaces` can be listed (a probe of one object each, stopping at the first that can), and
-   * says whether it did. A namespace cache would fail as the cluster-wide one does when none can,
-   * so then nothing changes and the cache keeps reporting its 403. Errors other than a 403 leave
-   * the decision for later (false).
+   * says whether it did. Each namespace whose probe is refused with a 403 is added to `refused`,
+   * so the caller can probe the namespaces that targets add later without asking again for these.
+   * A namespace cache would fail as the cluster-wide one does when none can be listed, so then
+   * nothing changes and the cache keeps reporting its 403. Any other error ends the probe with
+   * false, leaving the namespaces not yet refused for the next one.
    */
-  async scopeDown(connection: string, gvk: GroupVersionKind, client: ResourceClient, namespaces: Iterable<string>, signal: AbortSignal): Promise<boolean> {
+  async scopeDown(connection: string, gvk: GroupVersionKind, client: ResourceClient, namespaces: Iterable<string>, refused: Set<string>, signal: AbortSignal): Promise<boolean> {
     for (const namespace of namespaces) {
       try {
         await client.list({ namespace, limit: 1, signal });
       } catch (err) {
-        if (err instanceof KubeApiError && err.statusCode === 403) continue;
-        return false;
+        if (!(err instanceof KubeApiError && err.statusCode === 403)) return false;
+        refused.add(namespace);
+        continue;
       }
       let kinds = this.#narrowed.get(connection);
       if (kinds === undefined) {

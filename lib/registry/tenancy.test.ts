@@ -286,6 +286,26 @@ describe('namespace scopes', () => {
     assert.ok(lists.filter((p) => p === '/api/v1/configmaps').length <= 3, 'the 403 was answered by scoping down, not by retrying');
   });
 
+  it('scopes down for a target added after the first probe found only forbidden namespaces, without waiting for the next retry', async (t) => {
+    const sim = await startSim(t);
+    sim.store.create({ apiVersion: 'v1', kind: 'ConfigMap', metadata: { name: 'x', namespace: 'apps' }, data: { v: '1' } });
+    sim.faults.failNext({ path: '/api/v1/configmaps', verb: 'list', count: Infinity, status: 403 });
+    sim.faults.failNext({ path: '/api/v1/namespaces/team-b/configmaps', verb: 'list', count: Infinity, status: 403 });
+    // The refused LIST is retried only after ten minutes: only the new target can start the scope-down.
+    const registry = newRegistry(t, { provider: new StaticProvider({ clusters: { east: sim.kubeconfig } }), informer: { slowBackoff: { initialMs: 600_000, maxMs: 600_000, jitter: 0 } } });
+    const locked = await registry.watchTargetAndGetReader(east, { gvk: configMaps, namespace: 'team-b', name: 'x' }, { namespace: 'team-a', name: 'first' });
+    await eventually('the cluster-wide cache reports the 403', () => locked.lastError instanceof KubeApiError && locked.lastError.statusCode === 403, 10_000);
+    await eventually('team-b was probed and refused', () => sim.recentRequests().some((r) => r.verb === 'list' && r.path === '/api/v1/namespaces/team-b/configmaps'), 10_000);
+    assert.deepEqual(registry.caches().map((c) => c.namespace), [undefined], 'nothing to scope down to yet');
+    const owner = { namespace: 'team-a', name: 'second' };
+    const target = { gvk: configMaps, namespace: 'apps', name: 'x' };
+    await registry.watchTargetAndGetReader(east, target, owner);
+    await eventually('the forbidden cluster-wide cache is dropped', () => registry.caches().every((c) => c.namespace !== undefined), 10_000);
+    const narrow = await registry.watchTargetAndGetReader(east, target, owner);
+    await narrow.waitForSync(AbortSignal.timeout(10_000));
+    assert.deepEqual(narrow.get('apps', 'x')?.data, { v: '1' });
+  });
+
   it('keeps one cache per namespace under scope namespace, and one for all under scope cluster', async (t) => {
     const sim = await startSim(t);
     const registry = newRegistry(t, { provider: new StaticProvider({ clusters: { east: sim.kubeconfig } }), scope: 'namespace' });
