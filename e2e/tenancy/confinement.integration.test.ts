@@ -5,11 +5,11 @@
 // Pipeline's status, any Event or any log line.
 import assert from 'node:assert/strict';
 import { randomUUID } from 'node:crypto';
-import { after, before, describe, it } from 'node:test';
+import { after, afterEach, before, describe, it } from 'node:test';
 import { helmReleaseCrd, kustomizationCrd, pipelineCrd } from '../../fixtures/crds/index.ts';
 import { FluxStandIn, HELM_RELEASE } from '../flux/standin.ts';
 import { eventually, useClusters, type AdminApi, type TestCluster } from '../harness/index.ts';
-import { apiAs, everythingShown, helmRelease, HR, installServiceRbac, must, namespacedAccount, runService, shippedClusterRoleRules, release, setVersion, type ServiceRun } from './tenants.ts';
+import { apiAs, everythingShown, helmRelease, HR, installServiceRbac, must, namespacedAccount, dumpServiceLogOnFailure, runService, shippedClusterRoleRules, release, setVersion, type ServiceRun } from './tenants.ts';
 
 const TENANT = 'team-a';
 const OTHER = 'team-b';
@@ -103,6 +103,8 @@ describe('tenants confined on a shared management cluster', () => {
     await must(tenant, 'POST', PIPELINES, pipeline('borrow', { environments: [{ name: 'dev', targets: [{ namespace: 'apps', clusterRef: { kind: 'Secret', name: 'remote-kubeconfig', namespace: OTHER } }] }] }));
     await must(tenant, 'POST', PIPELINES, pipeline('push', { environments: [{ name: 'dev', targets: [remoteTarget] }, { name: 'prod', targets: [{ namespace: OTHER }] }] }));
   }, { timeout: 300_000 });
+
+  afterEach((t) => { dumpServiceLogOnFailure(t, service); });
 
   after(async () => {
     await service?.stop();

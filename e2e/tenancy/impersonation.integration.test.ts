@@ -5,11 +5,11 @@
 // namespaced Role only.
 import assert from 'node:assert/strict';
 import { randomUUID } from 'node:crypto';
-import { after, before, describe, it } from 'node:test';
+import { after, afterEach, before, describe, it } from 'node:test';
 import { helmReleaseCrd, kustomizationCrd, pipelineCrd } from '../../fixtures/crds/index.ts';
 import { FluxStandIn, HELM_RELEASE, KUSTOMIZATION } from '../flux/standin.ts';
 import { eventually, useClusters, type AdminApi, type TestCluster } from '../harness/index.ts';
-import { apiAs, everythingShown, helmRelease, HR, installServiceRbac, must, namespacedAccount, runService, release, setVersion, type ServiceRun } from './tenants.ts';
+import { apiAs, everythingShown, helmRelease, HR, installServiceRbac, must, namespacedAccount, dumpServiceLogOnFailure, runService, release, setVersion, type ServiceRun } from './tenants.ts';
 
 const TENANT = 'team-a';
 const OTHER = 'team-b';
@@ -113,6 +113,8 @@ describe('Pipelines acting as their ServiceAccount', () => {
     await must(tenant, 'POST', PIPELINES, pipeline('push', { environments: [{ name: 'dev', targets: [{ namespace: 'apps', clusterRef: { kind: 'Secret', name: 'remote-kubeconfig' } }] }, { name: 'prod', targets: [{ namespace: OTHER }] }] }));
     await must(tenant, 'POST', PIPELINES, pipeline('edge', { serviceAccountName: 'deployer', environments: [{ name: 'dev', targets: [{ namespace: TENANT }] }, { name: 'prod', targets: [{ namespace: 'edge', clusterRef: { kind: 'Secret', name: 'edge-kubeconfig' } }] }] }));
   }, { timeout: 300_000 });
+
+  afterEach((t) => { dumpServiceLogOnFailure(t, service); });
 
   after(async () => {
     await service?.stop();

@@ -134,6 +134,17 @@ export async function runService(name: string, kubeconfig: string, args: readonl
 }
 
 /**
+ * After a failed test, the service's last `lines` log lines on stderr (the reporter shows them
+ * with the failure): a wait that timed out says nothing of why without them.
+ */
+export function dumpServiceLogOnFailure(context: { readonly name: string }, service: ServiceRun | undefined, lines = 200): void {
+  // afterEach runs for tests, never suites; SuiteContext has no `passed`.
+  if (!('passed' in context) || context.passed === true || service === undefined) return;
+  const tail = service.output().trimEnd().split('\n').slice(-lines).join('\n');
+  process.stderr.write(`--- the service's last ${lines} log lines after "${context.name}" failed:\n${tail}\n---\n`);
+}
+
+/**
  * Everything a tenant could be shown: every Pipeline (status included) and every Event in every
  * namespace, read with admin rights, as one string to search.
  */
