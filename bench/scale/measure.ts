@@ -39,7 +39,15 @@ const readers = await Promise.all(fleet.flatMap((c, i) => KINDS.map(async (gvk) 
     return err instanceof Error ? err : new Error(String(err));
   }
 })));
-const buildErrors = readers.filter((r) => r instanceof Error).length;
+const failures = readers.filter((r): r is Error => r instanceof Error);
+const buildErrors = failures.length;
+// What failed, once per distinct message (a fleet that fails fails the same way many times).
+const why = new Map<string, number>();
+for (const err of failures) {
+  const message = err.message.replace(/\d+/g, 'N');
+  why.set(message, (why.get(message) ?? 0) + 1);
+}
+for (const [message, count] of why) process.stderr.write(`# ${count} builds failed: ${message}\n`);
 let synced = 0;
 let peakFds = fds();
 let peakRss = process.memoryUsage().rss;

@@ -1,6 +1,8 @@
 // Bounded build fan-out (issue 12): asking for many clusters at once builds at most
-// maxConcurrentBuilds caches at a time, in order of arrival; a caller waiting for its turn still
-// honours its signal and the build deadline, and leaves the queue without taking a slot.
+// maxConcurrentBuilds caches at a time, in order of arrival; a caller waiting for its turn honours
+// its signal and leaves the queue without taking a slot, waits past buildTimeoutMs when the builds
+// ahead take that long (its turn comes: each of them is bounded), and a caller joining a build in
+// flight does not queue at all.
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { SimulatedCluster, startSimulatedClusters } from '../../fixtures/index.ts';
@@ -15,7 +17,7 @@ const owner = { namespace: 'team-a', name: 'fleet' };
 class CountingProvider implements ClusterProvider {
   readonly resolved: string[] = [];
   readonly held = new Set<string>();
-  #gate: { promise: Promise<void>; open: () => void } | undefined;
+  readonly #gates = new Map<string, { promise: Promise<void>; open: () => void }>();
   readonly #inner: StaticProvider;
   readonly #onResolve: (name: string) => void;
 
@@ -24,8 +26,9 @@ class CountingProvider implements ClusterProvider {
     this.#onResolve = onResolve;
   }
 
-  release(): void {
-    this.#gate?.open();
+  /** Lets the held resolutions of `name` (default: of every cluster) go on. */
+  release(name?: string): void {
+    for (const [held, gate] of this.#gates) if (name === undefined || name === held) gate.open();
   }
 
   async resolve(ref: ClusterRef, context: ResolveContext): Promise<ClusterAccess> {
@@ -33,12 +36,14 @@ class CountingProvider implements ClusterProvider {
     this.resolved.push(name);
     this.#onResolve(name);
     if (this.held.has(name)) {
-      if (this.#gate === undefined) {
+      let entry = this.#gates.get(name);
+      if (entry === undefined) {
         let open: () => void = () => undefined;
         const promise = new Promise<void>((resolve) => { open = resolve; });
-        this.#gate = { promise, open };
+        entry = { promise, open };
+        this.#gates.set(name, entry);
       }
-      const gate = this.#gate.promise;
+      const gate = entry.promise;
       await new Promise<void>((resolve, reject) => {
         void gate.then(resolve);
         context.signal?.addEventListener('abort', () => { reject(toError(context.signal?.reason)); }, { once: true });
@@ -110,36 +115,61 @@ describe('Registry build fan-out', () => {
     assert.deepEqual(registry.caches().map((info) => info.cluster).sort(), [`static:${a}`, `static:${c}`]);
   });
 
-  it('fails a build still waiting for a slot at buildTimeoutMs on the injected clock', async (t) => {
+  it('waits for its turn past buildTimeoutMs while the builds ahead time out one by one, then is built', async (t) => {
     const hung = await SimulatedCluster.start({ namespaces: ['apps'], name: 'hung' });
     t.after(() => hung.close());
     const other = await SimulatedCluster.start({ namespaces: ['apps'], name: 'other' });
     t.after(() => other.close());
     const clock = new FakeClock(Date.now());
-    const provider = new CountingProvider({ hung: hung.kubeconfig, other: other.kubeconfig });
-    provider.held.add('hung');
+    // Two clusters whose API server accepts connections and never answers, then a healthy one.
+    const provider = new CountingProvider({ hung1: hung.kubeconfig, hung2: hung.kubeconfig, other: other.kubeconfig });
     const registry = new Registry({ provider, clock, credentialCheckIntervalMs: 0, buildTimeoutMs: 5_000, maxConcurrentBuilds: 1 });
     t.after(() => registry.close());
     await hung.faults.down({ mode: 'hang' });
     const target = { gvk: configMaps, namespace: 'apps', name: 'x' };
-    const holder = registry.watchTargetAndGetReader({ kind: 'static', name: 'hung' }, target, owner);
-    void holder.catch(() => undefined);
-    await turns(3);
-    clock.advance(1_000);
+    const first = registry.watchTargetAndGetReader({ kind: 'static', name: 'hung1' }, target, owner);
+    const second = registry.watchTargetAndGetReader({ kind: 'static', name: 'hung2' }, target, owner);
     let settled = false;
     const queued = registry.watchTargetAndGetReader({ kind: 'static', name: 'other' }, target, owner);
     void queued.catch(() => undefined).finally(() => { settled = true; });
-    clock.advance(2_000);
-    // The holder is admitted (t = 3 000) and builds until t = 8 000: its discovery never answers.
-    provider.release();
     await hung.waitFor((c) => c.openConnections >= 1);
-    clock.advance(2_999);
+    clock.advance(5_000);
+    await assert.rejects(within(first, 'the first build did not fail at its deadline'), (err: unknown) => err instanceof TransportError && err.message.includes('took longer than 5000 ms'));
+    await hung.waitFor((c) => c.openConnections >= 2);
+    clock.advance(4_999);
     await turns(3);
-    assert.equal(settled, false, 'not before its deadline');
-    clock.advance(1); // t = 6 000: five seconds after it was queued
-    await assert.rejects(within(queued, 'the queued build did not fail at its deadline'),
-      (err: unknown) => err instanceof TransportError && err.message.includes('waiting for a build slot took longer than 5000 ms'));
-    assert.deepEqual(provider.resolved, ['hung'], 'the queued build never started');
+    assert.equal(settled, false, 'still waiting for its turn behind the second build');
+    clock.advance(1); // t = 10 000: twice buildTimeoutMs after the call, which does not fail for that
+    await assert.rejects(within(second, 'the second build did not fail at its deadline'), (err: unknown) => err instanceof TransportError);
+    const reader = await within(queued, 'the queued build was not built once its turn came');
+    await within(reader.waitForSync(), 'the queued cache did not sync');
+    assert.deepEqual(provider.resolved, ['hung1', 'hung2', 'other'], 'built in order of arrival');
+  });
+
+  it('lets a caller join a build in flight without queueing behind other clusters\' builds', async (t) => {
+    const sims = await startSimulatedClusters(2, { namespaces: ['apps'], namePrefix: 'join' });
+    t.after(() => Promise.all(sims.map((c) => c.close())));
+    const [a, b] = sims.map((s) => s.name) as [string, string];
+    const provider = new CountingProvider(Object.fromEntries(sims.map((s) => [s.name, s.kubeconfig])));
+    provider.held.add(a);
+    provider.held.add(b);
+    const registry = new Registry({ provider, clock: new FakeClock(Date.now()), credentialCheckIntervalMs: 0, maxConcurrentBuilds: 1 });
+    t.after(() => registry.close());
+    const target = { gvk: configMaps, namespace: 'apps', name: 'x' };
+    const first = registry.watchTargetAndGetReader({ kind: 'static', name: a }, target, owner);
+    await turns(3);
+    const queued = registry.watchTargetAndGetReader({ kind: 'static', name: b }, target, owner);
+    void queued.catch(() => undefined);
+    await turns(3);
+    const joiner = registry.watchTargetAndGetReader({ kind: 'static', name: a }, target, { namespace: owner.namespace, name: 'another' });
+    provider.release(a);
+    // b's build now holds the only slot and stays held: the joiner must not be behind it.
+    const [mine, theirs] = await within(Promise.all([first, joiner]), 'the caller joining the build in flight waited for a slot');
+    await within(mine.waitForSync(), 'the cache did not sync');
+    assert.equal(theirs.synced, true, 'both callers read the one cache');
+    assert.equal(registry.caches().length, 1);
+    provider.release(b);
+    await within(queued, 'the queued build did not complete');
   });
 
   it('refuses a maxConcurrentBuilds that is not a positive integer', () => {

@@ -105,8 +105,9 @@ export interface RegistryOptions {
   readonly buildTimeoutMs?: number;
   /**
    * How many caches may be built at once (admission, connection, discovery, start); further calls
-   * that need a build wait their turn in order of arrival, each for at most `buildTimeoutMs` and
-   * no longer than its signal. Calls served by a published cache never wait. Default 32.
+   * that need a build wait their turn in order of arrival, for as long as their signal allows
+   * (each build ahead takes at most `buildTimeoutMs`, which starts when a call gets its turn).
+   * Calls served by a published cache, or joining a build in flight, never wait. Default 32.
    */
   readonly maxConcurrentBuilds?: number;
   /** Default: discards everything. */
@@ -237,6 +238,8 @@ export class Registry {
   readonly #lock = new Mutex();
   readonly #caches = new Map<string, CacheEntry>();
   readonly #building = new Map<string, Promise<Built>>();
+  /** Per cache key, how many callers hold a build slot and are being admitted on their way to build it. */
+  readonly #headed = new Map<string, number>();
   readonly #readers = new Map<string, RegistryReader>();
   readonly #holds = new Map<string, Set<Hold>>();
   /** Leases `connectionFor` holds for a while after handing out their connection. */
@@ -599,7 +602,8 @@ export class Registry {
    * The slow path: a build slot (FIFO, bounded by `maxConcurrentBuilds`), this caller's own
    * admission (a lease), then the single build of `key`, started with that lease or joined. The
    * slot is held until the build this caller started settles; a caller joining a build gives it
-   * back at once.
+   * back at once, and one that finds the build already in flight takes no slot at all (joining
+   * runs no setup, and must not queue behind other clusters' builds).
    */
   async #admitAndBuild(
     ref: ClusterRef,
@@ -611,12 +615,32 @@ export class Registry {
     auto: boolean,
     signal: AbortSignal | undefined,
   ): Promise<Built> {
-    // A free slot is taken without an await (nor a timer): the uncontended path stays as it was.
-    const release = this.#builds.tryAcquire() ?? await this.#buildSlot(ClusterSet.connectionKey(ref, ownerNamespace, identity), gvk, signal);
+    // Joining a build in flight (or a caller headed for one) takes no slot; a free slot is taken
+    // without an await (nor a timer).
+    const joining = this.#building.has(key) || this.#headed.has(key);
+    const release = joining ? undefined : this.#builds.tryAcquire() ?? await this.#buildSlot(signal);
+    if (release !== undefined) this.#headed.set(key, (this.#headed.get(key) ?? 0) + 1);
+    const arrived = (): void => {
+      if (release === undefined) return;
+      const left = (this.#headed.get(key) ?? 1) - 1;
+      if (left > 0) this.#headed.set(key, left);
+      else this.#headed.delete(key);
+    };
     let building: Promise<Built> | undefined;
     try {
-      const lease = await this.#acquire(ref, ownerNamespace, identity, signal);
+      let lease: ClusterLease;
+      try {
+        lease = await this.#acquire(ref, ownerNamespace, identity, signal);
+      } finally {
+        arrived();
+      }
       building = this.#building.get(key);
+      if (building === undefined && release === undefined) {
+        // The build this caller came to join settled (or its caller was refused) while this one was
+        // admitted: take its cache, or start one in turn like any other caller.
+        lease.release();
+        return this.#caches.get(key) ?? await this.#admitAndBuild(ref, ownerNamespace, identity, key, namespace, gvk, auto, signal);
+      }
       if (building === undefined) {
         // The build takes over the lease: a published cache keeps it, a failed build releases it.
         const reacquire = (signal: AbortSignal): Promise<ClusterLease> => this.#acquire(ref, ownerNamespace, identity, signal);
@@ -625,29 +649,28 @@ export class Registry {
         this.#building.set(key, started);
         const forget = (): void => {
           if (this.#building.get(key) === started) this.#building.delete(key);
-          release();
+          release?.();
         };
         started.then(forget, forget);
       } else {
         lease.release();
-        release();
+        release?.();
       }
     } catch (err) {
-      release();
+      release?.();
       throw err;
     }
     return raceAbort(building, signal);
   }
 
   /**
-   * Waits for a build slot, in order of arrival, for at most `buildTimeoutMs` (on the injected
-   * clock) and no longer than the caller's signal or the registry's life.
+   * Waits for a build slot, in order of arrival, for as long as the caller's signal and the
+   * registry's life allow. No deadline of its own: every build ahead holds its slot for at most
+   * `buildTimeoutMs`, so the turn comes, and a fleet asked for at once is built in order instead
+   * of failing at the back of the queue (`buildTimeoutMs` bounds each build once it has its slot).
    */
-  async #buildSlot(cluster: string, gvk: GroupVersionKind, signal: AbortSignal | undefined): Promise<() => void> {
+  async #buildSlot(signal: AbortSignal | undefined): Promise<() => void> {
     const { controller, dispose } = childController(this.#root.signal);
-    const deadline = this.#clock.setTimer(this.#buildTimeoutMs, () => {
-      controller.abort(new TransportError({ cluster, gvk }, `waiting for a build slot took longer than ${this.#buildTimeoutMs} ms (${this.#builds.max} builds in flight, ${this.#builds.queued} waiting)`));
-    });
     const detach = signal === undefined ? () => undefined : onAbort(signal, () => { controller.abort(abortReason(signal)); });
     try {
       return await this.#builds.acquire(controller.signal);
@@ -656,7 +679,6 @@ export class Registry {
       throw err;
     } finally {
       detach();
-      deadline.cancel();
       dispose();
     }
   }
