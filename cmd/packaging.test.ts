@@ -66,7 +66,9 @@ describe('config/', () => {
     ] });
     const kubeconfig = path.join(scratch, 'idle-kubeconfig');
     writeFileSync(kubeconfig, cluster.kubeconfig, { mode: 0o600 });
-    const child = spawn(process.execPath, [path.join(pkgDir, pkg.bin.fleetcache), `--kubeconfig=${kubeconfig}`, '--leader-elect', '--leader-election-namespace=fleetcache-system', '--metrics-bind-address=127.0.0.1:0', '--health-probe-bind-address=127.0.0.1:0'], { stdio: 'ignore', env: { ...process.env, NODE_ENV: 'production' } });
+    // With the image's V8 settings (its NODE_OPTIONS).
+    const nodeOptions = /^ENV NODE_OPTIONS=(\S+)$/m.exec(readFileSync(path.join(root, 'Dockerfile'), 'utf8'))?.[1] ?? '';
+    const child = spawn(process.execPath, [path.join(pkgDir, pkg.bin.fleetcache), `--kubeconfig=${kubeconfig}`, '--leader-elect', '--leader-election-namespace=fleetcache-system', '--metrics-bind-address=127.0.0.1:0', '--health-probe-bind-address=127.0.0.1:0'], { stdio: 'ignore', env: { ...process.env, NODE_ENV: 'production', NODE_OPTIONS: nodeOptions } });
     try {
       await cluster.waitFor((c) => c.openWatches >= 1, { timeoutMs: 60_000 });
       // Settled: a few Lease renewals (every 2 s) after the Pipeline watch opened.
@@ -353,6 +355,10 @@ describe('Dockerfile', () => {
       : [process.execPath, ['--import', `data:text/javascript,Object.defineProperty(process,'versions',{value:{...process.versions,node:'22.18.0'}})`, entry, '--help'], '22.18.0'];
     const result = spawnSync(node, args, { encoding: 'utf8' });
     assert.deepEqual({ status: result.status, stdout: result.stdout, stderr: result.stderr }, { status: 1, stdout: '', stderr: `fleetcache needs Node.js 22.19.0 or newer; this is Node.js ${version}\n` });
+  });
+
+  it('caps V8\'s young generation, so a fleet syncing at once does not commit memory no object stays in', () => {
+    assert.match(dockerfile, /^ENV NODE_OPTIONS=--max-semi-space-size=16$/m);
   });
 
   it('runs as a non-root user', () => {
