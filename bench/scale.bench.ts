@@ -1,5 +1,6 @@
-// Scale benchmark (issue 12): `node bench/scale.bench.ts [--quick] [CxO[@fdlimit] ...]` (make bench
-// runs the default set). For each configuration, C simulated clusters × 4 kinds × O objects of
+// Scale benchmark (issue 12): `node bench/scale.bench.ts [--quick] [--semi=MiB] [CxO[@fdlimit] ...]`
+// (make bench runs the default set; `--semi` caps V8's young generation in the measured process,
+// `--max-semi-space-size`, as the service's image does). For each configuration, C simulated clusters × 4 kinds × O objects of
 // about 2 KB are served by a separate process (bench/scale/sim-host.ts), and a fresh fleetcache
 // process (bench/scale/measure.ts), optionally under a descriptor limit, asks one owner per cluster
 // for the four kinds at once. Printed: time to all synced, RSS, heap, descriptors, CPU; then every
@@ -22,6 +23,7 @@ interface Result {
 
 const args = process.argv.slice(2);
 const quick = args.includes('--quick');
+const semi = args.find((a) => a.startsWith('--semi='))?.slice('--semi='.length);
 const parse = (spec: string): Config => {
   const match = /^(\d+)x(\d+)(?:@(\d+))?$/.exec(spec);
   if (match === null) throw new TypeError(`configuration ${JSON.stringify(spec)}: expected CLUSTERSxOBJECTS[@FDLIMIT]`);
@@ -46,7 +48,8 @@ async function run(config: Config): Promise<Result> {
     try {
       const file = join(dir, 'fleet.json');
       writeFileSync(file, line);
-      const node = `${JSON.stringify(process.execPath)} --expose-gc ${JSON.stringify(join(here, 'measure.ts'))} ${JSON.stringify(file)}`;
+      const v8 = semi === undefined ? '' : ` --max-semi-space-size=${Number(semi)}`;
+      const node = `${JSON.stringify(process.execPath)} --expose-gc${v8} ${JSON.stringify(join(here, 'measure.ts'))} ${JSON.stringify(file)}`;
       const script = config.fdLimit === undefined ? `exec ${node}` : `ulimit -n ${config.fdLimit} && exec ${node}`;
       const measured = spawn('bash', ['-c', script], { stdio: ['ignore', 'pipe', 'inherit'] });
       let out = '';
@@ -91,6 +94,7 @@ for (const config of configs) {
   results.push({ config, result: await run(config) });
 }
 
+console.log(`\nV8 semi-space: ${semi === undefined ? 'default' : `≤ ${semi} MiB`}`);
 console.log('\n| clusters × objects/kind | fd limit | caches synced | synced in | RSS | heap | peak fds | CPU | after all owners left: caches, heap Δ, fds Δ |');
 console.log('| --- | --- | --- | --- | --- | --- | --- | --- | --- |');
 for (const { config, result: r } of results) {
