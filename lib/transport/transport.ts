@@ -21,6 +21,7 @@ import {
 } from '../util/index.ts';
 import { BudgetedHttpAgent, BudgetedHttpsAgent, SLOT_SIGNAL, type BudgetedAgent } from './agent.ts';
 import type { SocketBudget } from './budget.ts';
+import { applyCredentials } from './credentials.ts';
 import { sharedSecureContexts } from './secure-context.ts';
 import { checkRequestPath } from './segments.ts';
 import { negotiate, type H2Session, type Negotiated, type SessionLiveness } from './session.ts';
@@ -194,7 +195,8 @@ export class Transport {
     if (signal.aborted) throw abortReason(signal);
     const scratch: https.RequestOptions = {};
     try {
-      await this.#kc.applyToHTTPSOptions(scratch);
+      // The kubeconfig's own agent only behind a proxy (it speaks CONNECT/SOCKS); see credentials.ts.
+      await applyCredentials(this.#kc, scratch, this.#viaProxy);
     } catch (err) {
       if (isAborted(signal)) throw abortReason(signal);
       throw new TransportError({ cluster: this.#cluster, gvk: request.gvk }, `cannot obtain credentials: ${err instanceof Error ? err.message : String(err)}`, { cause: err });
