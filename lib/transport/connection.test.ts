@@ -5,7 +5,7 @@ import type { AddressInfo, Socket } from 'node:net';
 import { after, before, describe, it } from 'node:test';
 import { KubeConfig } from '@kubernetes/client-node';
 import { eventually } from '../../e2e/harness/index.ts';
-import { KubeApiError, TransportError, UnknownKindError, WatchDecodeError } from '../util/index.ts';
+import { FakeClock, KubeApiError, TransportError, UnknownKindError, WatchDecodeError } from '../util/index.ts';
 import { ClusterConnection, createListLimiter, resourcePath, type WatchEvent } from './index.ts';
 
 const TOKEN = 'secret-token-never-logged';
@@ -120,7 +120,7 @@ describe('ClusterConnection', () => {
   });
 
   it('remembers the discovery of 64 group/versions, re-reading the least recently used beyond them', async () => {
-    // The bound is what keeps the cache's up-front arrays small per cluster (issue 12).
+    // The bound keeps a connection's discovery small whatever a fleet's kinds.
     const groups = Array.from({ length: 65 }, (_, i) => `g${i}.example.com`);
     for (const group of groups) srv.routes.set(`/apis/${group}/v1`, (_q, res) => { json(res, 200, { resources: [{ name: 'things', kind: 'Thing', namespaced: true }] }); });
     const conn = connect();
@@ -136,6 +136,30 @@ describe('ClusterConnection', () => {
     } finally {
       await conn.close();
       for (const group of groups) srv.routes.delete(`/apis/${group}/v1`);
+    }
+  });
+
+  it('trusts a discovery result for discoveryTtlMs after it was read, however often it is used', async () => {
+    srv.routes.set('/api/v1', (_q, res) => { json(res, 200, coreV1); });
+    const clock = new FakeClock(1_000);
+    const conn = new ClusterConnection({ name: 'east', kubeConfig: kubeConfig(url), listLimiter, clock, discoveryTtlMs: 10_000 });
+    const reads = (): number => srv.requests.filter((r) => r.url.pathname === '/api/v1').length;
+    const gvk = { group: '', version: 'v1', kind: 'ConfigMap' };
+    try {
+      const before = reads();
+      await conn.resolve(gvk);
+      clock.advance(6_000);
+      await conn.resolve(gvk);
+      clock.advance(4_000);
+      await conn.resolve(gvk);
+      assert.equal(reads() - before, 1, 'trusted for the whole TTL, and a hit does not extend it');
+      clock.advance(1);
+      await conn.resolve(gvk);
+      assert.equal(reads() - before, 2, 'read again once the TTL passed');
+      await conn.resolve(gvk);
+      assert.equal(reads() - before, 2, 'and trusted again');
+    } finally {
+      await conn.close();
     }
   });
 

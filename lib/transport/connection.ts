@@ -1,5 +1,4 @@
 import type { KubeConfig } from '@kubernetes/client-node';
-import { LRUCache } from 'lru-cache';
 import {
   apiVersionOf,
   childController,
@@ -35,8 +34,7 @@ const MiB = 1024 * 1024;
 
 /**
  * Group/versions whose discovery a connection remembers (least recently used re-read beyond). A
- * connection resolves only the kinds its caches watch, a handful in practice; lru-cache allocates
- * its arrays for `max` up front, so 512 cost about 19 KiB of heap per cluster and 64 cost 2.5 KiB.
+ * connection resolves only the kinds its caches watch, a handful in practice.
  */
 const DISCOVERY_GROUPS = 64;
 
@@ -237,6 +235,53 @@ interface ConnectionPort {
 interface DiscoveredGroup {
   /** Kind → resource, for the top-level resources (no subresources) of one group/version. */
   readonly kinds: ReadonlyMap<string, ResourceInfo>;
+  /** When it was read (the connection's clock): trusted until `ttlMs` later. */
+  readonly readAt: number;
+}
+
+/**
+ * The discovery results of one connection: at most `max` group/versions, the least recently used
+ * dropped first, each trusted for `ttlMs` after it was read (a hit does not extend it). A Map in
+ * recency order: lru-cache, used before, allocates its arrays for `max` up front, about 5.6 KiB
+ * per cluster for the handful of group/versions a connection uses (issue 12).
+ *
+ * Invariant: `#groups` iterates from the least to the most recently used and holds at most `max`.
+ */
+class DiscoveryCache {
+  readonly #groups = new Map<string, DiscoveredGroup>();
+  readonly #max: number;
+  readonly #ttlMs: number;
+  readonly #clock: Clock;
+
+  constructor(options: { readonly max: number; readonly ttlMs: number; readonly clock: Clock }) {
+    this.#max = options.max;
+    this.#ttlMs = options.ttlMs;
+    this.#clock = options.clock;
+  }
+
+  /** The group/version's result while it is trusted (it becomes the most recently used); undefined otherwise. */
+  get(gv: string): DiscoveredGroup | undefined {
+    const group = this.#groups.get(gv);
+    if (group === undefined) return undefined;
+    this.#groups.delete(gv);
+    if (this.#clock.now() - group.readAt > this.#ttlMs) return undefined;
+    this.#groups.set(gv, group);
+    return group;
+  }
+
+  set(gv: string, group: DiscoveredGroup): void {
+    this.#groups.delete(gv);
+    this.#groups.set(gv, group);
+    if (this.#groups.size <= this.#max) return;
+    for (const oldest of this.#groups.keys()) {
+      this.#groups.delete(oldest);
+      break;
+    }
+  }
+
+  clear(): void {
+    this.#groups.clear();
+  }
 }
 
 interface ApiResourceList {
@@ -282,7 +327,7 @@ export class ClusterConnection implements ResourceResolver {
   readonly #logger: Logger;
   readonly #clock: Clock;
   readonly #onRequest: ((observation: RequestObservation) => void) | undefined;
-  readonly #discovery: LRUCache<string, DiscoveredGroup>;
+  readonly #discovery: DiscoveryCache;
   readonly #discovering = new Map<string, Promise<DiscoveredGroup>>();
   /** Aborted by `close()`: ends shared work (discovery) no single caller owns. */
   readonly #life = new AbortController();
@@ -335,8 +380,7 @@ export class ClusterConnection implements ResourceResolver {
     this.#requests = new TokenBucket({ qps: settings.qps, burst: settings.burst, clock: settings.clock });
     this.#lists = options.listLimiter ?? defaultListLimiter();
     this.#share = new ConcurrencyLimiter({ maxConcurrent: positiveNumber('maxListsPerCluster', options.maxListsPerCluster ?? 5, true), what: `LIST share of cluster ${options.name}` });
-    const clock = settings.clock;
-    this.#discovery = new LRUCache<string, DiscoveredGroup>({ max: DISCOVERY_GROUPS, ttl: settings.discoveryTtlMs, ttlResolution: 0, perf: { now: () => clock.now() } });
+    this.#discovery = new DiscoveryCache({ max: DISCOVERY_GROUPS, ttlMs: settings.discoveryTtlMs, clock: settings.clock });
   }
 
   /** The API server URL. */
@@ -497,7 +541,7 @@ export class ClusterConnection implements ResourceResolver {
         verbs: Object.freeze(verbs),
       }));
     }
-    const group: DiscoveredGroup = { kinds };
+    const group: DiscoveredGroup = { kinds, readAt: this.#clock.now() };
     this.#discovery.set(gv, group);
     this.#logger.debug('discovered group version', { groupVersion: gv, kinds: kinds.size });
     return group;
