@@ -2,10 +2,13 @@
 // (one TCP connection per cluster), HTTP/1.1 as the fallback (server without h2, or http2: false),
 // and a silently dead HTTP/2 connection noticed by PING so no watch stays silently stale.
 import assert from 'node:assert/strict';
+import { constants as h2constants, createSecureServer } from 'node:http2';
 import { connect as tcpConnect, createServer as createTcpServer, type AddressInfo, type Server, type Socket } from 'node:net';
 import { describe, it, type TestContext } from 'node:test';
 import { eventually } from '../../e2e/harness/index.ts';
 import { SimulatedCluster } from '../../fixtures/sim/index.ts';
+import { SIM_CERT_PEM, simKeyPem } from '../../fixtures/sim/cert.ts';
+import { kubeconfigYaml } from '../../fixtures/sim/kubeconfig.ts';
 import { loadKubeconfig } from '../cluster/index.ts';
 import { ResourceInformer } from '../informer/index.ts';
 import { TransportError, type GroupVersionKind } from '../util/index.ts';
@@ -143,5 +146,25 @@ describe('HTTP/2 transport', () => {
     await eventually('every cache gets the change made meanwhile, over a new connection', () => all.every((i, n) => i.store.getByName(NAMESPACES[n] ?? '', 'while-frozen') !== undefined), 30_000);
     assert.ok(relay.accepted() > before, 'a new connection was made');
     assert.ok(errors.some((e) => e instanceof TransportError), 'the dead connection surfaced as a TransportError');
+  });
+
+  it('a stream reset before its response fails the request with a TransportError; a request after it is answered', async (t) => {
+    let resets = 1;
+    const server = createSecureServer({ cert: SIM_CERT_PEM, key: simKeyPem() }, (_req, res) => {
+      if (resets-- > 0) {
+        res.stream.close(h2constants.NGHTTP2_CANCEL);
+        return;
+      }
+      res.writeHead(200, { 'content-type': 'application/json' });
+      res.end(JSON.stringify({ kind: 'APIResourceList', groupVersion: 'v1', resources: [{ name: 'configmaps', kind: 'ConfigMap', namespaced: true, verbs: ['list'] }] }));
+    });
+    await new Promise<void>((resolve) => { server.listen(0, '127.0.0.1', resolve); });
+    t.after(() => new Promise<void>((resolve) => { server.close(() => { resolve(); }); }));
+    const conn = connection(t, kubeconfigYaml({ name: 'reset', server: `https://127.0.0.1:${(server.address() as AddressInfo).port}`, caPem: SIM_CERT_PEM, token: 't' }), { requestTimeoutMs: 10_000 });
+    const err = await conn.resolve(CONFIGMAP).then(() => undefined, (e: unknown) => e);
+    assert.ok(err instanceof TransportError, `expected a TransportError, got ${String(err)}`);
+    assert.match(err.message, /the stream closed before a response/);
+    assert.equal((await conn.resolve(CONFIGMAP)).resource, 'configmaps');
+    assert.equal(conn.protocol, 'h2');
   });
 });

@@ -292,14 +292,25 @@ export class Transport {
       return Promise.reject(fail(err instanceof Error ? err : new Error(String(err))));
     }
     // Errors after the response reach the body's reader through `errored`/iteration; this listener
-    // only keeps an unread stream's error from being unhandled.
-    stream.on('error', () => undefined);
+    // only keeps an unread stream's error from being unhandled. A module-level function: a closure
+    // made here would keep this call's context (request, headers, signal) for the stream's life.
+    stream.on('error', ignoreError);
     return new Promise<WireResponse>((resolve, reject) => {
-      const onError = (err: Error): void => { reject(fail(err)); };
+      // Both go once the response arrived: a watch's stream lives for minutes, and nothing here is
+      // of use after its headers (nor is an error built for every stream that closes).
+      const onError = (err: Error): void => {
+        stream.off('close', onClose);
+        reject(fail(err));
+      };
+      const onClose = (): void => {
+        stream.off('error', onError);
+        reject(fail(new Error(`the stream closed before a response (code ${stream.rstCode})`)));
+      };
       stream.once('error', onError);
-      stream.once('close', () => { reject(fail(new Error(`the stream closed before a response (code ${stream.rstCode})`))); });
+      stream.once('close', onClose);
       stream.once('response', (h) => {
         stream.off('error', onError);
+        stream.off('close', onClose);
         resolve({ statusCode: h[':status'] ?? 0, headers: h, body: stream, protocol: 'h2' });
       });
       if (body !== undefined) stream.end(body);
@@ -513,6 +524,11 @@ export class Transport {
       request: { method: request.method, path: request.path },
     }, cause === undefined ? undefined : { cause });
   }
+}
+
+/** Keeps a stream's late error from being unhandled (see `#openH2`). */
+function ignoreError(): void {
+  // Reported through the body's reader, if anyone still reads it.
 }
 
 function isBudgeted(agent: https.RequestOptions['agent']): agent is BudgetedAgent {
