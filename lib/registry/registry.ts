@@ -757,7 +757,9 @@ export class Registry {
       for (const owner of this.#index.ownersOfCache(key)) this.#queue.add(owner);
     };
     let lastErrorMessage: string | undefined;
-    const detachers: (() => void)[] = [];
+    // Filled below, once `entry` exists for the listeners; as a literal, not by `push`, which would
+    // leave room for 17 (issue 12).
+    let detachers: readonly (() => void)[] = [];
     const entry: CacheEntry = {
       key,
       lease,
@@ -780,7 +782,7 @@ export class Registry {
         entry.held.clear();
       },
     };
-    detachers.push(
+    detachers = [
       informer.addHandler({
         add: (obj) => { requeueObject(obj); },
         update: (old, current) => { requeueObject(current, old); },
@@ -805,7 +807,7 @@ export class Registry {
       // A watch that resumes without a relist sends no object event: owners that saw the error
       // would otherwise wait for their next resync to see it gone.
       informer.on('recovered', () => { lastErrorMessage = undefined; requeueAll(); }),
-    );
+    ];
     for (const hold of this.#holds.get(key) ?? []) this.#attachHold(entry, hold);
     return entry;
   }

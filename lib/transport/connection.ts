@@ -538,7 +538,8 @@ export class ClusterConnection implements ResourceResolver {
         gvk: Object.freeze({ group: gvk.group, version: gvk.version, kind: r.kind }),
         resource: r.name,
         namespaced: r.namespaced === true,
-        verbs: Object.freeze(verbs),
+        // A copy of exactly its length: `filter` leaves room for more (kept per kind, issue 12).
+        verbs: Object.freeze(verbs.slice()),
       }));
     }
     const group: DiscoveredGroup = { kinds, readAt: this.#clock.now() };
