@@ -54,11 +54,14 @@ export function negotiate(target: SessionTarget, liveness: SessionLiveness, rele
   let settled = false;
   const done = new Promise<Negotiated>((resolve, reject) => {
     const onError = (err: Error): void => { reject(err); };
+    const onClose = (): void => { reject(new Error('the connection closed during the TLS handshake')); };
     socket.once('error', onError);
-    socket.once('close', () => { reject(new Error('the connection closed during the TLS handshake')); });
+    socket.once('close', onClose);
     socket.once('secureConnect', () => {
       settled = true;
+      // Neither is of use once the handshake is done, and both keep this call's context.
       socket.off('error', onError);
+      socket.off('close', onClose);
       if (socket.alpnProtocol !== 'h2') {
         // This socket is not handed to the HTTP/1.1 agent (it makes its own): one extra handshake, once.
         socket.on('error', () => undefined);

@@ -20,7 +20,7 @@ import {
   type ReadLimit,
 } from '../util/index.ts';
 import { BudgetedHttpAgent, BudgetedHttpsAgent, SLOT_SIGNAL, type BudgetedAgent } from './agent.ts';
-import type { SocketBudget } from './budget.ts';
+import type { SocketBudget, SocketSlot } from './budget.ts';
 import { applyCredentials } from './credentials.ts';
 import { sharedSecureContexts } from './secure-context.ts';
 import { checkRequestPath } from './segments.ts';
@@ -362,7 +362,7 @@ export class Transport {
     const life = new AbortController();
     let handshake: ReturnType<typeof negotiate> | undefined;
     const done = this.#budget.open(life.signal, async (slot) => {
-      handshake = negotiate(target, this.#liveness, () => { slot.release(); });
+      handshake = negotiate(target, this.#liveness, releaser(slot));
       const negotiated = await handshake.done;
       if (negotiated.protocol === 'h2') slot.hold(negotiated.session);
       return negotiated;
@@ -373,25 +373,33 @@ export class Transport {
     };
     const attempt: Attempt = { fingerprint: material.fingerprint, done, abandon, waiters: 0 };
     this.#connecting = attempt;
-    done.then((negotiated) => {
-      if (this.#connecting === attempt) this.#connecting = undefined;
-      if (negotiated.protocol === 'http/1.1') {
-        this.#h1.add(material.fingerprint);
-        return;
-      }
-      const session = negotiated.session;
-      if (this.#closed || this.#material?.fingerprint !== material.fingerprint) {
-        session.destroy();
-        return;
-      }
-      const old = this.#session;
-      if (old !== undefined) this.#retire(old);
-      this.#session = session;
-      void session.ended.then(() => { if (this.#session === session) this.#session = undefined; });
-    }, () => {
+    done.then((negotiated) => { this.#connected(attempt, negotiated); }, () => {
       if (this.#connecting === attempt) this.#connecting = undefined;
     });
     return attempt;
+  }
+
+  /**
+   * A connection attempt's outcome. A method of its own, as is `releaser`: what outlives the
+   * handshake (the session's `ended` reaction, the socket's 'close' listener) then closes over
+   * the session or the slot alone, not over `#connect`'s whole context (the attempt, its
+   * controller, the handshake and its socket), which a cluster kept for its connection's life.
+   */
+  #connected(attempt: Attempt, negotiated: Negotiated): void {
+    if (this.#connecting === attempt) this.#connecting = undefined;
+    if (negotiated.protocol === 'http/1.1') {
+      this.#h1.add(attempt.fingerprint);
+      return;
+    }
+    const session = negotiated.session;
+    if (this.#closed || this.#material?.fingerprint !== attempt.fingerprint) {
+      session.destroy();
+      return;
+    }
+    const old = this.#session;
+    if (old !== undefined) this.#retire(old);
+    this.#session = session;
+    void session.ended.then(() => { if (this.#session === session) this.#session = undefined; });
   }
 
   #retire(session: H2Session): void {
@@ -524,6 +532,11 @@ export class Transport {
       request: { method: request.method, path: request.path },
     }, cause === undefined ? undefined : { cause });
   }
+}
+
+/** Gives `slot` back: a socket's 'close' listener that keeps the slot alone alive. */
+function releaser(slot: SocketSlot): () => void {
+  return () => { slot.release(); };
 }
 
 /** Keeps a stream's late error from being unhandled (see `#openH2`). */
