@@ -167,4 +167,16 @@ describe('HTTP/2 transport', () => {
     assert.equal((await conn.resolve(CONFIGMAP)).resource, 'configmaps');
     assert.equal(conn.protocol, 'h2');
   });
+
+  it('sends every header over HTTP/2 as it would over HTTP/1.1: one Impersonate-Group field per group', async (t) => {
+    for (const http2 of [true, false]) {
+      const sim = await cluster(t);
+      const conn = connection(t, sim.kubeconfig, { http2, impersonate: { user: 'alice', groups: ['devs', 'ops'] } });
+      assert.equal((await conn.resolve(CONFIGMAP)).resource, 'configmaps');
+      assert.equal(conn.protocol, http2 ? 'h2' : 'http/1.1');
+      const seen = sim.recentRequests().filter((r) => r.path === '/api/v1');
+      assert.equal(seen.length, 1);
+      assert.deepEqual(seen.map((r) => [r.user, r.impersonateGroups]), [['alice', ['devs', 'ops']]]);
+    }
+  });
 });

@@ -138,13 +138,14 @@ export class H2Session implements SlotHolder {
     return this.#ended;
   }
 
-  /** Opens one stream (`long`: a watch, held open); its 'close' is counted. */
-  request(headers: http2.OutgoingHttpHeaders, options: http2.ClientSessionRequestOptions, long = false): http2.ClientHttp2Stream {
+  /** Opens one stream (`long`: a watch, held open) with raw headers (name, value...); its 'close' is counted. */
+  request(headers: readonly string[], options: http2.ClientSessionRequestOptions, long = false): http2.ClientHttp2Stream {
     const stream = this.#session.request(headers, options);
     this.#used = true;
     this.#streams += 1;
     if (long) this.#long += 1;
-    stream.once('close', () => {
+    // `on`, not `once`: a stream closes once, and a once-wrapper costs more than the listener.
+    stream.on('close', () => {
       this.#streams -= 1;
       if (long) this.#long -= 1;
     });
