@@ -50,6 +50,26 @@ export interface CacheReader<T extends KubeObject = KubeObject> {
 }
 
 /**
+ * Where readers find their caches: one per registry, shared by all its readers (a pair of closures
+ * per reader cost about 150 bytes per cache, issue 12).
+ */
+export interface ReaderSource {
+  /** The informer published under a cache key now, if any. */
+  informer(key: string): Informer | undefined;
+  /** Whether the registry is closed. */
+  closed(): boolean;
+}
+
+/** Options of {@link RegistryReader}. */
+export interface RegistryReaderOptions {
+  readonly cluster: string;
+  readonly gvk: GroupVersionKind;
+  /** The cache key whose published informer the reader follows. */
+  readonly key: string;
+  readonly source: ReaderSource;
+}
+
+/**
  * A reader that follows whatever informer the registry currently publishes under its key, so a
  * reader handed out before a credential rotation reads the rebuilt cache afterwards, and one whose
  * cache was collected reads as empty and unsynced rather than stale.
@@ -57,15 +77,18 @@ export interface CacheReader<T extends KubeObject = KubeObject> {
 export class RegistryReader<T extends KubeObject = KubeObject> implements CacheReader<T> {
   readonly cluster: string;
   readonly gvk: GroupVersionKind;
-  readonly #current: () => Informer | undefined;
-  readonly #closed: () => boolean;
+  readonly #key: string;
+  readonly #source: ReaderSource;
 
-  /** `current` is the informer published now; `closed` whether the registry is closed. */
-  constructor(cluster: string, gvk: GroupVersionKind, current: () => Informer | undefined, closed: () => boolean) {
-    this.cluster = cluster;
-    this.gvk = gvk;
-    this.#current = current;
-    this.#closed = closed;
+  constructor(options: RegistryReaderOptions) {
+    this.cluster = options.cluster;
+    this.gvk = options.gvk;
+    this.#key = options.key;
+    this.#source = options.source;
+  }
+
+  #current(): Informer | undefined {
+    return this.#source.informer(this.#key);
   }
 
   get synced(): boolean {
@@ -93,7 +116,7 @@ export class RegistryReader<T extends KubeObject = KubeObject> implements CacheR
   async waitForSync(signal?: AbortSignal): Promise<void> {
     for (;;) {
       const informer = this.#current();
-      if (informer === undefined) throw this.#closed() ? new ClosedError('registry') : new CacheGoneError(this.cluster, this.gvk);
+      if (informer === undefined) throw this.#source.closed() ? new ClosedError('registry') : new CacheGoneError(this.cluster, this.gvk);
       try {
         await informer.waitForSync(signal);
         return;

@@ -37,7 +37,7 @@ import { BuildGate } from './build-gate.ts';
 import { GarbageCollector } from './gc.ts';
 import { checkScope, ScopePolicy } from './scope.ts';
 import { cacheKeyOf, describeCacheKey, objectKeyOf, ownerKey, type CacheScope, type OwnerKey, type OwnerRef, type TargetRef } from './keys.ts';
-import { HeldRegistryReader, RegistryReader, type CacheReader, type HeldReader } from './reader.ts';
+import { HeldRegistryReader, RegistryReader, type CacheReader, type HeldReader, type ReaderSource } from './reader.ts';
 import { indexedTarget, TargetIndex, type IndexedTarget } from './target-index.ts';
 
 /** Options of {@link Registry}. */
@@ -249,6 +249,11 @@ export class Registry {
   readonly #listLimiter: ConcurrencyLimiter | undefined;
   readonly #gc: GarbageCollector<CacheEntry>;
   readonly #root = new AbortController();
+  /** What every reader of this registry reads through. */
+  readonly #readerSource: ReaderSource = {
+    informer: (key) => this.#caches.get(key)?.informer,
+    closed: () => this.#closed !== undefined,
+  };
   /** Requeues one owner: the one function every cache's object events wake owners through. */
   readonly #wake = (owner: OwnerKey): void => { this.#queue.add(owner); };
   readonly #logger: Logger;
@@ -955,7 +960,7 @@ export class Registry {
   #reader(key: string, cluster: string, gvk: GroupVersionKind): RegistryReader {
     let reader = this.#readers.get(key);
     if (reader === undefined) {
-      reader = new RegistryReader(cluster, gvk, () => this.#caches.get(key)?.informer, () => this.#closed !== undefined);
+      reader = new RegistryReader({ cluster, gvk, key, source: this.#readerSource });
       this.#readers.set(key, reader);
     }
     return reader;
