@@ -332,7 +332,7 @@ export class ResourceInformer<T extends KubeObject = KubeObject> implements Info
     this.#state = 'running';
     const child = childController(signal);
     this.#controller = child.controller;
-    this.#disposeParent = () => { child.dispose(); };
+    this.#disposeParent = child.dispose;
     const runSignal = child.controller.signal;
     // A parent abort stops the informer as stop() would (timers and waiters included).
     runSignal.addEventListener('abort', () => {
@@ -381,7 +381,8 @@ export class ResourceInformer<T extends KubeObject = KubeObject> implements Info
 
   addHandler(handler: InformerHandler<T>): () => void {
     const registration: Registration<T> = { handler, active: true, pending: this.#store.size > 0 };
-    this.#registrations = [...this.#registrations, registration];
+    // `concat` allocates exactly the length; a spread would leave room for 17 (issue 12).
+    this.#registrations = this.#registrations.concat(registration);
     if (registration.pending) {
       this.#pending++;
       // Delivered after the caller's synchronous code, or earlier if an event comes first.

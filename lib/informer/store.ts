@@ -56,9 +56,12 @@ export interface StoreReader<T extends KubeObject = KubeObject> {
  */
 export class Store<T extends KubeObject = KubeObject> implements StoreReader<T> {
   readonly #items = new Map<string, T>();
-  /** One entry per index, `namespace` first: walked on every write, so an array, not a map. */
+  /**
+   * One entry per index, `namespace` first: walked on every write, so an array, not a map; found
+   * by name by a walk too (a store has a handful of indexes, and a Map of them cost about 190 bytes
+   * per cache, issue 12).
+   */
   readonly #indexes: readonly StoreIndex<T>[];
-  readonly #byName: ReadonlyMap<string, StoreIndex<T>>;
   readonly #onIndexError: (index: string, key: string, err: unknown) => void;
 
   /**
@@ -66,10 +69,9 @@ export class Store<T extends KubeObject = KubeObject> implements StoreReader<T> 
    * @param onIndexError called when an index function throws; the object is then left out of it.
    */
   constructor(indexers: Readonly<Record<string, IndexFunc<T>>>, onIndexError: (index: string, key: string, err: unknown) => void) {
-    const all = new Map<string, IndexFunc<T>>([[NAMESPACE_INDEX, (obj) => [obj.metadata?.namespace ?? '']]]);
+    const all = new Map<string, IndexFunc<T>>([[NAMESPACE_INDEX, namespaceOf]]);
     for (const [name, fn] of Object.entries(indexers)) all.set(name, fn);
     this.#indexes = [...all].map(([name, fn]) => ({ name, fn, keys: new Map(), values: new Map() }));
-    this.#byName = new Map(this.#indexes.map((index) => [index.name, index]));
     this.#onIndexError = onIndexError;
   }
 
@@ -94,11 +96,11 @@ export class Store<T extends KubeObject = KubeObject> implements StoreReader<T> 
   }
 
   indexNames(): string[] {
-    return [...this.#byName.keys()];
+    return this.#indexes.map((index) => index.name);
   }
 
   byIndex(indexName: string, value: string): T[] {
-    const index = this.#byName.get(indexName);
+    const index = this.#indexes.find((i) => i.name === indexName);
     if (index === undefined) throw new TypeError(`no index named ${JSON.stringify(indexName)}; indexes: ${this.indexNames().join(', ')}`);
     const out: T[] = [];
     for (const key of index.keys.get(value) ?? []) {
@@ -157,6 +159,11 @@ export class Store<T extends KubeObject = KubeObject> implements StoreReader<T> 
     }
     return previous;
   }
+}
+
+/** The built-in index: the object's namespace, '' when cluster-scoped. */
+function namespaceOf(obj: KubeObject): readonly string[] {
+  return [obj.metadata?.namespace ?? ''];
 }
 
 /** One index of a {@link Store}. */
