@@ -424,6 +424,32 @@ describe('ResourceInformer: lifecycle', () => {
     assert.equal(client.listCalls.length, 1);
   });
 
+  it('a start signal that aborts stops the informer by itself: waiters rejected, timers released, stopped for good', { timeout: 10_000 }, async () => {
+    const { client, clock, informer } = setup();
+    client.failNext('list', apiError(500));
+    const controller = new AbortController();
+    informer.start(controller.signal);
+    const waiting = informer.waitForSync();
+    await settle();
+    controller.abort(new Error('the cluster went away'));
+    await assert.rejects(waiting, ClosedError);
+    await settle();
+    assert.equal(clock.pendingTimers, 0);
+    assert.throws(() => { informer.start(); }, ClosedError);
+    clock.advance(60_000);
+    await settle();
+    assert.equal(client.listCalls.length, 1);
+  });
+
+  it('started with an aborted signal, lists nothing', async () => {
+    const { client, informer } = setup();
+    informer.start(AbortSignal.abort());
+    await settle();
+    assert.equal(client.listCalls.length, 0);
+    assert.equal(informer.synced, false);
+    await informer.stop();
+  });
+
   it('stop during the first LIST leaves no watch behind', async () => {
     const { client, informer } = setup();
     let release: (() => void) | undefined;
