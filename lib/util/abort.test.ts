@@ -110,4 +110,23 @@ describe('onAbort', () => {
     onAbort(controller.signal, () => { ran.push('late'); });
     assert.deepEqual(ran, ['first', 'third', 'late']);
   });
+
+  it('attaches the same function twice, detached once each; a second detach changes nothing', () => {
+    const controller = new AbortController();
+    let runs = 0;
+    const count = (): void => { runs += 1; };
+    const first = onAbort(controller.signal, count);
+    const second = onAbort(controller.signal, count);
+    first();
+    const third = onAbort(controller.signal, count);
+    first();
+    second();
+    second();
+    const fourth = onAbort(controller.signal, count);
+    controller.abort();
+    assert.equal(runs, 2, 'the third and fourth attachments were left');
+    third();
+    fourth();
+    assert.equal(getEventListeners(controller.signal, 'abort').length, 0);
+  });
 });

@@ -56,11 +56,16 @@ export function onAbort(signal: AbortSignal, callback: () => void): () => void {
     fanOuts.set(signal, fanOut);
     signal.addEventListener('abort', listener, { once: true });
   }
-  // A wrapper per call, so the same function can be attached twice and detached once each.
-  const entry = (): void => { callback(); };
   const { callbacks, listener } = fanOut;
+  // The function itself, or a wrapper when it is attached already: the same function can be
+  // attached twice and detached once each (a wrapper for every call cost a closure per child).
+  const entry = callbacks.has(callback) ? (): void => { callback(); } : callback;
   callbacks.add(entry);
+  // A second detach must not remove a later attachment of the same function.
+  let attached = true;
   return () => {
+    if (!attached) return;
+    attached = false;
     if (!callbacks.delete(entry) || callbacks.size > 0) return;
     fanOuts.delete(signal);
     signal.removeEventListener('abort', listener);
