@@ -133,4 +133,24 @@ describe('decodeWatchStream', () => {
     for await (const _ of decodeWatchStream(res, scope, new AbortController().signal)) break;
     assert.ok(res.destroyed);
   });
+
+  it('behaves as a generator: nothing before the first next(), calls in flight queued, return() after them', async () => {
+    const res = body();
+    const events = decodeWatchStream(res, scope, new AbortController().signal)[Symbol.asyncIterator]();
+    assert.equal(res.listenerCount('data'), 0, 'nothing is read before the first next()');
+    const first = events.next();
+    const second = events.next();
+    const left = events.return?.();
+    res.write(`${JSON.stringify(lines[3])}\n`);
+    assert.deepEqual(await first, { done: false, value: [lines[3]] });
+    res.write(`${JSON.stringify(lines[3])}\n${JSON.stringify(lines[2])}\n`);
+    assert.deepEqual(await second, { done: false, value: [lines[3], lines[2]] }, 'the second call waited for the first and took what came next');
+    assert.deepEqual(await left, { done: true, value: undefined });
+    assert.ok(res.destroyed, 'return() released the socket once the calls before it settled');
+    assert.equal((await events.next()).done, true);
+
+    const unread = body();
+    assert.deepEqual(await decodeWatchStream(unread, scope, new AbortController().signal).return?.(), { done: true, value: undefined });
+    assert.equal(unread.destroyed, false, 'a stream never read is left alone, as by a generator never started');
+  });
 });

@@ -165,80 +165,180 @@ const HIGH_WATER = 256;
  * `res` is the response body on either protocol (an HTTP/1.1 IncomingMessage or an HTTP/2 stream).
  * Chunks are taken from `data` events as they arrive (no re-concatenation of buffered chunks, as
  * the stream's own iterator does) and decoded at once; a backlog pauses the socket.
+ *
+ * The iterator behaves as an async generator would (nothing happens before the first `next()`,
+ * calls made while one is pending wait for it, `return()` releases the socket): see {@link WatchBatches}.
  */
-export async function* decodeWatchStream(res: Readable, scope: ErrorScope, signal: AbortSignal, options: DecodeOptions = {}): AsyncGenerator<readonly WatchEvent[], void, undefined> {
-  const lines = new LineDecoder(scope, options);
-  // Invariants: `queue` holds decoded events not yet yielded, in stream order; the response is
-  // paused only while the queue is at least HIGH_WATER long; `wake` is set only while the
-  // consumer waits for the queue or `state` to change; nothing is decoded after a failure.
-  let queue: WatchEvent[] = [];
-  // Written by the listeners (in a record, so the loop reads them afresh after each `await`).
-  const state: { failure: { readonly error: unknown } | undefined; ended: boolean } = { failure: undefined, ended: false };
-  let wake: (() => void) | undefined;
-  const notify = (): void => {
-    const resolve = wake;
-    wake = undefined;
-    resolve?.();
-  };
-  const onData = (chunk: Buffer): void => {
-    if (state.failure !== undefined) return;
+export function decodeWatchStream(res: Readable, scope: ErrorScope, signal: AbortSignal, options: DecodeOptions = {}): AsyncIterableIterator<readonly WatchEvent[], undefined, undefined> {
+  return new WatchBatches(res, scope, signal, options);
+}
+
+type Batch = IteratorResult<readonly WatchEvent[], undefined>;
+
+const DONE: Batch = Object.freeze({ done: true, value: undefined });
+
+/**
+ * The iterator of {@link decodeWatchStream}. A class rather than an async generator: every cache
+ * keeps a watch open for minutes, and a generator suspended on it kept its frame (a register file
+ * of about 30 slots), its request queue and its await chain besides the state this object holds
+ * (issue 12).
+ *
+ * Invariants: `#queue` holds decoded events not yet handed out, in stream order; the response is
+ * paused only while the queue is at least HIGH_WATER long; nothing is decoded after a failure.
+ * Listeners are attached only while `#phase` is 'open' ('new' until the first `next()`, 'done'
+ * once the stream ended, failed or was left). `#resolve` is set only while a `next()` waits
+ * (`#pending` is its promise), and `#scheduled` only while the delivery to it is queued.
+ */
+class WatchBatches implements AsyncIterableIterator<readonly WatchEvent[], undefined, undefined> {
+  readonly #res: Readable;
+  readonly #scope: ErrorScope;
+  readonly #signal: AbortSignal;
+  readonly #lines: LineDecoder;
+  #queue: WatchEvent[] = [];
+  #failure: { readonly error: unknown } | undefined;
+  #ended = false;
+  #phase: 'new' | 'open' | 'done' = 'new';
+  #pending: Promise<Batch> | undefined;
+  #resolve: ((result: Batch | Promise<Batch>) => void) | undefined;
+  #scheduled = false;
+
+  constructor(res: Readable, scope: ErrorScope, signal: AbortSignal, options: DecodeOptions) {
+    this.#res = res;
+    this.#scope = scope;
+    this.#signal = signal;
+    this.#lines = new LineDecoder(scope, options);
+  }
+
+  readonly #onData = (chunk: Buffer): void => {
+    if (this.#failure !== undefined) return;
     try {
-      lines.push(chunk, queue);
+      this.#lines.push(chunk, this.#queue);
     } catch (err) {
-      state.failure = { error: err };
+      this.#failure = { error: err };
       // Stop reading at once: an oversized line must not keep arriving while the consumer catches up.
-      res.destroy();
+      this.#res.destroy();
     }
-    if (queue.length >= HIGH_WATER) res.pause();
-    notify();
+    if (this.#queue.length >= HIGH_WATER) this.#res.pause();
+    this.#notify();
   };
-  const onEnd = (): void => {
-    state.ended = true;
-    notify();
+
+  readonly #onEnd = (): void => {
+    this.#ended = true;
+    this.#notify();
   };
-  const onError = (err: Error): void => {
-    state.failure ??= { error: err };
-    notify();
+
+  readonly #onError = (err: Error): void => {
+    this.#failure ??= { error: err };
+    this.#notify();
   };
-  const onClose = (): void => {
-    if (!state.ended) state.failure ??= { error: new Error('the connection closed before the stream ended') };
-    notify();
+
+  readonly #onClose = (): void => {
+    if (!this.#ended) this.#failure ??= { error: new Error('the connection closed before the stream ended') };
+    this.#notify();
   };
-  res.on('data', onData);
-  res.on('end', onEnd);
-  res.on('error', onError);
-  res.on('close', onClose);
-  // The body runs at the consumer's first next(), some turns after the response arrived: a
-  // connection reset in between destroyed the response before anyone listened, and no event
-  // will come to say so. Without this the stream would sit silent until the inactivity deadline.
-  // The events missed are replayed through the same handlers.
-  if (res.readableEnded) onEnd();
-  if (res.errored !== null) onError(res.errored);
-  if (res.destroyed) onClose();
-  try {
-    for (;;) {
-      if (queue.length > 0) {
-        const batch = queue;
-        queue = [];
-        yield batch;
-        continue;
-      }
-      if (state.failure !== undefined) throw state.failure.error;
-      if (state.ended) break;
-      if (res.isPaused()) res.resume();
-      await new Promise<void>((resolve) => { wake = resolve; });
+
+  /** Hands the waiting `next()` what there is, a microtask after the news (as a generator resumes). */
+  readonly #deliver = (): void => {
+    this.#scheduled = false;
+    const resolve = this.#resolve;
+    if (resolve === undefined) return;
+    const result = this.#take();
+    if (result === undefined) return;
+    this.#resolve = undefined;
+    this.#pending = undefined;
+    resolve(result);
+  };
+
+  [Symbol.asyncIterator](): this {
+    return this;
+  }
+
+  next(): Promise<Batch> {
+    const pending = this.#pending;
+    if (pending !== undefined) {
+      const after = (): Promise<Batch> => this.next();
+      return pending.then(after, after);
     }
-  } catch (err) {
-    if (signal.aborted) throw abortReason(signal);
-    if (err instanceof FleetcacheError) throw err;
-    throw new TransportError(scope, `watch stream broke: ${err instanceof Error ? err.message : String(err)}`, { cause: err });
-  } finally {
-    res.off('data', onData);
-    res.off('end', onEnd);
-    res.off('close', onClose);
-    // The error listener stays: an error the destroyed socket still reports is of no interest.
+    if (this.#phase === 'new') this.#open();
+    const result = this.#take();
+    if (result !== undefined) return result;
+    const waiting = new Promise<Batch>((resolve) => { this.#resolve = resolve; });
+    this.#pending = waiting;
+    return waiting;
+  }
+
+  /** The consumer leaves: the socket is released (never started: nothing to release). */
+  return(): Promise<Batch> {
+    const pending = this.#pending;
+    if (pending !== undefined) {
+      const after = (): Promise<Batch> => this.return();
+      return pending.then(after, after);
+    }
+    if (this.#phase === 'open') this.#close();
+    this.#phase = 'done';
+    return Promise.resolve(DONE);
+  }
+
+  #open(): void {
+    this.#phase = 'open';
+    const res = this.#res;
+    res.on('data', this.#onData);
+    res.on('end', this.#onEnd);
+    res.on('error', this.#onError);
+    res.on('close', this.#onClose);
+    // Opened at the consumer's first next(), some turns after the response arrived: a connection
+    // reset in between destroyed the response before anyone listened, and no event will come to
+    // say so. Without this the stream would sit silent until the inactivity deadline. The events
+    // missed are replayed through the same handlers.
+    if (res.readableEnded) this.#onEnd();
+    if (res.errored !== null) this.#onError(res.errored);
+    if (res.destroyed) this.#onClose();
+  }
+
+  /** Detaches and releases the socket. The error listener stays: an error the destroyed socket still reports is of no interest. */
+  #close(): void {
+    const res = this.#res;
+    res.off('data', this.#onData);
+    res.off('end', this.#onEnd);
+    res.off('close', this.#onClose);
     res.destroy();
   }
-  if (signal.aborted) throw abortReason(signal);
-  if (lines.partial) throw new TransportError(scope, 'watch stream ended in the middle of an event');
+
+  #notify(): void {
+    if (this.#resolve === undefined || this.#scheduled) return;
+    this.#scheduled = true;
+    queueMicrotask(this.#deliver);
+  }
+
+  /** What a `next()` gets now (a settled promise), or undefined when it has to wait. */
+  #take(): Promise<Batch> | undefined {
+    if (this.#phase === 'done') return Promise.resolve(DONE);
+    if (this.#queue.length > 0) {
+      const batch = this.#queue;
+      this.#queue = [];
+      return Promise.resolve({ done: false, value: batch });
+    }
+    const failure = this.#failure;
+    if (failure !== undefined) {
+      this.#close();
+      this.#phase = 'done';
+      return Promise.reject(this.#broke(failure.error));
+    }
+    if (this.#ended) {
+      this.#close();
+      this.#phase = 'done';
+      if (this.#signal.aborted) return Promise.reject(abortReason(this.#signal));
+      if (this.#lines.partial) return Promise.reject(new TransportError(this.#scope, 'watch stream ended in the middle of an event'));
+      return Promise.resolve(DONE);
+    }
+    if (this.#res.isPaused()) this.#res.resume();
+    return undefined;
+  }
+
+  /** The error a failure of the stream is reported as. */
+  #broke(err: unknown): Error {
+    if (this.#signal.aborted) return abortReason(this.#signal);
+    if (err instanceof FleetcacheError) return err;
+    return new TransportError(this.#scope, `watch stream broke: ${err instanceof Error ? err.message : String(err)}`, { cause: err });
+  }
 }
