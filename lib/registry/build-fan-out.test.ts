@@ -7,7 +7,7 @@ import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { SimulatedCluster, startSimulatedClusters } from '../../fixtures/index.ts';
 import { StaticProvider, type ClusterAccess, type ClusterProvider, type ClusterRef, type ResolveContext } from '../cluster/index.ts';
-import { FakeClock, toError, TransportError, type GroupVersionKind } from '../util/index.ts';
+import { ClosedError, FakeClock, toError, TransportError, type GroupVersionKind } from '../util/index.ts';
 import { Registry } from './index.ts';
 
 const configMaps: GroupVersionKind = { group: '', version: 'v1', kind: 'ConfigMap' };
@@ -113,6 +113,27 @@ describe('Registry build fan-out', () => {
     await within(Promise.all([first, third]), 'the other builds did not complete');
     assert.deepEqual(provider.resolved, [a, c], 'the aborted build was never started');
     assert.deepEqual(registry.caches().map((info) => info.cluster).sort(), [`static:${a}`, `static:${c}`]);
+  });
+
+  it('rejects the builds still queued with ClosedError when the registry closes', async (t) => {
+    const sims = await startSimulatedClusters(2, { namespaces: ['apps'], namePrefix: 'z' });
+    t.after(() => Promise.all(sims.map((c) => c.close())));
+    const [a, b] = sims.map((s) => s.name) as [string, string];
+    const provider = new CountingProvider(Object.fromEntries(sims.map((s) => [s.name, s.kubeconfig])));
+    provider.held.add(a);
+    const registry = new Registry({ provider, clock: new FakeClock(Date.now()), credentialCheckIntervalMs: 0, maxConcurrentBuilds: 1 });
+    const target = { gvk: configMaps, namespace: 'apps', name: 'x' };
+    const first = registry.watchTargetAndGetReader({ kind: 'static', name: a }, target, owner);
+    await turns(3);
+    const queued = registry.watchTargetAndGetReader({ kind: 'static', name: b }, target, owner, new AbortController().signal);
+    await turns(3);
+    assert.deepEqual(provider.resolved, [a], 'the second waits for the only slot');
+    const closing = registry.close();
+    await assert.rejects(within(queued, 'the queued build did not reject'), ClosedError);
+    await assert.rejects(within(first, 'the build in flight did not reject'), ClosedError);
+    provider.release();
+    await closing;
+    assert.deepEqual(provider.resolved, [a], 'the queued build never started');
   });
 
   it('waits for its turn past buildTimeoutMs while the builds ahead time out one by one, then is built', async (t) => {

@@ -46,20 +46,31 @@ export class BuildGate {
 
   /**
    * Resolves with the function that gives the slot back (call it once; more is a no-op) once one is
-   * free and every earlier caller got theirs; rejects with the signal's reason if it aborts first.
+   * free and every earlier caller got theirs; rejects with the reason of `signal` or `also`
+   * (`signal` checked first), whichever aborts first. Two signals rather than a child of both: a
+   * fleet asked for at once queues a waiter per cache, and a child controller each (its signal,
+   * listener map and fan-out) was garbage that outlived the young generation (issue 12).
    */
-  acquire(signal: AbortSignal): Promise<() => void> {
+  acquire(signal: AbortSignal, also?: AbortSignal): Promise<() => void> {
     if (signal.aborted) return Promise.reject(abortReason(signal));
+    if (also?.aborted === true) return Promise.reject(abortReason(also));
     const now = this.tryAcquire();
     if (now !== undefined) return Promise.resolve(now);
     return new Promise((resolve, reject) => {
+      const leave = (from: AbortSignal): void => {
+        this.#waiting.delete(waiter);
+        waiter.detach();
+        reject(abortReason(from));
+      };
+      // One callback on each signal through the shared fan-out, both removed when granted or left.
+      const detachSignal = onAbort(signal, () => { leave(signal); });
+      const detachAlso = also === undefined ? undefined : onAbort(also, () => { leave(also); });
       const waiter: Waiter = {
         grant: (release) => { waiter.detach(); resolve(release); },
-        // One callback on the caller's signal through the shared fan-out, removed when granted.
-        detach: onAbort(signal, () => {
-          this.#waiting.delete(waiter);
-          reject(abortReason(signal));
-        }),
+        detach: () => {
+          detachSignal();
+          detachAlso?.();
+        },
       };
       this.#waiting.add(waiter);
     });

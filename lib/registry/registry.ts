@@ -678,16 +678,11 @@ export class Registry {
    * of failing at the back of the queue (`buildTimeoutMs` bounds each build once it has its slot).
    */
   async #buildSlot(signal: AbortSignal | undefined): Promise<() => void> {
-    const { controller, dispose } = childController(this.#root.signal);
-    const detach = signal === undefined ? () => undefined : onAbort(signal, () => { controller.abort(abortReason(signal)); });
     try {
-      return await this.#builds.acquire(controller.signal);
+      return await this.#builds.acquire(this.#root.signal, signal);
     } catch (err) {
       if (this.#root.signal.aborted) throw new ClosedError('registry');
       throw err;
-    } finally {
-      detach();
-      dispose();
     }
   }
 
