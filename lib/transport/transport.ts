@@ -137,8 +137,9 @@ export class Transport {
   #agent: http.Agent | undefined;
   #session: H2Session | undefined;
   #connecting: Attempt | undefined;
-  readonly #h1 = new Set<string>();
-  readonly #retired = new Set<http.Agent | H2Session>();
+  // Both created with their first entry: most connections never need them (issue 12).
+  #h1: Set<string> | undefined;
+  #retired: Set<http.Agent | H2Session> | undefined;
   #closed = false;
 
   constructor(options: TransportOptions) {
@@ -179,7 +180,7 @@ export class Transport {
     if (!this.#http2 || !this.#secure || this.#viaProxy) return 'http/1.1';
     const material = this.#material;
     if (material === undefined) return undefined;
-    if (this.#h1.has(material.fingerprint)) return 'http/1.1';
+    if (this.#h1?.has(material.fingerprint) === true) return 'http/1.1';
     return this.#session?.usable === true ? 'h2' : undefined;
   }
 
@@ -238,7 +239,7 @@ export class Transport {
         if (session === undefined) break;
         res = await this.#openH2(session, request, path, h2Headers, body, attempt === 1);
       }
-      if (res === undefined && !this.#h1.has(material.fingerprint)) throw new TransportError({ cluster: this.#cluster, gvk: request.gvk }, `${request.method} ${request.path}: the HTTP/2 session closed before the request could start`);
+      if (res === undefined && this.#h1?.has(material.fingerprint) !== true) throw new TransportError({ cluster: this.#cluster, gvk: request.gvk }, `${request.method} ${request.path}: the HTTP/2 session closed before the request could start`);
     }
     res ??= await this.#openH1(request, path, headers, body, scratch);
     const status = res.statusCode;
@@ -323,7 +324,7 @@ export class Transport {
 
   /** The session for this material: the live one, one being connected, or a new one. Undefined: HTTP/1.1. */
   async #sessionFor(material: Material, request: HttpRequest): Promise<H2Session | undefined> {
-    if (this.#h1.has(material.fingerprint)) return undefined;
+    if (this.#h1?.has(material.fingerprint) === true) return undefined;
     const live = this.#session;
     if (live?.usable === true) return live;
     let attempt = this.#connecting;
@@ -388,7 +389,7 @@ export class Transport {
   #connected(attempt: Attempt, negotiated: Negotiated): void {
     if (this.#connecting === attempt) this.#connecting = undefined;
     if (negotiated.protocol === 'http/1.1') {
-      this.#h1.add(attempt.fingerprint);
+      (this.#h1 ??= new Set()).add(attempt.fingerprint);
       return;
     }
     const session = negotiated.session;
@@ -404,8 +405,9 @@ export class Transport {
 
   #retire(session: H2Session): void {
     session.drain();
-    this.#retired.add(session);
-    void session.ended.then(() => { this.#retired.delete(session); });
+    const retired = this.#retired ??= new Set();
+    retired.add(session);
+    void session.ended.then(() => { retired.delete(session); });
   }
 
   /**
@@ -450,8 +452,8 @@ export class Transport {
     this.#agent = undefined;
     this.#session?.destroy();
     this.#session = undefined;
-    for (const old of this.#retired) old.destroy();
-    this.#retired.clear();
+    for (const old of this.#retired ?? []) old.destroy();
+    this.#retired?.clear();
   }
 
   /**
@@ -467,7 +469,7 @@ export class Transport {
     }
     const fingerprint = hash.digest('hex');
     if (this.#material?.fingerprint === fingerprint) return this.#material;
-    if (this.#agent !== undefined) this.#retired.add(this.#agent);
+    if (this.#agent !== undefined) (this.#retired ??= new Set()).add(this.#agent);
     this.#agent = undefined;
     if (this.#session !== undefined) this.#retire(this.#session);
     this.#session = undefined;
