@@ -56,7 +56,8 @@ export interface StoreReader<T extends KubeObject = KubeObject> {
  * are `i.files`, absent, and so empty, until a first value is filed.)
  */
 export class Store<T extends KubeObject = KubeObject> implements StoreReader<T> {
-  readonly #items = new Map<string, T>();
+  /** Created with the first object: an empty cache (a kind the cluster has none of) holds no map. */
+  #items: Map<string, T> | undefined;
   /**
    * One entry per index, `namespace` first: walked on every write, so an array, not a map; found
    * by name by a walk too (a store has a handful of indexes, and a Map of them cost about 190 bytes
@@ -77,23 +78,23 @@ export class Store<T extends KubeObject = KubeObject> implements StoreReader<T> 
   }
 
   get size(): number {
-    return this.#items.size;
+    return this.#items?.size ?? 0;
   }
 
   get(key: string): T | undefined {
-    return this.#items.get(key);
+    return this.#items?.get(key);
   }
 
   getByName(namespace: string, name: string): T | undefined {
-    return this.#items.get(namespace === '' ? name : `${namespace}/${name}`);
+    return this.#items?.get(namespace === '' ? name : `${namespace}/${name}`);
   }
 
   list(): T[] {
-    return [...this.#items.values()];
+    return this.#items === undefined ? [] : [...this.#items.values()];
   }
 
   keys(): string[] {
-    return [...this.#items.keys()];
+    return this.#items === undefined ? [] : [...this.#items.keys()];
   }
 
   indexNames(): string[] {
@@ -105,7 +106,7 @@ export class Store<T extends KubeObject = KubeObject> implements StoreReader<T> 
     if (index === undefined) throw new TypeError(`no index named ${JSON.stringify(indexName)}; indexes: ${this.indexNames().join(', ')}`);
     const out: T[] = [];
     for (const key of index.files?.keys.get(value) ?? []) {
-      const obj = this.#items.get(key);
+      const obj = this.#items?.get(key);
       if (obj !== undefined) out.push(obj);
     }
     return out;
@@ -113,13 +114,14 @@ export class Store<T extends KubeObject = KubeObject> implements StoreReader<T> 
 
   /** Iterates without copying; the informer uses it where nothing mutates during the walk. */
   entries(): IterableIterator<[string, T]> {
-    return this.#items.entries();
+    return (this.#items ?? NO_ITEMS).entries();
   }
 
   /** Inserts or replaces the object under `key`, keeping every index in step. */
   set(key: string, obj: T): void {
-    const replacing = this.#items.has(key);
-    this.#items.set(key, obj);
+    const items = this.#items ??= new Map();
+    const replacing = items.has(key);
+    items.set(key, obj);
     for (const index of this.#indexes) {
       let values: readonly string[];
       try {
@@ -154,9 +156,10 @@ export class Store<T extends KubeObject = KubeObject> implements StoreReader<T> 
 
   /** Removes the object under `key` from the items and every index; returns what was there. */
   delete(key: string): T | undefined {
-    const previous = this.#items.get(key);
-    if (previous === undefined) return undefined;
-    this.#items.delete(key);
+    const items = this.#items;
+    const previous = items?.get(key);
+    if (items === undefined || previous === undefined) return undefined;
+    items.delete(key);
     for (const index of this.#indexes) {
       const files = index.files;
       const old = files?.values.get(key);
@@ -167,6 +170,9 @@ export class Store<T extends KubeObject = KubeObject> implements StoreReader<T> 
     return previous;
   }
 }
+
+/** What an empty store iterates: never written. */
+const NO_ITEMS: ReadonlyMap<string, never> = new Map<string, never>();
 
 /** The built-in index: the object's namespace, '' when cluster-scoped. */
 function namespaceOf(obj: KubeObject): readonly string[] {
