@@ -328,7 +328,8 @@ export class ClusterConnection implements ResourceResolver {
   readonly #clock: Clock;
   readonly #onRequest: ((observation: RequestObservation) => void) | undefined;
   readonly #discovery: DiscoveryCache;
-  readonly #discovering = new Map<string, Promise<DiscoveredGroup>>();
+  /** Created while a discovery is in flight, dropped when none is: most of a connection's life. */
+  #discovering: Map<string, Promise<DiscoveredGroup>> | undefined;
   /** Aborted by `close()`: ends shared work (discovery) no single caller owns. */
   readonly #life = new AbortController();
   /** What the resource clients may do with this connection (kept off the public surface). */
@@ -507,10 +508,14 @@ export class ClusterConnection implements ResourceResolver {
   }
 
   #discover(gv: string, gvk: GroupVersionKind, signal: AbortSignal | undefined): Promise<DiscoveredGroup> {
-    let pending = this.#discovering.get(gv);
+    const discovering = this.#discovering ??= new Map<string, Promise<DiscoveredGroup>>();
+    let pending = discovering.get(gv);
     if (pending === undefined) {
-      pending = this.#fetchGroup(gv, gvk).finally(() => { this.#discovering.delete(gv); });
-      this.#discovering.set(gv, pending);
+      pending = this.#fetchGroup(gv, gvk).finally(() => {
+        discovering.delete(gv);
+        if (discovering.size === 0 && this.#discovering === discovering) this.#discovering = undefined;
+      });
+      discovering.set(gv, pending);
     }
     return raceAbort(pending, signal);
   }
