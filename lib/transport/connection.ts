@@ -234,7 +234,12 @@ interface ConnectionPort {
 
 interface DiscoveredGroup {
   /** Kind → resource, for the top-level resources (no subresources) of one group/version. */
-  readonly kinds: ReadonlyMap<string, ResourceInfo>;
+  /**
+   * The top-level resources (no subresources) of one group/version, in the server's order. An
+   * array, searched from the end (a kind listed twice resolves to its last entry, as a Map set in
+   * order would): a Map per group/version cost about 130 bytes more for the few kinds of a group.
+   */
+  readonly kinds: readonly ResourceInfo[];
   /** When it was read (the connection's clock): trusted until `ttlMs` later. */
   readonly readAt: number;
 }
@@ -410,10 +415,10 @@ export class ClusterConnection implements ResourceResolver {
       group = await this.#discover(gv, gvk, signal);
       fresh = true;
     }
-    let info = group.kinds.get(gvk.kind);
+    let info = kindIn(group, gvk.kind);
     if (info === undefined && !fresh) {
       group = await this.#discover(gv, gvk, signal);
-      info = group.kinds.get(gvk.kind);
+      info = kindIn(group, gvk.kind);
     }
     if (info === undefined) throw new UnknownKindError({ cluster: this.name, gvk, statusCode: 200 });
     return info;
@@ -529,7 +534,7 @@ export class ClusterConnection implements ResourceResolver {
       if (err instanceof KubeApiError && err.statusCode === 404) throw new UnknownKindError({ cluster: this.name, gvk, statusCode: 404 }, { cause: err });
       throw err;
     }
-    const kinds = new Map<string, ResourceInfo>();
+    const kinds: ResourceInfo[] = [];
     for (const r of (body as ApiResourceList | undefined)?.resources ?? []) {
       if (typeof r.name !== 'string' || typeof r.kind !== 'string' || r.name.includes('/')) continue;
       // The server names the resource pasted into later URLs: an entry that is not a plain
@@ -539,19 +544,42 @@ export class ClusterConnection implements ResourceResolver {
         continue;
       }
       const verbs = Array.isArray(r.verbs) ? r.verbs.filter((v): v is string => typeof v === 'string') : [];
-      kinds.set(r.kind, Object.freeze({
+      kinds.push(Object.freeze({
         gvk: Object.freeze({ group: gvk.group, version: gvk.version, kind: r.kind }),
         resource: r.name,
         namespaced: r.namespaced === true,
-        // A copy of exactly its length: `filter` leaves room for more (kept per kind, issue 12).
-        verbs: Object.freeze(verbs.slice()),
+        verbs: verbSet(verbs),
       }));
     }
-    const group: DiscoveredGroup = { kinds, readAt: this.#clock.now() };
+    // A copy of exactly its length: `push` leaves room for more (kept per group/version).
+    const group: DiscoveredGroup = { kinds: kinds.slice(), readAt: this.#clock.now() };
     this.#discovery.set(gv, group);
-    this.#logger.debug('discovered group version', { groupVersion: gv, kinds: kinds.size });
+    this.#logger.debug('discovered group version', { groupVersion: gv, kinds: kinds.length });
     return group;
   }
+}
+
+/** The kind's entry in a discovered group/version (its last, should the server list it twice). */
+function kindIn(group: DiscoveredGroup, kind: string): ResourceInfo | undefined {
+  return group.kinds.findLast((info) => info.gvk.kind === kind);
+}
+
+/** Distinct verb lists shared by every discovered kind of the process (most kinds have the same few). */
+const verbSets = new Map<string, readonly string[]>();
+/** Bound on `verbSets`: a server inventing verb lists cannot grow it further. */
+const VERB_SETS = 256;
+
+/**
+ * The frozen verb list of a discovered kind, shared with every kind that has the same one: every
+ * cluster's discovery repeats a handful of lists, each about 150 bytes per kind if kept apart.
+ */
+function verbSet(verbs: readonly string[]): readonly string[] {
+  const key = JSON.stringify(verbs);
+  const known = verbSets.get(key);
+  if (known !== undefined) return known;
+  const set = Object.freeze(verbs.slice());
+  if (verbSets.size < VERB_SETS) verbSets.set(key, set);
+  return set;
 }
 
 function validDiscovered(gvk: GroupVersionKind, resource: string, kind: string): boolean {
