@@ -85,7 +85,7 @@ describe('webhook delivery', () => {
       assert.ok(sent < 32 * MiB, `the receiver wrote ${sent} bytes before the client hung up`);
     });
 
-    it('drains a 256 MiB answer without keeping it: resident memory grows by less than half the answer', async () => {
+    it('drains a 256 MiB answer without keeping it: resident memory grows by less than three quarters of the answer', async () => {
       receiver.answer({ kind: 'huge', status: 200, bytes: 256 * MiB });
       const before = process.memoryUsage.rss();
       let peak = before;
@@ -99,8 +99,10 @@ describe('webhook delivery', () => {
       const growth = peak - before;
       process.stdout.write(`# 256 MiB answer drained: RSS before ${(before / MiB).toFixed(1)} MiB, peak growth ${(growth / MiB).toFixed(1)} MiB\n`);
       // Receiver and client share this process, and its garbage collector lets young chunks pile up
-      // for a while; a client that kept the answer would grow by more than the whole 256 MiB.
-      assert.ok(growth < 128 * MiB, `RSS grew by ${(growth / MiB).toFixed(1)} MiB`);
+      // for a while: V8 may commit up to 128 MiB of young generation under this allocation rate
+      // (60-70 MiB measured alone, 133 MiB once with the machine loaded by other test files). A
+      // client that kept the answer grows by more than the whole 256 MiB (786 MiB measured).
+      assert.ok(growth < 192 * MiB, `RSS grew by ${(growth / MiB).toFixed(1)} MiB`);
     });
 
     it('fails when the receiver sends 2xx headers and then hangs: the body is part of the answer', async () => {

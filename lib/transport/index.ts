@@ -1,8 +1,9 @@
 /**
  * How bytes travel between fleetcache and an API server: the per-cluster connection (kubeconfig
- * credentials, one keep-alive HTTP agent, request and LIST limiters, discovery of GVK → resource
- * and scope), the wire types, the watch decoder and the pre-pass that drops managedFields before
- * JSON.parse. Knows nothing about who a cluster is: `lib/cluster` decides that.
+ * credentials, one HTTP/2 session with a keep-alive HTTP/1.1 agent as the fallback, a slot of the
+ * process-wide socket budget, request and LIST limiters, discovery of GVK → resource and scope),
+ * the wire types, the watch decoder and the pre-pass that drops managedFields before JSON.parse.
+ * Knows nothing about who a cluster is: `lib/cluster` decides that.
  */
 export { ClusterConnection, DEFAULT_READ_LIMITS, readLimitsOf, resourcePath } from './connection.ts';
 export type { ClusterConnectionOptions, ReadLimits, RequestObservation, RequestOptions } from './connection.ts';
