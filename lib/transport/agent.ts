@@ -2,7 +2,7 @@ import * as http from 'node:http';
 import * as https from 'node:https';
 import type { Duplex } from 'node:stream';
 import { childController } from '../util/index.ts';
-import type { SlotHolder, SocketBudget } from './budget.ts';
+import type { SlotHolder, SocketBudget, SocketSlot } from './budget.ts';
 
 /**
  * The request option carrying the request's signal to the agent's `createConnection` (Node copies
@@ -18,6 +18,44 @@ const FOREVER = new AbortController().signal;
 interface SocketUse {
   idle: boolean;
   long: boolean;
+}
+
+/**
+ * What the budget may do with one socket of an agent. A class of its own, as are the listeners
+ * below: whatever a socket keeps for its life must not close over `Sockets.create`, whose context
+ * holds the agent's callback, and through it the request that opened the socket with all it
+ * refers to (its LIST page, for one) for as long as the keep-alive socket lives.
+ */
+class AgentSocketHolder implements SlotHolder {
+  readonly #socket: Duplex;
+  readonly #use: SocketUse;
+
+  constructor(socket: Duplex, use: SocketUse) {
+    this.#socket = socket;
+    this.#use = use;
+  }
+
+  idle(): boolean {
+    return this.#use.idle;
+  }
+
+  yieldable(): boolean {
+    return this.#use.idle || this.#use.long;
+  }
+
+  reclaim(reason: Error): void {
+    this.#socket.destroy(this.#use.idle ? undefined : reason);
+  }
+}
+
+/** Between 'connect' and the request attaching its own listeners an error must not go unhandled. */
+function ignoreError(): void {
+  // The request and the agent still get every error through their own listeners.
+}
+
+/** A socket's 'close' listener that gives its slot back and keeps nothing else alive. */
+function releaseOnClose(slot: SocketSlot): () => void {
+  return () => { slot.release(); };
 }
 
 /**
@@ -53,10 +91,8 @@ class Sockets {
     if (this.#closed) pending.controller.abort(new Error('the agent was destroyed'));
     this.#budget.open(signal, (slot) => new Promise<Duplex>((resolve, reject) => {
       const socket = make(options);
-      socket.once('close', () => { slot.release(); });
-      // Between 'connect' and the request attaching its own listeners an error must not go unhandled;
-      // the request and the agent still get every error through theirs.
-      socket.on('error', () => undefined);
+      socket.once('close', releaseOnClose(slot));
+      socket.on('error', ignoreError);
       const onError = (err: Error): void => { reject(err); };
       socket.once('error', onError);
       socket.once(ready, () => {
@@ -68,12 +104,7 @@ class Sockets {
         }
         const use: SocketUse = { idle: false, long: false };
         this.#uses.set(socket, use);
-        const holder: SlotHolder = {
-          idle: () => use.idle,
-          yieldable: () => use.idle || use.long,
-          reclaim: (reason) => { socket.destroy(use.idle ? undefined : reason); },
-        };
-        slot.hold(holder);
+        slot.hold(new AgentSocketHolder(socket, use));
         resolve(socket);
       });
     })).then((socket) => {
