@@ -66,8 +66,8 @@ describe('config/', () => {
     ] });
     const kubeconfig = path.join(scratch, 'idle-kubeconfig');
     writeFileSync(kubeconfig, cluster.kubeconfig, { mode: 0o600 });
-    // With the image's V8 settings (its NODE_OPTIONS).
-    const nodeOptions = /^ENV NODE_OPTIONS=(\S+)$/m.exec(readFileSync(path.join(root, 'Dockerfile'), 'utf8'))?.[1] ?? '';
+    // With the V8 settings the deployed pod runs with (the manifest's NODE_OPTIONS).
+    const nodeOptions = manifestNodeOptions();
     const child = spawn(process.execPath, [path.join(pkgDir, pkg.bin.fleetcache), `--kubeconfig=${kubeconfig}`, '--leader-elect', '--leader-election-namespace=fleetcache-system', '--metrics-bind-address=127.0.0.1:0', '--health-probe-bind-address=127.0.0.1:0'], { stdio: 'ignore', env: { ...process.env, NODE_ENV: 'production', NODE_OPTIONS: nodeOptions } });
     try {
       await cluster.waitFor((c) => c.openWatches >= 1, { timeoutMs: 60_000 });
@@ -101,6 +101,17 @@ describe('config/', () => {
     assert.deepEqual(role('fleetcache-metrics-reader'), [{ nonResourceURLs: ['/metrics', '/debug/caches', '/dashboard/events'], verbs: ['get'] }]);
   });
 });
+
+/** The image's NODE_OPTIONS (its `ENV NODE_OPTIONS=` line). */
+function imageNodeOptions(): string {
+  return /^ENV NODE_OPTIONS=(\S+)$/m.exec(readFileSync(path.join(root, 'Dockerfile'), 'utf8'))?.[1] ?? '';
+}
+
+/** NODE_OPTIONS as the deployed container has it: the manifest's when it sets one (it replaces the image's), else the image's. */
+function manifestNodeOptions(): string {
+  const [deployment] = loadAll(readFileSync(path.join(root, 'config/manager/manager.yaml'), 'utf8')) as { spec: { template: { spec: { containers: { env?: { name: string; value?: string }[] }[] } } } }[];
+  return deployment?.spec.template.spec.containers[0]?.env?.find((e) => e.name === 'NODE_OPTIONS')?.value ?? imageNodeOptions();
+}
 
 /** What a compiled file refers to: relative modules (static and dynamic imports, re-exports), packages, and files read beside it. */
 function references(source: string): { readonly modules: readonly string[]; readonly packages: readonly string[]; readonly urls: readonly string[] } {
@@ -357,8 +368,12 @@ describe('Dockerfile', () => {
     assert.deepEqual({ status: result.status, stdout: result.stdout, stderr: result.stderr }, { status: 1, stdout: '', stderr: `fleetcache needs Node.js 22.19.0 or newer; this is Node.js ${version}\n` });
   });
 
-  it('caps V8\'s young generation, so a fleet syncing at once does not commit memory no object stays in', () => {
-    assert.match(dockerfile, /^ENV NODE_OPTIONS=--max-semi-space-size=16$/m);
+  it('caps V8\'s young generation, so a fleet syncing at once does not commit memory no object stays in, and the manifest keeps the cap', () => {
+    const image = imageNodeOptions();
+    assert.match(image, /^--max-semi-space-size=\d+$/);
+    // A container's NODE_OPTIONS replaces the image's: the manifest must repeat every image flag.
+    const deployed = manifestNodeOptions().split(/\s+/);
+    for (const flag of image.split(/\s+/)) assert.ok(deployed.includes(flag), `config/manager/manager.yaml's NODE_OPTIONS drops the image's ${flag}`);
   });
 
   it('runs as a non-root user', () => {
