@@ -2,7 +2,7 @@ import * as http from 'node:http';
 import * as https from 'node:https';
 import type { Duplex } from 'node:stream';
 import { childController } from '../util/index.ts';
-import type { SlotHolder, SocketBudget, SocketSlot } from './budget.ts';
+import type { SlotHolder, SocketBudget } from './budget.ts';
 
 /**
  * The request option carrying the request's signal to the agent's `createConnection` (Node copies
@@ -48,14 +48,13 @@ class AgentSocketHolder implements SlotHolder {
   }
 }
 
-/** Between 'connect' and the request attaching its own listeners an error must not go unhandled. */
-function ignoreError(): void {
-  // The request and the agent still get every error through their own listeners.
-}
-
-/** A socket's 'close' listener that gives its slot back and keeps nothing else alive. */
-function releaseOnClose(slot: SocketSlot): () => void {
-  return () => { slot.release(); };
+/**
+ * An 'error' listener that keeps an error from going unhandled where the error reaches whoever
+ * needs it another way (a request's own listeners, a body's reader). Module-level: a closure made
+ * per socket or stream would keep its caller's context alive as long as the listener.
+ */
+export function ignoreError(): void {
+  // Nothing to do: see above.
 }
 
 /**
@@ -91,7 +90,7 @@ class Sockets {
     if (this.#closed) pending.controller.abort(new Error('the agent was destroyed'));
     this.#budget.open(signal, (slot) => new Promise<Duplex>((resolve, reject) => {
       const socket = make(options);
-      socket.once('close', releaseOnClose(slot));
+      socket.once('close', slot.release);
       socket.on('error', ignoreError);
       const onError = (err: Error): void => { reject(err); };
       socket.once('error', onError);

@@ -62,8 +62,11 @@ export interface SlotHolder {
 
 /** One socket's place in the budget. */
 export interface SocketSlot {
-  /** Gives the place back. Idempotent: call it on every close path. */
-  release(): void;
+  /**
+   * Gives the place back. Idempotent: call it on every close path. A function of its own (no
+   * `this`, and it keeps nothing of the caller), so a socket's 'close' can take it as it is.
+   */
+  readonly release: () => void;
   /** Says what holds the place once the socket is open, so the budget can reclaim it. */
   hold(holder: SlotHolder): void;
 }

@@ -19,8 +19,8 @@ import {
   type KubeStatus,
   type ReadLimit,
 } from '../util/index.ts';
-import { BudgetedHttpAgent, BudgetedHttpsAgent, SLOT_SIGNAL, type BudgetedAgent } from './agent.ts';
-import type { SocketBudget, SocketSlot } from './budget.ts';
+import { BudgetedHttpAgent, BudgetedHttpsAgent, ignoreError, SLOT_SIGNAL, type BudgetedAgent } from './agent.ts';
+import type { SocketBudget } from './budget.ts';
 import { applyCredentials } from './credentials.ts';
 import { sharedSecureContexts } from './secure-context.ts';
 import { checkRequestPath } from './segments.ts';
@@ -363,7 +363,7 @@ export class Transport {
     const life = new AbortController();
     let handshake: ReturnType<typeof negotiate> | undefined;
     const done = this.#budget.open(life.signal, async (slot) => {
-      handshake = negotiate(target, this.#liveness, releaser(slot));
+      handshake = negotiate(target, this.#liveness, slot.release);
       const negotiated = await handshake.done;
       if (negotiated.protocol === 'h2') slot.hold(negotiated.session);
       return negotiated;
@@ -381,10 +381,11 @@ export class Transport {
   }
 
   /**
-   * A connection attempt's outcome. A method of its own, as is `releaser`: what outlives the
-   * handshake (the session's `ended` reaction, the socket's 'close' listener) then closes over
-   * the session or the slot alone, not over `#connect`'s whole context (the attempt, its
-   * controller, the handshake and its socket), which a cluster kept for its connection's life.
+   * A connection attempt's outcome. A method of its own, and the socket's 'close' gets
+   * `slot.release` itself: what outlives the handshake (the session's `ended` reaction, the
+   * socket's 'close' listener) then closes over the session or the slot alone, not over
+   * `#connect`'s whole context (the attempt, its controller, the handshake and its socket), which a
+   * cluster kept for its connection's life.
    */
   #connected(attempt: Attempt, negotiated: Negotiated): void {
     if (this.#connecting === attempt) this.#connecting = undefined;
@@ -554,16 +555,6 @@ function rawHeaders(method: string, path: string, headers: Readonly<Record<strin
     }
   }
   return raw;
-}
-
-/** Gives `slot` back: a socket's 'close' listener that keeps the slot alone alive. */
-function releaser(slot: SocketSlot): () => void {
-  return () => { slot.release(); };
-}
-
-/** Keeps a stream's late error from being unhandled (see `#openH2`). */
-function ignoreError(): void {
-  // Reported through the body's reader, if anyone still reads it.
 }
 
 function isBudgeted(agent: https.RequestOptions['agent']): agent is BudgetedAgent {
