@@ -6,7 +6,8 @@ import { after, before, describe, it } from 'node:test';
 import { KubeConfig } from '@kubernetes/client-node';
 import { eventually } from '../../e2e/harness/index.ts';
 import { FakeClock, KubeApiError, TransportError, UnknownKindError, WatchDecodeError } from '../util/index.ts';
-import { ClusterConnection, createListLimiter, resourcePath, type WatchEvent } from './index.ts';
+import { ClusterConnection, verbSet } from './connection.ts';
+import { createListLimiter, resourcePath, type WatchEvent } from './index.ts';
 
 const TOKEN = 'secret-token-never-logged';
 const configMaps = { gvk: { group: '', version: 'v1', kind: 'ConfigMap' }, resource: 'configmaps', namespaced: true, verbs: ['list', 'watch'] } as const;
@@ -339,5 +340,18 @@ describe('ClusterConnection', () => {
     assert.throws(() => new ClusterConnection({ name: '', kubeConfig: kubeConfig(url) }), /name/);
     assert.throws(() => new ClusterConnection({ name: 'x', kubeConfig: kubeConfig(url), qps: 0 }), /qps/);
     assert.throws(() => new ClusterConnection({ name: 'x', kubeConfig: kubeConfig(url), burst: 1.5 }), /burst/);
+  });
+});
+
+describe('verbSet', () => {
+  it('shares a usual verb list between kinds, but never keeps a long one for the process\'s life', () => {
+    const usual = ['create', 'delete', 'deletecollection', 'get', 'list', 'patch', 'update', 'watch'];
+    assert.equal(verbSet([...usual]), verbSet([...usual]));
+    assert.ok(Object.isFrozen(verbSet(usual)));
+    // A hostile server's list: equal contents, yet a copy each time (nothing interned to return).
+    const long = Array.from({ length: 64 }, (_, i) => `verb-${i}`);
+    const first = verbSet(long);
+    assert.deepEqual(first, long);
+    assert.notEqual(verbSet([...long]), first);
   });
 });

@@ -566,19 +566,25 @@ function kindIn(group: DiscoveredGroup, kind: string): ResourceInfo | undefined 
 
 /** Distinct verb lists shared by every discovered kind of the process (most kinds have the same few). */
 const verbSets = new Map<string, readonly string[]>();
-/** Bound on `verbSets`: a server inventing verb lists cannot grow it further. */
+/**
+ * Bounds on `verbSets`, which outlives every connection: a server inventing verb lists cannot grow
+ * it past `VERB_SETS` entries, nor pin a long list for the process's life (the longest list a
+ * kube-apiserver serves, all eight verbs, is 76 characters as JSON).
+ */
 const VERB_SETS = 256;
+const VERB_SET_CHARS = 256;
 
 /**
  * The frozen verb list of a discovered kind, shared with every kind that has the same one: every
- * cluster's discovery repeats a handful of lists, each about 150 bytes per kind if kept apart.
+ * cluster's discovery repeats a handful of lists, each about 150 bytes per kind if kept apart. A
+ * list beyond the bounds is kept by its kind alone (and goes with its connection's discovery).
  */
-function verbSet(verbs: readonly string[]): readonly string[] {
+export function verbSet(verbs: readonly string[]): readonly string[] {
   const key = JSON.stringify(verbs);
   const known = verbSets.get(key);
   if (known !== undefined) return known;
   const set = Object.freeze(verbs.slice());
-  if (verbSets.size < VERB_SETS) verbSets.set(key, set);
+  if (verbSets.size < VERB_SETS && key.length <= VERB_SET_CHARS) verbSets.set(key, set);
   return set;
 }
 
