@@ -94,6 +94,43 @@ describe('SocketBudget', () => {
     (await waiting).release();
   });
 
+  it('hold() of an idle socket closes it at once for a waiter already queued, without waiting for a turn', async () => {
+    const clock = new FakeClock();
+    const budget = new SocketBudget({ maxSockets: 1, turnMs: 1000, clock });
+    const never = new AbortController().signal;
+    // The slot is granted, its socket still connecting: nothing to reclaim when the waiter arrives.
+    const slot = await budget.acquire(never);
+    let got = false;
+    const waiting = budget.acquire(never).then((s) => { got = true; return s; });
+    await ticks();
+    assert.equal(budget.waiting, 1);
+    const idle = new TestHolder();
+    idle.busy = false;
+    slot.hold(idle); // the socket is open, and idle: it goes for the waiter now, not at the turn
+    assert.equal(idle.reclaimed.length, 1, 'reclaimed on hold(), with the clock still at 0');
+    assert.ok(idle.reclaimed[0] instanceof SocketReclaimedError);
+    assert.equal(clock.now(), 0);
+    assert.equal(got, false, 'the slot is handed on when the socket has closed');
+    slot.release(); // what its socket's 'close' does
+    (await waiting).release();
+    assert.deepEqual([budget.inUse, budget.waiting], [0, 0]);
+  });
+
+  it('hold() of a busy socket reclaims nothing for a waiter already queued', async () => {
+    const budget = new SocketBudget({ maxSockets: 1, turnMs: 1000, clock: new FakeClock() });
+    const never = new AbortController().signal;
+    const slot = await budget.acquire(never);
+    const aborting = new AbortController();
+    const waiting = budget.acquire(aborting.signal);
+    await ticks();
+    const busy = new TestHolder();
+    slot.hold(busy);
+    assert.equal(busy.reclaimed.length, 0);
+    aborting.abort(new Error('gave up'));
+    await assert.rejects(waiting, /gave up/);
+    slot.release();
+  });
+
   it('after turnMs closes the longest-held socket that carries only watches, so the waiter gets its turn', async () => {
     const clock = new FakeClock();
     const budget = new SocketBudget({ maxSockets: 2, turnMs: 1000, clock });
