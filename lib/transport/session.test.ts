@@ -7,12 +7,14 @@ import assert from 'node:assert/strict';
 import { constants as h2constants, createSecureServer, type Http2SecureServer, type ServerHttp2Session, type ServerHttp2Stream } from 'node:http2';
 import type { AddressInfo } from 'node:net';
 import { describe, it, type TestContext } from 'node:test';
+import { createSecureContext } from 'node:tls';
 import { eventually } from '../../e2e/harness/index.ts';
 import { SIM_CERT_PEM, simKeyPem } from '../../fixtures/sim/cert.ts';
 import { kubeconfigYaml } from '../../fixtures/sim/kubeconfig.ts';
 import { loadKubeconfig } from '../cluster/index.ts';
-import type { GroupVersionKind } from '../util/index.ts';
-import { ClusterConnection, createListLimiter, type ClusterConnectionOptions, type WatchEvent } from './index.ts';
+import { FakeClock, type GroupVersionKind } from '../util/index.ts';
+import { ClusterConnection, createListLimiter, SocketBudget, type ClusterConnectionOptions, type WatchEvent } from './index.ts';
+import { negotiate } from './session.ts';
 
 const CONFIGMAP: GroupVersionKind = { group: '', version: 'v1', kind: 'ConfigMap' };
 const OBJECT = '/api/v1/namespaces/a/configmaps/cm-0';
@@ -70,9 +72,12 @@ class H2Server {
     return server;
   }
 
+  get port(): number {
+    return (this.#server.address() as AddressInfo).port;
+  }
+
   get kubeconfig(): string {
-    const { port } = this.#server.address() as AddressInfo;
-    return kubeconfigYaml({ name: 'h2', server: `https://127.0.0.1:${port}`, caPem: SIM_CERT_PEM, token: 't' });
+    return kubeconfigYaml({ name: 'h2', server: `https://127.0.0.1:${this.port}`, caPem: SIM_CERT_PEM, token: 't' });
   }
 
   /**
@@ -101,7 +106,7 @@ function connection(t: TestContext, kubeconfig: string, options: Partial<Cluster
 }
 
 describe('HTTP/2 session', () => {
-  it('a GOAWAY retires the session: the next request opens a new one, sent once; the watch already open carries on', async (t) => {
+  it('a GOAWAY retires the session: the next request opens a new one, sent once; the watch already open carries on', { timeout: 60_000 }, async (t) => {
     const server = await H2Server.start(t);
     const conn = connection(t, server.kubeconfig);
     const info = await conn.resolve(CONFIGMAP);
@@ -135,5 +140,56 @@ describe('HTTP/2 session', () => {
     assert.equal((await events.next()).done, true);
     await eventually('the retired session closes once its last stream ended', () => server.closed.includes(1), 10_000);
     assert.ok(!server.closed.includes(2), 'the live session stays');
+  });
+
+  it('a session with no stream open for a whole PING interval is closed, and its slot of the socket budget given back', { timeout: 60_000 }, async (t) => {
+    const server = await H2Server.start(t);
+    const clock = new FakeClock();
+    const [interval, timeout] = [30_000, 15_000];
+    const budget = new SocketBudget({ maxSockets: 1, clock: new FakeClock() });
+    const slot = await budget.acquire(AbortSignal.timeout(10_000));
+    let socketClosed = false;
+    const { done } = negotiate(
+      { host: '127.0.0.1', port: server.port, servername: undefined, secureContext: createSecureContext({ ca: SIM_CERT_PEM }), rejectUnauthorized: true },
+      { pingIntervalMs: interval, pingTimeoutMs: timeout, clock },
+      () => { socketClosed = true; slot.release(); },
+    );
+    const negotiated = await done;
+    assert.equal(negotiated.protocol, 'h2');
+    const session = negotiated.session;
+    t.after(() => { session.destroy(); });
+    slot.hold(session);
+    const get = (path: string, long: boolean): ReturnType<typeof session.request> => {
+      const stream = session.request([':method', 'GET', ':path', path, ':scheme', 'https', ':authority', `127.0.0.1:${server.port}`], { endStream: true }, long);
+      stream.on('error', () => undefined);
+      return stream;
+    };
+
+    // A watch is open through the first interval: a PING goes out instead, is answered, and the
+    // next interval starts; the session stays.
+    const watch = get('/api/v1/namespaces/a/configmaps?watch=true', true);
+    await new Promise((resolve) => { watch.once('response', resolve); });
+    clock.advance(interval);
+    assert.equal(clock.nextTimerIn, timeout, 'a PING is out, with its deadline');
+    await eventually('the PING is answered and the next interval armed', () => clock.nextTimerIn === interval, 10_000);
+    assert.equal(session.usable, true);
+    assert.equal(budget.inUse, 1);
+
+    // The watch ends, and so does a request after it: no stream open for the whole next interval.
+    const closed = (stream: ReturnType<typeof get>): Promise<unknown> => new Promise((resolve) => { stream.once('close', resolve); });
+    const watchClosed = closed(watch);
+    server.watches[0]?.end();
+    watch.resume();
+    await watchClosed;
+    const request = get(OBJECT, false);
+    request.resume();
+    await closed(request);
+    assert.equal(session.streams, 0);
+    clock.advance(interval);
+    assert.equal(session.usable, false, 'idle a whole interval: drained, not PINGed');
+    assert.equal(clock.pendingTimers, 0, 'no PING deadline, no next interval');
+    await eventually('the server sees the connection close', () => server.closed.includes(1), 10_000);
+    await eventually('the socket closed and gave its slot back', () => socketClosed && budget.inUse === 0, 10_000);
+    assert.deepEqual(server.seen.map((r) => r.path), ['/api/v1/namespaces/a/configmaps', OBJECT]);
   });
 });

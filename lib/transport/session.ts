@@ -1,6 +1,7 @@
 import * as http2 from 'node:http2';
 import { isIP } from 'node:net';
 import * as tls from 'node:tls';
+import type { Clock, Timer } from '../util/index.ts';
 import type { SlotHolder } from './budget.ts';
 
 /** Liveness settings of an HTTP/2 session (client-go's ReadIdleTimeout and PingTimeout). */
@@ -9,7 +10,32 @@ export interface SessionLiveness {
   readonly pingIntervalMs: number;
   /** A PING unanswered this long destroys the session; default 15 000. */
   readonly pingTimeoutMs: number;
+  /**
+   * The clock of the PING timers. Default: real timers that do not keep the process alive. Not the
+   * connection's injected clock (see {@link H2Session}): only a test of the session itself sets it.
+   */
+  readonly clock?: Clock | undefined;
 }
+
+/** A real timer that does not keep the process alive. */
+class UnrefTimer implements Timer {
+  readonly #handle: NodeJS.Timeout;
+
+  constructor(ms: number, fn: () => void) {
+    this.#handle = setTimeout(fn, ms);
+    this.#handle.unref();
+  }
+
+  cancel(): void {
+    clearTimeout(this.#handle);
+  }
+}
+
+/** The default clock of the PING timers. */
+const unrefClock: Clock = {
+  now: () => Date.now(),
+  setTimer: (ms, fn) => new UnrefTimer(ms, fn),
+};
 
 /** Where a session goes and with what TLS material (one secure context per material). */
 export interface SessionTarget {
@@ -88,8 +114,9 @@ export function negotiate(target: SessionTarget, liveness: SessionLiveness, rele
  * until the server sends GOAWAY, the socket closes or a PING goes unanswered for `pingTimeoutMs`
  * (a silently dead connection then fails every stream on it, so no watch is silently stale).
  *
- * PINGs run on real timers, not the injected clock: they test a real socket's liveness, and a test
- * clock jumping ahead would declare a healthy session dead. The timers are unref'd.
+ * PINGs run on real timers, not the connection's injected clock: they test a real socket's
+ * liveness, and a test clock jumping ahead would declare a healthy session dead. The timers are
+ * unref'd. A test of the session alone may give it a clock of its own (`liveness.clock`).
  *
  * It holds one slot of the socket budget: idle (no stream) it closes at once for a waiter; carrying
  * only watches it may yield its turn (the watches fail with the reason and resume elsewhere).
@@ -100,17 +127,19 @@ export function negotiate(target: SessionTarget, liveness: SessionLiveness, rele
 export class H2Session implements SlotHolder {
   readonly #session: http2.ClientHttp2Session;
   readonly #liveness: SessionLiveness;
+  readonly #clock: Clock;
   #usable = true;
   #streams = 0;
   #long = 0;
   /** True once a stream was opened: a session fresh from its handshake is not idle, its requests are on their way. */
   #used = false;
-  #timer: NodeJS.Timeout | undefined;
+  #timer: Timer | undefined;
   readonly #ended: Promise<void>;
 
   constructor(session: http2.ClientHttp2Session, liveness: SessionLiveness) {
     this.#session = session;
     this.#liveness = liveness;
+    this.#clock = liveness.clock ?? unrefClock;
     session.on('error', () => { this.#retire(); });
     session.on('goaway', () => { this.#retire(); });
     this.#ended = new Promise((resolve) => {
@@ -180,14 +209,13 @@ export class H2Session implements SlotHolder {
 
   #retire(): void {
     this.#usable = false;
-    if (this.#timer !== undefined) clearTimeout(this.#timer);
+    this.#timer?.cancel();
     this.#timer = undefined;
   }
 
   #arm(): void {
     if (!this.#usable) return;
-    this.#timer = setTimeout(() => { this.#ping(); }, this.#liveness.pingIntervalMs);
-    this.#timer.unref();
+    this.#timer = this.#clock.setTimer(this.#liveness.pingIntervalMs, () => { this.#ping(); });
   }
 
   #ping(): void {
@@ -199,13 +227,12 @@ export class H2Session implements SlotHolder {
       return;
     }
     let answered = false;
-    const deadline = setTimeout(() => {
+    const deadline = this.#clock.setTimer(this.#liveness.pingTimeoutMs, () => {
       if (!answered) this.destroy(new Error(`HTTP/2 PING unanswered for ${this.#liveness.pingTimeoutMs} ms: the connection is dead`));
-    }, this.#liveness.pingTimeoutMs);
-    deadline.unref();
+    });
     const sent = this.#session.ping((err) => {
       answered = true;
-      clearTimeout(deadline);
+      deadline.cancel();
       if (err !== null) {
         this.destroy(err);
         return;
@@ -213,7 +240,7 @@ export class H2Session implements SlotHolder {
       this.#arm();
     });
     if (!sent) {
-      clearTimeout(deadline);
+      deadline.cancel();
       this.#arm();
     }
   }
