@@ -187,16 +187,30 @@ describe('socket budget', () => {
   }
 
   it('HTTP/2: a session fresh from its handshake is not closed for a waiter before its requests ran', async (t) => {
-    const budget = new SocketBudget({ maxSockets: 1 });
+    const turnMs = 10_000;
+    const clock = new FakeClock();
+    const budget = new SocketBudget({ maxSockets: 1, turnMs, clock });
     const conns: ClusterConnection[] = [];
     for (let c = 0; c < 3; c++) {
       const sim = await simCluster(t, { http2: true, namespaces: ['a'] });
       conns.push(connection(t, `fresh${c}`, sim.kubeconfig, { http2: true, socketBudget: budget }));
     }
     // Three clusters, one socket: each request waits, gets a fresh session, and must run on it
-    // although the others wait; the idle session is what goes to the next one.
+    // although the others wait; the idle session is what goes to the next one. A session whose
+    // request was answered falls idle, but the budget hears of it at its next turn: the clock
+    // moves a turn on only while every request not yet answered waits for the socket, so no
+    // session the test ages is fresh (one holding the slot for an unanswered request).
     for (let round = 0; round < 3; round++) {
-      const answers = await Promise.all(conns.map((conn) => conn.request({ method: 'GET', path: '/api/v1/namespaces/a/configmaps/cm-0', signal: AbortSignal.timeout(30_000) })));
+      let answered = 0;
+      const all = Promise.all(conns.map((conn) => conn.request({ method: 'GET', path: '/api/v1/namespaces/a/configmaps/cm-0', signal: AbortSignal.timeout(30_000) }).finally(() => { answered += 1; })));
+      let failed = false;
+      all.catch(() => { failed = true; });
+      await eventually(`round ${round}: every request answered`, () => {
+        if (answered === conns.length || failed) return true;
+        if (budget.waiting > 0 && budget.waiting === conns.length - answered) clock.advance(turnMs);
+        return false;
+      });
+      const answers = await all;
       assert.equal(answers.length, 3);
     }
     await Promise.all(conns.map((c) => c.close()));
