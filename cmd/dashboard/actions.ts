@@ -158,9 +158,8 @@ export class ApprovalEndpoint {
       reply(res, 200, answer);
     } catch (err) {
       if (err instanceof HttpRefusal) {
-        reply(res, err.status, { error: err.message }, err.headers);
-        // The rest of a refused body is not read: end the connection rather than leave it half-read.
-        if (!req.complete) res.once('finish', () => { req.destroy(); });
+        // The rest of a refused body is never read: the connection ends after the answer.
+        reply(res, err.status, { error: err.message }, req.complete ? err.headers : { ...err.headers, connection: 'close' });
         return;
       }
       this.#logger.error('approval failed', { error: toError(err) });
