@@ -133,6 +133,7 @@ details { margin-top: 8px; }
 summary { cursor: pointer; color: var(--muted); }
 details table { margin-top: 6px; }
 .scroll { overflow-x: auto; max-width: 100%; }
+.pipeline-head .message, .inflight span { overflow-wrap: anywhere; }
 .inflight > div { display: flex; align-items: center; gap: 6px; flex-wrap: wrap; margin: 4px 0; }
 button.approve { background: var(--accent); border-color: var(--accent); color: #fff; font-weight: 600; }
 button.approve:disabled { opacity: .6; cursor: progress; }
@@ -149,6 +150,7 @@ button.approve:disabled { opacity: .6; cursor: progress; }
   .env { flex-basis: auto; min-width: 0; }
   .arrow { transform: rotate(90deg); padding: 2px 0; }
   .inflight button.approve { width: 100%; padding: 10px 12px; }
+  .scroll td.muted { min-width: 16em; }
 }
 `;
 
