@@ -65,7 +65,7 @@ function send(url: string, options: { method?: string; headers?: Record<string, 
       let text = '';
       res.setEncoding('utf8');
       res.on('data', (chunk: string) => { text += chunk; });
-      res.on('end', () => { resolve({ status: res.statusCode ?? 0, headers: res.headers, body: text === '' ? {} : JSON.parse(text) as Answer['body'] }); });
+      res.on('end', () => { resolve({ status: res.statusCode ?? 0, headers: res.headers, body: String(res.headers['content-type']).startsWith('application/json') ? JSON.parse(text) as Answer['body'] : { text } }); });
     });
     req.once('error', reject);
     req.end(options.body);
@@ -91,7 +91,7 @@ describe('the approval endpoint', () => {
     });
     // Behind a server whose own authentication refuses everything: the action decides by itself.
     server = await HttpServer.start({
-      name: 'test', address: { host: '127.0.0.1', port: 0 }, routes: {}, handlers: { [APPROVE_PATH]: endpoint.handle }, actionPaths: new Set([APPROVE_PATH]),
+      name: 'test', address: { host: '127.0.0.1', port: 0 }, routes: {}, handlers: { [APPROVE_PATH]: endpoint.handle, '/dashboard/events': (_req, res) => { res.end('state'); } }, actionPaths: new Set([APPROVE_PATH]),
       authorize: () => Promise.resolve({ allowed: false, status: 403, message: 'the server filter was asked' }),
     });
     url = `${server.url}${APPROVE_PATH}`;
@@ -190,6 +190,15 @@ describe('the approval endpoint', () => {
     const res = await send(url, { headers: { ...json, authorization: 'Bearer alice-token' }, body: good });
     assert.equal(res.status, 500);
     assert.ok(!JSON.stringify(res.body).includes('alice-token'));
+  });
+
+  it('is the only path that takes POST and skips the server\'s authentication', async () => {
+    const other = `${server.url}/dashboard/events`;
+    assert.equal((await send(other, { headers: { ...json, authorization: 'Bearer alice-token' }, body: good })).status, 405);
+    const res = await fetch(other, { headers: { authorization: 'Bearer alice-token' } });
+    assert.equal(res.status, 403);
+    assert.equal(await res.text(), 'the server filter was asked\n');
+    assert.equal((await send(`${url}/more`, { headers: { ...json, authorization: 'Bearer alice-token' }, body: good })).status, 404);
   });
 
   it('takes options as documented', () => {

@@ -5,13 +5,17 @@
 // approval requests do nothing; the approver's approval is recorded under their name, and the
 // promotion then proceeds and names them.
 import assert from 'node:assert/strict';
+import { readdirSync, readFileSync } from 'node:fs';
 import { request as httpsRequest } from 'node:https';
+import { join } from 'node:path';
+import { loadAll } from 'js-yaml';
 import { after, afterEach, before, describe, it } from 'node:test';
 import { helmReleaseCrd, pipelineCrd } from '../../fixtures/crds/index.ts';
 import { FluxStandIn, HELM_RELEASE } from '../flux/standin.ts';
 import { eventually, freePort, useClusters, type AdminApi, type TestCluster } from '../harness/index.ts';
-import { apiAs, dumpServiceLogOnFailure, helmRelease, HR, installServiceRbac, must, namespacedAccount, release, runService, setVersion, type ServiceRun } from './tenants.ts';
+import { apiAs, dumpServiceLogOnFailure, helmRelease, HR, installServiceRbac, must, namespacedAccount, release, runService, setVersion, type PolicyRule, type ServiceRun } from './tenants.ts';
 
+const root = new URL('../../', import.meta.url).pathname;
 const TENANT = 'team-a';
 const PIPELINES = `/apis/fleetcache.dev/v1alpha1/namespaces/${TENANT}/pipelines`;
 const APPROVER = `system:serviceaccount:${TENANT}:approver`;
@@ -111,6 +115,15 @@ describe('approvals are a right of their own', () => {
   after(async () => {
     await service?.stop();
     await flux?.stop();
+  });
+
+  it('ships an approver role with only the verb, and grants the status subresource to the service alone', () => {
+    const docs = readdirSync(join(root, 'config')).flatMap((dir) => readdirSync(join(root, 'config', dir)).filter((f) => f.endsWith('.yaml')).flatMap((f) => loadAll(readFileSync(join(root, 'config', dir, f), 'utf8')) as { kind?: string; metadata?: { name?: string; labels?: Record<string, string> }; rules?: PolicyRule[] }[]));
+    const roles = docs.filter((d) => d.kind === 'ClusterRole' || d.kind === 'Role');
+    assert.deepEqual(roles.find((r) => r.metadata?.name === 'fleetcache-pipeline-approver')?.rules, [{ apiGroups: ['fleetcache.dev'], resources: ['pipelines'], verbs: ['approve'] }]);
+    const grantsStatus = roles.filter((r) => (r.rules ?? []).some((rule) => (rule.apiGroups as readonly string[] | undefined ?? []).some((g) => g === 'fleetcache.dev' || g === '*') && (rule.resources as readonly string[] | undefined ?? []).some((res) => res === 'pipelines/status' || res === 'pipelines/*' || res === '*')));
+    assert.deepEqual(grantsStatus.map((r) => r.metadata?.name), ['fleetcache'], 'only the service\'s own ClusterRole');
+    assert.ok(!roles.some((r) => Object.keys(r.metadata?.labels ?? {}).some((l) => l.startsWith('rbac.authorization.k8s.io/aggregate-to-'))), 'nothing aggregated into the built-in roles');
   });
 
   it('waits for an approval, and neither the editor\'s annotation nor the editor\'s own approval request opens the gate', async () => {
