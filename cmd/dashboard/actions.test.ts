@@ -185,6 +185,27 @@ describe('the approval endpoint', () => {
     assert.equal((await send(url, { headers: { ...json, authorization: 'Bearer alice-token' }, body: good })).status, 503);
   });
 
+  it('disconnects a client whose body does not come, without holding a review slot', async () => {
+    const slow = new ApprovalEndpoint({ management: () => Promise.resolve(api), bodyTimeoutMs: 1_000, maxInFlight: 1 });
+    const slowServer = await HttpServer.start({ name: 'slow', address: { host: '127.0.0.1', port: 0 }, routes: {}, handlers: { [APPROVE_PATH]: slow.handle }, actionPaths: new Set([APPROVE_PATH]) });
+    try {
+      const target = `${slowServer.url}${APPROVE_PATH}`;
+      let sent: () => void = () => undefined;
+      const written = new Promise<void>((resolve) => { sent = resolve; });
+      const stalled = new Promise<string>((resolve) => {
+        const req = httpRequest(target, { method: 'POST', headers: { ...json, authorization: 'Bearer alice-token', 'content-length': String(good.length) } }, () => { resolve('answered'); });
+        req.once('error', (err) => { resolve((err as NodeJS.ErrnoException).code ?? err.message); });
+        req.write(good.slice(0, 10), () => { sent(); }); // and never the rest
+      });
+      await written;
+      // Meanwhile a whole request is served: the stalled one holds no slot.
+      assert.equal((await send(target, { headers: { ...json, authorization: 'Bearer alice-token' }, body: good })).status, 200);
+      assert.equal(await stalled, 'ECONNRESET');
+    } finally {
+      await slowServer.close();
+    }
+  });
+
   it('answers 500 when a review cannot be made, without the token in the answer', async () => {
     api.request = (options) => Promise.reject(new KubeApiError({ cluster: 'local', statusCode: 500, status: { reason: 'InternalError' }, request: { method: options.method, path: options.path } }));
     const res = await send(url, { headers: { ...json, authorization: 'Bearer alice-token' }, body: good });
@@ -206,5 +227,6 @@ describe('the approval endpoint', () => {
     assert.throws(() => new ApprovalEndpoint({ management: undefined as unknown as typeof management }), /option management/);
     assert.throws(() => new ApprovalEndpoint({ management, maxBodyBytes: 0 }), /option maxBodyBytes must be a positive integer, got 0/);
     assert.throws(() => new ApprovalEndpoint({ management, maxInFlight: 1.5 }), /option maxInFlight/);
+    assert.throws(() => new ApprovalEndpoint({ management, bodyTimeoutMs: -1 }), /option bodyTimeoutMs/);
   });
 });

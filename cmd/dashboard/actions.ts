@@ -24,8 +24,10 @@ export interface ApprovalEndpointOptions {
   readonly clock?: Clock;
   /** Longest request body, in bytes; longer is 413. Default 4 096. */
   readonly maxBodyBytes?: number;
-  /** Requests handled at once; more are answered 503 (each costs two reviews and a write). Default 8. */
+  /** Requests reviewed at once; more are answered 503 (each costs two reviews and a write). Default 8. */
   readonly maxInFlight?: number;
+  /** Time to receive the body; a slower client is disconnected. Default 10 000. */
+  readonly bodyTimeoutMs?: number;
 }
 
 /** What an approval request names. */
@@ -80,16 +82,24 @@ function parseBody(text: string): ApprovalBody {
   };
 }
 
-/** The request's body as text, at most `max` bytes (413 beyond, without reading the rest). */
-async function readBody(req: IncomingMessage, max: number): Promise<string> {
+/**
+ * The request's body as text, at most `max` bytes (413 beyond, without reading the rest), within
+ * `timeoutMs` (a slower client is disconnected).
+ */
+async function readBody(req: IncomingMessage, max: number, timeoutMs: number): Promise<string> {
   const declared = Number(req.headers['content-length'] ?? NaN);
   if (Number.isFinite(declared) && declared > max) throw new HttpRefusal(413, `the body is larger than ${max} bytes`);
   const chunks: Buffer[] = [];
   let size = 0;
-  for await (const chunk of req as AsyncIterable<Buffer>) {
-    size += chunk.length;
-    if (size > max) throw new HttpRefusal(413, `the body is larger than ${max} bytes`);
-    chunks.push(chunk);
+  const timer = setTimeout(() => { req.destroy(new HttpRefusal(408, 'the body came too slowly')); }, timeoutMs);
+  try {
+    for await (const chunk of req as AsyncIterable<Buffer>) {
+      size += chunk.length;
+      if (size > max) throw new HttpRefusal(413, `the body is larger than ${max} bytes`);
+      chunks.push(chunk);
+    }
+  } finally {
+    clearTimeout(timer);
   }
   return Buffer.concat(chunks).toString('utf8');
 }
@@ -128,7 +138,8 @@ interface ReviewedUser extends Approver {
  * require approval), an Event names the approver, and the answer is 200 with the approval.
  * Nothing is cached: a right withdrawn counts at once.
  *
- * Concurrency: `#inFlight` counts handled requests and never exceeds `#maxInFlight`.
+ * Concurrency: `#inFlight` counts requests past their body (under review or being written) and
+ * never exceeds `#maxInFlight`.
  */
 export class ApprovalEndpoint {
   readonly #management: () => Promise<ApprovalClient>;
@@ -136,6 +147,7 @@ export class ApprovalEndpoint {
   readonly #clock: Clock;
   readonly #maxBodyBytes: number;
   readonly #maxInFlight: number;
+  readonly #bodyTimeoutMs: number;
   #inFlight = 0;
 
   constructor(options: ApprovalEndpointOptions) {
@@ -149,6 +161,7 @@ export class ApprovalEndpoint {
     this.#clock = options.clock ?? realClock;
     this.#maxBodyBytes = positive('maxBodyBytes', options.maxBodyBytes ?? 4_096);
     this.#maxInFlight = positive('maxInFlight', options.maxInFlight ?? 8);
+    this.#bodyTimeoutMs = positive('bodyTimeoutMs', options.bodyTimeoutMs ?? 10_000);
   }
 
   /** The route handler (every method; it answers 405 to all but POST). */
@@ -173,10 +186,11 @@ export class ApprovalEndpoint {
     const token = /^Bearer +(\S+) *$/i.exec(req.headers.authorization ?? '')?.[1];
     if (token === undefined || token.length > MAX_TOKEN) throw new HttpRefusal(401, 'a bearer token is needed', { 'www-authenticate': 'Bearer' });
     if (!/^application\/json\s*(;|$)/i.test(req.headers['content-type'] ?? '')) throw new HttpRefusal(415, 'the body must be application/json');
+    // The body first (bounded in size and time), so that a slow client holds no review slot.
+    const body = parseBody(await readBody(req, this.#maxBodyBytes, this.#bodyTimeoutMs));
     if (this.#inFlight >= this.#maxInFlight) throw new HttpRefusal(503, 'too many approvals at once; try again', { 'retry-after': '1' });
     this.#inFlight += 1;
     try {
-      const body = parseBody(await readBody(req, this.#maxBodyBytes));
       let client: ApprovalClient;
       try {
         client = await this.#management();
