@@ -1,7 +1,9 @@
 // The dashboard in a real headless browser (Debian's chromium, driven by playwright-core) against
 // the demo's fleet on three real apiservers and the service as a child process with its default,
 // authenticated metrics server: the page asks for a token, then shows the pipeline promoting
-// dev → staging → prod live, without a reload and without a request anywhere but the service.
+// dev → staging → prod live, without a reload and without a request anywhere but the service; with
+// prod gated, a viewer without the verb `approve` is refused and an approver approves from the
+// page, on a desktop width and on a phone's (390 px).
 //
 // FLEETCACHE_DASHBOARD_SCREENSHOT=docs/dashboard.png also saves a screenshot of the page.
 import assert from 'node:assert/strict';
@@ -12,7 +14,7 @@ import { after, before, describe, it } from 'node:test';
 import { fileURLToPath } from 'node:url';
 import { loadAll } from 'js-yaml';
 import { chromium, type Browser, type BrowserContext, type Page } from 'playwright-core';
-import { FLEET_SERVICE_ARGS, PIPELINE_NAMESPACE, releaseToDev, setUpFleet, startFlux, type Fleet } from '../../e2e/fleet.ts';
+import { FLEET_SERVICE_ARGS, PIPELINE_NAMESPACE, readPipeline, releaseToDev, setUpFleet, startFlux, updateObject, type Fleet } from '../../e2e/fleet.ts';
 import { useClusters, type TestCluster } from '../../e2e/harness/index.ts';
 import { startService, type ServiceProcess } from '../../e2e/service.ts';
 
@@ -38,6 +40,14 @@ function statusOf(url: string, token?: string): Promise<number> {
     });
     req.once('error', reject);
     req.end();
+  });
+}
+
+/** True when nothing on the page is wider than the window (tables scroll inside their box). */
+function fitsWidth(page: Page): Promise<{ readonly scrollWidth: number; readonly innerWidth: number }> {
+  return page.evaluate(() => {
+    const window = globalThis as unknown as { readonly innerWidth: number; readonly document: { readonly documentElement: { readonly scrollWidth: number } } };
+    return { scrollWidth: window.document.documentElement.scrollWidth, innerWidth: window.innerWidth };
   });
 }
 
@@ -89,6 +99,9 @@ describe('the dashboard in a browser', () => {
   let context: BrowserContext | undefined;
   let readerToken = '';
   let nobodyToken = '';
+  let approverToken = '';
+  /** The page of the live test, kept open for the shutdown test. */
+  let livePage: Page | undefined;
   const stops: (() => Promise<void>)[] = [];
 
   before(async () => {
@@ -102,6 +115,18 @@ describe('the dashboard in a browser', () => {
     }
     readerToken = await tokenFor(management, 'dashboard-viewer', 'fleetcache-metrics-reader');
     nobodyToken = await tokenFor(management, 'nobody');
+    // The shipped approver ClusterRole, bound in the Pipeline's namespace only (as the README says).
+    for (const doc of loadAll(readFileSync(path.join(root, 'config/rbac/pipeline_approver_role.yaml'), 'utf8')) as object[]) {
+      const res = await management.request('POST', '/apis/rbac.authorization.k8s.io/v1/clusterroles', doc);
+      assert.equal(res.statusCode, 201, JSON.stringify(res.body));
+    }
+    approverToken = await tokenFor(management, 'release-manager', 'fleetcache-metrics-reader');
+    const binding = await management.request('POST', `/apis/rbac.authorization.k8s.io/v1/namespaces/${PIPELINE_NAMESPACE}/rolebindings`, {
+      metadata: { name: 'release-manager-approve', namespace: PIPELINE_NAMESPACE },
+      roleRef: { apiGroup: 'rbac.authorization.k8s.io', kind: 'ClusterRole', name: 'fleetcache-pipeline-approver' },
+      subjects: [{ kind: 'ServiceAccount', name: 'release-manager', namespace: 'monitoring' }],
+    });
+    assert.equal(binding.statusCode, 201, JSON.stringify(binding.body));
     // A second Pipeline whose invalid spec is echoed, markup and all, into its Ready condition.
     const hostile = await management.request('POST', `/apis/fleetcache.dev/v1alpha1/namespaces/${PIPELINE_NAMESPACE}/pipelines`, {
       apiVersion: 'fleetcache.dev/v1alpha1',
@@ -158,6 +183,7 @@ describe('the dashboard in a browser', () => {
     });
     await context.addInitScript({ content: RECORDER });
     const page = await context.newPage();
+    livePage = page;
     let loads = 0;
     page.on('load', () => { loads += 1; });
     page.on('request', (r) => { requested.push(r.url()); });
@@ -228,9 +254,67 @@ describe('the dashboard in a browser', () => {
     assert.ok(requested.every((url) => url.startsWith(`${origin}/dashboard/`)), requested.join('\n'));
     assert.ok(requested.every((url) => !url.includes(readerToken)), 'the token never in a URL');
     assert.deepEqual(errors, []);
+    const desktop = await fitsWidth(page);
+    assert.ok(desktop.scrollWidth <= desktop.innerWidth, `nothing wider than the window: ${JSON.stringify(desktop)}`);
+  });
 
-    // The service shuts down: the stream ends and the page says so.
+  it('approves from the page on a phone after a viewer without the verb is refused, and the promotion names the approver', async () => {
+    assert.ok(service !== undefined && browser !== undefined && livePage !== undefined);
+    const page = livePage;
+    const errors: string[] = [];
+    page.on('pageerror', (e) => { errors.push(e.message); });
+    // Gate prod, then release 1.2.0: it reaches staging and waits for an approval into prod.
+    await updateObject(fleet.management, `/apis/fleetcache.dev/v1alpha1/namespaces/${PIPELINE_NAMESPACE}/pipelines/podinfo`, (current) => {
+      const p = current as { spec: { environments: Record<string, unknown>[] } };
+      return { ...p, spec: { ...p.spec, environments: p.spec.environments.map((e) => (e.name === 'prod' ? { ...e, requireApproval: true } : e)) } };
+    });
+    await releaseToDev(fleet, '1.2.0');
+    const button = page.locator(`${POD} button[data-action="approve"][data-environment="prod"][data-revision="1.2.0"]`);
+    await button.waitFor({ timeout: 180_000 });
+    const notice = page.locator(`${POD} [data-field="notice"]`);
+
+    // Desktop width, logged in as a viewer who may read the dashboard but not approve: refused, nothing recorded.
+    await button.click();
+    await page.locator(`${POD} [data-field="notice"][data-kind="bad"]`).waitFor();
+    assert.match(await notice.innerText(), /HTTP 403.*may not approve pipelines\.fleetcache\.dev podinfo in namespace delivery/);
+    assert.equal(((await readPipeline(fleet)).status as { approvals?: unknown } | undefined)?.approvals, undefined);
+
+    // A phone: 390 px wide. Nothing overflows, the button is whole on screen; the approver logs in and approves.
+    await page.setViewportSize({ width: 390, height: 844 });
+    await page.click('#forget');
+    await page.locator('#login').waitFor({ state: 'visible' });
+    await page.fill('#token', approverToken);
+    await page.click('#login button[type="submit"]');
+    await page.locator('#login').waitFor({ state: 'hidden' });
+    await button.waitFor();
+    const phone = await fitsWidth(page);
+    assert.equal(phone.innerWidth, 390);
+    assert.ok(phone.scrollWidth <= phone.innerWidth, `nothing wider than the phone: ${JSON.stringify(phone)}`);
+    await button.scrollIntoViewIfNeeded();
+    const box = await button.boundingBox();
+    assert.ok(box !== null && box.x >= 0 && box.x + box.width <= 390 && box.height >= 30, `the button fits and is easy to tap: ${JSON.stringify(box)}`);
+    await button.click();
+    await page.locator(`${POD} [data-field="notice"][data-kind="ok"]`).waitFor();
+    assert.match(await notice.innerText(), /^Approved 1\.2\.0 for prod by system:serviceaccount:monitoring:release-manager at \S+Z$/);
+
+    // The approval is in status under the approver's name; prod gets 1.2.0 on the page; the record names them.
+    const approvals = ((await readPipeline(fleet)).status as { approvals?: { environment: string; revision: string; approver: { username: string } }[] } | undefined)?.approvals ?? [];
+    assert.deepEqual(approvals.map((a) => [a.environment, a.revision, a.approver.username]), [['prod', '1.2.0', 'system:serviceaccount:monitoring:release-manager']]);
+    await page.locator(`${POD} [data-env="prod"][data-ready="true"] [data-field="revision"]:text-is("1.2.0")`).waitFor({ timeout: 180_000 });
+    await page.locator(`${POD} tr[data-environment="prod"][data-state="Succeeded"]`).first().waitFor();
+    assert.match(await page.locator(`${POD} tr[data-environment="prod"][data-state="Succeeded"]`).first().innerText(), /1\.2\.0/);
+    assert.equal(await button.count(), 0, 'no button once approved');
+    const record = ((await readPipeline(fleet)).status as { promotions?: { environment: string; revision: string; state: string; approvedBy?: { username: string } }[] } | undefined)?.promotions?.findLast((r) => r.environment === 'prod' && r.revision === '1.2.0');
+    assert.equal(record?.state, 'Succeeded');
+    assert.equal(record.approvedBy?.username, 'system:serviceaccount:monitoring:release-manager');
+    const after = await fitsWidth(page);
+    assert.ok(after.scrollWidth <= after.innerWidth, `still nothing wider than the phone: ${JSON.stringify(after)}`);
+    assert.deepEqual(errors, []);
+  });
+
+  it('says so when the service shuts down: the stream ends', async () => {
+    assert.ok(service !== undefined && livePage !== undefined);
     await service.stop();
-    await page.locator('#connection[data-state="disconnected"]').waitFor({ timeout: 60_000 });
+    await livePage.locator('#connection[data-state="disconnected"]').waitFor({ timeout: 60_000 });
   });
 });

@@ -1,10 +1,11 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { InformerHandler } from '../../lib/informer/index.ts';
 import type { Manager, RouteHandler } from '../../lib/manager/index.ts';
-import { PIPELINE_GVK } from '../../lib/pipeline/index.ts';
+import { PIPELINE_GVK, type ApprovalClient } from '../../lib/pipeline/index.ts';
 import type { HeldReader, Registry } from '../../lib/registry/index.ts';
 import type { RequestObservation } from '../../lib/transport/index.ts';
 import { noopLogger, realClock, sleep, toError, type Clock, type Logger } from '../../lib/util/index.ts';
+import { ApprovalEndpoint, APPROVE_PATH } from './actions.ts';
 import { buildState } from './model.ts';
 import { appJs, faviconSvg, pageHtml, securityHeaders, styleCss } from './page.ts';
 import { RequestTally } from './requests.ts';
@@ -16,6 +17,9 @@ export const DASHBOARD_PATH = '/dashboard/';
 /** The part of the registry the dashboard reads: its caches, and a reader of Pipelines. */
 export type DashboardRegistry = Pick<Registry, 'caches' | 'reader'>;
 
+/** The part of the registry the dashboard's actions use: the management cluster as the service. */
+export type DashboardActionsRegistry = Pick<Registry, 'connectionFor'>;
+
 /** Options of {@link Dashboard}. */
 export interface DashboardOptions {
   /** Default: discards everything. */
@@ -24,6 +28,11 @@ export interface DashboardOptions {
   readonly clock?: Clock;
   /** The event stream's bounds and pace (see {@link EventStreamOptions} for the defaults). */
   readonly stream?: Pick<EventStreamOptions, 'minIntervalMs' | 'refreshMs' | 'heartbeatMs' | 'maxBufferedBytes' | 'maxClients'>;
+  /**
+   * Where the actions (approvals) reach the management cluster as the service: set by
+   * {@link Dashboard.mount} to the manager's registry. Default: none, and actions answer 503.
+   */
+  readonly actions?: DashboardActionsRegistry;
 }
 
 /** Backoff while the Pipeline cache cannot be built (the CRD not installed yet, say). */
@@ -55,7 +64,7 @@ const redirect: RouteHandler = (req, res) => {
 };
 
 /**
- * The service's live, read-only dashboard: pipelines (each environment's revision and readiness,
+ * The service's live dashboard: pipelines (each environment's revision and readiness,
  * the promotion in flight, the history of outcomes) from the service's own Pipelines' status,
  * clusters (reachable, requests, relists, errors) and caches (objects, sync, owners, next GC),
  * pushed to the page as server-sent events.
@@ -63,13 +72,16 @@ const redirect: RouteHandler = (req, res) => {
  * The static page (`/dashboard/` and its script, style and icon) carries no data and is public;
  * the state (`/dashboard/events`) is behind the server's `authorize`, which the page passes by
  * sending the bearer token it is given in the Authorization header of a fetch() (EventSource
- * cannot send headers, and a token in a URL ends up in logs and history).
+ * cannot send headers, and a token in a URL ends up in logs and history). The one action,
+ * approving a promotion (`POST /dashboard/api/approve`), is decided on the caller's own rights
+ * (see actions.ts), whatever the metrics server's authentication.
  */
 export class Dashboard {
   readonly #logger: Logger;
   readonly #clock: Clock;
   readonly #stream: EventStream;
   readonly #requests: RequestTally;
+  #actions: DashboardActionsRegistry | undefined;
   #registry: DashboardRegistry | undefined;
   #pipelines: HeldReader | undefined;
   #running = false;
@@ -77,6 +89,8 @@ export class Dashboard {
   readonly handlers: Readonly<Record<string, RouteHandler>>;
   /** The paths of {@link handlers} that carry no data and are served without authentication. */
   readonly publicPaths: ReadonlySet<string> = new Set(['/dashboard', DASHBOARD_PATH]);
+  /** The paths of {@link handlers} that take POST and authorise each request on the caller's own rights. */
+  readonly actionPaths: ReadonlySet<string> = new Set([APPROVE_PATH]);
 
   constructor(options: DashboardOptions = {}) {
     this.#logger = (options.logger ?? noopLogger).child({ component: 'dashboard' });
@@ -84,7 +98,9 @@ export class Dashboard {
     this.#stream = new EventStream(() => this.#snapshot(), { ...options.stream, headers: securityHeaders, clock: this.#clock, logger: this.#logger });
     this.#requests = new RequestTally(() => { this.#stream.notify(); });
     const events: RouteHandler = (req, res) => { this.#stream.attach(res, req.method ?? 'GET'); };
-    this.handlers = Object.freeze({ '/dashboard': redirect, [DASHBOARD_PATH]: serveAsset, '/dashboard/events': events });
+    this.#actions = options.actions;
+    const approve = new ApprovalEndpoint({ management: () => this.#management(), logger: this.#logger, clock: this.#clock });
+    this.handlers = Object.freeze({ '/dashboard': redirect, [DASHBOARD_PATH]: serveAsset, '/dashboard/events': events, [APPROVE_PATH]: approve.handle });
   }
 
   /**
@@ -93,7 +109,8 @@ export class Dashboard {
    * Before `manager.start`; needs the manager's `metricsServer`.
    */
   mount(manager: Pick<Manager, 'addHandler' | 'add' | 'registry'>): void {
-    for (const [path, handler] of Object.entries(this.handlers)) manager.addHandler(path, handler, { public: this.publicPaths.has(path) });
+    this.#actions ??= manager.registry;
+    for (const [path, handler] of Object.entries(this.handlers)) manager.addHandler(path, handler, { public: this.publicPaths.has(path), action: this.actionPaths.has(path) });
     manager.add({ name: 'dashboard', needLeaderElection: false, start: (signal) => this.run(manager.registry, signal) });
   }
 
@@ -144,6 +161,12 @@ export class Dashboard {
       this.#registry = undefined;
       this.#running = false;
     }
+  }
+
+  /** The management cluster as the service, while running. */
+  async #management(): Promise<ApprovalClient> {
+    if (!this.#running || this.#actions === undefined) throw new Error('the dashboard is not running');
+    return this.#actions.connectionFor({ kind: 'local' }, { namespace: 'default', name: 'dashboard-actions' });
   }
 
   #snapshot(): string {

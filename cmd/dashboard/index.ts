@@ -1,8 +1,9 @@
 /**
- * The service's live, read-only dashboard at `/dashboard/`: pipelines, clusters and caches,
- * pushed to a static page (no CDN, strict CSP, text only) as server-sent events that are
- * coalesced, bounded per client and ended on shutdown.
+ * The service's live dashboard at `/dashboard/`: pipelines, clusters and caches, pushed to a
+ * static page (no CDN, strict CSP, text only) as server-sent events that are coalesced, bounded per
+ * client and ended on shutdown; and one action, approving a promotion, on the caller's own rights.
  */
 export { Dashboard, DASHBOARD_PATH } from './dashboard.ts';
-export type { DashboardOptions, DashboardRegistry } from './dashboard.ts';
+export type { DashboardActionsRegistry, DashboardOptions, DashboardRegistry } from './dashboard.ts';
+export { APPROVE_PATH } from './actions.ts';
 export type { ClusterView, CacheView, DashboardState, EnvironmentView, PipelineView, PromotionView, TargetView } from './model.ts';

@@ -1,6 +1,7 @@
 // The dashboard's static page: HTML, CSS and the script, as constants so that they ship in dist
 // with the service (no CDN, no build step, nothing fetched from anywhere but this server). The page
-// carries no data: the script reads the state from `events` with the bearer token, and builds
+// carries no data: the script reads the state from `events` with the bearer token (and posts an
+// approval to `api/approve` with the same header, never a cookie), and builds
 // every element with createElement/textContent (the CSP's Trusted Types rule makes an
 // `innerHTML = string` throw, so peer text can never become markup).
 
@@ -57,7 +58,8 @@ export const pageHtml = `<!doctype html>
   <button type="submit">Connect</button>
   <p class="muted">A token that may <code>get</code> the non-resource URL <code>/dashboard/events</code> on the
   management cluster (ClusterRole <code>fleetcache-metrics-reader</code>), e.g. from <code>kubectl create token</code>.
-  It is kept in this tab only and sent in the Authorization header, never in a URL.</p>
+  It is kept in this tab only and sent in the Authorization header, never in a URL. Approving a
+  promotion also needs the verb <code>approve</code> on that Pipeline (ClusterRole <code>fleetcache-pipeline-approver</code>).</p>
 </form>
 <main>
   <section>
@@ -130,6 +132,26 @@ td[data-at] { white-space: nowrap; }
 details { margin-top: 8px; }
 summary { cursor: pointer; color: var(--muted); }
 details table { margin-top: 6px; }
+.scroll { overflow-x: auto; max-width: 100%; }
+.pipeline-head .message, .inflight span { overflow-wrap: anywhere; }
+.inflight > div { display: flex; align-items: center; gap: 6px; flex-wrap: wrap; margin: 4px 0; }
+button.approve { background: var(--accent); border-color: var(--accent); color: #fff; font-weight: 600; }
+button.approve:disabled { opacity: .6; cursor: progress; }
+.notice { margin: 6px 0 0; overflow-wrap: anywhere; }
+.notice[data-kind="ok"] { color: var(--ok); }
+.notice[data-kind="bad"] { color: var(--bad); }
+/* Phones: one column, nothing wider than the screen (tables scroll inside their box). */
+@media (max-width: 600px) {
+  header { flex-wrap: wrap; gap: 6px 10px; padding: 8px 12px; }
+  main { padding: 4px 12px 32px; }
+  form#login { margin: 12px; }
+  form#login input { width: 100%; margin: 6px 0; }
+  .envs { flex-direction: column; }
+  .env { flex-basis: auto; min-width: 0; }
+  .arrow { transform: rotate(90deg); padding: 2px 0; }
+  .inflight button.approve { width: 100%; padding: 10px 12px; }
+  .scroll td.muted { min-width: 16em; }
+}
 `;
 
 // Plain ES2020 for any current browser, written without template literals so that it sits in this
@@ -142,6 +164,8 @@ export const appJs = String.raw`'use strict';
   var reading = null;
   var retryMs = 1000;
   var retryTimer = null;
+  // The last action's outcome per Pipeline, shown until the next one: a re-render keeps it.
+  var notices = {};
 
   function byId(id) { return document.getElementById(id); }
 
@@ -195,10 +219,35 @@ export const appJs = String.raw`'use strict';
 
   function table(headers, rows, emptyText) {
     if (rows.length === 0) return el('p', { class: 'muted', text: emptyText });
-    return el('table', null, [
+    return el('div', { class: 'scroll' }, [el('table', null, [
       el('thead', null, [el('tr', null, headers.map(function (h) { return el('th', { class: h.num ? 'num' : '', text: h.text }); }))]),
       el('tbody', null, rows),
-    ]);
+    ])]);
+  }
+
+  // An approval, with the same bearer header as the stream (no cookie: nothing for another site to ride on).
+  function approve(p, r, button) {
+    var id = p.namespace + '/' + p.name;
+    var token = storedToken();
+    button.disabled = true;
+    notices[id] = { kind: 'wait', text: 'Approving ' + r.revision + ' for ' + r.environment + '…' };
+    if (current) render(current);
+    fetch('api/approve', {
+      method: 'POST',
+      headers: { authorization: 'Bearer ' + token, 'content-type': 'application/json' },
+      body: JSON.stringify({ namespace: p.namespace, pipeline: p.name, environment: r.environment, revision: r.revision }),
+      cache: 'no-store',
+      credentials: 'omit',
+    }).then(function (res) {
+      return res.json().then(function (body) { return { status: res.status, body: body }; }, function () { return { status: res.status, body: {} }; });
+    }).then(function (answer) {
+      var a = answer.body && answer.body.approval;
+      notices[id] = answer.status === 200 && a
+        ? { kind: 'ok', text: 'Approved ' + a.revision + ' for ' + a.environment + ' by ' + a.approver.username + ' at ' + a.approvedAt + (answer.body.created ? '' : ' (already on record)') }
+        : { kind: 'bad', text: 'Not approved (HTTP ' + answer.status + '): ' + ((answer.body && answer.body.error) || 'no reason given') };
+    }, function (err) {
+      notices[id] = { kind: 'bad', text: 'Not approved: ' + (err && err.message ? err.message : String(err)) };
+    }).then(function () { if (current) render(current); });
   }
   function num(value) { return el('td', { class: 'num', text: String(value) }); }
   function cell(text, cls) { return el('td', { class: cls || '', text: text === undefined || text === '' ? '—' : text }); }
@@ -232,11 +281,18 @@ export const appJs = String.raw`'use strict';
     var inflight = el('div', { class: 'inflight', 'data-field': 'in-flight' }, p.inFlight.length === 0
       ? [el('span', { class: 'muted', text: 'No promotion in flight' })]
       : p.inFlight.map(function (r) {
-        return el('div', null, [
+        var button = null;
+        if (r.state === 'AwaitingApproval') {
+          button = el('button', { type: 'button', class: 'approve', 'data-action': 'approve', 'data-environment': r.environment, 'data-revision': r.revision, text: 'Approve ' + r.revision + ' for ' + r.environment });
+          button.addEventListener('click', function () { approve(p, r, button); });
+        }
+        return el('div', { 'data-state': r.state, 'data-environment': r.environment }, [
           pill(r.state, 'wait'),
-          el('span', { text: 'promoting ' + r.revision + ' to ' + r.environment + ' (' + r.strategy + ', attempt ' + r.attempts + ')' + (r.message ? ': ' + r.message : '') }),
+          el('span', { text: r.state === 'AwaitingApproval' ? r.revision + ' to ' + r.environment + ' waits for approval' : 'promoting ' + r.revision + ' to ' + r.environment + ' (' + r.strategy + ', attempt ' + r.attempts + ')' + (r.message ? ': ' + r.message : '') }),
+          button,
         ]);
       }));
+    var notice = notices[id] ? el('p', { class: 'notice', 'data-field': 'notice', 'data-kind': notices[id].kind, text: notices[id].text }) : null;
     var history = el('details', { open: '' }, [
       el('summary', { text: 'History (' + p.history.length + ')' }),
       table([{ text: 'Environment' }, { text: 'Revision' }, { text: 'Outcome' }, { text: 'Strategy' }, { text: 'Attempts', num: true }, { text: 'Started' }, { text: 'Finished' }, { text: 'Message' }],
@@ -247,7 +303,7 @@ export const appJs = String.raw`'use strict';
           ]);
         }), 'No promotion yet'),
     ]);
-    return el('article', { class: 'pipeline', 'data-pipeline': id }, [head, el('div', { class: 'envs' }, envs), inflight, history]);
+    return el('article', { class: 'pipeline', 'data-pipeline': id }, [head, el('div', { class: 'envs' }, envs), inflight, notice, history]);
   }
 
   function render(state) {

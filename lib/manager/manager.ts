@@ -218,6 +218,8 @@ export class Manager {
   readonly #handlers = new Map<string, RouteHandler>();
   /** Paths of `#handlers` answered without the metrics authentication. */
   readonly #publicPaths = new Set<string>();
+  /** Handler paths that take every method and authorise each request themselves. */
+  readonly #actionPaths = new Set<string>();
   /** The controller consuming the registry's queue: its `workqueue_*` series carry this name. */
   #queueController: string | undefined;
   readonly #elector: LeaderElector | undefined;
@@ -373,11 +375,14 @@ export class Manager {
   /**
    * Like {@link addRoute} for a handler that writes its own answer (server-sent events, files);
    * a `path` ending in `/` serves its whole subtree. With `public`, it is answered without the
-   * authentication: only for what anyone may read (a static page that carries no data).
+   * authentication: only for what anyone may read (a static page that carries no data). With
+   * `action`, it takes every method and is never asked the server's authentication: the handler
+   * authenticates and authorises each request itself, on the caller's own rights.
    */
-  addHandler(path: string, handler: RouteHandler, options: { readonly public?: boolean | undefined } = {}): void {
+  addHandler(path: string, handler: RouteHandler, options: { readonly public?: boolean | undefined; readonly action?: boolean | undefined } = {}): void {
     this.#addPath('addHandler', path, handler, this.#handlers);
     if (options.public === true) this.#publicPaths.add(path);
+    if (options.action === true) this.#actionPaths.add(path);
   }
 
   #addPath<V>(what: string, path: string, value: V, into: Map<string, V>): void {
@@ -526,7 +531,7 @@ export class Manager {
     const handlers = Object.fromEntries(this.#handlers);
     if (!(options.secure ?? true)) {
       this.#logger.warn('metrics are served over plain HTTP to anyone who can reach them (metricsServer.secure: false)');
-      const server = await HttpServer.start({ name: 'metrics', address: options.bindAddress, routes, handlers, logger: this.#logger });
+      const server = await HttpServer.start({ name: 'metrics', address: options.bindAddress, routes, handlers, actionPaths: this.#actionPaths, logger: this.#logger });
       this.#servers.push(server);
       this.#metricsUrl = server.url;
       return;
@@ -548,7 +553,7 @@ export class Manager {
     const hold = await this.registry.clusters.acquire({ kind: 'local' }, { ownerNamespace: 'default', purpose: 'metrics-auth' });
     holds.push(hold);
     const filter = new KubeAuthFilter({ reviews: (apiPath, body) => hold.connection.request({ method: 'POST', path: apiPath, body }), logger: this.#logger, clock: this.#clock });
-    const server = await HttpServer.start({ name: 'metrics', address: options.bindAddress, routes, handlers, publicPaths: this.#publicPaths, logger: this.#logger, tls, authorize: (req, urlPath) => filter.check(req, urlPath) });
+    const server = await HttpServer.start({ name: 'metrics', address: options.bindAddress, routes, handlers, publicPaths: this.#publicPaths, actionPaths: this.#actionPaths, logger: this.#logger, tls, authorize: (req, urlPath) => filter.check(req, urlPath) });
     this.#servers.push(server);
     this.#metricsUrl = server.url;
     if (given !== undefined && isCertificateFiles(given)) {

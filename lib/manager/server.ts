@@ -24,8 +24,9 @@ export type Route = (query: URLSearchParams) => RouteAnswer | Promise<RouteAnswe
 
 /**
  * A GET/HEAD handler that writes its own answer on `res`: for what a {@link Route} cannot say
- * (server-sent events, files). It owns `res` until it ends it; a rejection before any header is
- * sent answers 500. `url` is the request's URL, parsed.
+ * (server-sent events, files), or, at one of `actionPaths`, a handler of any method. It owns `res`
+ * until it ends it; a rejection before any header is sent answers 500. `url` is the request's URL,
+ * parsed.
  */
 export type RouteHandler = (req: IncomingMessage, res: ServerResponse, url: URL) => void | Promise<void>;
 
@@ -48,6 +49,12 @@ export interface HttpServerOptions {
    * no data. Default: none.
    */
   readonly publicPaths?: ReadonlySet<string> | undefined;
+  /**
+   * Exact paths of `handlers` that take every method and authenticate and authorise each request
+   * themselves, on the caller's own rights (an action such as an approval): never asked
+   * `authorize`, never answered 405 by the server. Default: none.
+   */
+  readonly actionPaths?: ReadonlySet<string> | undefined;
   /** Default: discards everything. */
   readonly logger?: Logger;
   /** Serve HTTPS (TLS 1.2 and up) with this certificate. Default: plain HTTP. */
@@ -84,7 +91,7 @@ export class HttpServer {
   /** Listens; rejects when the address cannot be bound (in use, not local). */
   static async start(options: HttpServerOptions): Promise<HttpServer> {
     const logger = (options.logger ?? noopLogger).child({ server: options.name });
-    const table = new RouteTable(options.routes, options.handlers ?? {}, options.publicPaths ?? new Set());
+    const table = new RouteTable(options.routes, options.handlers ?? {}, options.publicPaths ?? new Set(), options.actionPaths ?? new Set());
     const handler = (req: IncomingMessage, res: ServerResponse): void => {
       serve(table, logger, options.authorize, req, res).catch((err: unknown) => {
         logger.error(`request failed: ${toError(err).message}`, { error: toError(err) });
@@ -138,12 +145,19 @@ class RouteTable {
   readonly #handlers: ReadonlyMap<string, RouteHandler>;
   readonly #subtrees: readonly string[];
   readonly #public: ReadonlySet<string>;
+  readonly #actions: ReadonlySet<string>;
 
-  constructor(routes: Readonly<Record<string, Route>>, handlers: Readonly<Record<string, RouteHandler>>, publicPaths: ReadonlySet<string>) {
+  constructor(routes: Readonly<Record<string, Route>>, handlers: Readonly<Record<string, RouteHandler>>, publicPaths: ReadonlySet<string>, actionPaths: ReadonlySet<string>) {
     this.#routes = new Map(Object.entries(routes));
     this.#handlers = new Map(Object.entries(handlers));
     this.#subtrees = [...this.#handlers.keys()].filter((p) => p.endsWith('/')).sort((a, b) => b.length - a.length);
     this.#public = new Set(publicPaths);
+    this.#actions = new Set(actionPaths);
+  }
+
+  /** True when `path` is an action handler's: it takes every method and decides on the caller itself. */
+  isAction(path: string): boolean {
+    return this.#actions.has(path) && this.#handlers.has(path);
   }
 
   /** What answers `path`, if anything, and whether it is answered without `authorize`. */
@@ -163,8 +177,9 @@ class RouteTable {
 async function serve(table: RouteTable, logger: Logger, authorize: HttpServerOptions['authorize'], req: IncomingMessage, res: ServerResponse): Promise<void> {
   const url = new URL(req.url ?? '/', 'http://localhost');
   const found = table.find(url.pathname);
-  const readable = req.method === 'GET' || req.method === 'HEAD';
-  const decision = found === undefined || authorize === undefined || !readable || found.public ? undefined : await authorize(req, url.pathname);
+  const action = table.isAction(url.pathname);
+  const readable = action || req.method === 'GET' || req.method === 'HEAD';
+  const decision = found === undefined || authorize === undefined || !readable || found.public || action ? undefined : await authorize(req, url.pathname);
   let answer: RouteAnswer;
   if (found === undefined) {
     answer = text(404, `404 page not found\n`);

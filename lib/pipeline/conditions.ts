@@ -79,7 +79,7 @@ export function promotingCondition(records: readonly PromotionRecord[], generati
     return { type: PROMOTING, status: 'True', reason: REASON_PROMOTING, message: `promoting ${newest.revision} to ${newest.environment} (attempt ${newest.attempts})${newest.pullRequest === undefined ? '' : `: pull request #${newest.pullRequest.number} ${newest.pullRequest.url} waits for its merge`}`, observedGeneration: generation };
   }
   if (newest?.state === 'AwaitingApproval') {
-    return { type: PROMOTING, status: 'False', reason: 'AwaitingApproval', message: `promoting ${newest.revision} to ${newest.environment} waits for approval: annotate the Pipeline fleetcache.dev/approve-${newest.environment}=${newest.revision}`, observedGeneration: generation };
+    return { type: PROMOTING, status: 'False', reason: 'AwaitingApproval', message: `promoting ${newest.revision} to ${newest.environment} waits for approval${newest.message === undefined ? '' : `: ${newest.message}`}`, observedGeneration: generation };
   }
   if (newest?.state === 'Failed') {
     return { type: PROMOTING, status: 'False', reason: REASON_PROMOTION_FAILED, message: `promoting ${newest.revision} to ${newest.environment} failed: ${newest.message ?? 'unknown error'}`, observedGeneration: generation };

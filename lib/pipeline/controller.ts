@@ -14,6 +14,7 @@ import { PIPELINE_GVK, type EnvironmentStatus, type Pipeline, type PipelineStatu
 import { validatePipelineSpec, type ResolvedTarget, type ValidPipelineSpec } from './validate.ts';
 import { deliverWebhook } from './webhook.ts';
 import { promoteThroughGit, type GitActOutcome } from './git.ts';
+import { approvedFields, findApproval, howToApprove, legacyAnnotationNote } from './approval.ts';
 
 /** A promotion about to act, as {@link PipelineControllerOptions.beforePromotion} sees it. */
 export interface PromotionRequest {
@@ -129,8 +130,8 @@ function pipelinePath(namespace: string, name: string, subresource = ''): string
  * skips objects already at the revision, the webhook is sent again with the same
  * `Idempotency-Key`, the git strategy finds its commit or pull request. An open pull request
  * keeps the promotion Pending (polled); an environment that requires approval records
- * `AwaitingApproval` until the Pipeline's annotation `fleetcache.dev/approve-<env>` names the
- * revision. Status is written only when it changed.
+ * `AwaitingApproval` until `status.approvals` (written by the service's approval endpoint, see
+ * approval.ts) names the revision. Status is written only when it changed.
  *
  * Concurrency: the queue never hands one Pipeline to two workers, so each reconcile owns its
  * Pipeline's status; `#stats` counters are only incremented.
@@ -315,8 +316,7 @@ export class PipelineController {
       }
       case 'promote': {
         const env = spec.environments.find((e) => e.name === decision.to);
-        const approval = pipeline.metadata?.annotations as Readonly<Record<string, string>> | undefined;
-        if (env?.requireApproval === true && approval?.[`${APPROVAL_PREFIX}${decision.to}`] !== decision.revision) {
+        if (env?.requireApproval === true && findApproval(pipeline.status, decision.to, decision.revision) === undefined) {
           return this.#awaitApproval(pipeline, spec, decision, ready, environments, log, recheck);
         }
         return this.#promote(pipeline, owner, spec, decision, ready, environments, log, signal, recheck);
@@ -324,7 +324,7 @@ export class PipelineController {
     }
   }
 
-  /** Records that a promotion waits for its approval; the annotation's arrival requeues the Pipeline. */
+  /** Records that a promotion waits for its approval; the approval's arrival in status requeues the Pipeline. */
   async #awaitApproval(
     pipeline: Pipeline,
     spec: ValidPipelineSpec,
@@ -336,15 +336,17 @@ export class PipelineController {
   ): Promise<RequeueAfter | undefined> {
     const records = pipeline.status?.promotions ?? [];
     const existing = findRecord(records, decision.to, decision.revision);
-    const awaiting: PromotionRecord = existing?.state === 'AwaitingApproval'
-      ? existing
-      : { environment: decision.to, revision: decision.revision, strategy: spec.promotion.strategy, state: 'AwaitingApproval', attempts: 0, startedAt: this.#now() };
+    const legacy = legacyAnnotationNote(pipeline, decision.to);
+    const awaiting: PromotionRecord = {
+      ...(existing?.state === 'AwaitingApproval' ? existing : { environment: decision.to, revision: decision.revision, strategy: spec.promotion.strategy, state: 'AwaitingApproval', attempts: 0, startedAt: this.#now() }),
+      message: `${howToApprove(decision.to, decision.revision)}${legacy === undefined ? '' : `; ${legacy}`}`,
+    };
     const status = this.#status(pipeline, ready, environments, withRecord(records, awaiting));
     if (sameStatus(pipeline.status, status)) return requeueAfter(recheck);
     const written = await this.#writeIfChanged(pipeline, status);
     if (written && existing?.state !== 'AwaitingApproval') {
       log.info('promotion awaits approval', { environment: decision.to, revision: decision.revision });
-      await this.#event(pipeline, 'Normal', 'PromotionAwaitingApproval', `promoting ${decision.revision} to ${decision.to} waits for approval: annotate the Pipeline ${APPROVAL_PREFIX}${decision.to}=${decision.revision}`, log);
+      await this.#event(pipeline, 'Normal', 'PromotionAwaitingApproval', `promoting ${decision.revision} to ${decision.to} waits for approval: ${awaiting.message ?? ''}`, log);
     }
     return requeueAfter(written ? undefined : 1_000, recheck);
   }
@@ -391,7 +393,7 @@ export class PipelineController {
       state: 'Pending',
       attempts: decision.attempt,
       startedAt: decision.startedAt ?? this.#now(),
-      ...(spec.environments.find((e) => e.name === decision.to)?.requireApproval === true ? { approved: true } : {}),
+      ...approvedFields(spec.environments.find((e) => e.name === decision.to)?.requireApproval === true ? findApproval(pipeline.status, decision.to, decision.revision) : undefined),
     };
     let current: Pipeline;
     try {
@@ -546,7 +548,7 @@ export class PipelineController {
     const now = this.#now();
     let conditions = setCondition(pipeline.status?.conditions ?? [], ready, now);
     conditions = setCondition(conditions, promotingCondition(records, generation), now);
-    return plain({ observedGeneration: generation, conditions, environments: displayEnvironments(environments), promotions: records });
+    return plain({ observedGeneration: generation, conditions, environments: displayEnvironments(environments), promotions: records, ...(pipeline.status?.approvals === undefined ? {} : { approvals: pipeline.status.approvals }) });
   }
 
   /** Writes the status when it differs from the Pipeline's; false when someone wrote first. */
@@ -617,9 +619,6 @@ export class PipelineController {
     return new Date(Math.floor(this.#clock.now() / 1_000) * 1_000).toISOString().replace('.000Z', 'Z');
   }
 }
-
-/** `fleetcache.dev/approve-<environment>`: its value is the revision a person approved. */
-const APPROVAL_PREFIX = 'fleetcache.dev/approve-';
 
 /** The earliest of the delays given, or undefined when none is. */
 function requeueAfter(...delays: readonly (number | undefined)[]): RequeueAfter | undefined {

@@ -49,12 +49,12 @@ async function pipelineOf(cluster: TestCluster, name: string): Promise<Pipeline>
   return (await ok(cluster, 'GET', `${PIPELINES}/${name}`)) as Pipeline;
 }
 
-/** What `kubectl annotate --overwrite pipeline/<name> key=value` does: read, modify, write. */
-async function annotate(cluster: TestCluster, name: string, key: string, value: string): Promise<void> {
+/** What the service's approval endpoint writes once the approver's right is checked: an approval in status. */
+async function approve(cluster: TestCluster, name: string, environment: string, revision: string): Promise<void> {
   for (;;) {
-    const p = (await pipelineOf(cluster, name)) as Pipeline & { metadata: { annotations?: Record<string, string> } };
-    p.metadata.annotations = { ...p.metadata.annotations, [key]: value };
-    const res = await cluster.request('PUT', `${PIPELINES}/${name}`, p);
+    const p = await pipelineOf(cluster, name);
+    const approvals = [...(p.status?.approvals ?? []), { environment, revision, approver: { username: 'alice' }, approvedAt: new Date().toISOString().replace(/\.\d+Z$/, 'Z') }];
+    const res = await cluster.request('PUT', `${PIPELINES}/${name}/status`, { ...p, status: { ...p.status, approvals } });
     if (res.statusCode === 200) return;
     assert.equal(res.statusCode, 409, JSON.stringify(res.body));
   }
@@ -175,10 +175,10 @@ describe('PipelineController: the git strategy on a real apiserver', () => {
       assert.equal(api.pulls.length, 0, 'nothing opened before the approval');
 
       // An approval of another revision does not open the gate.
-      await annotate(mgmt, 'cart', 'fleetcache.dev/approve-staging', '1.9.9');
+      await approve(mgmt, 'cart', 'staging', '1.9.9');
       await new Promise((resolve) => setTimeout(resolve, 1_500));
       assert.equal(api.pulls.length, 0);
-      await annotate(mgmt, 'cart', 'fleetcache.dev/approve-staging', '2.0.0');
+      await approve(mgmt, 'cart', 'staging', '2.0.0');
 
       const opened = await eventually('a pull request is opened and recorded', async () => {
         const p = await pipelineOf(mgmt, 'cart');
@@ -187,6 +187,7 @@ describe('PipelineController: the git strategy on a real apiserver', () => {
       }, 60_000);
       assert.deepEqual(opened.pullRequest, { number: 1, url: 'https://github.example/org/fleet/pull/1' });
       assert.equal(opened.approved, true);
+      assert.equal(opened.approvedBy?.username, 'alice');
       await eventually('the PullRequestOpened event', async () => (await eventsOf(mgmt, 'cart')).some((e) => e.reason === 'PullRequestOpened' && e.message.includes('pull/1')), 10_000);
       const before = await pipelineOf(mgmt, 'cart');
       const polls = api.requests.length;

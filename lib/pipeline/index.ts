@@ -7,9 +7,13 @@
 export { PipelineController } from './controller.ts';
 export type { PipelineControllerOptions, PipelineControllerStats, PromotionRequest } from './controller.ts';
 export { PromotionError, WebhookRefusedError } from './errors.ts';
+export { APPROVE_VERB, ApprovalError, approvalEvent, LEGACY_APPROVAL_PREFIX, recordApproval } from './approval.ts';
+export type { ApprovalClient, ApprovalRefusal, ApprovalRequest, RecordApprovalOptions, RecordedApproval } from './approval.ts';
 export type { WebhookRefusal } from './errors.ts';
-export { PIPELINE_GVK, MAX_PROMOTIONS_PER_ENVIRONMENT } from './types.ts';
+export { PIPELINE_GVK, MAX_APPROVALS_PER_ENVIRONMENT, MAX_PROMOTIONS_PER_ENVIRONMENT } from './types.ts';
 export type {
+  Approval,
+  Approver,
   Condition,
   EnvironmentStatus,
   GitPromotion,

@@ -27,8 +27,9 @@ export interface PipelineEnvironment {
   readonly name: string;
   readonly targets: readonly PipelineTarget[];
   /**
-   * Promotions into this environment wait for a person with RBAC on the Pipeline to approve the
-   * revision: annotation `fleetcache.dev/approve-<environment>: <revision>`. Default false.
+   * Promotions into this environment wait until someone allowed the verb `approve` on this
+   * Pipeline (group fleetcache.dev, resource pipelines) approves the revision through the
+   * service's approval endpoint, which records it in `status.approvals`. Default false.
    */
   readonly requireApproval?: boolean;
 }
@@ -155,8 +156,32 @@ export interface PromotionRecord {
   readonly commit?: string;
   /** The pull request that carries it (git strategy with pull requests); done when merged. */
   readonly pullRequest?: { readonly number: number; readonly url: string };
-  /** Set when the environment requires approval and the approval named this revision. */
+  /** Set when the environment requires approval and an approval named this revision. */
   readonly approved?: boolean;
+  /** Who approved it (with `approved`), as the approval in `status.approvals` says. */
+  readonly approvedBy?: Approver;
+  /** When it was approved (with `approved`). */
+  readonly approvedAt?: string;
+}
+
+/** The person (or ServiceAccount) behind an approval, as the API server's TokenReview named them. */
+export interface Approver {
+  readonly username: string;
+  /** Unset when the authenticator gives none. */
+  readonly uid?: string;
+}
+
+/**
+ * One approval of a revision for an environment that requires approval. Written only by the
+ * service, on the status subresource, after a SubjectAccessReview allowed the verb `approve` on
+ * the Pipeline to the person whose token a TokenReview authenticated.
+ */
+export interface Approval {
+  readonly environment: string;
+  readonly revision: string;
+  readonly approver: Approver;
+  /** RFC 3339. */
+  readonly approvedAt: string;
 }
 
 export interface PipelineStatus {
@@ -165,7 +190,12 @@ export interface PipelineStatus {
   readonly environments?: readonly EnvironmentStatus[];
   /** Oldest first; the newest {@link MAX_PROMOTIONS_PER_ENVIRONMENT} per environment are kept. */
   readonly promotions?: readonly PromotionRecord[];
+  /** Oldest first; the newest {@link MAX_APPROVALS_PER_ENVIRONMENT} per environment are kept. */
+  readonly approvals?: readonly Approval[];
 }
+
+/** How many approvals are kept per environment (older ones are dropped). */
+export const MAX_APPROVALS_PER_ENVIRONMENT = 10;
 
 /** How many promotion records are kept per environment (older ones are dropped). */
 export const MAX_PROMOTIONS_PER_ENVIRONMENT = 10;

@@ -1,0 +1,234 @@
+import type { RequestOptions } from '../transport/index.ts';
+import { apiVersionOf, FleetcacheError, KubeApiError, sanitizeForDisplay, type Clock } from '../util/index.ts';
+import { isRevision, MAX_REVISION_LENGTH } from './observe.ts';
+import { MAX_APPROVALS_PER_ENVIRONMENT, PIPELINE_GVK, type Approval, type Approver, type Pipeline, type PipelineStatus } from './types.ts';
+
+// Approvals are a right apart from editing a Pipeline (Kargo's `promote` verb is the anchor): the
+// verb `approve` on `pipelines`, which the API server decides in a SubjectAccessReview, and a
+// record in the status subresource, which a Pipeline's editors cannot write. The service checks
+// the right and writes the record; the controller promotes into an environment that requires
+// approval only when such a record names that environment and revision.
+
+/** The RBAC verb that allows approving promotions of a Pipeline (group fleetcache.dev, resource pipelines). */
+export const APPROVE_VERB = 'approve';
+
+/**
+ * The annotation that approved before approvals were a right of their own. It no longer approves
+ * anything: whoever may patch the Pipeline could set it. It is only named in the message that says
+ * how to approve.
+ */
+export const LEGACY_APPROVAL_PREFIX = 'fleetcache.dev/approve-';
+
+/** An approval found for a promotion: who and when. */
+export interface FoundApproval {
+  readonly approver: Approver;
+  readonly approvedAt: string;
+}
+
+/**
+ * The approval of `revision` for `environment`: the oldest such record of `status.approvals`, or,
+ * for a promotion already under way (Pending) whose approval has since been dropped from that
+ * bounded list, the approval its record carries.
+ */
+export function findApproval(status: PipelineStatus | undefined, environment: string, revision: string): FoundApproval | undefined {
+  const approval = (status?.approvals ?? []).find((a) => a.environment === environment && a.revision === revision);
+  if (approval !== undefined) return { approver: approval.approver, approvedAt: approval.approvedAt };
+  const pending = (status?.promotions ?? []).findLast((r) => r.environment === environment && r.revision === revision);
+  if (pending?.state === 'Pending' && pending.approvedBy !== undefined && pending.approvedAt !== undefined) return { approver: pending.approvedBy, approvedAt: pending.approvedAt };
+  return undefined;
+}
+
+/**
+ * `approvals` with `approval` appended (unless one for its environment and revision is there: the
+ * first approver stays on record), then only the newest {@link MAX_APPROVALS_PER_ENVIRONMENT} per
+ * environment kept.
+ */
+export function withApproval(approvals: readonly Approval[], approval: Approval): Approval[] {
+  if (approvals.some((a) => a.environment === approval.environment && a.revision === approval.revision)) return [...approvals];
+  const next = [...approvals, approval];
+  const kept = new Map<string, number>();
+  const result: Approval[] = [];
+  for (let i = next.length - 1; i >= 0; i--) {
+    const a = next[i];
+    if (a === undefined) continue;
+    const count = kept.get(a.environment) ?? 0;
+    if (count >= MAX_APPROVALS_PER_ENVIRONMENT) continue;
+    kept.set(a.environment, count + 1);
+    result.push(a);
+  }
+  return result.reverse();
+}
+
+/** The fields of a promotion record that say it was approved (none without an approval). */
+export function approvedFields(approval: FoundApproval | undefined): { readonly approved?: true; readonly approvedBy?: Approver; readonly approvedAt?: string } {
+  return approval === undefined ? {} : { approved: true, approvedBy: approval.approver, approvedAt: approval.approvedAt };
+}
+
+/** How to approve `revision` for `environment`: the text of the AwaitingApproval condition and Event. */
+export function howToApprove(environment: string, revision: string): string {
+  return `someone allowed the verb ${APPROVE_VERB} on this Pipeline (ClusterRole fleetcache-pipeline-approver) approves ${revision} for ${environment} with the dashboard's Approve button or POST /dashboard/api/approve`;
+}
+
+/**
+ * A note for a Pipeline that still carries the old approval annotation for `environment`: it is
+ * ignored (anyone who may patch the Pipeline could set it). Undefined when there is none.
+ */
+export function legacyAnnotationNote(pipeline: Pipeline, environment: string): string | undefined {
+  const annotations = pipeline.metadata?.annotations;
+  if (typeof annotations !== 'object' || annotations === null) return undefined;
+  const key = `${LEGACY_APPROVAL_PREFIX}${environment}`;
+  if (!Object.hasOwn(annotations, key)) return undefined;
+  return `the annotation ${key} no longer approves (since approvals became the verb ${APPROVE_VERB}) and is ignored`;
+}
+
+/** What an approval request asks for. */
+export interface ApprovalRequest {
+  readonly namespace: string;
+  readonly name: string;
+  readonly environment: string;
+  readonly revision: string;
+  /** Who approves: the user a TokenReview authenticated and a SubjectAccessReview allowed. */
+  readonly approver: Approver;
+}
+
+/** Why an approval was not recorded. */
+export type ApprovalRefusal =
+  /** No such Pipeline (said only to callers allowed to approve it). */
+  | 'PipelineNotFound'
+  /** The Pipeline has no such environment, or it does not require approval, or the revision is not one. */
+  | 'InvalidApproval'
+  /** The status kept changing under every attempt to write it. */
+  | 'Conflict';
+
+const REFUSAL_CODES: Readonly<Record<ApprovalRefusal, string>> = {
+  PipelineNotFound: 'ERR_APPROVAL_PIPELINE_NOT_FOUND',
+  InvalidApproval: 'ERR_APPROVAL_INVALID',
+  Conflict: 'ERR_APPROVAL_CONFLICT',
+};
+
+/** An approval that could not be recorded: `reason` says why, the message is for the caller. */
+export class ApprovalError extends FleetcacheError {
+  readonly reason: ApprovalRefusal;
+  constructor(reason: ApprovalRefusal, message: string, options?: ErrorOptions) {
+    super(REFUSAL_CODES[reason], message, options);
+    this.reason = reason;
+  }
+}
+
+/** The subset of a connection that approvals use: requests to the management cluster as the service. */
+export interface ApprovalClient {
+  request(options: RequestOptions): Promise<unknown>;
+}
+
+/** Options of {@link recordApproval}. */
+export interface RecordApprovalOptions {
+  /** The management cluster, as the service (which may update `pipelines/status`). Required. */
+  readonly client: ApprovalClient;
+  /** Required: the approval's time. */
+  readonly clock: Clock;
+  /** Writes tried against concurrent writers of the status. Default 5. */
+  readonly attempts?: number;
+  readonly signal?: AbortSignal;
+}
+
+/** The outcome of {@link recordApproval}. */
+export interface RecordedApproval {
+  readonly approval: Approval;
+  /** False when an approval of that environment and revision was on record already (it is kept). */
+  readonly created: boolean;
+  /** The Pipeline as last read or written. */
+  readonly pipeline: Pipeline;
+}
+
+function pipelinePath(namespace: string, name: string, subresource = ''): string {
+  return `/apis/${PIPELINE_GVK.group}/${PIPELINE_GVK.version}/namespaces/${encodeURIComponent(namespace)}/pipelines/${encodeURIComponent(name)}${subresource}`;
+}
+
+/** Names of the environments of a (not yet validated) spec that require approval, and all names. */
+function environmentsOf(spec: unknown): { readonly all: ReadonlySet<string>; readonly gated: ReadonlySet<string> } {
+  const all = new Set<string>();
+  const gated = new Set<string>();
+  const list = typeof spec === 'object' && spec !== null ? (spec as { environments?: unknown }).environments : undefined;
+  for (const env of Array.isArray(list) ? list as unknown[] : []) {
+    if (typeof env !== 'object' || env === null) continue;
+    const { name, requireApproval } = env as { name?: unknown; requireApproval?: unknown };
+    if (typeof name !== 'string') continue;
+    all.add(name);
+    if (requireApproval === true) gated.add(name);
+  }
+  return { all, gated };
+}
+
+/** RFC 3339 with second precision, as Kubernetes writes times. */
+function rfc3339(ms: number): string {
+  return new Date(Math.floor(ms / 1_000) * 1_000).toISOString().replace('.000Z', 'Z');
+}
+
+/**
+ * Records that `request.approver` approved `request.revision` for `request.environment` in the
+ * Pipeline's `status.approvals`: read, then PUT on the status subresource conditional on the
+ * resourceVersion read, again on a conflict. The caller has checked the approver's right.
+ *
+ * @throws {ApprovalError} `PipelineNotFound`, `InvalidApproval` (no such environment, one that does
+ *   not require approval, not a revision), `Conflict` (every attempt lost a race); a
+ *   {@link KubeApiError} for anything else the API server refused.
+ */
+export async function recordApproval(request: ApprovalRequest, options: RecordApprovalOptions): Promise<RecordedApproval> {
+  const attempts = options.attempts ?? 5;
+  if (!Number.isInteger(attempts) || attempts < 1) throw new TypeError(`recordApproval option attempts must be a positive integer, got ${attempts}`);
+  if (!isRevision(request.revision)) throw new ApprovalError('InvalidApproval', `revision is not a revision (one printable token without spaces, at most ${MAX_REVISION_LENGTH} characters)`);
+  const path = pipelinePath(request.namespace, request.name);
+  for (let attempt = 1; ; attempt++) {
+    let pipeline: Pipeline;
+    try {
+      pipeline = await options.client.request({ method: 'GET', path, gvk: PIPELINE_GVK, ...(options.signal === undefined ? {} : { signal: options.signal }) }) as Pipeline;
+    } catch (err) {
+      if (err instanceof KubeApiError && err.statusCode === 404) throw new ApprovalError('PipelineNotFound', `Pipeline ${request.namespace}/${request.name} not found`, { cause: err });
+      throw err;
+    }
+    const { all, gated } = environmentsOf(pipeline.spec);
+    if (!all.has(request.environment)) throw new ApprovalError('InvalidApproval', `the Pipeline has no environment ${sanitizeForDisplay(request.environment, 100)}`);
+    if (!gated.has(request.environment)) throw new ApprovalError('InvalidApproval', `environment ${request.environment} does not require approval`);
+    const existing = (pipeline.status?.approvals ?? []).find((a) => a.environment === request.environment && a.revision === request.revision);
+    if (existing !== undefined) return { approval: existing, created: false, pipeline };
+    const approval: Approval = {
+      environment: request.environment,
+      revision: request.revision,
+      approver: { username: request.approver.username, ...(request.approver.uid === undefined || request.approver.uid === '' ? {} : { uid: request.approver.uid }) },
+      approvedAt: rfc3339(options.clock.now()),
+    };
+    const status: PipelineStatus = { ...pipeline.status, approvals: withApproval(pipeline.status?.approvals ?? [], approval) };
+    try {
+      const written = await options.client.request({
+        method: 'PUT',
+        path: pipelinePath(request.namespace, request.name, '/status'),
+        body: JSON.parse(JSON.stringify({ ...pipeline, status })) as unknown,
+        gvk: PIPELINE_GVK,
+        ...(options.signal === undefined ? {} : { signal: options.signal }),
+      }) as Pipeline;
+      return { approval, created: true, pipeline: written };
+    } catch (err) {
+      if (!(err instanceof KubeApiError && err.statusCode === 409)) throw err;
+      if (attempt >= attempts) throw new ApprovalError('Conflict', `the Pipeline's status kept changing: ${attempts} attempts lost a race`, { cause: err });
+    }
+  }
+}
+
+/** A core/v1 Event on `pipeline` naming who approved what (the caller records it, best effort). */
+export function approvalEvent(pipeline: Pipeline, approval: Approval, now: string): object {
+  const meta = pipeline.metadata ?? {};
+  const namespace = meta.namespace ?? '';
+  return {
+    apiVersion: 'v1',
+    kind: 'Event',
+    metadata: { generateName: `${meta.name ?? 'pipeline'}.`, namespace },
+    involvedObject: { apiVersion: apiVersionOf(PIPELINE_GVK), kind: PIPELINE_GVK.kind, namespace, name: meta.name, uid: meta.uid, resourceVersion: meta.resourceVersion },
+    type: 'Normal',
+    reason: 'PromotionApproved',
+    message: sanitizeForDisplay(`${approval.approver.username} approved ${approval.revision} for ${approval.environment}`, 1_000),
+    source: { component: 'fleetcache' },
+    firstTimestamp: now,
+    lastTimestamp: now,
+    count: 1,
+  };
+}
