@@ -208,9 +208,9 @@ describe('GitPromoter against git http-backend', () => {
     // Samples, while it runs, the bytes under its directory and the resident memory of each process working there.
     let peakDisk = 0;
     let peakRss = 0;
-    let sampling = true;
+    const sampling = new AbortController();
     const sampler = (async () => {
-      while (sampling) {
+      while (!sampling.signal.aborted) {
         peakDisk = Math.max(peakDisk, await treeSize(dir));
         for (const pid of (await readdir('/proc')).filter((p) => /^\d+$/.test(p))) {
           if (!(await readlink(`/proc/${pid}/cwd`).catch(() => '')).startsWith(dir)) continue;
@@ -227,7 +227,7 @@ describe('GitPromoter against git http-backend', () => {
         return true;
       });
     } finally {
-      sampling = false;
+      sampling.abort();
       await sampler;
     }
     t.diagnostic(`peak disk ${peakDisk} bytes, peak resident memory of one git process ${peakRss} bytes`);
