@@ -26,6 +26,24 @@ function reason(expected: string) {
   };
 }
 
+/** Samples, until stopped, the bytes under `dir` and the resident memory of each process working there. */
+function sample(dir: string): { peakDisk: number; peakRss: number; stop(): Promise<void> } {
+  const stopped = new AbortController();
+  const result = { peakDisk: 0, peakRss: 0, stop: async (): Promise<void> => { stopped.abort(); await loop; } };
+  const loop = (async () => {
+    while (!stopped.signal.aborted) {
+      result.peakDisk = Math.max(result.peakDisk, await treeSize(dir));
+      for (const pid of (await readdir('/proc')).filter((p) => /^\d+$/.test(p))) {
+        if (!(await readlink(`/proc/${pid}/cwd`).catch(() => '')).startsWith(dir)) continue;
+        const rss = /VmRSS:\s+(\d+) kB/.exec(await readFile(`/proc/${pid}/status`, 'utf8').catch(() => ''))?.[1];
+        result.peakRss = Math.max(result.peakRss, Number(rss ?? 0) * 1_024);
+      }
+      await new Promise((resolve) => setTimeout(resolve, 20));
+    }
+  })();
+  return result;
+}
+
 describe('GitPromoter against git http-backend', () => {
   let server: GitServer;
   let scratch: string;
@@ -205,21 +223,7 @@ describe('GitPromoter against git http-backend', () => {
     const dir = await mkdtemp(path.join(tmpdir(), 'fleetcache-zeros-'));
     t.after(() => rm(dir, { recursive: true, force: true }));
     const bounded = new GitPromoter({ allowHttp: true, allowPrivateNetworks: true, tmpDir: dir });
-    // Samples, while it runs, the bytes under its directory and the resident memory of each process working there.
-    let peakDisk = 0;
-    let peakRss = 0;
-    const sampling = new AbortController();
-    const sampler = (async () => {
-      while (!sampling.signal.aborted) {
-        peakDisk = Math.max(peakDisk, await treeSize(dir));
-        for (const pid of (await readdir('/proc')).filter((p) => /^\d+$/.test(p))) {
-          if (!(await readlink(`/proc/${pid}/cwd`).catch(() => '')).startsWith(dir)) continue;
-          const rss = /VmRSS:\s+(\d+) kB/.exec(await readFile(`/proc/${pid}/status`, 'utf8').catch(() => ''))?.[1];
-          peakRss = Math.max(peakRss, Number(rss ?? 0) * 1_024);
-        }
-        await new Promise((resolve) => setTimeout(resolve, 20));
-      }
-    })();
+    const sampler = sample(dir);
     try {
       await assert.rejects(bounded.promote(request({ url: server.url('zeros'), revision: '1.8.0' })), (err: unknown) => {
         assert.ok(err instanceof GitOpsError && err.reason === 'RepositoryTooLarge', String(err));
@@ -227,13 +231,31 @@ describe('GitPromoter against git http-backend', () => {
         return true;
       });
     } finally {
-      sampling.abort();
-      await sampler;
+      await sampler.stop();
     }
+    const { peakDisk, peakRss } = sampler;
     t.diagnostic(`peak disk ${peakDisk} bytes, peak resident memory of one git process ${peakRss} bytes`);
     assert.ok(peakDisk < 16 * 1_048_576, `the clone wrote ${peakDisk} bytes`);
     assert.ok(peakRss < 64 * 1_048_576, `a git process held ${peakRss} bytes`);
     assert.deepEqual(await readdir(dir), []);
+  });
+
+  it('checks out only the YAML files under the path, not the rest of the tree nor YAML past maxFileBytes', async (t) => {
+    await server.seed('sparse', SEED);
+    await server.commitZeros('sparse', 'data/zeros.bin', 8 * 1_048_576, 'a large file outside the path');
+    await server.commitZeros('sparse', 'apps/staging/huge.yaml', 2 * 1_048_576, 'a YAML file past maxFileBytes');
+    const dir = await mkdtemp(path.join(tmpdir(), 'fleetcache-sparse-'));
+    t.after(() => rm(dir, { recursive: true, force: true }));
+    const sampler = sample(dir);
+    try {
+      const result = await new GitPromoter({ allowHttp: true, allowPrivateNetworks: true, tmpDir: dir }).promote(request({ url: server.url('sparse'), revision: '2.1.0' }));
+      assert.ok(result.kind === 'commit' && result.created);
+    } finally {
+      await sampler.stop();
+    }
+    assert.match(await server.show('sparse', 'main', RELEASE), /version: 2\.1\.0 #/);
+    assert.equal((await git(server.bare('sparse'), 'cat-file', '-s', 'main:data/zeros.bin')).trim(), String(8 * 1_048_576), 'the commit keeps the files it did not check out');
+    assert.ok(sampler.peakDisk < 1_048_576, `${sampler.peakDisk} bytes under the directory`);
   });
 
   it('runs git under hard limits: an allocation past the memory limit, a file past the size limit, each a typed error naming it', async () => {

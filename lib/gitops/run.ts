@@ -106,7 +106,7 @@ export function runGit(command: GitCommand): Promise<GitOutput> {
       }
     };
     const timer = command.clock.setTimer(command.timeoutMs, () => {
-      kill(new GitOpsError('Timeout', `git ${command.step} did not finish within ${command.timeoutMs} ms`));
+      kill(new GitOpsError('Timeout', `git ${command.step} did not finish within ${command.timeoutMs} ms (timeoutMs)`));
     });
     const onAbort = (): void => { if (command.signal !== undefined) kill(abortReason(command.signal)); };
     command.signal?.addEventListener('abort', onAbort, { once: true });
@@ -133,7 +133,7 @@ export function runGit(command: GitCommand): Promise<GitOutput> {
       const poll = (): void => {
         sizeTimer = command.clock.setTimer(SIZE_POLL_MS, () => {
           void treeSize(limit.dir, limit.maxBytes).then((size) => {
-            if (size > limit.maxBytes) kill(new GitOpsError('RepositoryTooLarge', `the repository grew past ${limit.maxBytes} bytes during git ${command.step}`));
+            if (size > limit.maxBytes) kill(new GitOpsError('RepositoryTooLarge', `the repository grew past ${limit.maxBytes} bytes during git ${command.step} (maxRepositoryBytes)`));
             else if (failed === undefined && child.exitCode === null) poll();
           });
         });
