@@ -9,7 +9,7 @@ import { checkRepositoryPath, DEFAULT_MAX_SCAN_BYTES, markerFor, REVISION_PATTER
 import { ProviderClient, type ProviderKind, type PullRequest } from './provider.ts';
 import { runGit, treeSize, type GitOutput } from './run.ts';
 import { sparsePatterns, TreeListing } from './tree.ts';
-import { checkUrl, pinUrl, type PinnedUrl, type UrlPolicy } from './url.ts';
+import { checkUrl, pinUrl, type CheckedUrl, type PinnedUrl, type UrlPolicy } from './url.ts';
 
 /** How to authenticate to the repository (and the provider's API). */
 export type GitCredentials =
@@ -178,10 +178,11 @@ interface Workspace {
 
 /**
  * Promotes a revision by committing it to the Git repository a GitOps tool (Flux) reconciles
- * from, with the `git` command: a shallow single-branch clone into a private temporary directory
- * (removed afterwards), the lines marked for the environment set ({@link updateMarkers}), a
- * commit, and a push to the branch — or to a branch of its own with a pull request opened through
- * the provider's API.
+ * from, with the `git` command: a shallow single-branch clone without checkout into a private
+ * temporary directory (removed afterwards), the tree sized from its object headers and refused
+ * past the limits ({@link TreeListing}), a sparse checkout of the YAML files under the path, the
+ * lines marked for the environment set ({@link updateMarkers}), a commit, and a push to the
+ * branch — or to a branch of its own with a pull request opened through the provider's API.
  *
  * Idempotent: a branch that already has the revision at its markers gets no second commit; a
  * pull request from the same head branch is found (open, merged or closed) rather than opened
@@ -191,7 +192,10 @@ interface Workspace {
  * checked, and git pinned to that address (`http.curloptResolve`; for ssh, the address with
  * `HostKeyAlias`). git runs with no system or global config, no terminal prompts, no hooks, no
  * redirects, only the URL's protocol allowed, a timeout and bounded output; its stderr and the
- * provider's answers never reach an error message.
+ * provider's answers never reach an error message. The repository's content is hostile too: git
+ * streams large blobs and runs under hard limits of address space and file size (`prlimit`), the
+ * marker scan is linear and bounded, `path` never goes through a link, and one deadline
+ * (`promotionTimeoutMs`) bounds the whole promotion.
  */
 export class GitPromoter {
   readonly #policy: UrlPolicy;
@@ -262,7 +266,7 @@ export class GitPromoter {
     }
   }
 
-  async #promote(request: GitPromotionRequest, checkedRequest: { readonly branch: string; readonly subdir: string; readonly checked: ReturnType<typeof checkUrl>; readonly signal: AbortSignal }): Promise<GitPromotionResult> {
+  async #promote(request: GitPromotionRequest, checkedRequest: { readonly branch: string; readonly subdir: string; readonly checked: CheckedUrl; readonly signal: AbortSignal }): Promise<GitPromotionResult> {
     const { branch, subdir, checked, signal } = checkedRequest;
     const pinned = await raceAbort(pinUrl(checked, this.#policy), signal);
 
