@@ -145,6 +145,9 @@ for (const kind of ['github', 'gitlab'] as const) {
         const port = (slow.address() as { port: number }).port;
         const impatient = new GitPromoter({ allowHttp: true, allowPrivateNetworks: true, providerTimeoutMs: 500 });
         await assert.rejects(impatient.promote({ ...request('6.0.0'), pullRequest: { provider: kind, apiUrl: `http://127.0.0.1:${port}/api` } }), (err: unknown) => err instanceof GitOpsError && err.reason === 'Timeout');
+        // The promotion's own deadline bounds provider calls too.
+        const due = new GitPromoter({ allowHttp: true, allowPrivateNetworks: true, promotionTimeoutMs: 500 });
+        await assert.rejects(due.promote({ ...request('6.0.0'), pullRequest: { provider: kind, apiUrl: `http://127.0.0.1:${port}/api` } }), (err: unknown) => err instanceof GitOpsError && err.reason === 'DeadlineExceeded' && err.message.includes('500 ms (promotionTimeoutMs)'));
       } finally {
         for (const drip of drips) clearInterval(drip);
         slow.closeAllConnections();
