@@ -103,6 +103,62 @@ export class GitServer {
     }
   }
 
+  /**
+   * Commits a file of `bytes` zero bytes on top of `branch`, streamed into the object store (never
+   * written out as a file): a small pack that inflates to a large tree.
+   */
+  async commitZeros(name: string, file: string, bytes: number, message: string, branch = 'main'): Promise<string> {
+    const oid = await this.#hashObject(name, (stdin) => {
+      const chunk = Buffer.alloc(1_048_576);
+      let left = bytes;
+      const write = (): void => {
+        while (left > 0) {
+          const part = left >= chunk.length ? chunk : chunk.subarray(0, left);
+          left -= part.length;
+          if (!stdin.write(part)) {
+            stdin.once('drain', write);
+            return;
+          }
+        }
+        stdin.end();
+      };
+      write();
+    });
+    return this.#commitEntry(name, '100644', oid, file, message, branch);
+  }
+
+  /** Commits a symbolic link `file` → `target` on top of `branch` (a tenant's repository may hold any). */
+  async commitSymlink(name: string, file: string, target: string, message: string, branch = 'main'): Promise<string> {
+    const oid = await this.#hashObject(name, (stdin) => { stdin.end(target); });
+    return this.#commitEntry(name, '120000', oid, file, message, branch);
+  }
+
+  async #hashObject(name: string, feed: (stdin: NodeJS.WritableStream) => void): Promise<string> {
+    const child = spawn('/usr/bin/git', ['hash-object', '-w', '--stdin'], { cwd: this.bare(name), env: ENV, stdio: ['pipe', 'pipe', 'ignore'] });
+    const out: Buffer[] = [];
+    child.stdout.on('data', (c: Buffer) => out.push(c));
+    const done = new Promise<number | null>((resolve, reject) => { child.on('error', reject); child.on('close', resolve); });
+    feed(child.stdin);
+    if (await done !== 0) throw new Error('git hash-object failed');
+    return Buffer.concat(out).toString('utf8').trim();
+  }
+
+  async #commitEntry(name: string, mode: string, oid: string, file: string, message: string, branch: string): Promise<string> {
+    const bare = this.bare(name);
+    const index = path.join(await mkdtemp(path.join(tmpdir(), 'fleetcache-gitindex-')), 'index');
+    const run = async (...args: string[]): Promise<string> => (await exec('/usr/bin/git', ['-c', 'user.name=seed', '-c', 'user.email=seed@example.test', ...args], { cwd: bare, env: { ...ENV, GIT_INDEX_FILE: index } })).stdout.trim();
+    try {
+      await run('read-tree', branch);
+      await run('update-index', '--add', '--cacheinfo', `${mode},${oid},${file}`);
+      const tree = await run('write-tree');
+      const commit = await run('commit-tree', tree, '-p', branch, '-m', message);
+      await run('update-ref', `refs/heads/${branch}`, commit);
+      return commit;
+    } finally {
+      await rm(path.dirname(index), { recursive: true, force: true });
+    }
+  }
+
   /** `git show <ref>:<file>` in the bare repository. */
   async show(name: string, ref: string, file: string): Promise<string> {
     return git(this.bare(name), 'show', `${ref}:${file}`);

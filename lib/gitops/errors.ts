@@ -9,13 +9,20 @@ export type GitOpsReason =
   | 'AddressRefused'
   | 'ResolveFailed'
   | 'CloneFailed'
+  /** The repository (tree size, file count, objects on disk) or git's memory is past a limit the message names. */
   | 'RepositoryTooLarge'
+  /** The marker scan would read more than its bound (`maxScanBytes`). */
+  | 'ScanLimitExceeded'
+  /** `git.path` goes through a symbolic link (or out of the work tree). */
+  | 'PathRefused'
   | 'MarkerNotFound'
   | 'MarkerInvalid'
   | 'CommitFailed'
   | 'PushFailed'
   | 'PushConflict'
   | 'Timeout'
+  /** The promotion as a whole outlived its deadline (`promotionTimeoutMs`). */
+  | 'DeadlineExceeded'
   | 'OutputTooLarge'
   | 'ProviderError'
   | 'PullRequestClosed'

@@ -3,8 +3,10 @@ import { mkdir, mkdtemp, readFile, rm, symlink, writeFile } from 'node:fs/promis
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { describe, it } from 'node:test';
+import { Worker } from 'node:worker_threads';
 import { GitOpsError } from './errors.ts';
 import { checkRepositoryPath, markerFor, setMarkedValues, updateMarkers } from './marker.ts';
+import { splitComment, splitValue } from './scan.ts';
 
 const M = markerFor('delivery', 'podinfo', 'prod');
 
@@ -56,6 +58,75 @@ describe('setMarkedValues', () => {
   });
 });
 
+// The expressions the scanner replaced (quadratic on hostile lines): the reference it must agree with.
+const OLD_COMMENT = /^(?<before>.*?)(?<gap>\s+)(?<comment>#\s*(?<json>\{.*\}))\s*$/;
+const OLD_BEFORE = /^(?<head>\s*(?:-\s+)?(?:(?:"(?:[^"\\]|\\.)*"|'(?:[^']|'')*'|[^\s"'#{}[\],][^#]*?)\s*:\s+)?)(?<value>\S.*?)?\s*$/;
+
+/** Runs setMarkedValues on `text` in a worker, so that a quadratic scan is stopped after `limitMs` instead of stalling the test. */
+async function inWorker(text: string, limitMs: number): Promise<{ found?: number; changed?: number; error?: string } | 'stalled'> {
+  const url = new URL('./marker.ts', import.meta.url).href;
+  const worker = new Worker(`
+    const { parentPort, workerData } = require('node:worker_threads');
+    import(workerData.url).then((m) => {
+      try {
+        const r = m.setMarkedValues(workerData.text, workerData.marker, '9.9.9', 'hostile.yaml');
+        parentPort.postMessage({ found: r.found, changed: r.changed });
+      } catch (err) {
+        parentPort.postMessage({ error: err.reason ?? String(err) });
+      }
+    });`, { eval: true, workerData: { url, text, marker: M } });
+  let timer: NodeJS.Timeout | undefined;
+  try {
+    return await new Promise((resolve, reject) => {
+      timer = setTimeout(() => { resolve('stalled'); }, limitMs);
+      worker.once('message', resolve);
+      worker.once('error', reject);
+    });
+  } finally {
+    clearTimeout(timer);
+    await worker.terminate();
+  }
+}
+
+describe('the marker scan on hostile lines', () => {
+  it('agrees with the expressions it replaced on random lines', () => {
+    let seed = 42;
+    const next = (): number => { seed = (seed * 1_103_515_245 + 12_345) % 2_147_483_648; return seed; };
+    const alphabet = [' ', ' ', '\t', '#', '#', '{', '}', '"', "'", '\\', ':', ':', '-', 'a', 'b', '1', '.', ',', '[', '\r', '\u2028', '\u00a0', '$promotion'];
+    for (let n = 0; n < 30_000; n++) {
+      let line = '';
+      const length = next() % 24;
+      for (let i = 0; i < length; i++) line += alphabet[next() % alphabet.length] ?? '';
+      const old = OLD_COMMENT.exec(line)?.groups;
+      const split = splitComment(line);
+      assert.deepEqual(split, old === undefined ? undefined : { before: old.before, gap: old.gap, comment: old.comment, json: old.json }, JSON.stringify(line));
+      if (line.includes('\r') || line.includes('\u2028')) continue; // a `before` never holds a line terminator
+      const value = OLD_BEFORE.exec(line)?.groups;
+      assert.ok(value !== undefined);
+      assert.deepEqual(splitValue(line), { head: value.head, value: value.value }, JSON.stringify(line));
+    }
+  });
+
+  it('scans 1 MiB lines of spaces, colons and marker words in linear time (the old expression ran for minutes)', async () => {
+    const MiB = 1_048_576;
+    const marked = '# {"$promotion": "delivery:podinfo:prod"}';
+    const hostile = [
+      `$promotion${' '.repeat(MiB)}`,                                   // the marker word and spaces: no comment
+      `v: 1${' '.repeat(MiB)}# {"$promotion" ${' '.repeat(MiB / 4)}`,   // a comment that never closes
+      `${' #'.repeat(MiB / 2)} {"$promotion": "x"}`,                     // many candidate comments
+      `k${' :'.repeat(MiB / 2)} 1 ${marked}`,                           // many candidate keys before a real marker
+      `- ${'x '.repeat(MiB / 2)}${marked}`,                              // a long marked value
+    ];
+    const outcomes = [];
+    for (const line of hostile) {
+      const result = await inWorker(`a: 1\n${line}\n`, 30_000);
+      assert.notEqual(result, 'stalled', `a ${line.length}-character line took more than 30 s: ${JSON.stringify(line.slice(0, 40))}…`);
+      outcomes.push(result);
+    }
+    assert.deepEqual(outcomes, [{ found: 0, changed: 0 }, { found: 0, changed: 0 }, { found: 0, changed: 0 }, { error: 'MarkerInvalid' }, { found: 1, changed: 1 }]);
+  });
+});
+
 describe('updateMarkers', () => {
   it('walks the path, rewrites marked YAML files, skips symlinks and .git, and says when no marker exists', async (t) => {
     const root = await mkdtemp(path.join(tmpdir(), 'fleetcache-marker-'));
@@ -75,6 +146,41 @@ describe('updateMarkers', () => {
     assert.match(await readFile(outside, 'utf8'), /1\.0\.0/, 'a symlink is never followed');
     assert.match(await readFile(path.join(root, 'apps/prod/notes.txt'), 'utf8'), /1\.0\.0/, 'only YAML files');
     await assert.rejects(updateMarkers(root, 'apps', markerFor('delivery', 'podinfo', 'qa'), '1.1.0'), (err: unknown) => err instanceof GitOpsError && err.reason === 'MarkerNotFound');
+  });
+
+  it('refuses a path through a symbolic link leading out of the work tree, and leaves the outside file untouched', async (t) => {
+    const scratch = await mkdtemp(path.join(tmpdir(), 'fleetcache-marker-'));
+    t.after(() => rm(scratch, { recursive: true, force: true }));
+    const root = path.join(scratch, 'clone');
+    const outside = path.join(scratch, 'outside');
+    await mkdir(path.join(outside, 'prod'), { recursive: true });
+    await mkdir(path.join(root, 'apps'), { recursive: true });
+    const victim = path.join(outside, 'prod/release.yaml');
+    const text = 'version: 1.0.0 # {"$promotion": "delivery:podinfo:prod"}\n';
+    await writeFile(victim, text);
+    await symlink(outside, path.join(root, 'apps/env'));   // an intermediate directory
+    await symlink(path.join(outside, 'prod'), path.join(root, 'last'));  // the last segment
+    for (const subdir of ['apps/env/prod', 'apps/env', 'last', './apps/env/prod/']) {
+      await assert.rejects(updateMarkers(root, subdir, M, '2.0.0'), (err: unknown) => err instanceof GitOpsError && err.reason === 'PathRefused' && err.message.includes('symbolic link'), subdir);
+    }
+    assert.equal(await readFile(victim, 'utf8'), text);
+    await writeFile(path.join(root, 'apps/file'), 'x');
+    await assert.rejects(updateMarkers(root, 'apps/file/x', M, '2.0.0'), (err: unknown) => err instanceof GitOpsError && err.reason === 'MarkerNotFound');
+  });
+
+  it('bounds the YAML read in one promotion, across its attempts', async (t) => {
+    const root = await mkdtemp(path.join(tmpdir(), 'fleetcache-marker-'));
+    t.after(() => rm(root, { recursive: true, force: true }));
+    const line = 'version: 1.0.0 # {"$promotion": "delivery:podinfo:prod"}\n';
+    for (const name of ['a', 'b', 'c']) await writeFile(path.join(root, `${name}.yaml`), line);
+    const budget = { bytesRead: 0 };
+    await updateMarkers(root, '.', M, '1.0.0', { maxScanBytes: line.length * 4, budget });
+    assert.equal(budget.bytesRead, line.length * 3);
+    await assert.rejects(updateMarkers(root, '.', M, '1.0.0', { maxScanBytes: line.length * 4, budget }), (err: unknown) => {
+      assert.ok(err instanceof GitOpsError && err.reason === 'ScanLimitExceeded', String(err));
+      assert.match(err.message, new RegExp(`more than ${line.length * 4} bytes .*maxScanBytes`));
+      return true;
+    });
   });
 
   it('keeps the path inside the repository', () => {

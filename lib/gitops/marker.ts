@@ -2,6 +2,7 @@ import { lstat, readdir, readFile, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { load, loadAll } from 'js-yaml';
 import { GitOpsError } from './errors.ts';
+import { splitComment, splitValue } from './scan.ts';
 
 // The marker convention of weaveworks pipeline-controller (its RFC "Markers in YAML Comments for
 // Application Promotion"): a YAML line whose value the promotion sets carries a line comment that
@@ -20,16 +21,31 @@ export function markerFor(namespace: string, pipeline: string, environment: stri
   return `${namespace}:${pipeline}:${environment}`;
 }
 
-/** Bounds of the scan of a working tree. */
+/**
+ * Bounds of the scan of a working tree. The scan is linear ({@link splitComment}): its work on a
+ * file is proportional to the file's size, at most `maxFileBytes`, and on a promotion to
+ * `maxScanBytes`.
+ */
 export interface ScanLimits {
-  /** Files looked at (YAML or not) before giving up. Default 20 000. */
+  /** Files looked at (YAML or not) before giving up (`RepositoryTooLarge`). Default 20 000. */
   readonly maxFiles?: number;
-  /** YAML files larger than this are skipped. Default 1 MiB. */
+  /** YAML files larger than this are skipped, never read. Default 1 MiB. */
   readonly maxFileBytes?: number;
+  /** YAML bytes read in one promotion, all its attempts together, before giving up (`ScanLimitExceeded`). Default 32 MiB. */
+  readonly maxScanBytes?: number;
 }
 
-const COMMENT = /^(?<before>.*?)(?<gap>\s+)(?<comment>#\s*(?<json>\{.*\}))\s*$/;
-const BEFORE = /^(?<head>\s*(?:-\s+)?(?:(?:"(?:[^"\\]|\\.)*"|'(?:[^']|'')*'|[^\s"'#{}[\],][^#]*?)\s*:\s+)?)(?<value>\S.*?)?\s*$/;
+/** Default of {@link ScanLimits.maxScanBytes}. */
+export const DEFAULT_MAX_SCAN_BYTES = 32 * 1_048_576;
+
+/** How {@link updateMarkers} runs within one promotion. */
+export interface ScanContext extends ScanLimits {
+  /** YAML bytes read so far by this promotion; shared by its attempts so that `maxScanBytes` bounds them all. */
+  readonly budget?: { bytesRead: number };
+  /** Stops the scan between files (the promotion's deadline). */
+  readonly signal?: AbortSignal | undefined;
+}
+
 
 /** Result of {@link setMarkedValues} on one text. */
 export interface MarkedText {
@@ -75,24 +91,23 @@ export function setMarkedValues(text: string, marker: string, revision: string, 
   let changed = 0;
   for (const [i, line] of lines.entries()) {
     if (!line.includes('$promotion')) continue;
-    const comment = COMMENT.exec(line.endsWith('\r') ? line.slice(0, -1) : line);
-    if (comment?.groups === undefined) continue;
+    const comment = splitComment(line.endsWith('\r') ? line.slice(0, -1) : line);
+    if (comment === undefined) continue;
     let parsed: unknown;
     try {
-      parsed = JSON.parse(comment.groups.json ?? '');
+      parsed = JSON.parse(comment.json);
     } catch {
       continue; // some other comment
     }
     if (typeof parsed !== 'object' || parsed === null || (parsed as Record<string, unknown>).$promotion !== marker) continue;
     found += 1;
-    const before = BEFORE.exec(comment.groups.before ?? '');
-    const value = before?.groups?.value;
-    if (before?.groups === undefined || value === undefined || /^[|>{[&*!%@`]/.test(value) || decodeScalar(value) === undefined) {
+    const { head, value } = splitValue(comment.before);
+    if (value === undefined || /^[|>{[&*!%@`]/.test(value) || decodeScalar(value) === undefined) {
       throw new GitOpsError('MarkerInvalid', `${where} line ${i + 1}: the marked line has no single-line scalar value to set`);
     }
     if (decodeScalar(value) === revision) continue;
     const cr = line.endsWith('\r') ? '\r' : '';
-    lines[i] = `${before.groups.head ?? ''}${encodeLike(value, revision)}${comment.groups.gap ?? ' '}${comment.groups.comment ?? ''}${cr}`;
+    lines[i] = `${head}${encodeLike(value, revision)}${comment.gap}${comment.comment}${cr}`;
     changed += 1;
   }
   return { text: lines.join('\n'), found, changed };
@@ -108,6 +123,25 @@ export function checkRepositoryPath(value: string): string {
   return trimmed === '' ? '.' : trimmed;
 }
 
+/**
+ * `subdir` of the work tree `root`, every segment looked at with lstat: a symbolic link (which
+ * could lead out of the clone), or anything else that is not a directory, is refused, so that
+ * nothing outside the work tree is ever read or written (Flux's securejoin, Argo CD's
+ * out-of-bounds symlink check).
+ */
+export async function resolveInside(root: string, subdir: string): Promise<string> {
+  const relative = checkRepositoryPath(subdir);
+  let current = root;
+  for (const segment of relative === '.' ? [] : relative.split('/')) {
+    if (segment === '' || segment === '.') continue;
+    current = path.join(current, segment);
+    const stat = await lstat(current).catch(() => undefined);
+    if (stat?.isSymbolicLink() === true) throw new GitOpsError('PathRefused', `the path ${JSON.stringify(subdir)} goes through a symbolic link in the repository (${JSON.stringify(path.relative(root, current))}); links are never followed`);
+    if (stat?.isDirectory() !== true) throw new GitOpsError('MarkerNotFound', `the path ${JSON.stringify(subdir)} is not a directory of the repository`);
+  }
+  return current;
+}
+
 /** What {@link updateMarkers} did in a working tree. */
 export interface MarkerUpdate {
   /** Marked lines found (every file). */
@@ -121,10 +155,12 @@ export interface MarkerUpdate {
  * the revision on every line marked for `marker` in `.yaml`/`.yml` files, checks each rewritten
  * file still parses as YAML, and writes it back. Throws `MarkerNotFound` when no line is marked.
  */
-export async function updateMarkers(root: string, subdir: string, marker: string, revision: string, limits: ScanLimits = {}): Promise<MarkerUpdate> {
-  const maxFiles = limits.maxFiles ?? 20_000;
-  const maxFileBytes = limits.maxFileBytes ?? 1_048_576;
-  const start = path.join(root, checkRepositoryPath(subdir));
+export async function updateMarkers(root: string, subdir: string, marker: string, revision: string, context: ScanContext = {}): Promise<MarkerUpdate> {
+  const maxFiles = context.maxFiles ?? 20_000;
+  const maxFileBytes = context.maxFileBytes ?? 1_048_576;
+  const maxScanBytes = context.maxScanBytes ?? DEFAULT_MAX_SCAN_BYTES;
+  const budget = context.budget ?? { bytesRead: 0 };
+  const start = await resolveInside(root, subdir);
   let files = 0;
   let found = 0;
   const changedFiles: string[] = [];
@@ -138,7 +174,7 @@ export async function updateMarkers(root: string, subdir: string, marker: string
     }
     for (const name of (await readdir(dir)).sort()) {
       if (name === '.git') continue;
-      if (++files > maxFiles) throw new GitOpsError('RepositoryTooLarge', `more than ${maxFiles} files under the path`);
+      if (++files > maxFiles) throw new GitOpsError('RepositoryTooLarge', `more than ${maxFiles} files under the path (maxFiles)`);
       const full = path.join(dir, name);
       const stat = await lstat(full);
       if (stat.isDirectory()) {
@@ -146,6 +182,9 @@ export async function updateMarkers(root: string, subdir: string, marker: string
         continue;
       }
       if (!stat.isFile() || !/\.ya?ml$/i.test(name) || stat.size > maxFileBytes) continue;
+      context.signal?.throwIfAborted();
+      budget.bytesRead += stat.size;
+      if (budget.bytesRead > maxScanBytes) throw new GitOpsError('ScanLimitExceeded', `more than ${maxScanBytes} bytes of YAML to scan in one promotion (maxScanBytes)`);
       const relative = path.relative(root, full);
       const text = await readFile(full, 'utf8');
       const result = setMarkedValues(text, marker, revision, relative);

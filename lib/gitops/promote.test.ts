@@ -1,11 +1,13 @@
 import assert from 'node:assert/strict';
-import { chmod, mkdtemp, readdir, readFile, readlink, rm, stat, writeFile } from 'node:fs/promises';
+import { chmod, mkdir, mkdtemp, readdir, readFile, readlink, rm, stat, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { git, GitServer } from '../../e2e/git/server.ts';
 import { GitOpsError } from './errors.ts';
 import { GitPromoter, type GitPromotionRequest } from './promote.ts';
+import { runGit, treeSize } from './run.ts';
+import { realClock } from '../util/index.ts';
 
 const RELEASE = 'apps/staging/release.yaml';
 const SEED = {
@@ -24,6 +26,24 @@ function reason(expected: string) {
   };
 }
 
+/** Samples, until stopped, the bytes under `dir` and the resident memory of each process working there. */
+function sample(dir: string): { peakDisk: number; peakRss: number; stop(): Promise<void> } {
+  const stopped = new AbortController();
+  const result = { peakDisk: 0, peakRss: 0, stop: async (): Promise<void> => { stopped.abort(); await loop; } };
+  const loop = (async () => {
+    while (!stopped.signal.aborted) {
+      result.peakDisk = Math.max(result.peakDisk, await treeSize(dir));
+      for (const pid of (await readdir('/proc')).filter((p) => /^\d+$/.test(p))) {
+        if (!(await readlink(`/proc/${pid}/cwd`).catch(() => '')).startsWith(dir)) continue;
+        const rss = /VmRSS:\s+(\d+) kB/.exec(await readFile(`/proc/${pid}/status`, 'utf8').catch(() => ''))?.[1];
+        result.peakRss = Math.max(result.peakRss, Number(rss ?? 0) * 1_024);
+      }
+      await new Promise((resolve) => setTimeout(resolve, 20));
+    }
+  })();
+  return result;
+}
+
 describe('GitPromoter against git http-backend', () => {
   let server: GitServer;
   let scratch: string;
@@ -31,6 +51,12 @@ describe('GitPromoter against git http-backend', () => {
   const request = (overrides: Partial<GitPromotionRequest> = {}): GitPromotionRequest => ({
     url: server.url('fleet'), branch: 'main', path: 'apps', marker, revision: '1.1.0', credentials: { kind: 'basic', ...AUTH }, ...overrides,
   });
+  let seeded: Promise<void> | undefined;
+  /** The repository of the issue: a 400 MiB file of zeros, a 2 MiB pack (made once). */
+  const zeros = (): Promise<void> => (seeded ??= (async () => {
+    await server.seed('zeros', SEED);
+    await server.commitZeros('zeros', 'data/zeros.bin', 400 * 1_048_576, 'a large file');
+  })());
   const commits = async (): Promise<number> => Number((await git(server.bare('fleet'), 'rev-list', '--count', 'main')).trim());
 
   before(async () => {
@@ -189,6 +215,124 @@ describe('GitPromoter against git http-backend', () => {
       await assert.rejects(ssh.promote(request({ url: 'ssh://git@git.example/org/fleet.git' })), reason('UrlRefused'), 'an ssh URL without an SSH key');
     } finally {
       for (const suffix of ['', '.out.args', '.out.known', '.out.mode']) await rm(`${spy}${suffix}`, { force: true });
+    }
+  });
+
+  it('refuses 400 MiB of zeros (a 2 MiB pack) from the tree\'s object headers, before anything is checked out', async (t) => {
+    await zeros();
+    const dir = await mkdtemp(path.join(tmpdir(), 'fleetcache-zeros-'));
+    t.after(() => rm(dir, { recursive: true, force: true }));
+    const bounded = new GitPromoter({ allowHttp: true, allowPrivateNetworks: true, tmpDir: dir });
+    const sampler = sample(dir);
+    try {
+      await assert.rejects(bounded.promote(request({ url: server.url('zeros'), revision: '1.8.0' })), (err: unknown) => {
+        assert.ok(err instanceof GitOpsError && err.reason === 'RepositoryTooLarge', String(err));
+        assert.match(err.message, /more than 134217728 bytes \(maxRepositoryBytes\)/);
+        return true;
+      });
+    } finally {
+      await sampler.stop();
+    }
+    const { peakDisk, peakRss } = sampler;
+    t.diagnostic(`peak disk ${peakDisk} bytes, peak resident memory of one git process ${peakRss} bytes`);
+    assert.ok(peakDisk < 16 * 1_048_576, `the clone wrote ${peakDisk} bytes`);
+    assert.ok(peakRss < 64 * 1_048_576, `a git process held ${peakRss} bytes`);
+    assert.deepEqual(await readdir(dir), []);
+  });
+
+  it('checks out only the YAML files under the path, not the rest of the tree nor YAML past maxFileBytes', async (t) => {
+    await server.seed('sparse', SEED);
+    await server.commitZeros('sparse', 'data/zeros.bin', 8 * 1_048_576, 'a large file outside the path');
+    await server.commitZeros('sparse', 'apps/staging/huge.yaml', 2 * 1_048_576, 'a YAML file past maxFileBytes');
+    const dir = await mkdtemp(path.join(tmpdir(), 'fleetcache-sparse-'));
+    t.after(() => rm(dir, { recursive: true, force: true }));
+    const sampler = sample(dir);
+    try {
+      const result = await new GitPromoter({ allowHttp: true, allowPrivateNetworks: true, tmpDir: dir }).promote(request({ url: server.url('sparse'), revision: '2.1.0' }));
+      assert.ok(result.kind === 'commit' && result.created);
+    } finally {
+      await sampler.stop();
+    }
+    assert.match(await server.show('sparse', 'main', RELEASE), /version: 2\.1\.0 #/);
+    assert.equal((await git(server.bare('sparse'), 'cat-file', '-s', 'main:data/zeros.bin')).trim(), String(8 * 1_048_576), 'the commit keeps the files it did not check out');
+    assert.ok(sampler.peakDisk < 1_048_576, `${sampler.peakDisk} bytes under the directory`);
+  });
+
+  it('runs git under hard limits: an allocation past the memory limit, a file past the size limit, each a typed error naming it', async () => {
+    await zeros();
+    const bare = server.bare('zeros');
+    const base = { gitPath: '/usr/bin/git', cwd: bare, env: { PATH: '/usr/bin:/bin', GIT_CONFIG_NOSYSTEM: '1', GIT_CONFIG_GLOBAL: '/dev/null' }, failure: 'CloneFailed' as const, timeoutMs: 60_000, maxOutputBytes: 1_048_576, clock: realClock };
+    const limited = (maxMemoryBytes: number, maxFileBytes: number) => ({ prlimitPath: '/usr/bin/prlimit', maxMemoryBytes, maxFileBytes });
+    // grep reads the whole 400 MiB blob into memory.
+    await assert.rejects(runGit({ ...base, step: 'grep', args: ['grep', '-c', 'x', 'main', '--', 'data/zeros.bin'], hardLimits: limited(128 * 1_048_576, 1_048_576) }), (err: unknown) => {
+      assert.ok(err instanceof GitOpsError && err.reason === 'RepositoryTooLarge', String(err));
+      assert.match(err.message, /limit of 134217728 bytes \(maxGitMemoryBytes\)/);
+      return true;
+    });
+    const out = await mkdtemp(path.join(tmpdir(), 'fleetcache-fsize-'));
+    try {
+      await assert.rejects(runGit({ ...base, step: 'archive', args: ['-c', 'core.bigFileThreshold=1m', 'archive', '--format=tar', '-o', path.join(out, 'a.tar'), 'main'], hardLimits: limited(256 * 1_048_576, 1_048_576) }), (err: unknown) => {
+        assert.ok(err instanceof GitOpsError && err.reason === 'RepositoryTooLarge', String(err));
+        assert.match(err.message, /larger than 1048576 bytes \(maxRepositoryBytes\)/);
+        return true;
+      });
+      assert.ok((await stat(path.join(out, 'a.tar'))).size <= 1_048_576);
+    } finally {
+      await rm(out, { recursive: true, force: true });
+    }
+  });
+
+  it('refuses a path through a symbolic link in the repository that leads out of the clone, and leaves the outside file untouched', async (t) => {
+    const outside = await mkdtemp(path.join(tmpdir(), 'fleetcache-outside-'));
+    t.after(() => rm(outside, { recursive: true, force: true }));
+    const victim = path.join(outside, 'prod', 'release.yaml');
+    await mkdir(path.dirname(victim), { recursive: true });
+    const text = 'version: 1.0.0 # {"$promotion": "delivery:podinfo:staging"}\n';
+    await writeFile(victim, text);
+    await server.seed('links', SEED);
+    await server.commitSymlink('links', 'apps/env', outside, 'a link out');
+    const count = Number((await git(server.bare('links'), 'rev-list', '--count', 'main')).trim());
+    for (const through of ['apps/env/prod', 'apps/env']) {
+      await assert.rejects(promoter.promote(request({ url: server.url('links'), path: through, revision: '6.6.6' })), (err: unknown) => {
+        assert.ok(err instanceof GitOpsError && err.reason === 'PathRefused', String(err));
+        assert.match(err.message, /symbolic link/);
+        assert.ok(!err.message.includes(outside), 'the link\'s target (repository content) is not echoed');
+        return true;
+      }, through);
+    }
+    assert.equal(await readFile(victim, 'utf8'), text);
+    assert.equal(Number((await git(server.bare('links'), 'rev-list', '--count', 'main')).trim()), count, 'nothing pushed');
+  });
+
+  it('ends a promotion at its one deadline, however many git commands a slow server and lost pushes would take', async () => {
+    await server.seed('slow', SEED);
+    let started = 0;
+    let n = 0;
+    server.options = {
+      auth: AUTH,
+      beforeRequest: async ({ url }) => {
+        started += 1;
+        await new Promise((resolve) => setTimeout(resolve, 1_000));
+        if (url.includes('service=git-receive-pack')) await server.commit('slow', { 'README.md': `moved ${++n}\n` }, 'busy'); // every push loses
+      },
+    };
+    try {
+      const bounded = new GitPromoter({ allowHttp: true, allowPrivateNetworks: true, tmpDir: scratch, promotionTimeoutMs: 3_000 });
+      const begun = Date.now();
+      await assert.rejects(bounded.promote(request({ url: server.url('slow'), revision: '1.9.0' })), (err: unknown) => {
+        assert.ok(err instanceof GitOpsError && err.reason === 'DeadlineExceeded', String(err));
+        assert.match(err.message, /deadline of 3000 ms \(promotionTimeoutMs\)/);
+        return true;
+      });
+      // Without the deadline: a clone and five rounds of push and fetch, over 20 requests of a second each.
+      assert.ok(started <= 8, `${started} requests started`);
+      assert.ok(Date.now() - begun < 15_000, `took ${Date.now() - begun} ms`);
+      assert.deepEqual(await readdir(scratch), []);
+      const pids = (await readdir('/proc')).filter((p) => /^\d+$/.test(p));
+      const cwds = await Promise.all(pids.map((p) => readlink(`/proc/${p}/cwd`).catch(() => '')));
+      assert.deepEqual(cwds.filter((c) => c.startsWith(scratch)), [], 'every git of the promotion was killed');
+    } finally {
+      server.options = { auth: AUTH };
     }
   });
 

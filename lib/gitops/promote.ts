@@ -1,13 +1,15 @@
+import { createHash } from 'node:crypto';
 import { mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { isIP } from 'node:net';
-import { realClock, type Clock } from '../util/index.ts';
+import { abortReason, realClock, type Clock } from '../util/index.ts';
 import { GitOpsError, type GitOpsReason } from './errors.ts';
-import { checkRepositoryPath, markerFor, REVISION_PATTERN, updateMarkers } from './marker.ts';
+import { checkRepositoryPath, DEFAULT_MAX_SCAN_BYTES, markerFor, REVISION_PATTERN, updateMarkers } from './marker.ts';
 import { ProviderClient, type ProviderKind, type PullRequest } from './provider.ts';
 import { runGit, treeSize, type GitOutput } from './run.ts';
-import { checkUrl, pinUrl, type PinnedUrl, type UrlPolicy } from './url.ts';
+import { sparsePatterns, TreeListing } from './tree.ts';
+import { checkUrl, pinUrl, type CheckedUrl, type PinnedUrl, type UrlPolicy } from './url.ts';
 
 /** How to authenticate to the repository (and the provider's API). */
 export type GitCredentials =
@@ -51,8 +53,33 @@ export interface GitPromoterOptions extends UrlPolicy {
   readonly tmpDir?: string;
   /** Bound on each git command (clone, fetch, push, …). Default 60 000. */
   readonly timeoutMs?: number;
-  /** Bound on a clone's size on disk, working tree and objects. Default 128 MiB. */
+  /**
+   * Deadline of one promotion as a whole, every git command and provider call in it: at the
+   * deadline the running git is killed and the promotion fails with `DeadlineExceeded`.
+   * Default 180 000 (3 minutes).
+   */
+  readonly promotionTimeoutMs?: number;
+  /**
+   * Bound on the branch's files, their sizes added up from the objects' headers before anything
+   * is checked out, and on the objects a clone or fetch writes to disk. Default 128 MiB.
+   */
   readonly maxRepositoryBytes?: number;
+  /** Bound on the number of files in the branch, counted before checkout. Default 50 000. */
+  readonly maxRepositoryFiles?: number;
+  /** YAML files under the path larger than this are neither checked out nor scanned. Default 1 MiB. */
+  readonly maxFileBytes?: number;
+  /** Bound on the YAML bytes the marker scan reads in one promotion. Default 32 MiB. */
+  readonly maxScanBytes?: number;
+  /**
+   * Address space of each git process (the kernel's RLIMIT_AS, set with `prlimit`): git streams
+   * large blobs (core.bigFileThreshold 1 MiB) and fails rather than grow past it. Default 256 MiB.
+   */
+  readonly maxGitMemoryBytes?: number;
+  /**
+   * util-linux's `prlimit`, which sets the hard limits on git (address space, and the size of any
+   * file written at `maxRepositoryBytes`). Default `/usr/bin/prlimit`; empty: no hard limits.
+   */
+  readonly prlimitPath?: string;
   /** Pushes tried when concurrent pushes keep winning. Default 5. */
   readonly maxPushAttempts?: number;
   /** Bound on a provider API call, answer included. Default 10 000. */
@@ -65,16 +92,61 @@ export interface GitPromoterOptions extends UrlPolicy {
 
 const BRANCH_PATTERN = /^(?!.*\.\.)(?!.*\/\/)(?!.*\.lock$)(?!.*\/\.)[A-Za-z0-9][A-Za-z0-9._/-]{0,199}(?<![./])$/;
 const MAX_OUTPUT = 1_048_576;
+const MiB = 1_048_576;
+
+// git's own bounds on memory, so that it streams what it can instead of holding it: blobs over
+// 1 MiB are hashed and written as they are inflated (index-pack, checkout), pack windows and
+// caches stay small, one thread. Together with the address-space limit, a small pack that
+// inflates to hundreds of MiB costs a few MiB of memory.
+const MEMORY_CONFIG = ['core.bigFileThreshold=1m', 'core.packedGitWindowSize=16m', 'core.packedGitLimit=64m', 'core.deltaBaseCacheLimit=16m', 'pack.windowMemory=16m', 'pack.deltaCacheSize=16m', 'pack.threads=1', 'core.sparseCheckout=true'];
 
 function positive(option: string, value: number): number {
   if (!Number.isFinite(value) || value <= 0) throw new TypeError(`GitPromoter option ${option} must be a positive number, got ${value}`);
   return value;
 }
 
-/** `fleetcache/<namespace>-<pipeline>-<environment>-<revision>`, the revision made safe for a ref name. */
+/**
+ * One component of a ref name that decodes to exactly `value`: letters, digits, `-` and `.` stay
+ * (a `.` where git refuses it is escaped), every other byte is `_` and two hex digits (`_` too).
+ * Past 150 characters: the first 150, `_h` (never an escape) and the SHA-256 of the whole.
+ */
+function refComponent(value: string): string {
+  let out = '';
+  for (const byte of Buffer.from(value, 'utf8')) {
+    const c = String.fromCharCode(byte);
+    const dot = c === '.' && (out === '' || out.endsWith('.'));
+    out += /[A-Za-z0-9-]/.test(c) || (c === '.' && !dot) ? c : `_${byte.toString(16).toUpperCase().padStart(2, '0')}`;
+  }
+  if (out.endsWith('.')) out = `${out.slice(0, -1)}_2E`;
+  if (out.endsWith('.lock')) out = `${out.slice(0, -5)}_2Elock`;
+  if (out.length <= 150) return out;
+  return `${out.slice(0, 150)}_h${createHash('sha256').update(value).digest('hex')}`;
+}
+
+/**
+ * `fleetcache/<namespace>/<pipeline>/<environment>/<revision>`, each a component of its own,
+ * encoded by {@link refComponent}: two different ⟨namespace, pipeline, environment, revision⟩
+ * never share a branch (and so never a pull request), which a restarted service computes again to
+ * find its own request.
+ */
 export function pullRequestBranch(marker: GitPromotionRequest['marker'], revision: string): string {
-  const safe = revision.replace(/[^A-Za-z0-9._-]+/g, '-').replace(/\.{2,}/g, '.').replace(/^[.-]+|[.-]+$/g, '').slice(0, 100);
-  return `fleetcache/${marker.namespace}-${marker.pipeline}-${marker.environment}-${safe === '' ? 'revision' : safe}`;
+  return ['fleetcache', marker.namespace, marker.pipeline, marker.environment, revision].map((v, i) => (i === 0 ? v : refComponent(v))).join('/');
+}
+
+/** `promise`, or the signal's reason as soon as it aborts (the promise is left to settle unobserved). */
+async function raceAbort<T>(promise: Promise<T>, signal: AbortSignal): Promise<T> {
+  signal.throwIfAborted();
+  let onAbort = (): void => undefined;
+  const aborted = new Promise<never>((_, reject) => {
+    onAbort = (): void => { reject(abortReason(signal)); };
+    signal.addEventListener('abort', onAbort, { once: true });
+  });
+  promise.catch(() => undefined);
+  try {
+    return await Promise.race([promise, aborted]);
+  } finally {
+    signal.removeEventListener('abort', onAbort);
+  }
 }
 
 /** Checks a branch name the tenant wrote (a subset of git's ref-name rules, never option-like). */
@@ -87,11 +159,13 @@ export function checkBranch(branch: string): string {
 interface GitStep {
   readonly step: string;
   readonly failure: GitOpsReason;
-  readonly signal: AbortSignal | undefined;
+  readonly signal: AbortSignal;
   /** Run in the workspace, not the clone (the clone itself). Default false. */
   readonly outsideRepo?: boolean;
   /** Resolve with a non-zero exit instead of rejecting (the caller reads it). Default false. */
   readonly allowFailure?: boolean;
+  /** Stream stdout to this instead of collecting it (see {@link runGit}). */
+  readonly onStdout?: (chunk: Buffer) => Error | undefined;
 }
 
 interface Workspace {
@@ -104,10 +178,11 @@ interface Workspace {
 
 /**
  * Promotes a revision by committing it to the Git repository a GitOps tool (Flux) reconciles
- * from, with the `git` command: a shallow single-branch clone into a private temporary directory
- * (removed afterwards), the lines marked for the environment set ({@link updateMarkers}), a
- * commit, and a push to the branch — or to a branch of its own with a pull request opened through
- * the provider's API.
+ * from, with the `git` command: a shallow single-branch clone without checkout into a private
+ * temporary directory (removed afterwards), the tree sized from its object headers and refused
+ * past the limits ({@link TreeListing}), a sparse checkout of the YAML files under the path, the
+ * lines marked for the environment set ({@link updateMarkers}), a commit, and a push to the
+ * branch — or to a branch of its own with a pull request opened through the provider's API.
  *
  * Idempotent: a branch that already has the revision at its markers gets no second commit; a
  * pull request from the same head branch is found (open, merged or closed) rather than opened
@@ -117,7 +192,10 @@ interface Workspace {
  * checked, and git pinned to that address (`http.curloptResolve`; for ssh, the address with
  * `HostKeyAlias`). git runs with no system or global config, no terminal prompts, no hooks, no
  * redirects, only the URL's protocol allowed, a timeout and bounded output; its stderr and the
- * provider's answers never reach an error message.
+ * provider's answers never reach an error message. The repository's content is hostile too: git
+ * streams large blobs and runs under hard limits of address space and file size (`prlimit`), the
+ * marker scan is linear and bounded, `path` never goes through a link, and one deadline
+ * (`promotionTimeoutMs`) bounds the whole promotion.
  */
 export class GitPromoter {
   readonly #policy: UrlPolicy;
@@ -126,7 +204,13 @@ export class GitPromoter {
   readonly #sshPath: string;
   readonly #tmpDir: string | undefined;
   readonly #timeoutMs: number;
+  readonly #promotionTimeoutMs: number;
   readonly #maxRepositoryBytes: number;
+  readonly #maxRepositoryFiles: number;
+  readonly #maxFileBytes: number;
+  readonly #maxScanBytes: number;
+  readonly #maxGitMemoryBytes: number;
+  readonly #prlimitPath: string;
   readonly #maxPushAttempts: number;
   readonly #providerTimeoutMs: number;
   readonly #maxResponseBytes: number;
@@ -144,14 +228,24 @@ export class GitPromoter {
     this.#sshPath = options.sshPath ?? '/usr/bin/ssh';
     this.#tmpDir = options.tmpDir;
     this.#timeoutMs = positive('timeoutMs', options.timeoutMs ?? 60_000);
-    this.#maxRepositoryBytes = positive('maxRepositoryBytes', options.maxRepositoryBytes ?? 128 * 1_048_576);
+    this.#promotionTimeoutMs = positive('promotionTimeoutMs', options.promotionTimeoutMs ?? 180_000);
+    this.#maxRepositoryBytes = positive('maxRepositoryBytes', options.maxRepositoryBytes ?? 128 * MiB);
+    this.#maxRepositoryFiles = Math.floor(positive('maxRepositoryFiles', options.maxRepositoryFiles ?? 50_000));
+    this.#maxFileBytes = positive('maxFileBytes', options.maxFileBytes ?? MiB);
+    this.#maxScanBytes = positive('maxScanBytes', options.maxScanBytes ?? DEFAULT_MAX_SCAN_BYTES);
+    this.#maxGitMemoryBytes = Math.floor(positive('maxGitMemoryBytes', options.maxGitMemoryBytes ?? 256 * MiB));
+    if (options.prlimitPath !== undefined && options.prlimitPath !== '' && !path.isAbsolute(options.prlimitPath)) throw new TypeError(`GitPromoter option prlimitPath must be an absolute path or empty, got ${JSON.stringify(options.prlimitPath)}`);
+    this.#prlimitPath = options.prlimitPath ?? '/usr/bin/prlimit';
     this.#maxPushAttempts = Math.floor(positive('maxPushAttempts', options.maxPushAttempts ?? 5));
     this.#providerTimeoutMs = positive('providerTimeoutMs', options.providerTimeoutMs ?? 10_000);
     this.#maxResponseBytes = positive('maxResponseBytes', options.maxResponseBytes ?? 1_048_576);
     this.#clock = options.clock ?? realClock;
   }
 
-  /** Carries out one promotion; rejects with a {@link GitOpsError}, or the signal's reason. */
+  /**
+   * Carries out one promotion within its deadline (`promotionTimeoutMs`); rejects with a
+   * {@link GitOpsError}, or the signal's reason.
+   */
   async promote(request: GitPromotionRequest): Promise<GitPromotionResult> {
     if (!REVISION_PATTERN.test(request.revision)) throw new GitOpsError('InvalidInput', 'the revision is not a plain version, tag or commit name');
     const branch = checkBranch(request.branch);
@@ -159,7 +253,22 @@ export class GitPromoter {
     const checked = checkUrl(request.url, { ...this.#policy, allowSsh: true });
     if (checked.scheme === 'ssh' && request.credentials.kind !== 'ssh') throw new GitOpsError('UrlRefused', 'an ssh:// repository needs an SSH key and known_hosts in the Secret');
     if (checked.scheme !== 'ssh' && request.credentials.kind === 'ssh') throw new GitOpsError('UrlRefused', 'an SSH key is only used with an ssh:// repository URL');
-    const pinned = await pinUrl(checked, this.#policy);
+    // One deadline for everything below: each git command and provider call is stopped by it.
+    const deadline = new AbortController();
+    const timer = this.#clock.setTimer(this.#promotionTimeoutMs, () => {
+      deadline.abort(new GitOpsError('DeadlineExceeded', `the promotion did not finish within its deadline of ${this.#promotionTimeoutMs} ms (promotionTimeoutMs)`));
+    });
+    const signal = request.signal === undefined ? deadline.signal : AbortSignal.any([deadline.signal, request.signal]);
+    try {
+      return await this.#promote(request, { branch, subdir, checked, signal });
+    } finally {
+      timer.cancel();
+    }
+  }
+
+  async #promote(request: GitPromotionRequest, checkedRequest: { readonly branch: string; readonly subdir: string; readonly checked: CheckedUrl; readonly signal: AbortSignal }): Promise<GitPromotionResult> {
+    const { branch, subdir, checked, signal } = checkedRequest;
+    const pinned = await raceAbort(pinUrl(checked, this.#policy), signal);
 
     const pr = request.pullRequest;
     let provider: ProviderClient | undefined;
@@ -173,7 +282,7 @@ export class GitPromoter {
         policy: this.#policy,
         timeoutMs: this.#providerTimeoutMs,
         maxResponseBytes: this.#maxResponseBytes,
-        signal: request.signal,
+        signal,
       });
       head = pullRequestBranch(request.marker, request.revision);
       // A re-run (or a poll for the merge) finds the request the first run opened.
@@ -183,24 +292,27 @@ export class GitPromoter {
 
     const work = await this.#workspace(pinned, request.credentials);
     try {
-      await this.#git(work, ['clone', '--depth', '1', '--single-branch', '--branch', branch, '--no-tags', '--template=', '--', work.remote, work.repo], { step: 'clone', failure: 'CloneFailed', signal: request.signal, outsideRepo: true });
-      if (await treeSize(work.repo, this.#maxRepositoryBytes) > this.#maxRepositoryBytes) throw new GitOpsError('RepositoryTooLarge', `the clone is larger than ${this.#maxRepositoryBytes} bytes`);
+      // No checkout yet: the tree's sizes are read from the objects' headers first.
+      await this.#git(work, ['clone', '--no-checkout', '--depth', '1', '--single-branch', '--branch', branch, '--no-tags', '--template=', '--', work.remote, work.repo], { step: 'clone', failure: 'CloneFailed', signal, outsideRepo: true });
+      if (await treeSize(work.repo, this.#maxRepositoryBytes) > this.#maxRepositoryBytes) throw new GitOpsError('RepositoryTooLarge', `the clone is larger than ${this.#maxRepositoryBytes} bytes (maxRepositoryBytes)`);
+      await this.#checkout(work, 'HEAD', subdir, ['read-tree', '-mu', 'HEAD'], signal);
       const marker = markerFor(request.marker.namespace, request.marker.pipeline, request.marker.environment);
       const message = `promote ${request.marker.namespace}/${request.marker.pipeline} to ${request.marker.environment}: ${request.revision}\n\n`
         + `Pipeline: ${request.marker.namespace}/${request.marker.pipeline}\nEnvironment: ${request.marker.environment}\nRevision: ${request.revision}\n`;
+      const scan = { maxFileBytes: this.#maxFileBytes, maxScanBytes: this.#maxScanBytes, budget: { bytesRead: 0 }, signal };
 
       for (let attempt = 1; ; attempt++) {
-        const update = await updateMarkers(work.repo, subdir, marker, request.revision);
+        const update = await updateMarkers(work.repo, subdir, marker, request.revision, scan);
         if (update.changedFiles.length === 0) {
-          return { kind: 'commit', sha: await this.#head(work, request.signal), created: false, attempts: attempt };
+          return { kind: 'commit', sha: await this.#head(work, signal), created: false, attempts: attempt };
         }
-        await this.#git(work, ['add', '--', ...update.changedFiles], { step: 'add', failure: 'CommitFailed', signal: request.signal });
+        await this.#git(work, ['add', '--', ...update.changedFiles], { step: 'add', failure: 'CommitFailed', signal });
         const messageFile = path.join(work.dir, 'message');
         await writeFile(messageFile, message);
-        await this.#git(work, ['commit', '--quiet', '--no-verify', '--no-gpg-sign', '-F', messageFile], { step: 'commit', failure: 'CommitFailed', signal: request.signal });
-        const sha = await this.#head(work, request.signal);
+        await this.#git(work, ['commit', '--quiet', '--no-verify', '--no-gpg-sign', '-F', messageFile], { step: 'commit', failure: 'CommitFailed', signal });
+        const sha = await this.#head(work, signal);
         const target = head === undefined ? `HEAD:refs/heads/${branch}` : `+HEAD:refs/heads/${head}`;
-        const push = await this.#git(work, ['push', '--porcelain', '--no-verify', '--', 'origin', target], { step: 'push', failure: 'PushFailed', signal: request.signal, allowFailure: true });
+        const push = await this.#git(work, ['push', '--porcelain', '--no-verify', '--', 'origin', target], { step: 'push', failure: 'PushFailed', signal, allowFailure: true });
         if (push.exitCode === 0) {
           if (provider === undefined || head === undefined) return { kind: 'commit', sha, created: true, attempts: attempt };
           const title = `Promote ${request.marker.pipeline} to ${request.marker.environment}: ${request.revision}`;
@@ -213,12 +325,28 @@ export class GitPromoter {
         const rejected = push.stdout.split('\n').some((l) => l.startsWith('!') && l.includes('[rejected]'));
         if (!rejected || head !== undefined) throw new GitOpsError('PushFailed', `git push exited with code ${push.exitCode}`, { exitCode: push.exitCode });
         if (attempt >= this.#maxPushAttempts) throw new GitOpsError('PushConflict', `the branch kept moving: ${attempt} pushes lost to concurrent ones`);
-        await this.#git(work, ['fetch', '--depth', '1', '--no-tags', '--', 'origin', `+refs/heads/${branch}:refs/remotes/origin/${branch}`], { step: 'fetch', failure: 'CloneFailed', signal: request.signal });
-        await this.#git(work, ['reset', '--quiet', '--hard', `refs/remotes/origin/${branch}`], { step: 'reset', failure: 'CloneFailed', signal: request.signal });
+        const remoteRef = `refs/remotes/origin/${branch}`;
+        await this.#git(work, ['fetch', '--depth', '1', '--no-tags', '--', 'origin', `+refs/heads/${branch}:${remoteRef}`], { step: 'fetch', failure: 'CloneFailed', signal });
+        // The branch moved: its new tree is sized and checked like the first before it is checked out.
+        await this.#checkout(work, remoteRef, subdir, ['reset', '--quiet', '--hard', remoteRef], signal);
       }
     } finally {
       await rm(work.dir, { recursive: true, force: true });
     }
+  }
+
+  /**
+   * Lists `ref`'s tree with each file's size from its object header (`git ls-tree -l`, nothing
+   * inflated), refuses it past `maxRepositoryBytes`/`maxRepositoryFiles` or when `git.path` goes
+   * through a link, then checks out with `checkout` only the YAML files under the path (sparse).
+   */
+  async #checkout(work: Workspace, ref: string, subdir: string, checkout: readonly string[], signal: AbortSignal): Promise<void> {
+    const listing = new TreeListing(subdir, { maxBytes: this.#maxRepositoryBytes, maxFiles: this.#maxRepositoryFiles, maxFileBytes: this.#maxFileBytes });
+    await this.#git(work, ['ls-tree', '-r', '-l', '-z', '--full-tree', ref], { step: 'ls-tree', failure: 'CloneFailed', signal, onStdout: (chunk) => listing.push(chunk) });
+    const tree = listing.summary();
+    await mkdir(path.join(work.repo, '.git', 'info'), { recursive: true });
+    await writeFile(path.join(work.repo, '.git', 'info', 'sparse-checkout'), sparsePatterns(subdir, tree.oversized));
+    await this.#git(work, checkout, { step: 'checkout', failure: 'CloneFailed', signal });
   }
 
   /** A private directory with the environment and config every git command of one operation gets. */
@@ -232,6 +360,8 @@ export class GitPromoter {
         HOME: home,
         LC_ALL: 'C',
         GIT_TERMINAL_PROMPT: '0',
+        // Fewer malloc arenas: each reserves 64 MiB of the address space git is limited to.
+        MALLOC_ARENA_MAX: '2',
         GIT_ASKPASS: '/bin/false',
         SSH_ASKPASS: '/bin/false',
         GIT_CONFIG_NOSYSTEM: '1',
@@ -243,7 +373,7 @@ export class GitPromoter {
         GIT_COMMITTER_NAME: this.#author.name,
         GIT_COMMITTER_EMAIL: this.#author.email,
       };
-      const config = ['-c', 'core.hooksPath=/dev/null', '-c', 'credential.helper=', '-c', 'http.followRedirects=false', '-c', 'submodule.recurse=false', '-c', 'protocol.allow=never', '-c', `protocol.${pinned.scheme}.allow=always`];
+      const config = [...MEMORY_CONFIG.flatMap((c) => ['-c', c]), '-c', 'core.hooksPath=/dev/null', '-c', 'credential.helper=', '-c', 'http.followRedirects=false', '-c', 'submodule.recurse=false', '-c', 'protocol.allow=never', '-c', `protocol.${pinned.scheme}.allow=always`];
       let remote = pinned.url.href;
       if (pinned.scheme === 'ssh') {
         if (credentials.kind !== 'ssh') throw new GitOpsError('UrlRefused', 'an ssh:// repository needs an SSH key');
@@ -277,7 +407,7 @@ export class GitPromoter {
     }
   }
 
-  async #head(work: Workspace, signal: AbortSignal | undefined): Promise<string> {
+  async #head(work: Workspace, signal: AbortSignal): Promise<string> {
     const out = await this.#git(work, ['rev-parse', 'HEAD'], { step: 'rev-parse', failure: 'CloneFailed', signal });
     return out.stdout.trim();
   }
@@ -297,6 +427,8 @@ export class GitPromoter {
       sizeLimit: step === 'clone' || step === 'fetch' ? { dir: work.dir, maxBytes: this.#maxRepositoryBytes } : undefined,
       clock: this.#clock,
       signal,
+      hardLimits: this.#prlimitPath === '' ? undefined : { prlimitPath: this.#prlimitPath, maxMemoryBytes: this.#maxGitMemoryBytes, maxFileBytes: this.#maxRepositoryBytes },
+      onStdout: how.onStdout,
     });
     if (how.allowFailure !== true && output.exitCode !== 0) throw new GitOpsError(failure, `git ${step} exited with code ${output.exitCode}`, { exitCode: output.exitCode });
     return output;

@@ -53,7 +53,7 @@ for (const kind of ['github', 'gitlab'] as const) {
       assert.ok(result.kind === 'pull-request');
       assert.equal(result.created, true);
       assert.equal(result.branch, pullRequestBranch(marker, '2.0.0'));
-      assert.equal(result.branch, 'fleetcache/delivery-podinfo-prod-2.0.0');
+      assert.equal(result.branch, 'fleetcache/delivery/podinfo/prod/2.0.0');
       assert.equal(result.pullRequest.number, 1);
       assert.equal(result.pullRequest.state, 'open');
       assert.match(result.pullRequest.url, kind === 'github' ? /\/pull\/1$/ : /\/-\/merge_requests\/1$/);
@@ -145,10 +145,35 @@ for (const kind of ['github', 'gitlab'] as const) {
         const port = (slow.address() as { port: number }).port;
         const impatient = new GitPromoter({ allowHttp: true, allowPrivateNetworks: true, providerTimeoutMs: 500 });
         await assert.rejects(impatient.promote({ ...request('6.0.0'), pullRequest: { provider: kind, apiUrl: `http://127.0.0.1:${port}/api` } }), (err: unknown) => err instanceof GitOpsError && err.reason === 'Timeout');
+        // The promotion's own deadline bounds provider calls too.
+        const due = new GitPromoter({ allowHttp: true, allowPrivateNetworks: true, promotionTimeoutMs: 500 });
+        await assert.rejects(due.promote({ ...request('6.0.0'), pullRequest: { provider: kind, apiUrl: `http://127.0.0.1:${port}/api` } }), (err: unknown) => err instanceof GitOpsError && err.reason === 'DeadlineExceeded' && err.message.includes('500 ms (promotionTimeoutMs)'));
       } finally {
         for (const drip of drips) clearInterval(drip);
         slow.closeAllConnections();
         await new Promise<void>((resolve) => slow.close(() => { resolve(); }));
+      }
+    });
+
+    it('keeps two tenants\' pipelines apart in one repository (team-a/b-shop, team-a-b/shop), and a restart adopts only its own request', async () => {
+      const tenants = [{ namespace: 'team-a', pipeline: 'b-shop', environment: 'prod' }, { namespace: 'team-a-b', pipeline: 'shop', environment: 'prod' }];
+      await server.commit(project, Object.fromEntries(tenants.map((t) => [`tenants/${t.namespace}.yaml`, `version: 1.0.0 # {"$promotion": "${t.namespace}:${t.pipeline}:${t.environment}"}\n`])), 'two tenants');
+      const promote = (p: GitPromoter, t: (typeof tenants)[number]): ReturnType<GitPromoter['promote']> => p.promote({ ...request('7.0.0'), marker: t, path: 'tenants' });
+      const first = await promote(promoter, tenants[0] ?? marker);
+      const second = await promote(promoter, tenants[1] ?? marker);
+      assert.ok(first.kind === 'pull-request' && second.kind === 'pull-request');
+      assert.equal(first.created, true);
+      assert.equal(second.created, true, 'the second tenant opens its own request, never adopts the first one\'s');
+      assert.notEqual(first.branch, second.branch);
+      assert.notEqual(first.pullRequest.number, second.pullRequest.number);
+      assert.match(await server.show(project, first.branch, 'tenants/team-a.yaml'), /version: 7\.0\.0 #/);
+      assert.match(await server.show(project, second.branch, 'tenants/team-a-b.yaml'), /version: 7\.0\.0 #/);
+      // A restarted service (a new promoter) computes the same branch and finds its own request.
+      const restarted = new GitPromoter({ allowHttp: true, allowPrivateNetworks: true });
+      for (const [t, opened] of [[tenants[0], first], [tenants[1], second]] as const) {
+        const again = await promote(restarted, t ?? marker);
+        assert.ok(again.kind === 'pull-request');
+        assert.deepEqual([again.created, again.branch, again.pullRequest.number], [false, opened.branch, opened.pullRequest.number]);
       }
     });
 
@@ -160,3 +185,20 @@ for (const kind of ['github', 'gitlab'] as const) {
     });
   });
 }
+
+describe('pullRequestBranch', () => {
+  it('is injective in namespace, pipeline, environment and revision, and always a valid branch name', async () => {
+    const tuples: [string, string, string, string][] = [
+      ['team-a', 'b-shop', 'prod', '1.0'], ['team-a-b', 'shop', 'prod', '1.0'], ['team-a', 'b', 'shop-prod', '1.0'],
+      ['a', 'b', 'c', '1.0+build'], ['a', 'b', 'c', '1.0-build'], ['a', 'b', 'c', '1.0_build'], ['a', 'b', 'c', '1.0_2Bbuild'],
+      ['a', 'b', 'c', 'main@sha1:abc'], ['a', 'b', 'c', 'main/sha1-abc'], ['a', 'b', 'c', 'v1..2'], ['a', 'b', 'c', 'v1.lock'], ['a', 'b', 'c', '.hidden'],
+      ['a', 'x.lock', 'c', '1'], ['a', 'b', 'c', 'x'.repeat(255)], ['a', 'b', 'c', `${'x'.repeat(254)}y`],
+    ];
+    const names = tuples.map(([namespace, pipeline, environment, revision]) => pullRequestBranch({ namespace, pipeline, environment }, revision));
+    assert.equal(new Set(names).size, names.length, names.join('\n'));
+    for (const name of names) {
+      await git('/', 'check-ref-format', `refs/heads/${name}`);
+      assert.ok(name.split('/').every((c) => c.length <= 216), name);
+    }
+  });
+});

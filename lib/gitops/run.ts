@@ -23,6 +23,17 @@ export interface GitCommand {
   readonly sizeLimit?: { readonly dir: string; readonly maxBytes: number } | undefined;
   readonly clock: Clock;
   readonly signal?: AbortSignal | undefined;
+  /**
+   * Hard limits of the kernel on git and every process it starts, set by running it through
+   * util-linux's `prlimit`: address space (a blob git would inflate in memory fails its
+   * allocation instead of growing the pod) and the size of any one file it writes.
+   */
+  readonly hardLimits?: { readonly prlimitPath: string; readonly maxMemoryBytes: number; readonly maxFileBytes: number } | undefined;
+  /**
+   * Takes stdout as it comes instead of collecting it (then `maxOutputBytes` bounds stderr only):
+   * returns an error to stop git with, or undefined.
+   */
+  readonly onStdout?: ((chunk: Buffer) => Error | undefined) | undefined;
 }
 
 export interface GitOutput {
@@ -64,7 +75,7 @@ export async function treeSize(dir: string, limit = Infinity): Promise<number> {
 }
 
 /**
- * Runs git without a shell, in its own process group so that a timeout, an abort or an output
+ * Runs git without a shell (under `prlimit` when `hardLimits` is set), in its own process group so that a timeout, an abort or an output
  * over the bound kills git and its helpers (git-remote-https, ssh) together. Resolves with the
  * exit code and the (bounded) output; rejects with a {@link GitOpsError} for a timeout, an
  * oversized output or repository, a git that cannot be started, or an abort (its reason).
@@ -75,7 +86,11 @@ export function runGit(command: GitCommand): Promise<GitOutput> {
       reject(abortReason(command.signal));
       return;
     }
-    const child = spawn(command.gitPath, command.args, { cwd: command.cwd, env: command.env, detached: true, stdio: ['ignore', 'pipe', 'pipe'], windowsHide: true });
+    const hard = command.hardLimits;
+    const [file, args] = hard === undefined
+      ? [command.gitPath, command.args]
+      : [hard.prlimitPath, [`--as=${hard.maxMemoryBytes}`, `--fsize=${hard.maxFileBytes}`, '--', command.gitPath, ...command.args]];
+    const child = spawn(file, args, { cwd: command.cwd, env: command.env, detached: true, stdio: ['ignore', 'pipe', 'pipe'], windowsHide: true });
     const out: Buffer[] = [];
     const err: Buffer[] = [];
     let outBytes = 0;
@@ -91,7 +106,7 @@ export function runGit(command: GitCommand): Promise<GitOutput> {
       }
     };
     const timer = command.clock.setTimer(command.timeoutMs, () => {
-      kill(new GitOpsError('Timeout', `git ${command.step} did not finish within ${command.timeoutMs} ms`));
+      kill(new GitOpsError('Timeout', `git ${command.step} did not finish within ${command.timeoutMs} ms (timeoutMs)`));
     });
     const onAbort = (): void => { if (command.signal !== undefined) kill(abortReason(command.signal)); };
     command.signal?.addEventListener('abort', onAbort, { once: true });
@@ -103,14 +118,22 @@ export function runGit(command: GitCommand): Promise<GitOutput> {
       }
       chunks.push(chunk);
     };
-    child.stdout.on('data', collect(out, 'out'));
+    const consume = command.onStdout;
+    if (consume === undefined) child.stdout.on('data', collect(out, 'out'));
+    else {
+      child.stdout.on('data', (chunk: Buffer) => {
+        if (failed !== undefined) return;
+        const error = consume(chunk);
+        if (error !== undefined) kill(error);
+      });
+    }
     child.stderr.on('data', collect(err, 'err'));
     const limit = command.sizeLimit;
     if (limit !== undefined) {
       const poll = (): void => {
         sizeTimer = command.clock.setTimer(SIZE_POLL_MS, () => {
           void treeSize(limit.dir, limit.maxBytes).then((size) => {
-            if (size > limit.maxBytes) kill(new GitOpsError('RepositoryTooLarge', `the repository grew past ${limit.maxBytes} bytes during git ${command.step}`));
+            if (size > limit.maxBytes) kill(new GitOpsError('RepositoryTooLarge', `the repository grew past ${limit.maxBytes} bytes during git ${command.step} (maxRepositoryBytes)`));
             else if (failed === undefined && child.exitCode === null) poll();
           });
         });
@@ -126,13 +149,23 @@ export function runGit(command: GitCommand): Promise<GitOutput> {
       finish();
       reject(failed ?? new GitOpsError(command.failure, `git could not be started for ${command.step}`, { cause: error }));
     });
-    child.on('close', (code) => {
+    child.on('close', (code, signal) => {
       finish();
       if (failed !== undefined) {
         reject(failed);
         return;
       }
-      resolve({ exitCode: code ?? -1, stdout: Buffer.concat(out).toString('utf8'), stderr: Buffer.concat(err).toString('utf8') });
+      const stderr = Buffer.concat(err).toString('utf8');
+      if (hard !== undefined && signal === 'SIGXFSZ') {
+        reject(new GitOpsError('RepositoryTooLarge', `git ${command.step} wrote a file larger than ${hard.maxFileBytes} bytes (maxRepositoryBytes)`));
+        return;
+      }
+      // Read for the decision only, never quoted: git's own words when an allocation failed.
+      if (hard !== undefined && code !== 0 && /out of memory|malloc failed|mmap failed|cannot allocate memory/i.test(stderr)) {
+        reject(new GitOpsError('RepositoryTooLarge', `git ${command.step} needed more memory than its limit of ${hard.maxMemoryBytes} bytes (maxGitMemoryBytes)`));
+        return;
+      }
+      resolve({ exitCode: code ?? -1, stdout: Buffer.concat(out).toString('utf8'), stderr });
     });
   });
 }

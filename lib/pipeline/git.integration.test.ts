@@ -159,6 +159,44 @@ describe('PipelineController: the git strategy on a real apiserver', () => {
     }
   });
 
+  it('records each refusal of hostile repository content in status as a typed error naming the limit, never the content or the token', async () => {
+    await server.seed('org/big', { 'apps/big/staging.yaml': releaseFile('big', 'staging', '1.0.0') });
+    await server.commitZeros('org/big', 'data/zeros.bin', 4 * 1_048_576, 'a large file');
+    await server.seed('org/links', { 'apps/lnk/staging.yaml': releaseFile('lnk', 'staging', '1.0.0') });
+    await server.commitSymlink('org/links', 'apps/out', '/etc', 'a link out of the clone');
+    for (const name of ['big', 'lnk']) {
+      await release(mgmt, `${name}-dev`, name, '1.0.0');
+      await release(mgmt, `${name}-staging`, name, '1.0.0');
+    }
+    const stop = startController({ git: { allowHttp: true, allowPrivateNetworks: true, maxRepositoryBytes: 2 * 1_048_576 } });
+    try {
+      await ok(mgmt, 'POST', PIPELINES, pipeline('big', { url: server.url('org/big'), path: 'apps/big', secretRef: { name: 'fleet-git' } }));
+      await ok(mgmt, 'POST', PIPELINES, pipeline('lnk', { url: server.url('org/links'), path: 'apps/out/ssl', secretRef: { name: 'fleet-git' } }));
+      for (const name of ['big', 'lnk']) {
+        await eventually(`${name}: both environments ready at 1.0.0`, async () => (await pipelineOf(mgmt, name)).status?.environments?.every((e) => e.ready && e.revision === '1.0.0') === true, 60_000);
+        await setVersion(mgmt, `${name}-dev`, name, '1.1.0');
+      }
+      const expected = {
+        big: /^git: RepositoryTooLarge: the branch's files add up to more than 2097152 bytes \(maxRepositoryBytes\)$/,
+        lnk: /^git: PathRefused: the path "apps\/out\/ssl" goes through a symbolic link in the repository \("apps\/out"\); links are never followed$/,
+      };
+      for (const [name, message] of Object.entries(expected)) {
+        const failed = await eventually(`${name}: the promotion failed`, async () => {
+          const p = await pipelineOf(mgmt, name);
+          const r = p.status?.promotions?.[0];
+          return r?.state === 'Failed' && { p, r };
+        }, 60_000);
+        assert.match(failed.r.message ?? '', message);
+        const text = JSON.stringify(failed.p.status);
+        assert.ok(!text.includes(AUTH.password) && !text.includes('/etc'), text);
+      }
+      assert.equal(await server.show('org/links', 'main', 'apps/lnk/staging.yaml'), releaseFile('lnk', 'staging', '1.0.0'));
+    } finally {
+      for (const name of ['big', 'lnk']) await mgmt.request('DELETE', `${PIPELINES}/${name}`);
+      await stop();
+    }
+  });
+
   it('waits for approval, then opens a pull request and counts the promotion done only once it is merged', async () => {
     await release(mgmt, 'cart-dev', 'cart', '1.0.0');
     await release(mgmt, 'cart-staging', 'cart', '1.0.0');

@@ -27,7 +27,9 @@ export function gitCredentials(data: Readonly<Record<string, string>>, secret: s
 /**
  * Promotes through Git and words the result for status and Events: commit SHAs, pull request
  * numbers and URLs (built by the provider, no credentials), fixed reasons — never git's output or
- * the provider's answer (GitOpsError messages are built that way already).
+ * the provider's answer (GitOpsError messages are built that way already). A refusal is recorded
+ * as `git: <reason>: <what>`, naming the limit passed and the option that sets it (e.g.
+ * `RepositoryTooLarge: … (maxRepositoryBytes)`, `DeadlineExceeded: … (promotionTimeoutMs)`).
  */
 export async function promoteThroughGit(
   promoter: GitPromoter,
