@@ -2,6 +2,7 @@ import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { PassThrough } from 'node:stream';
 import { flagHead, flagTable, parseBindAddress, parseDuration, parseFlags, usage, UsageError, type Config } from './flags.ts';
+import { DEFAULT_APP_KINDS } from '../lib/pipeline/index.ts';
 import { main } from './main.ts';
 
 function run(argv: readonly string[]): Config {
@@ -60,6 +61,8 @@ describe('--help', () => {
     assert.equal(String(config.kubeApiBurst), documented('kube-api-burst'));
     assert.deepEqual([config.kubeApiQps, config.kubeApiBurst], [20, 30], 'controller-runtime\'s client defaults');
     assert.equal(config.kubeApiRequestTimeoutMs, parseDuration('kube-api-request-timeout', documented('kube-api-request-timeout') ?? ''));
+    assert.deepEqual(config.appKinds, DEFAULT_APP_KINDS);
+    assert.ok(flagTable.find((f) => f.name === 'app-kinds')?.description.endsWith(`When unset: ${DEFAULT_APP_KINDS.join(', ')}.`), '--help lists the default kinds');
     assert.equal(config.kubeApiRequestTimeoutMs, 60_000, 'the connection\'s own default');
     assert.equal(config.kubeconfig, undefined);
     assert.equal(config.leaderElectionNamespace, undefined);
@@ -96,7 +99,7 @@ describe('parseFlags', () => {
       '--allow-file-kubeconfigs', '--allow-cross-namespace-secrets', '--insecure-kubeconfig-tls', '--allow-private-git-hosts', '--allow-insecure-git-http', '--allow-cross-namespace-targets', '--default-service-account', 'pipeline-runner',
       '--leader-elect-lease-duration=1m30s', '--leader-elect-renew-deadline', '20s', '--leader-elect-retry-period=500ms',
       '--cache-gc-grace-period', '2m', '--allow-private-webhooks', '--metrics-cert-path', '/certs', '--metrics-cert-key=key.pem',
-      '--kube-api-qps=7.5', '--kube-api-burst', '12', '--kube-api-request-timeout=5s',
+      '--kube-api-qps=7.5', '--kube-api-burst', '12', '--kube-api-request-timeout=5s', '--app-kinds', 'HelmRelease.helm.toolkit.fluxcd.io, *.apps,ConfigMap',
     ]);
     assert.deepEqual(config, {
       kubeconfig: '/k',
@@ -119,6 +122,7 @@ describe('parseFlags', () => {
       allowPrivateGitHosts: true,
       allowInsecureGitHttp: true,
       allowCrossNamespaceTargets: true,
+      appKinds: ['HelmRelease.helm.toolkit.fluxcd.io', '*.apps', 'ConfigMap'],
       defaultServiceAccount: 'pipeline-runner',
       leaseDurationMs: 90_000,
       renewDeadlineMs: 20_000,
@@ -183,6 +187,9 @@ describe('parseFlags', () => {
       [['--metrics-secure=false', '--metrics-cert-path=/certs'], /--metrics-cert-path needs --metrics-secure/],
       [['--default-service-account', 'system:serviceaccount:a:b'], /--default-service-account must be a ServiceAccount name/],
       [['--default-service-account='], /--default-service-account must not be empty/],
+      [['--app-kinds', 'Deployment/apps'], /^--app-kinds: "Deployment\/apps" is not a kind pattern/],
+      [['--app-kinds', 'HelmRelease.Helm.toolkit'], /^--app-kinds: "HelmRelease.Helm.toolkit" is not a kind pattern/],
+      [['--app-kinds', ' , '], /^--app-kinds must list at least one kind pattern$/],
     ];
     for (const [argv, message] of cases) {
       assert.throws(() => parseFlags(argv), (err: unknown) => err instanceof UsageError && message.test(err.message), argv.join(' '));

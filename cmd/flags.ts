@@ -1,4 +1,5 @@
 import { parseArgs } from 'node:util';
+import { AppKinds, DEFAULT_APP_KINDS } from '../lib/pipeline/index.ts';
 
 /** Log levels, most severe first (winston's npm levels, cut to the four the service uses). */
 export const logLevels = ['error', 'warn', 'info', 'debug'] as const;
@@ -50,6 +51,8 @@ export interface Config {
   readonly allowInsecureGitHttp: boolean;
   /** Let management-cluster targets live outside their Pipeline's namespace. */
   readonly allowCrossNamespaceTargets: boolean;
+  /** Kind patterns a Pipeline's appRef may name (`Kind.group`, `*.group`, `Kind`, `*`). */
+  readonly appKinds: readonly string[];
   /** ServiceAccount (in each Pipeline's namespace) impersonated for Pipelines that name none; undefined: none. */
   readonly defaultServiceAccount: string | undefined;
   /** Leader election timings, in milliseconds. */
@@ -216,6 +219,10 @@ export const flagTable: readonly FlagSpec[] = [
   {
     name: 'allow-cross-namespace-targets', type: 'boolean', default: 'false',
     description: 'Let a Pipeline name targets on the management cluster (no clusterRef) in namespaces other than its own. Off, such a Pipeline is Ready=False InvalidSpec.',
+  },
+  {
+    name: 'app-kinds', type: 'string', value: 'kinds',
+    description: `Comma-separated kinds a Pipeline's appRef may name (the object watched and patched in every target), as Kind.group (Deployment.apps), *.group (every kind of a group), Kind (a core kind such as ConfigMap) or * (any kind); the list replaces the default. A Pipeline naming another kind is Ready=False InvalidSpec, the kind named. Core Secrets are refused whatever this says. When unset: ${DEFAULT_APP_KINDS.join(', ')}.`,
   },
   {
     name: 'default-service-account', type: 'string', value: 'name',
@@ -390,6 +397,13 @@ export function parseFlags(argv: readonly string[]): Invocation {
   if (!(retryPeriodMs < renewDeadlineMs && renewDeadlineMs < leaseDurationMs)) {
     throw new UsageError('leader election needs --leader-elect-retry-period < --leader-elect-renew-deadline < --leader-elect-lease-duration');
   }
+  const appKindsText = str('app-kinds');
+  const appKinds = appKindsText === undefined ? [...DEFAULT_APP_KINDS] : appKindsText.split(',').map((k) => k.trim()).filter((k) => k !== '');
+  try {
+    AppKinds.parse(appKinds, '--app-kinds');
+  } catch (err) {
+    throw new UsageError(err instanceof Error ? err.message : String(err));
+  }
   const metricsSecure = bool('metrics-secure');
   const certDir = str('metrics-cert-path');
   const metricsCert = certDir === undefined ? undefined : { dir: certDir, certName: str('metrics-cert-name') ?? '', keyName: str('metrics-cert-key') ?? '' };
@@ -430,6 +444,7 @@ export function parseFlags(argv: readonly string[]): Invocation {
       allowPrivateGitHosts: bool('allow-private-git-hosts'),
       allowInsecureGitHttp: bool('allow-insecure-git-http'),
       allowCrossNamespaceTargets: bool('allow-cross-namespace-targets'),
+      appKinds,
       defaultServiceAccount,
     },
   };

@@ -202,11 +202,13 @@ async function runService(config: Config, io: ProcessIo, logger: Logger): Promis
     git: { allowPrivateNetworks: config.allowPrivateGitHosts, allowHttp: config.allowInsecureGitHttp },
     onReconcile: manager.metrics.observeReconcile,
     allowCrossNamespaceTargets: config.allowCrossNamespaceTargets,
+    appKinds: config.appKinds,
     ...(config.defaultServiceAccount === undefined ? {} : { defaultServiceAccount: config.defaultServiceAccount }),
   });
   logger.info('tenancy', {
     crossNamespaceTargets: config.allowCrossNamespaceTargets,
     crossNamespaceSecrets: config.allowCrossNamespaceSecrets,
+    appKinds: config.appKinds.join(','),
     // Without a default, Pipelines that name no ServiceAccount act with the service's own identity.
     defaultServiceAccount: config.defaultServiceAccount ?? '',
   });

@@ -21,7 +21,7 @@ describe('config/', () => {
   });
 
   it('parses as YAML, and every kustomization lists files that exist', () => {
-    const dirs = ['config/crd', 'config/rbac', 'config/manager', 'config/default'];
+    const dirs = ['config/crd', 'config/rbac', 'config/manager', 'config/network-policy', 'config/default'];
     for (const dir of dirs) {
       for (const file of readdirSync(path.join(root, dir), { recursive: true, encoding: 'utf8' }).filter((f) => f.endsWith('.yaml'))) {
         const docs = loadAll(readFileSync(path.join(root, dir, file), 'utf8'));
@@ -99,6 +99,22 @@ describe('config/', () => {
     const binding = rbac.find((d) => d.kind === 'ClusterRoleBinding' && d.roleRef?.name === 'fleetcache-metrics-auth');
     assert.deepEqual(binding?.subjects?.map((s) => s.name), ['fleetcache']);
     assert.deepEqual(role('fleetcache-metrics-reader'), [{ nonResourceURLs: ['/metrics', '/debug/caches', '/dashboard/events'], verbs: ['get'] }]);
+  });
+});
+
+describe('config/network-policy', () => {
+  it('lets only namespaces labelled metrics=enabled reach the metrics port of the manager\'s pods, and ships in config/default', () => {
+    interface Policy { kind: string; spec: { podSelector: { matchLabels: Record<string, string> }; policyTypes: string[]; ingress: { from: { namespaceSelector?: { matchLabels: Record<string, string> } }[]; ports: { port: string | number; protocol: string }[] }[] } }
+    const [policy] = loadAll(readFileSync(path.join(root, 'config/network-policy/allow-metrics-traffic.yaml'), 'utf8')) as Policy[];
+    const [deployment] = loadAll(readFileSync(path.join(root, 'config/manager/manager.yaml'), 'utf8')) as { spec: { template: { metadata: { labels: Record<string, string> }; spec: { containers: { ports: { name: string; containerPort: number }[] }[] } } } }[];
+    assert.equal(policy?.kind, 'NetworkPolicy');
+    const labels = deployment?.spec.template.metadata.labels ?? {};
+    assert.ok(Object.entries(policy.spec.podSelector.matchLabels).every(([k, v]) => labels[k] === v), 'the policy selects the manager\'s pods');
+    assert.deepEqual(policy.spec.policyTypes, ['Ingress']);
+    assert.deepEqual(policy.spec.ingress, [{ from: [{ namespaceSelector: { matchLabels: { metrics: 'enabled' } } }], ports: [{ port: 'metrics', protocol: 'TCP' }] }]);
+    assert.equal(deployment?.spec.template.spec.containers[0]?.ports.find((p) => p.name === 'metrics')?.containerPort, 8443);
+    const kustomization = loadAll(readFileSync(path.join(root, 'config/default/kustomization.yaml'), 'utf8'))[0] as { resources: string[] };
+    assert.ok(kustomization.resources.includes('../network-policy'));
   });
 });
 

@@ -33,6 +33,130 @@ function get(url: string, ca: string, token?: string): Promise<{ status: number;
   });
 }
 
+/** GET over HTTPS, with the Retry-After header. */
+function getWithHeaders(url: string, ca: string, token: string): Promise<{ status: number; retryAfter: string | undefined }> {
+  return new Promise((resolve, reject) => {
+    request(url, { ca, headers: { authorization: `Bearer ${token}` } }, (res) => {
+      res.resume();
+      res.on('end', () => { resolve({ status: res.statusCode ?? 0, retryAfter: res.headers['retry-after'] }); });
+    }).on('error', reject).end();
+  });
+}
+
+/**
+ * A management cluster that answers one review at a time, in arrival order, when the test says so:
+ * what a flood does to a real API server's review throughput, without timing.
+ */
+function serialReviews(tokens: Record<string, string>, allowed: readonly string[]): { readonly reviews: ReviewClient; readonly calls: string[]; answerNext: () => boolean; readonly pending: () => number } {
+  const fake = fakeReviews(tokens, allowed);
+  const queue: (() => void)[] = [];
+  const calls: string[] = [];
+  const reviews: ReviewClient = (path, body) => {
+    const spec = (body as { spec: Record<string, unknown> }).spec;
+    calls.push(path.endsWith('/tokenreviews') ? `TokenReview ${String(spec.token)}` : `SubjectAccessReview ${String(spec.user)}`);
+    return new Promise((resolve) => { queue.push(() => { resolve(fake.reviews(path, body)); }); });
+  };
+  return { reviews, calls, answerNext: () => { const next = queue.shift(); next?.(); return next !== undefined; }, pending: () => queue.length };
+}
+
+async function flush(): Promise<void> {
+  for (let i = 0; i < 5; i++) await new Promise((resolve) => setImmediate(resolve));
+}
+
+function fromPeer(address: string, token: string): Parameters<KubeAuthFilter['check']>[0] {
+  return { method: 'GET', headers: { authorization: `Bearer ${token}` }, socket: { remoteAddress: address } } as unknown as Parameters<KubeAuthFilter['check']>[0];
+}
+
+describe('failed reviews do not starve good ones', () => {
+  const PROMETHEUS = 'system:serviceaccount:monitoring:prometheus';
+
+  it('a flood of 300 made-up tokens from one peer: a valid token from another waits for a handful of reviews, not 300', async () => {
+    const clock = new FakeClock(1_000_000);
+    const apiserver = serialReviews({ 'reader-token': PROMETHEUS }, [`${PROMETHEUS} /metrics get`]);
+    const filter = new KubeAuthFilter({ reviews: apiserver.reviews, clock });
+    const flood = Array.from({ length: 300 }, (_, i) => filter.check(fromPeer('10.0.0.66', `made-up-${i}`), '/metrics'));
+    await flush();
+    let decided: Awaited<ReturnType<KubeAuthFilter['check']>> | undefined;
+    void filter.check(fromPeer('10.0.0.7', 'reader-token'), '/metrics').then((d) => { decided = d; });
+    await flush();
+    let answered = 0;
+    while (decided === undefined && apiserver.answerNext()) {
+      answered += 1;
+      await flush();
+    }
+    assert.deepEqual(decided, { allowed: true, user: PROMETHEUS });
+    // Each of the valid token's two reviews waits for the 4 reviews in flight and at most two turns
+    // of the flooding peer: its TokenReview is the 6th call, its SubjectAccessReview at most the
+    // 12th, and the decision came after at most 12 answers (before this bound: after all 300).
+    assert.equal(apiserver.calls.indexOf('TokenReview reader-token'), 5, apiserver.calls.slice(0, 12).join(', '));
+    assert.ok(apiserver.calls.indexOf(`SubjectAccessReview ${PROMETHEUS}`) <= 11, apiserver.calls.slice(0, 12).join(', '));
+    assert.ok(answered <= 12, `the valid token waited for ${answered} answers`);
+    while (apiserver.answerNext()) await flush();
+    const results = await Promise.all(flood);
+    assert.equal(results.filter((r) => !r.allowed && r.status === 401).length, 10, 'the peer\'s budget of 10 failed reviews was reviewed');
+    assert.equal(results.filter((r) => !r.allowed && r.status === 429).length, 290, 'the rest were refused without a review');
+    assert.equal(apiserver.calls.filter((c) => c.startsWith('TokenReview made-up')).length, 10);
+    assert.deepEqual(results.find((r) => !r.allowed && r.status === 429), { allowed: false, status: 429, message: 'Too many requests', retryAfterSeconds: 2 });
+  });
+
+  it('refills a peer\'s budget over time and never charges it for a valid token', async () => {
+    const clock = new FakeClock(1_000_000);
+    const apiserver = serialReviews({ 'reader-token': PROMETHEUS, 'other-token': 'alice' }, [`${PROMETHEUS} /metrics get`]);
+    const filter = new KubeAuthFilter({ reviews: apiserver.reviews, clock, failedReviewBurst: 2 });
+    const check = async (token: string): Promise<number | 'allowed'> => {
+      const pending = filter.check(fromPeer('10.0.0.66', token), '/metrics');
+      for (let i = 0; i < 5; i++) { await flush(); apiserver.answerNext(); }
+      const d = await pending;
+      return d.allowed ? 'allowed' : d.status;
+    };
+    assert.equal(await check('reader-token'), 'allowed');
+    assert.equal(await check('other-token'), 403);
+    assert.equal(await check('bad-1'), 401);
+    assert.equal(await check('bad-2'), 401);
+    assert.equal(await check('bad-3'), 429);
+    assert.equal(await check('reader-token'), 'allowed', 'a cached valid token is served whatever the peer\'s budget');
+    clock.advance(2_000);
+    assert.equal(await check('bad-4'), 401, 'one attempt regained after 2 s');
+    assert.equal(await check('bad-5'), 429);
+  });
+
+  it('reviews a token once however many requests carry it at once', async () => {
+    const apiserver = serialReviews({ 'reader-token': PROMETHEUS }, [`${PROMETHEUS} /metrics get`]);
+    const filter = new KubeAuthFilter({ reviews: apiserver.reviews, clock: new FakeClock() });
+    const all = Array.from({ length: 20 }, (_, i) => filter.check(fromPeer(`10.0.1.${i}`, 'reader-token'), '/metrics'));
+    await flush();
+    while (apiserver.answerNext()) await flush();
+    assert.ok((await Promise.all(all)).every((d) => d.allowed));
+    assert.deepEqual(apiserver.calls, ['TokenReview reader-token', `SubjectAccessReview ${PROMETHEUS}`]);
+  });
+
+  it('keeps a valid token cached through a flood of invalid ones that overflows the cache', async () => {
+    const apiserver = serialReviews({ 'reader-token': PROMETHEUS }, [`${PROMETHEUS} /metrics get`]);
+    const filter = new KubeAuthFilter({ reviews: apiserver.reviews, clock: new FakeClock(), cacheSize: 4 });
+    const run = async (address: string, token: string): Promise<void> => {
+      const pending = filter.check(fromPeer(address, token), '/metrics');
+      for (let i = 0; i < 3; i++) { await flush(); apiserver.answerNext(); }
+      await pending;
+    };
+    await run('10.0.0.7', 'reader-token');
+    for (let i = 0; i < 40; i++) await run(`10.0.2.${i}`, `made-up-${i}`);
+    const made = filter.reviewsMade;
+    await run('10.0.0.7', 'reader-token');
+    assert.equal(filter.reviewsMade, made, 'answered from the cache of valid tokens');
+  });
+
+  it('refuses with 429 a peer with too many requests waiting for a review', async () => {
+    const apiserver = serialReviews({}, []);
+    const filter = new KubeAuthFilter({ reviews: apiserver.reviews, clock: new FakeClock(), maxConcurrentReviews: 1, maxWaitingReviewsPerPeer: 2, failedReviewBurst: 100 });
+    const waiting = Array.from({ length: 3 }, (_, i) => filter.check(fromPeer('10.0.0.66', `t-${i}`), '/metrics'));
+    const over = await filter.check(fromPeer('10.0.0.66', 't-3'), '/metrics');
+    assert.equal(over.allowed ? 0 : over.status, 429);
+    assert.equal(apiserver.calls.length, 1);
+    while (apiserver.answerNext()) await flush();
+    assert.deepEqual((await Promise.all(waiting)).map((d) => (d.allowed ? 0 : d.status)), [401, 401, 401]);
+  });
+});
+
 describe('the authenticated metrics server', () => {
   const clock = new FakeClock(1_000_000);
   const fake = fakeReviews({ 'reader-token': 'system:serviceaccount:monitoring:prometheus', 'nobody-token': 'system:serviceaccount:team-a:default' }, [
@@ -95,8 +219,8 @@ describe('the authenticated metrics server', () => {
 
   it('answers 500 when the reviews cannot be made, and keeps a flood of made-up tokens bounded', async () => {
     const failing = new KubeAuthFilter({ reviews: () => Promise.reject(new Error('apiserver down')), clock, cacheSize: 4 });
-    const bounded = new KubeAuthFilter({ reviews: fake.reviews, clock, cacheSize: 4 });
-    const req = (token: string): Parameters<KubeAuthFilter['check']>[0] => ({ method: 'GET', headers: { authorization: `Bearer ${token}` } }) as Parameters<KubeAuthFilter['check']>[0];
+    const bounded = new KubeAuthFilter({ reviews: fake.reviews, clock, cacheSize: 4, failedReviewBurst: 1_000 });
+    const req = (token: string): Parameters<KubeAuthFilter['check']>[0] => fromPeer('10.0.0.1', token);
     assert.deepEqual(await failing.check(req('reader-token'), '/metrics'), { allowed: false, status: 500, message: 'Authentication failed' });
     for (let i = 0; i < 50; i++) await bounded.check(req(`flood-${i}`), '/metrics');
     const made = bounded.reviewsMade;
@@ -104,6 +228,18 @@ describe('the authenticated metrics server', () => {
     assert.equal(bounded.reviewsMade, made, 'the newest is cached');
     await bounded.check(req('flood-0'), '/metrics');
     assert.equal(bounded.reviewsMade, made + 1, 'the oldest was evicted: at most cacheSize entries are kept');
+  });
+
+  it('answers 429 with Retry-After once a peer has spent its budget of failed reviews', async () => {
+    const limited = new KubeAuthFilter({ reviews: fake.reviews, clock, failedReviewBurst: 2 });
+    const server2 = await HttpServer.start({ name: 'metrics', address: { host: '127.0.0.1', port: 0 }, routes: { '/metrics': () => ({ status: 200, contentType: 'text/plain', body: 'ok\n' }) }, tls, authorize: (req, path) => limited.check(req, path) });
+    after(() => server2.close());
+    for (const token of ['guess-1', 'guess-2']) assert.equal((await get(`${server2.url}/metrics`, tls.cert, token)).status, 401);
+    const made = limited.reviewsMade;
+    const refused = await getWithHeaders(`${server2.url}/metrics`, tls.cert, 'guess-3');
+    assert.equal(refused.status, 429);
+    assert.equal(refused.retryAfter, '2');
+    assert.equal(limited.reviewsMade, made, 'no review for a peer past its budget');
   });
 
   it('leaves probes plain and unauthenticated', async () => {

@@ -142,6 +142,57 @@ describe('LeaderElector', () => {
     await b.outcome;
   });
 
+  it('honours the lease duration its holder recorded, not its own, measured from when it saw the record change', async () => {
+    const clock = new FakeClock();
+    const leases = new FakeLeases();
+    // Someone else (another program, a longer setting) holds the lease for an hour and stopped renewing.
+    leases.stored = { resourceVersion: 'x1', record: { holderIdentity: 'other', leaseDurationSeconds: 3_600, acquireTime: undefined, renewTime: undefined, leaseTransitions: 7 } };
+    const b = candidate('b', leases, clock, { leaseDurationMs: 4_000, renewDeadlineMs: 3_000, retryPeriodMs: 1_000 });
+    await advance(clock, 3_590_000, 10_000);
+    assert.equal(b.elector.isLeader, false, 'not taken after its own 4 s, nor after 59 min 50 s');
+    assert.equal(leases.stored.record.holderIdentity, 'other');
+    assert.equal(leases.writes, 0);
+    // The holder renews (the record changes): the hour counts again from this sighting.
+    leases.stored = { resourceVersion: 'x2', record: { ...leases.stored.record, leaseDurationSeconds: 60 } };
+    await advance(clock, 50_000, 1_000);
+    assert.equal(b.elector.isLeader, false, 'the renewed record, now for 60 s, is 50 s old');
+    await advance(clock, 12_000, 1_000);
+    assert.equal(b.elector.isLeader, true, '60 s after it saw the last change');
+    assert.equal(leases.stored.record.holderIdentity, 'b');
+    assert.equal(leases.stored.record.leaseDurationSeconds, 4, 'the new holder records its own duration');
+    assert.equal(leases.stored.record.leaseTransitions, 8);
+    b.stop();
+    await b.outcome;
+  });
+
+  it('falls back to its own duration when the record has none', async () => {
+    const clock = new FakeClock();
+    const leases = new FakeLeases();
+    leases.stored = { resourceVersion: 'x1', record: { holderIdentity: 'other', leaseDurationSeconds: 0, acquireTime: undefined, renewTime: undefined, leaseTransitions: 0 } };
+    const b = candidate('b', leases, clock);
+    await advance(clock, 29_000);
+    assert.equal(b.elector.isLeader, false, 'a record without a duration is not taken at once');
+    await advance(clock, 3_000);
+    assert.equal(b.elector.isLeader, true, 'but after our own 30 s');
+    b.stop();
+    await b.outcome;
+  });
+
+  it('wraps leaseTransitions at the int32 limit instead of writing a value the API server refuses', async () => {
+    for (const [before, after] of [[2_147_483_646, 2_147_483_647], [2_147_483_647, 0], [-5, 1], [2 ** 40, 1]] as const) {
+      const clock = new FakeClock();
+      const leases = new FakeLeases();
+      leases.stored = { resourceVersion: 'x1', record: { holderIdentity: '', leaseDurationSeconds: 1, acquireTime: undefined, renewTime: undefined, leaseTransitions: before } };
+      const b = candidate('b', leases, clock);
+      await flush();
+      assert.equal(b.elector.isLeader, true);
+      assert.equal(leases.stored.record.leaseTransitions, after, `${before} + 1`);
+      b.stop();
+      await b.outcome;
+      assert.ok(leases.stored.record.leaseTransitions >= 0 && leases.stored.record.leaseTransitions <= 2_147_483_647, 'the release writes a valid count too');
+    }
+  });
+
   it('gives leadership up when renewals fail past the renew deadline, not before', async () => {
     const clock = new FakeClock();
     const leases = new FakeLeases();

@@ -176,6 +176,24 @@ export type LeadershipState = 'unknown' | 'leading' | 'following';
 
 const jitterFactor = 0.2;
 
+/** The Lease's integer fields are int32: a value past this fails the API server's validation. */
+const MAX_INT32 = 2_147_483_647;
+
+/** `leaseTransitions` as it may be written back: a whole number in [0, 2³¹ − 1] (else 0). */
+function validTransitions(value: number): number {
+  return Number.isSafeInteger(value) && value >= 0 && value <= MAX_INT32 ? value : 0;
+}
+
+/**
+ * One more transition. The counter wraps to 0 past 2³¹ − 1 (client-go's int32 would go negative
+ * and the update would fail validation forever, leaving the lease untakeable); it counts
+ * hand-overs for humans, nothing orders by it.
+ */
+function nextTransitions(value: number): number {
+  const current = validTransitions(value);
+  return current === MAX_INT32 ? 0 : current + 1;
+}
+
 function duration(option: string, value: number): number {
   if (!Number.isFinite(value) || value <= 0) throw new TypeError(`LeaderElector option ${option} must be a positive number, got ${value}`);
   return value;
@@ -183,8 +201,9 @@ function duration(option: string, value: number): number {
 
 /**
  * Leader election on a coordination.k8s.io/v1 Lease with client-go's semantics: acquire when the
- * lease is free, ours, or not renewed for a lease duration (measured on this candidate's clock
- * from when it last saw the record change, so clock skew between candidates does not matter);
+ * lease is free, ours, or not renewed for the duration its holder recorded in it (measured on this
+ * candidate's clock from when it last saw the record change, so clock skew between candidates does
+ * not matter);
  * renew every retry period with optimistic concurrency; give leadership up when renewal fails
  * past the renew deadline; release on shutdown by emptying the holder.
  *
@@ -357,6 +376,17 @@ export class LeaderElector {
     }
   }
 
+  /**
+   * How long the holder's record stays valid, as the holder wrote it (client-go reads the Lease's
+   * `leaseDurationSeconds`, not its own setting): a holder with a longer lease than ours is not
+   * robbed after ours. A record without a usable duration (absent, zero, not a number) falls back
+   * to our own, so a malformed Lease is neither taken at once nor held forever.
+   */
+  #recordedDurationMs(record: LeaseRecord): number {
+    const seconds = record.leaseDurationSeconds;
+    return Number.isFinite(seconds) && seconds > 0 ? Math.min(seconds, MAX_INT32) * 1000 : this.#leaseDurationMs;
+  }
+
   async #tryAcquireOrRenew(timeoutMs: number, parent: AbortSignal | undefined): Promise<boolean> {
     const bound = this.#bounded(timeoutMs, parent);
     try {
@@ -370,7 +400,7 @@ export class LeaderElector {
       this.#observe(current);
       const holder = current.record.holderIdentity;
       const ours = holder === this.#identity;
-      if (holder !== '' && !ours && this.#observedAt + this.#leaseDurationMs > this.#clock.now()) {
+      if (holder !== '' && !ours && this.#observedAt + this.#recordedDurationMs(current.record) > this.#clock.now()) {
         if (this.#state === 'unknown') this.#setState('following');
         return false;
       }
@@ -379,7 +409,7 @@ export class LeaderElector {
         leaseDurationSeconds: this.#leaseDurationMs / 1000,
         acquireTime: ours ? current.record.acquireTime ?? microTime(now) : microTime(now),
         renewTime: microTime(this.#clock.now()),
-        leaseTransitions: ours ? current.record.leaseTransitions : current.record.leaseTransitions + 1,
+        leaseTransitions: ours ? validTransitions(current.record.leaseTransitions) : nextTransitions(current.record.leaseTransitions),
       };
       this.#observe(await this.#leases.update(record, current.resourceVersion, bound.signal));
       return true;
@@ -398,7 +428,7 @@ export class LeaderElector {
       const current = await this.#leases.get(bound.signal);
       if (current?.record.holderIdentity !== this.#identity) return;
       const now = microTime(this.#clock.now());
-      this.#observe(await this.#leases.update({ holderIdentity: '', leaseDurationSeconds: 1, acquireTime: now, renewTime: now, leaseTransitions: current.record.leaseTransitions }, current.resourceVersion, bound.signal));
+      this.#observe(await this.#leases.update({ holderIdentity: '', leaseDurationSeconds: 1, acquireTime: now, renewTime: now, leaseTransitions: validTransitions(current.record.leaseTransitions) }, current.resourceVersion, bound.signal));
       this.#logger.info('released the lease');
     } catch (err) {
       this.#logger.warn(`could not release the lease; it will expire: ${toError(err).message}`, { error: toError(err) });

@@ -188,6 +188,7 @@ async function serve(table: RouteTable, logger: Logger, authorize: HttpServerOpt
     res.setHeader('allow', 'GET, HEAD');
   } else if (decision !== undefined && !decision.allowed) {
     answer = text(decision.status, `${decision.message}\n`);
+    if (decision.status === 429) res.setHeader('retry-after', String(decision.retryAfterSeconds));
   } else if ('handler' in found) {
     // The handler answers on `res` itself; a rejection reaches the server's 500.
     await found.handler(req, res, url);

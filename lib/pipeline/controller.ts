@@ -11,6 +11,7 @@ import { PromotionError } from './errors.ts';
 import { environmentStatusOf, targetStatusOf, type TargetObservation } from './observe.ts';
 import { setRevision } from './patch.ts';
 import { PIPELINE_GVK, type EnvironmentStatus, type Pipeline, type PipelineStatus, type PromotionRecord } from './types.ts';
+import { AppKinds } from './app-kinds.ts';
 import { validatePipelineSpec, type ResolvedTarget, type ValidPipelineSpec } from './validate.ts';
 import { deliverWebhook } from './webhook.ts';
 import { promoteThroughGit, type GitActOutcome } from './git.ts';
@@ -72,6 +73,11 @@ export interface PipelineControllerOptions {
    * namespace. Default false: such a Pipeline is Ready=False `InvalidSpec`.
    */
   readonly allowCrossNamespaceTargets?: boolean;
+  /**
+   * Kind patterns `spec.appRef` may name (`Kind.group`, `*.group`, `Kind` for core, `*`); a
+   * Pipeline naming another kind is Ready=False `InvalidSpec`. Default: `DEFAULT_APP_KINDS`.
+   */
+  readonly appKinds?: readonly string[];
   /**
    * A ServiceAccount name: a Pipeline without `spec.serviceAccountName` acts on the management
    * cluster as this account of its own namespace, so impersonation is mandatory. Default none:
@@ -148,6 +154,7 @@ export class PipelineController {
   readonly #beforePromotion: PipelineControllerOptions['beforePromotion'];
   readonly #onReconcile: PipelineControllerOptions['onReconcile'];
   readonly #allowCrossNamespaceTargets: boolean;
+  readonly #appKinds: AppKinds;
   readonly #defaultServiceAccount: string | undefined;
   readonly #stats = { reconciles: 0, reconcileErrors: 0, succeeded: 0, failed: 0 };
   /** Set for the duration of `run`. */
@@ -188,6 +195,7 @@ export class PipelineController {
     this.#beforePromotion = options.beforePromotion;
     this.#onReconcile = options.onReconcile;
     this.#allowCrossNamespaceTargets = options.allowCrossNamespaceTargets === true;
+    this.#appKinds = options.appKinds === undefined ? AppKinds.defaults : AppKinds.parse(options.appKinds, 'PipelineController option appKinds');
     this.#defaultServiceAccount = options.defaultServiceAccount;
   }
 
@@ -278,7 +286,7 @@ export class PipelineController {
     const generation = pipeline.metadata?.generation ?? 0;
     const records = pipeline.status?.promotions ?? [];
 
-    const validation = validatePipelineSpec(pipeline.spec, ref.namespace, { allowCrossNamespaceTargets: this.#allowCrossNamespaceTargets });
+    const validation = validatePipelineSpec(pipeline.spec, ref.namespace, { allowCrossNamespaceTargets: this.#allowCrossNamespaceTargets, appKinds: this.#appKinds });
     if (!validation.valid) {
       this.#registry.setOwnerTargets(ref, []);
       log.debug('invalid spec', { problems: validation.problems });

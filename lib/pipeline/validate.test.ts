@@ -1,5 +1,6 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
+import { AppKinds } from './app-kinds.ts';
 import { validatePipelineSpec, type SpecValidation } from './validate.ts';
 
 const valid = {
@@ -44,7 +45,7 @@ describe('validatePipelineSpec', () => {
       s.appRef = { apiVersion: 'v1', kind: 'ConfigMap', name: 'app' };
       s.promotion = { strategy: 'webhook', webhook: { secretRef: { name: 'hook' } } };
       s.revisionPath = '/data/revision';
-    }), 'team-a');
+    }), 'team-a', { appKinds: AppKinds.parse(['ConfigMap']) });
     assert.ok(result.valid);
     assert.deepEqual(result.spec.app.gvk, { group: '', version: 'v1', kind: 'ConfigMap' });
     assert.deepEqual(result.spec.promotion, { strategy: 'webhook', secretName: 'hook', secretKey: 'url' });
@@ -140,7 +141,7 @@ describe('validatePipelineSpec', () => {
 
     it('accepts a kind named Secret in another API group', () => {
       const spec = variant((s) => { s.appRef = { apiVersion: 'example.com/v1', kind: 'Secret', name: 'x' }; });
-      assert.equal(validatePipelineSpec(spec, 'team-a').valid, true);
+      assert.equal(validatePipelineSpec(spec, 'team-a', { appKinds: AppKinds.parse(['*']) }).valid, true);
     });
 
     it('reads spec.serviceAccountName and refuses one that is not an object name', () => {
@@ -161,5 +162,61 @@ describe('validatePipelineSpec', () => {
     for (const field of ['spec.appRef.apiVersion', 'spec.appRef.kind', 'spec.appRef.name', 'spec.environments', 'spec.promotion.strategy']) {
       assert.ok(problems.includes(`${field}:`), `${field} missing from:\n${problems}`);
     }
+  });
+});
+
+describe('app kinds (--app-kinds)', () => {
+  const withApp = (apiVersion: string, kind: string): unknown => variant((s) => { s.appRef = { apiVersion, kind, name: 'app' }; });
+
+  it('accepts by default the Flux, Argo CD and apps kinds a promotion moves', () => {
+    for (const [apiVersion, kind] of [
+      ['helm.toolkit.fluxcd.io/v2', 'HelmRelease'], ['kustomize.toolkit.fluxcd.io/v1', 'Kustomization'],
+      ['source.toolkit.fluxcd.io/v1', 'GitRepository'], ['source.toolkit.fluxcd.io/v1beta2', 'OCIRepository'],
+      ['argoproj.io/v1alpha1', 'Application'], ['apps/v1', 'Deployment'], ['apps/v1', 'StatefulSet'], ['apps/v1', 'DaemonSet'],
+    ] as const) {
+      assert.equal(validatePipelineSpec(withApp(apiVersion, kind), 'team-a').valid, true, `${apiVersion} ${kind}`);
+    }
+  });
+
+  it('refuses by default any other kind, naming it in the problem', () => {
+    for (const [apiVersion, kind, named] of [
+      ['rbac.authorization.k8s.io/v1', 'ClusterRoleBinding', 'ClusterRoleBinding.rbac.authorization.k8s.io'],
+      ['admissionregistration.k8s.io/v1', 'ValidatingWebhookConfiguration', 'ValidatingWebhookConfiguration.admissionregistration.k8s.io'],
+      ['v1', 'ConfigMap', 'ConfigMap'],
+      ['v1', 'ServiceAccount', 'ServiceAccount'],
+      ['apps/v1', 'deployment', 'deployment.apps'],
+      ['helm.toolkit.fluxcd.io.evil.example/v2', 'HelmRelease', 'HelmRelease.helm.toolkit.fluxcd.io.evil.example'],
+    ] as const) {
+      const problems = problemsOf(validatePipelineSpec(withApp(apiVersion, kind), 'team-a'));
+      assert.ok(problems.startsWith(`spec.appRef: kind ${named} is not one this service promotes (allowed: HelmRelease.helm.toolkit.fluxcd.io, `), problems);
+      assert.ok(problems.endsWith('; the platform team sets them with --app-kinds)'), problems);
+    }
+  });
+
+  it('follows the platform team\'s list: exact kinds, every kind of a group, core kinds, anything', () => {
+    const policy = { appKinds: AppKinds.parse(['ConfigMap', '*.example.com', 'Widget.other.io']) };
+    assert.equal(validatePipelineSpec(withApp('v1', 'ConfigMap'), 'team-a', policy).valid, true);
+    assert.equal(validatePipelineSpec(withApp('example.com/v1', 'Anything'), 'team-a', policy).valid, true);
+    assert.equal(validatePipelineSpec(withApp('other.io/v3', 'Widget'), 'team-a', policy).valid, true);
+    assert.match(problemsOf(validatePipelineSpec(withApp('helm.toolkit.fluxcd.io/v2', 'HelmRelease'), 'team-a', policy)), /kind HelmRelease\.helm\.toolkit\.fluxcd\.io is not one this service promotes \(allowed: ConfigMap, \*\.example\.com, Widget\.other\.io;/);
+    assert.match(problemsOf(validatePipelineSpec(withApp('sub.example.com/v1', 'Thing'), 'team-a', policy)), /kind Thing\.sub\.example\.com is not/, 'a group pattern does not cover subgroups');
+    assert.match(problemsOf(validatePipelineSpec(withApp('other.io/v3', 'Gadget'), 'team-a', policy)), /kind Gadget\.other\.io is not/);
+    const anything = { appKinds: AppKinds.parse(['*']) };
+    assert.equal(validatePipelineSpec(withApp('rbac.authorization.k8s.io/v1', 'ClusterRoleBinding'), 'team-a', anything).valid, true);
+    assert.match(problemsOf(validatePipelineSpec(withApp('v1', 'Secret'), 'team-a', anything)), /a core v1 Secret is never an app or target kind/, '* does not let core Secrets in');
+  });
+
+  it('lists at most 12 allowed kinds in the problem, counting the rest', () => {
+    const many = AppKinds.parse(Array.from({ length: 20 }, (_, i) => `Kind${i}.example.com`));
+    const problems = problemsOf(validatePipelineSpec(withApp('v1', 'ConfigMap'), 'team-a', { appKinds: many }));
+    assert.match(problems, /Kind11\.example\.com and 8 more; the platform team/);
+    assert.ok(!problems.includes('Kind12.example.com'));
+  });
+
+  it('refuses malformed patterns with a TypeError naming the option', () => {
+    for (const bad of ['', 'apps/Deployment', 'Deployment.', '.apps', 'Deploy-ment.apps', 'HelmRelease.Helm.io', '**', 'Kind.*']) {
+      assert.throws(() => AppKinds.parse([bad], 'appKinds'), (err: unknown) => err instanceof TypeError && err.message.startsWith('appKinds: '), bad);
+    }
+    assert.throws(() => AppKinds.parse([]), /appKinds must list at least one kind pattern/);
   });
 });

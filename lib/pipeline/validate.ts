@@ -1,5 +1,6 @@
 import { clusterKey, type ClusterRef } from '../cluster/index.ts';
 import { toError, type GroupVersionKind } from '../util/index.ts';
+import { AppKinds, kindName } from './app-kinds.ts';
 import { isJsonPointer } from './json-pointer.ts';
 
 // Mirrors the CRD schema (fixtures/crds/pipeline.ts), so that a Pipeline stored before the schema
@@ -74,6 +75,11 @@ export interface ValidationPolicy {
    * namespace (`--allow-cross-namespace-targets`).
    */
   readonly allowCrossNamespaceTargets?: boolean;
+  /**
+   * The kinds `spec.appRef` may name (the kind watched and patched in every target).
+   * Default {@link AppKinds.defaults} (`--app-kinds`).
+   */
+  readonly appKinds?: AppKinds;
 }
 
 export type SpecValidation =
@@ -294,6 +300,22 @@ function isCoreSecret(gvk: GroupVersionKind): boolean {
   return gvk.group === '' && gvk.kind.toLowerCase() === 'secret';
 }
 
+// --- App kinds: the platform team's allow-list (--app-kinds). ---
+
+/** Kinds listed in a refusal at most; the rest are counted. */
+const MAX_KINDS_SHOWN = 12;
+
+/** True when `gvk` is allowed; else records a problem naming the kind refused and the allowed ones. */
+function checkAppKind(gvk: GroupVersionKind, allowed: AppKinds, problems: Problems): boolean {
+  if (allowed.allows(gvk)) return true;
+  const shown = allowed.patterns.slice(0, MAX_KINDS_SHOWN).join(', ');
+  const more = allowed.patterns.length > MAX_KINDS_SHOWN ? ` and ${allowed.patterns.length - MAX_KINDS_SHOWN} more` : '';
+  problems.add('spec.appRef', `kind ${kindName(gvk)} is not one this service promotes (allowed: ${shown}${more}; the platform team sets them with --app-kinds)`);
+  return false;
+}
+
+// --- end of app kinds ---
+
 /**
  * Checks a Pipeline's spec against the rules of its CRD schema and a few only code can check
  * (cluster references, a target named twice, the tenancy rules of `policy`), and normalises it.
@@ -314,7 +336,7 @@ export function validatePipelineSpec(spec: unknown, pipelineNamespace: string, p
       const slash = apiVersion.indexOf('/');
       const gvk = slash < 0 ? { group: '', version: apiVersion, kind } : { group: apiVersion.slice(0, slash), version: apiVersion.slice(slash + 1), kind };
       if (isCoreSecret(gvk)) problems.add('spec.appRef', `a core ${apiVersion} Secret is never an app or target kind`);
-      else app = { gvk, name };
+      else if (checkAppKind(gvk, policy.appKinds ?? AppKinds.defaults, problems)) app = { gvk, name };
     }
   }
   const environments = validateEnvironments(root.environments, pipelineNamespace, policy, problems);

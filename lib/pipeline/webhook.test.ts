@@ -1,5 +1,6 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
+import { inspect } from 'node:util';
 import { eventually } from '../../e2e/harness/index.ts';
 import { HOSTILE_INTERNAL_SECRET, HostileWebhookReceiver } from '../../fixtures/index.ts';
 import { FakeClock, realClock } from '../util/index.ts';
@@ -53,8 +54,8 @@ describe('webhook delivery', () => {
       const err = await failure(deliver({ url: `http://hook-user:hook-pass@127.0.0.1:${port}/hook?token=secret-token` }));
       assert.ok(err instanceof PromotionError);
       assert.equal(err.statusCode, 503);
-      assert.equal(err.message, `the webhook http://REDACTED@127.0.0.1:${port}/hook?REDACTED answered HTTP 503`);
-      for (const leak of [HOSTILE_INTERNAL_SECRET, 'hook-pass', 'secret-token', 'Basic', '\u001b', '\u202e', '\n']) assert.ok(!err.message.includes(leak), leak);
+      assert.equal(err.message, `the webhook http://127.0.0.1:${port} answered HTTP 503`);
+      for (const leak of [HOSTILE_INTERNAL_SECRET, 'hook-user', 'hook-pass', '/hook', 'secret-token', 'Basic', '\u001b', '\u202e', '\n']) assert.ok(!err.message.includes(leak), leak);
     });
 
     it('does not follow redirects', async () => {
@@ -71,7 +72,7 @@ describe('webhook delivery', () => {
       await closed.close();
       const err = await failure(deliver({ url: `${closed.url}/?token=secret-token` }));
       assert.ok(err instanceof PromotionError);
-      assert.match(err.message, /^the webhook http:\/\/127\.0\.0\.1:\d+\/\?REDACTED could not be reached \(ECONNREFUSED\)$/);
+      assert.match(err.message, /^the webhook http:\/\/127\.0\.0\.1:\d+ could not be reached \(ECONNREFUSED\)$/);
     });
 
     it('reads a huge 2xx answer only up to maxAnswerBytes, then fails and drops the connection', async () => {
@@ -135,7 +136,7 @@ describe('webhook delivery', () => {
       const never: WebhookResolver = () => new Promise(() => undefined);
       const unresolved = deliver({ clock, timeoutMs: 5_000, url: 'http://hooks.example.com/x', resolve: never });
       clock.advance(5_000);
-      assert.match((await failure(unresolved)).message, /^the webhook http:\/\/hooks\.example\.com\/x did not finish within 5000 ms \(connecting\)$/);
+      assert.match((await failure(unresolved)).message, /^the webhook http:\/\/hooks\.example\.com did not finish within 5000 ms \(connecting\)$/);
     });
 
     it('stops when its signal aborts', async () => {
@@ -170,7 +171,7 @@ describe('webhook delivery', () => {
         assert.ok(err instanceof WebhookRefusedError, `${host}: ${err.message}`);
         assert.equal(err.refusal, 'address');
         assert.equal(err.category, 'loopback', host);
-        assert.match(err.message, /^refused the webhook http:\/\/.+\/hook\?REDACTED: it resolves to a loopback address \(private networks are allowed only with --allow-private-webhooks\)$/);
+        assert.match(err.message, /^refused the webhook http:\/\/[^/]+: it resolves to a loopback address \(private networks are allowed only with --allow-private-webhooks\)$/);
       }
       assert.equal(receiver.received.length, count, 'nothing reached the receiver');
     });
@@ -199,7 +200,7 @@ describe('webhook delivery', () => {
       const err = await failure(deliverDefault(`http://hooks.example.com:${port}/`, rebinding));
       assert.ok(err instanceof WebhookRefusedError);
       assert.equal(err.address, '127.0.0.1');
-      assert.equal(err.message, `refused the webhook http://hooks.example.com:${port}/: it resolves to a loopback address (private networks are allowed only with --allow-private-webhooks)`);
+      assert.equal(err.message, `refused the webhook http://hooks.example.com:${port}: it resolves to a loopback address (private networks are allowed only with --allow-private-webhooks)`);
       assert.deepEqual(asked, ['hooks.example.com']);
       assert.equal(receiver.received.length, count);
     });
@@ -228,6 +229,48 @@ describe('webhook delivery', () => {
       const status = await deliver({ url: `http://hooks.example.com:${port}/`, resolve: () => Promise.resolve([{ address: '127.0.0.1', family: 4 }]) });
       assert.equal(status, 200);
       assert.equal(receiver.received.at(-1)?.headers.host, `hooks.example.com:${port}`);
+    });
+  });
+
+  describe('a URL whose path is the credential (Slack, Teams, Discord incoming webhooks)', () => {
+    const SECRET = 'T0SECRETPATHb7Zq';
+    const hook = (origin: string): string => `${origin}/services/T00000000/B00000000/${SECRET}?key=q-${SECRET}#f-${SECRET}`;
+    /** Everything an error could show anywhere: message, stack, own properties, causes. */
+    const everything = (err: Error): string => inspect(err, { depth: 8, showHidden: true });
+
+    it('is echoed beyond its scheme and host by no failure: refused, timed out, non-2xx, DNS failure, redirect, unreachable', async () => {
+      const clock = new FakeClock();
+      // Each failure is caught as it is made: none waits unhandled while an earlier one is checked.
+      const failures: (readonly [string, Promise<Error>, RegExp])[] = [];
+      failures.push(['refused address', failure(deliver({ url: hook(`http://u-${SECRET}:p-${SECRET}@127.0.0.1:${port}`), allowPrivateNetworks: false })), new RegExp(`^refused the webhook http://127\\.0\\.0\\.1:${port}: it resolves to a loopback address`)]);
+      const notFound: WebhookResolver = (hostname) => Promise.reject(Object.assign(new Error(`getaddrinfo ENOTFOUND ${hostname}`), { code: 'ENOTFOUND', hostname }));
+      failures.push(['DNS failure', failure(deliver({ url: hook('https://hooks.slack.com'), resolve: notFound })), /^the webhook https:\/\/hooks\.slack\.com could not be reached \(ENOTFOUND\)$/]);
+      const closed = await HostileWebhookReceiver.start();
+      await closed.close();
+      failures.push(['unreachable', failure(deliver({ url: hook(closed.url) })), /^the webhook http:\/\/127\.0\.0\.1:\d+ could not be reached \(ECONNREFUSED\)$/]);
+      for (const [what, failed, expected] of failures) {
+        const err = await failed;
+        assert.match(err.message, expected, what);
+        assert.ok(!everything(err).includes(SECRET), `${what}: ${everything(err)}`);
+      }
+      for (const [what, answer, expected] of [
+        ['non-2xx', { kind: 'plain', status: 404, body: `no such hook ${SECRET}` }, /^the webhook http:\/\/127\.0\.0\.1:\d+ answered HTTP 404$/],
+        ['redirect', { kind: 'redirect', status: 302, location: hook('http://elsewhere.example') }, /^the webhook http:\/\/127\.0\.0\.1:\d+ answered HTTP 302 \(redirects are not followed\)$/],
+      ] as const) {
+        receiver.answer(answer);
+        const err = await failure(deliver({ url: hook(receiver.url) }));
+        assert.match(err.message, expected, what);
+        assert.ok(!everything(err).includes(SECRET), `${what}: ${everything(err)}`);
+        assert.ok(receiver.received.at(-1)?.url.includes(SECRET), 'the receiver was sent the whole path');
+      }
+      receiver.answer({ kind: 'silent' });
+      const count = receiver.received.length;
+      const timingOut = deliver({ url: hook(receiver.url), clock, timeoutMs: 5_000 });
+      await eventually('the request arrived', () => receiver.received.length > count);
+      clock.advance(5_000);
+      const err = await failure(timingOut);
+      assert.match(err.message, /^the webhook http:\/\/127\.0\.0\.1:\d+ did not finish within 5000 ms \(waiting for the answer\)$/);
+      assert.ok(!everything(err).includes(SECRET), everything(err));
     });
   });
 

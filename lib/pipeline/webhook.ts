@@ -2,7 +2,7 @@ import { lookup as dnsLookup } from 'node:dns/promises';
 import { request as httpRequest, type ClientRequest, type IncomingMessage } from 'node:http';
 import { request as httpsRequest } from 'node:https';
 import { isIP, type LookupFunction, type Socket } from 'node:net';
-import { abortReason, classifyAddress, PRIVATE_CATEGORIES, redactUrl, type Clock } from '../util/index.ts';
+import { abortReason, classifyAddress, PRIVATE_CATEGORIES, type Clock } from '../util/index.ts';
 import { PromotionError, WebhookRefusedError } from './errors.ts';
 
 /** One address a host name resolves to. */
@@ -20,8 +20,9 @@ export const DEFAULT_WEBHOOK_ANSWER_BYTES = 64 * 1024;
 /** One webhook delivery. */
 export interface WebhookDelivery {
   /**
-   * http(s) URL. It may carry credentials (sent as Basic authentication) and tokens in its query:
-   * it is printed only through `redactUrl`.
+   * http(s) URL. It may carry credentials (sent as Basic authentication), tokens in its query, and
+   * for Slack, Teams or Discord incoming webhooks the credential is the path itself: nothing of it
+   * but the scheme and host is ever printed ({@link webhookOrigin}).
    */
   readonly url: string;
   /** Serialized as JSON. */
@@ -65,6 +66,15 @@ export function parseWebhookUrl(raw: string): URL {
   return url;
 }
 
+/**
+ * What a message may say of a webhook URL: its scheme and host (with port), nothing else. User,
+ * password, path, query and fragment may each be the credential (an incoming webhook's secret is
+ * its path), and a tenant with only `view` on Pipelines reads status and Events.
+ */
+export function webhookOrigin(url: URL): string {
+  return `${url.protocol}//${url.host}`;
+}
+
 /** A system error's code (`ECONNREFUSED`), the one part of a peer's failure a message may repeat. */
 function errnoCode(err: unknown, otherwise: string): string {
   const code = (err as NodeJS.ErrnoException | undefined)?.code;
@@ -79,7 +89,7 @@ type Stage = 'connecting' | 'waiting for the answer' | 'reading the answer';
  * answer whose body arrived whole (read and discarded). Fails with a {@link WebhookRefusedError}
  * when the URL is unusable or an address it resolves to is not allowed (checked on every DNS
  * answer and again on the connected socket), and with a {@link PromotionError} carrying only the
- * redacted URL, the status code and a fixed reason otherwise: a non-2xx answer (redirects are not
+ * URL's scheme and host, the status code and a fixed reason otherwise: a non-2xx answer (redirects are not
  * followed), a connection failure, an answer body over `maxAnswerBytes`, or `timeoutMs` passing at
  * any stage. Nothing the receiver sends ever appears in a message.
  */
@@ -87,7 +97,7 @@ export async function deliverWebhook(delivery: WebhookDelivery): Promise<number>
   const maxAnswerBytes = delivery.maxAnswerBytes ?? DEFAULT_WEBHOOK_ANSWER_BYTES;
   if (!Number.isInteger(maxAnswerBytes) || maxAnswerBytes < 0) throw new TypeError(`webhook option maxAnswerBytes must be a non-negative integer, got ${maxAnswerBytes}`);
   const url = parseWebhookUrl(delivery.url);
-  const shown = redactUrl(url);
+  const shown = webhookOrigin(url);
   const allowPrivate = delivery.allowPrivateNetworks === true;
   const resolve = delivery.resolve ?? systemResolver;
 
