@@ -336,6 +336,11 @@ describe('the dashboard under load and over time', () => {
     bobAgain.close();
     await until('gone', () => dashboard.clients === 0);
   });
+
+  it('rejects a document bound too small for its marker, or a share that is not a positive integer, with a TypeError naming the option', () => {
+    assert.throws(() => new Dashboard({ maxDocumentBytes: 4_096 }), /Dashboard option maxDocumentBytes must be an integer of at least 65536, got 4096/);
+    assert.throws(() => new Dashboard({ stream: { maxClientsPerIdentity: 0.5 } }), /maxClientsPerIdentity must be a positive integer, got 0.5/);
+  });
 });
 
 describe('the dashboard page', () => {
