@@ -28,7 +28,11 @@ export interface EventStreamOptions {
   readonly refreshMs?: number;
   /** A comment line is sent after this long without an update, so idle streams stay open through proxies. Default 15 000. */
   readonly heartbeatMs?: number;
-  /** Unsent bytes a client may have before it is dropped (a slow or stalled reader). Default 1 048 576. */
+  /**
+   * Unsent bytes a client may have before it is dropped (a slow or stalled reader). A client that
+   * has read everything is always sent the next document whole, whatever its size (the snapshot
+   * bounds that), so a client holds at most this plus one document. Default 1 048 576.
+   */
   readonly maxBufferedBytes?: number;
   /** Clients at once; one more is answered 503. Default 16. */
   readonly maxClients?: number;
