@@ -7,7 +7,7 @@ import type { CacheInfo, HeldReader } from '../../lib/registry/index.ts';
 import type { KubeObject } from '../../lib/transport/index.ts';
 import { FakeClock, type GroupVersionKind } from '../../lib/util/index.ts';
 import { HttpServer } from '../../lib/manager/index.ts';
-import { Dashboard, type DashboardRegistry } from './index.ts';
+import { Dashboard, type DashboardRegistry, type DashboardState } from './index.ts';
 import { appJs, pageHtml, securityHeaders } from './page.ts';
 
 const PIPELINE_GVK: GroupVersionKind = { group: 'fleetcache.dev', version: 'v1alpha1', kind: 'Pipeline' };
@@ -59,15 +59,22 @@ function pipeline(revision: string): KubeObject {
 
 interface Events {
   readonly status: number;
-  readonly documents: { now: number; state: { pipelines: { environments: { revision?: string }[] }[]; clusters: { name: string; requests: number }[] } }[];
+  readonly retryAfter: string | null;
+  readonly documents: { now: number; state: DashboardState }[];
+  /** True once a `reconnect` event came. */
+  readonly reconnect: boolean;
   readonly done: Promise<void>;
+  close(): void;
 }
 
 /** GETs the event stream and parses its documents as they come. */
 async function events(url: string, headers: Record<string, string> = {}): Promise<Events> {
-  const res = await fetch(url, { headers });
+  const abort = new AbortController();
+  const res = await fetch(url, { headers, signal: abort.signal });
   const documents: Events['documents'] = [];
-  if (res.body === null || res.status !== 200) return { status: res.status, documents, done: res.text().then(() => undefined) };
+  const close = (): void => { abort.abort(); };
+  const seen = { reconnect: false };
+  if (res.body === null || res.status !== 200) return { status: res.status, retryAfter: res.headers.get('retry-after'), documents, reconnect: false, done: res.text().then(() => undefined), close };
   const decoder = new TextDecoder();
   const reader = res.body.getReader();
   let buffer = '';
@@ -82,13 +89,15 @@ async function events(url: string, headers: Record<string, string> = {}): Promis
       if (chunk.done) return;
       buffer += decoder.decode(chunk.value as Uint8Array, { stream: true });
       for (let i = buffer.indexOf('\n\n'); i >= 0; i = buffer.indexOf('\n\n')) {
-        const data = buffer.slice(0, i).split('\n').find((l) => l.startsWith('data: '));
+        const frame = buffer.slice(0, i).split('\n');
         buffer = buffer.slice(i + 2);
-        if (data !== undefined) documents.push(JSON.parse(data.slice(6)) as Events['documents'][number]);
+        const data = frame.find((l) => l.startsWith('data: '));
+        if (frame.includes('event: reconnect')) seen.reconnect = true;
+        else if (data !== undefined) documents.push(JSON.parse(data.slice(6)) as Events['documents'][number]);
       }
     }
   })();
-  return { status: res.status, documents, done };
+  return { status: res.status, retryAfter: res.headers.get('retry-after'), documents, get reconnect() { return seen.reconnect; }, done, close };
 }
 
 async function until(what: string, check: () => boolean): Promise<void> {
@@ -205,6 +214,132 @@ describe('the dashboard', () => {
     const late = await fetch(`${server.url}/dashboard/events`, { headers: { authorization: 'Bearer good' } });
     assert.equal(late.status, 503);
     await late.text();
+  });
+});
+
+/** `count` Pipelines with `targets` unreachable targets in each of two environments. */
+function unreachableFleet(count: number, targets: number): KubeObject[] {
+  return Array.from({ length: count }, (_, p) => ({
+    metadata: { namespace: `team-${p}`, name: `app-${p}`, generation: 1 },
+    status: {
+      observedGeneration: 1,
+      environments: ['staging', 'prod'].map((env) => ({
+        name: env,
+        ready: false,
+        targets: Array.from({ length: targets }, (_, t) => ({ cluster: `secret:team-${p}/cluster-${t}`, namespace: 'apps', readable: false, ready: false, error: `cluster secret:team-${p}/cluster-${t}: connect ETIMEDOUT 10.0.${p}.${t % 250}:6443` })),
+      })),
+    },
+  }));
+}
+
+describe('the dashboard under load and over time', () => {
+  const clock = new FakeClock(Date.UTC(2026, 10, 23, 9));
+  const dashboard = new Dashboard({ clock, stream: { lifetimeMs: 60_000, random: () => 0 } });
+  const registry = new FakeRegistry(0);
+  const stop = new AbortController();
+  /** Bearer token → user; a user in `revoked` is refused (its binding deleted). */
+  const users = new Map([['Bearer greedy', 'greedy'], ['Bearer alice', 'alice'], ['Bearer bob', 'bob']]);
+  const revoked = new Set<string>();
+  const asked: string[] = [];
+  let running: Promise<void> | undefined;
+  let server: HttpServer | undefined;
+  const opened: Events[] = [];
+  after(async () => {
+    for (const e of opened) e.close();
+    stop.abort();
+    await running;
+    await Promise.all(opened.map((e) => e.done));
+    await server?.close();
+  });
+
+  async function open(token: string): Promise<Events> {
+    assert.ok(server !== undefined);
+    const res = await events(`${server.url}/dashboard/events`, { authorization: `Bearer ${token}` });
+    opened.push(res);
+    return res;
+  }
+
+  it('serves 6 Pipelines × 1,000 unreachable targets (over 1 MiB of status) to every viewer, cut to its bound with a marker', async () => {
+    registry.pipelines.objects.push(...unreachableFleet(6, 1_000));
+    server = await HttpServer.start({
+      name: 'metrics',
+      address: { host: '127.0.0.1', port: 0 },
+      routes: {},
+      handlers: dashboard.handlers,
+      publicPaths: dashboard.publicPaths,
+      authorize: (req) => {
+        const user = users.get(req.headers.authorization ?? '');
+        asked.push(user ?? '');
+        if (user === undefined) return Promise.resolve({ allowed: false, status: 401, message: 'Unauthorized' });
+        if (revoked.has(user)) return Promise.resolve({ allowed: false, status: 403, message: `Authorization denied for user ${user}` });
+        return Promise.resolve({ allowed: true, user });
+      },
+    });
+    running = dashboard.run(registry, stop.signal);
+    await until('the Pipelines read', () => registry.attempts === 1);
+    const viewers = [await open('alice'), await open('bob')];
+    for (const viewer of viewers) {
+      assert.equal(viewer.status, 200);
+      await until('a first document', () => viewer.documents.some((d) => d.state.pipelines.length === 6));
+    }
+    assert.equal(dashboard.clients, 2, 'no viewer dropped');
+    const doc = viewers[0]?.documents.find((d) => d.state.pipelines.length === 6);
+    assert.ok(doc !== undefined);
+    assert.ok(Buffer.byteLength(JSON.stringify(doc.state)) <= 512 * 1024);
+    const marker = doc.state.truncated;
+    assert.ok(marker !== undefined, 'the document says it was cut');
+    assert.equal(marker.maxBytes, 512 * 1024);
+    assert.equal(marker.pipelines, 0, 'every Pipeline shown');
+    const shown = doc.state.pipelines.reduce((n, p) => n + p.environments.reduce((m, e) => m + e.targets.length, 0), 0);
+    const omitted = doc.state.pipelines.reduce((n, p) => n + p.environments.reduce((m, e) => m + (e.omittedTargets ?? 0), 0), 0);
+    assert.equal(shown + omitted, 12_000);
+    assert.equal(marker.targets, omitted);
+    for (const viewer of viewers) viewer.close();
+    await until('both gone', () => dashboard.clients === 0);
+    registry.pipelines.objects.splice(0);
+  });
+
+  it('gives one user at most 4 streams: the next is 429 with Retry-After, and other users are served', async () => {
+    const greedy: Events[] = [];
+    for (let i = 0; i < 4; i++) greedy.push(await open('greedy'));
+    assert.deepEqual(greedy.map((g) => g.status), [200, 200, 200, 200]);
+    for (let i = 0; i < 12; i++) {
+      const over = await open('greedy');
+      assert.equal(over.status, 429);
+      assert.equal(over.retryAfter, '5');
+    }
+    const alice = await open('alice');
+    assert.equal(alice.status, 200);
+    await until('alice served', () => alice.documents.length === 1);
+    assert.equal(dashboard.clients, 5);
+    for (const g of [...greedy, alice]) g.close();
+    await until('all gone', () => dashboard.clients === 0);
+  });
+
+  it('ends a stream after its lifetime; the reconnection is authorised again, so a viewer whose access was revoked is refused', async () => {
+    const alice = await open('alice');
+    const bob = await open('bob');
+    await until('both served', () => alice.documents.length === 1 && bob.documents.length === 1);
+    revoked.add('alice'); // her binding is deleted while her stream is open
+    asked.splice(0);
+    clock.advance(60_000);
+    await alice.done;
+    await bob.done;
+    assert.equal(alice.reconnect, true, 'told to reconnect');
+    assert.equal(dashboard.clients, 0);
+    const aliceAgain = await open('alice');
+    assert.equal(aliceAgain.status, 403, 'refused on reconnecting');
+    const bobAgain = await open('bob');
+    assert.equal(bobAgain.status, 200);
+    assert.deepEqual(asked, ['alice', 'bob'], 'each reconnection went through authorisation');
+    await until('bob served again', () => bobAgain.documents.length === 1);
+    bobAgain.close();
+    await until('gone', () => dashboard.clients === 0);
+  });
+
+  it('rejects a document bound too small for its marker, or a share that is not a positive integer, with a TypeError naming the option', () => {
+    assert.throws(() => new Dashboard({ maxDocumentBytes: 4_096 }), /Dashboard option maxDocumentBytes must be an integer of at least 65536, got 4096/);
+    assert.throws(() => new Dashboard({ stream: { maxClientsPerIdentity: 0.5 } }), /maxClientsPerIdentity must be a positive integer, got 0.5/);
   });
 });
 

@@ -6,7 +6,7 @@ import type { HeldReader, Registry } from '../../lib/registry/index.ts';
 import type { RequestObservation } from '../../lib/transport/index.ts';
 import { noopLogger, realClock, sleep, toError, type Clock, type Logger } from '../../lib/util/index.ts';
 import { ApprovalEndpoint, APPROVE_PATH } from './actions.ts';
-import { buildState } from './model.ts';
+import { buildState, MIN_DOCUMENT_BYTES } from './model.ts';
 import { appJs, faviconSvg, pageHtml, securityHeaders, styleCss } from './page.ts';
 import { RequestTally } from './requests.ts';
 import { EventStream, type EventStreamOptions } from './stream.ts';
@@ -26,13 +26,19 @@ export interface DashboardOptions {
   readonly logger?: Logger;
   /** Default: the wall clock. */
   readonly clock?: Clock;
-  /** The event stream's bounds and pace (see {@link EventStreamOptions} for the defaults). */
-  readonly stream?: Pick<EventStreamOptions, 'minIntervalMs' | 'refreshMs' | 'heartbeatMs' | 'maxBufferedBytes' | 'maxClients'>;
+  /** The event stream's bounds, pace, shares and lifetime (see {@link EventStreamOptions} for the defaults). */
+  readonly stream?: Pick<EventStreamOptions, 'minIntervalMs' | 'refreshMs' | 'heartbeatMs' | 'maxBufferedBytes' | 'maxClients' | 'maxClientsPerIdentity' | 'lifetimeMs' | 'random'>;
   /**
    * Where the actions (approvals) reach the management cluster as the service: set by
    * {@link Dashboard.mount} to the manager's registry. Default: none, and actions answer 503.
    */
   readonly actions?: DashboardActionsRegistry;
+  /**
+   * Bytes of JSON one document of the state takes at most: beyond it, targets, then history, then
+   * whole Pipelines, caches and clusters are left out, and the document says what (a viewer is
+   * never dropped for the size of the fleet). At least 65 536. Default 524 288 (512 KiB).
+   */
+  readonly maxDocumentBytes?: number;
 }
 
 /** Backoff while the Pipeline cache cannot be built (the CRD not installed yet, say). */
@@ -67,7 +73,9 @@ const redirect: RouteHandler = (req, res) => {
  * The service's live dashboard: pipelines (each environment's revision and readiness,
  * the promotion in flight, the history of outcomes) from the service's own Pipelines' status,
  * clusters (reachable, requests, relists, errors) and caches (objects, sync, owners, next GC),
- * pushed to the page as server-sent events.
+ * pushed to the page as server-sent events. A document is bounded in bytes (cut with a marker
+ * beyond), each stream ends after a lifetime so that the page reconnects and is authorised again,
+ * and one user holds a bounded share of the streams.
  *
  * The static page (`/dashboard/` and its script, style and icon) carries no data and is public;
  * the state (`/dashboard/events`) is behind the server's `authorize`, which the page passes by
@@ -82,6 +90,7 @@ export class Dashboard {
   readonly #stream: EventStream;
   readonly #requests: RequestTally;
   #actions: DashboardActionsRegistry | undefined;
+  readonly #maxDocumentBytes: number;
   #registry: DashboardRegistry | undefined;
   #pipelines: HeldReader | undefined;
   #running = false;
@@ -95,9 +104,16 @@ export class Dashboard {
   constructor(options: DashboardOptions = {}) {
     this.#logger = (options.logger ?? noopLogger).child({ component: 'dashboard' });
     this.#clock = options.clock ?? realClock;
+    this.#maxDocumentBytes = options.maxDocumentBytes ?? 524_288;
+    if (!Number.isInteger(this.#maxDocumentBytes) || this.#maxDocumentBytes < MIN_DOCUMENT_BYTES) {
+      throw new TypeError(`Dashboard option maxDocumentBytes must be an integer of at least ${MIN_DOCUMENT_BYTES}, got ${this.#maxDocumentBytes}`);
+    }
     this.#stream = new EventStream(() => this.#snapshot(), { ...options.stream, headers: securityHeaders, clock: this.#clock, logger: this.#logger });
     this.#requests = new RequestTally(() => { this.#stream.notify(); });
-    const events: RouteHandler = (req, res) => { this.#stream.attach(res, req.method ?? 'GET'); };
+    // Shares are per authenticated user; without authentication (--metrics-secure=false) per peer address.
+    const events: RouteHandler = (req, res, _url, user) => {
+      this.#stream.attach(res, req.method ?? 'GET', user === undefined ? `address:${req.socket.remoteAddress ?? ''}` : `user:${user}`);
+    };
     this.#actions = options.actions;
     const approve = new ApprovalEndpoint({ management: () => this.#management(), logger: this.#logger, clock: this.#clock });
     this.handlers = Object.freeze({ '/dashboard': redirect, [DASHBOARD_PATH]: serveAsset, '/dashboard/events': events, [APPROVE_PATH]: approve.handle });
@@ -178,6 +194,7 @@ export class Dashboard {
       pipelinesSynced: pipelines?.synced ?? false,
       caches: this.#registry?.caches() ?? [],
       requests: this.#requests.counts(),
+      maxBytes: this.#maxDocumentBytes,
     }));
   }
 }

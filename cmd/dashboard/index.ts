@@ -6,4 +6,4 @@
 export { Dashboard, DASHBOARD_PATH } from './dashboard.ts';
 export type { DashboardActionsRegistry, DashboardOptions, DashboardRegistry } from './dashboard.ts';
 export { APPROVE_PATH } from './actions.ts';
-export type { ClusterView, CacheView, DashboardState, EnvironmentView, PipelineView, PromotionView, TargetView } from './model.ts';
+export type { ClusterView, CacheView, CredentialsMissing, DashboardState, EnvironmentView, PipelineView, PromotionView, TargetView, TruncationView } from './model.ts';

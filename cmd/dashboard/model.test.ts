@@ -2,8 +2,9 @@ import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import type { CacheInfo } from '../../lib/registry/index.ts';
 import type { KubeObject } from '../../lib/transport/index.ts';
-import { KubeApiError } from '../../lib/util/index.ts';
-import { buildState, clusterOfConnection, MAX_FIELD_TEXT, MAX_HISTORY, pipelineView, type RequestCounts } from './model.ts';
+import { KubeconfigSecretNotFoundError } from '../../lib/cluster/index.ts';
+import { KubeApiError, TransportError } from '../../lib/util/index.ts';
+import { buildState, clusterOfConnection, errorReason, MAX_FIELD_TEXT, MAX_HISTORY, MAX_OMITTED_NAMES, MIN_DOCUMENT_BYTES, pipelineView, type DashboardState, type RequestCounts } from './model.ts';
 
 const NOW = Date.UTC(2026, 10, 23, 9, 0, 0);
 
@@ -98,7 +99,7 @@ describe('the dashboard state', () => {
       requests: new Map(),
     });
     assert.equal(state.caches[0]?.lastError, '401 for Authorization: Bearer [REDACTED]\\u2028next', 'credentials scrubbed as in logs');
-    assert.equal(state.clusters[0]?.lastError, '401 for Authorization: Bearer [REDACTED]\\u2028next');
+    assert.equal(state.clusters[0]?.lastError, 'Error', 'a cluster\'s error is its type, never the text');
   });
 
   it('keeps at most the newest history records', () => {
@@ -130,7 +131,7 @@ describe('the dashboard state', () => {
       ['secret:delivery/prod-kubeconfig', false, 5, 5, 0, 0, 0, 0, 0],
       ['secret:delivery/staging-kubeconfig', true, 9, 1, 1, 1, 1, 2, 0],
     ]);
-    assert.match(state.clusters[0]?.lastError ?? '', /403/);
+    assert.equal(state.clusters[0]?.lastError, 'ERR_KUBE_API HTTP 403 Forbidden', 'the typed reason, not the peer\'s message');
     assert.equal(state.pipelinesSynced, false);
     const staging = state.caches.find((c) => c.cluster === 'secret:delivery/staging-kubeconfig');
     assert.deepEqual(staging && { createdAt: staging.createdAt, nextGcAt: staging.nextGcAt, kind: staging.kind, group: staging.group }, { createdAt: NOW - 61_000, nextGcAt: NOW + 4_000, kind: 'Deployment', group: 'apps' });
@@ -146,5 +147,103 @@ describe('the dashboard state', () => {
     const two = buildState({ now: NOW + 300, pipelines: [other, pipeline(promoting)], pipelinesSynced: true, caches: [...caches].reverse().map((c) => ({ ...c, ageMs: c.ageMs + 300 })), requests: new Map() });
     assert.equal(JSON.stringify(one), JSON.stringify(two));
     assert.deepEqual(one.pipelines.map((p) => p.namespace), ['alpha', 'delivery']);
+  });
+
+  it('shows a cluster\'s last error by its typed reason only, never a peer\'s text', () => {
+    const peer = new KubeApiError({ cluster: 'secret:team-b/prod', statusCode: 500, status: { reason: 'InternalError', message: 'team-b secret: hunter2 at https://10.0.0.1' } });
+    assert.equal(errorReason(peer), 'ERR_KUBE_API HTTP 500 InternalError');
+    assert.equal(errorReason(new KubeApiError({ cluster: 'local', statusCode: 502 })), 'ERR_KUBE_API HTTP 502');
+    assert.equal(errorReason(new TransportError({ cluster: 'local' }, 'connect ECONNREFUSED 10.0.0.1:6443')), 'ERR_TRANSPORT');
+    assert.equal(errorReason(Object.assign(new Error('x'), { code: 'not a code: peer text' })), 'Error', 'a code that is not ours is not shown');
+    const state = buildState({ now: NOW, pipelines: [], pipelinesSynced: true, caches: [cache({ cluster: 'secret:team-b/prod', lastError: peer })], requests: new Map() });
+    assert.equal(state.clusters[0]?.lastError, 'ERR_KUBE_API HTTP 500 InternalError');
+    assert.ok(!JSON.stringify(state.clusters).includes('hunter2'));
+  });
+
+  it('lists the clusters whose kubeconfig Secret is missing or lacks its key, from the Pipelines naming them, without the Secret\'s key names', () => {
+    // The messages the controller writes into a target's status: those of the provider's typed error.
+    const gone = new KubeconfigSecretNotFoundError({ cluster: 'secret:delivery/prod-kubeconfig', namespace: 'delivery', name: 'prod-kubeconfig', keys: ['value', 'kubeconfig'], availableKeys: undefined });
+    const keyless = new KubeconfigSecretNotFoundError({ cluster: 'cluster-api:delivery/edge', namespace: 'delivery', name: 'edge-kubeconfig', keys: ['value'], availableKeys: ['private-token-name'] });
+    const target = (cluster: string, error: string): unknown => ({ cluster, namespace: 'apps', readable: false, ready: false, error });
+    const status = {
+      environments: [
+        { name: 'staging', ready: false, targets: [target('secret:delivery/prod-kubeconfig', gone.message), target('cluster-api:delivery/edge', keyless.message)] },
+        // Not about credentials: an unreachable cluster, and a text that only looks alike from another cluster.
+        { name: 'prod', ready: false, targets: [target('secret:delivery/far', 'cluster secret:delivery/far: connect ECONNREFUSED'), target('secret:delivery/other', gone.message)] },
+      ],
+    };
+    const state = buildState({ now: NOW, pipelines: [pipeline(status)], pipelinesSynced: true, caches: [], requests: new Map([['secret:delivery/prod-kubeconfig', { requests: 1, failed: 1, lastCode: '<error>' }]]) });
+    assert.deepEqual(state.clusters.map((c) => [c.name, c.credentialsMissing, c.requests]), [
+      ['cluster-api:delivery/edge', 'KeyNotFound', 0],
+      ['secret:delivery/prod-kubeconfig', 'SecretNotFound', 1],
+    ]);
+    assert.ok(!JSON.stringify(state.clusters).includes('private-token-name'));
+  });
+
+  describe('within a byte bound', () => {
+    const MAX = 512 * 1024;
+    /** `count` Pipelines of `targets` unreachable targets in each of two environments, and some history. */
+    function fleet(count: number, targets: number, name = 'app'): KubeObject[] {
+      return Array.from({ length: count }, (_, p) => ({
+        metadata: { namespace: `team-${p}`, name: `${name}-${p}`, generation: 1 },
+        status: {
+          observedGeneration: 1,
+          environments: ['staging', 'prod'].map((env) => ({
+            name: env,
+            ready: false,
+            targets: Array.from({ length: targets }, (_, t) => ({ cluster: `secret:team-${p}/cluster-${t}`, namespace: 'apps', readable: false, ready: false, error: `cluster secret:team-${p}/cluster-${t}: connect ETIMEDOUT 10.0.${p}.${t % 250}:6443` })),
+          })),
+          promotions: Array.from({ length: 10 }, (_, i) => ({ environment: 'prod', revision: `1.${i}.0`, strategy: 'patch', state: 'Failed', attempts: 1, startedAt: new Date(NOW + i * 1000).toISOString() })),
+        },
+      }));
+    }
+    const size = (state: DashboardState): number => Buffer.byteLength(JSON.stringify(state));
+
+    it('leaves a document that fits as it is, with no marker', () => {
+      const state = buildState({ now: NOW, pipelines: fleet(2, 10), pipelinesSynced: true, caches: [], requests: new Map(), maxBytes: MAX });
+      assert.equal(state.truncated, undefined);
+      assert.equal(state.pipelines[0]?.environments[0]?.targets.length, 10);
+      assert.ok(!JSON.stringify(state).includes('omitted'), 'no count of anything left out');
+    });
+
+    it('cuts the same number of targets from every environment when there are too many, and says how many (6 Pipelines × 1,000 unreachable targets)', () => {
+      const sources = { now: NOW, pipelines: fleet(6, 1_000), pipelinesSynced: true, caches: [], requests: new Map<string, RequestCounts>() };
+      assert.ok(size(buildState(sources)) > 1024 * 1024, 'over 1 MiB unbounded');
+      const state = buildState({ ...sources, maxBytes: MAX });
+      assert.ok(size(state) <= MAX, `${size(state)} bytes`);
+      assert.ok(size(state) > MAX * 0.9, 'the room is used');
+      assert.equal(state.pipelines.length, 6, 'every Pipeline shown');
+      const shown = state.pipelines[0]?.environments[0]?.targets.length ?? 0;
+      assert.ok(shown > 100 && shown < 1_000, `${shown} targets shown per environment`);
+      for (const p of state.pipelines) {
+        for (const env of p.environments) {
+          assert.equal(env.targets.length, shown);
+          assert.equal((env.omittedTargets ?? 0) + env.targets.length, 1_000);
+        }
+        assert.equal(p.history.length, 10, 'history kept while cutting targets is enough');
+      }
+      assert.deepEqual(state.truncated, { maxBytes: MAX, targets: 12_000 - 12 * shown, history: 0, pipelines: 0, pipelineNames: [], caches: 0, clusters: 0 });
+      assert.equal(state.pipelines[0]?.environments[0]?.targets[0]?.cluster, 'secret:team-0/cluster-0', 'the first ones, in status order');
+    });
+
+    it('then leaves out history, then whole Pipelines (naming them), when even no targets do not fit', () => {
+      const state = buildState({ now: NOW, pipelines: fleet(200, 5, 'a'.repeat(240)), pipelinesSynced: true, caches: [], requests: new Map(), maxBytes: MIN_DOCUMENT_BYTES });
+      assert.ok(size(state) <= MIN_DOCUMENT_BYTES, `${size(state)} bytes`);
+      const marker = state.truncated;
+      assert.ok(marker !== undefined);
+      assert.ok(marker.pipelines > 0 && state.pipelines.length > 0, `${state.pipelines.length} shown, ${marker.pipelines} left out`);
+      assert.equal(state.pipelines.length + marker.pipelines, 200);
+      assert.equal(marker.pipelineNames.length, MAX_OMITTED_NAMES);
+      assert.ok(!state.pipelines.some((p) => marker.pipelineNames.includes(`${p.namespace}/${p.name}`)), 'the names are of Pipelines not shown');
+      for (const p of state.pipelines) {
+        assert.deepEqual(p.environments.map((e) => [e.targets.length, e.omittedTargets]), [[0, 5], [0, 5]]);
+        assert.deepEqual([p.history.length, p.omittedHistory], [0, 10]);
+      }
+      assert.equal(marker.history, 10 * state.pipelines.length);
+    });
+
+    it('refuses a bound too small to hold the marker', () => {
+      assert.throws(() => buildState({ now: NOW, pipelines: [], pipelinesSynced: true, caches: [], requests: new Map(), maxBytes: 1_000 }), /maxBytes must be an integer of at least 65536, got 1000/);
+    });
   });
 });

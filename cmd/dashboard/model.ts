@@ -3,7 +3,7 @@
 // came from an object or a peer is sanitized and bounded here; the page adds it with textContent.
 import type { KubeObject } from '../../lib/transport/index.ts';
 import type { CacheInfo } from '../../lib/registry/index.ts';
-import { sanitizeForDisplay } from '../../lib/util/index.ts';
+import { KubeApiError, sanitizeForDisplay } from '../../lib/util/index.ts';
 import { scrubText } from '../logging.ts';
 
 /** Longest text one field of the state carries, in UTF-16 code units. */
@@ -12,6 +12,10 @@ export const MAX_FIELD_TEXT = 1_000;
 export const MAX_HISTORY = 50;
 /** Pipelines shown at most (sorted by namespace and name); `truncated` says when there were more. */
 export const MAX_PIPELINES = 200;
+/** Names of the Pipelines left out of a truncated document that its marker lists. */
+export const MAX_OMITTED_NAMES = 20;
+/** The smallest byte bound a document may be given: room for its skeleton and its marker. */
+export const MIN_DOCUMENT_BYTES = 64 * 1024;
 
 /** A condition as the page shows it. */
 export interface ConditionView {
@@ -35,6 +39,8 @@ export interface EnvironmentView {
   readonly ready: boolean;
   readonly revision?: string;
   readonly targets: readonly TargetView[];
+  /** Targets of this environment left out to keep the document within its bound (the first ones are shown). */
+  readonly omittedTargets?: number;
 }
 
 export interface PromotionView {
@@ -62,6 +68,8 @@ export interface PipelineView {
   readonly inFlight: readonly PromotionView[];
   /** Newest first, at most {@link MAX_HISTORY}. */
   readonly history: readonly PromotionView[];
+  /** History records left out to keep the document within its bound (the newest are shown). */
+  readonly omittedHistory?: number;
 }
 
 export interface ClusterView {
@@ -82,9 +90,20 @@ export interface ClusterView {
   readonly objects: number;
   readonly relists: number;
   readonly watchErrors: number;
-  /** The newest cache error on this cluster (scrubbed). */
+  /**
+   * The newest cache error on this cluster, as its typed reason only (`ERR_KUBE_API HTTP 403
+   * Forbidden`, `ERR_WATCH_TIMEOUT`, ...): never the text a peer sent.
+   */
   readonly lastError?: string;
+  /**
+   * Set when a Pipeline's target names this cluster and its kubeconfig Secret is missing
+   * (`SecretNotFound`) or lacks the key (`KeyNotFound`); the cluster then has no connection.
+   */
+  readonly credentialsMissing?: CredentialsMissing;
 }
+
+/** Why a cluster has no credentials, as the Pipelines naming it report. */
+export type CredentialsMissing = 'SecretNotFound' | 'KeyNotFound';
 
 export interface CacheView {
   readonly cluster: string;
@@ -106,6 +125,25 @@ export interface CacheView {
 }
 
 /**
+ * What a document left out to stay within its byte bound: targets first (the same number per
+ * environment at most), then history, then whole Pipelines, caches and clusters, in that order.
+ */
+export interface TruncationView {
+  /** The bound, in bytes of JSON. */
+  readonly maxBytes: number;
+  /** Targets left out, over every environment (each says how many of its own). */
+  readonly targets: number;
+  /** History records left out (each Pipeline says how many of its own). */
+  readonly history: number;
+  /** Pipelines left out (beyond those {@link MAX_PIPELINES} already leaves out). */
+  readonly pipelines: number;
+  /** `namespace/name` of the first {@link MAX_OMITTED_NAMES} Pipelines left out. */
+  readonly pipelineNames: readonly string[];
+  readonly caches: number;
+  readonly clusters: number;
+}
+
+/**
  * Everything the page shows, as one JSON document. It carries no "now": the same fleet gives the
  * same JSON, so an unchanged state is never sent again (the stream stamps the time it sends).
  */
@@ -117,6 +155,8 @@ export interface DashboardState {
   readonly pipelinesSynced: boolean;
   readonly clusters: readonly ClusterView[];
   readonly caches: readonly CacheView[];
+  /** Set when the document was cut to its byte bound: what was left out. */
+  readonly truncated?: TruncationView;
 }
 
 /** Request counts of one cluster, as {@link RequestTally} keeps them. */
@@ -136,6 +176,11 @@ export interface StateSources {
   readonly caches: readonly CacheInfo[];
   /** Request counts by cluster name. */
   readonly requests: ReadonlyMap<string, RequestCounts>;
+  /**
+   * Bytes of JSON the document may take at most (at least {@link MIN_DOCUMENT_BYTES}): beyond it,
+   * parts are left out and `truncated` says which. Default: unbounded.
+   */
+  readonly maxBytes?: number;
 }
 
 function text(value: string): string {
@@ -217,6 +262,32 @@ export function pipelineView(obj: KubeObject): PipelineView {
   };
 }
 
+/**
+ * An error as its typed reason, never its message (which may carry a peer's text): the
+ * `FleetcacheError` code, with the HTTP status and Status reason of an API server's answer.
+ */
+export function errorReason(err: Error): string {
+  const code = (err as { code?: unknown }).code;
+  if (err instanceof KubeApiError) return text(`${err.code} HTTP ${err.statusCode}${err.reason === '' ? '' : ` ${err.reason}`}`);
+  if (typeof code === 'string' && /^ERR_[A-Z0-9_]{1,60}$/.test(code)) return code;
+  return text(err.name);
+}
+
+/**
+ * Whether a target's error says its cluster's kubeconfig Secret is missing. The controller writes
+ * the message of the provider's `KubeconfigSecretNotFoundError` (`cluster <key>: Secret <ns>/<name>
+ * not found`, or `... has no key ...`); only the kind is taken from it, never the key names.
+ */
+export function credentialsMissingOf(target: TargetView): CredentialsMissing | undefined {
+  if (target.readable !== false || target.error === undefined) return undefined;
+  const prefix = `cluster ${target.cluster}: Secret `;
+  if (!target.error.startsWith(prefix)) return undefined;
+  const rest = target.error.slice(prefix.length);
+  if (/^[a-z0-9.-]+\/[a-z0-9.-]+ not found$/.test(rest)) return 'SecretNotFound';
+  if (/^[a-z0-9.-]+\/[a-z0-9.-]+ has no key /.test(rest)) return 'KeyNotFound';
+  return undefined;
+}
+
 function toSecond(ms: number): number {
   return Math.round(ms / 1000) * 1000;
 }
@@ -265,6 +336,18 @@ export function buildState(sources: StateSources): DashboardState {
   };
   for (const info of sources.caches) clusterEntry(clusterOfConnection(info.cluster)).caches.push(info);
   for (const [name, counts] of sources.requests) clusterEntry(name).counts = counts;
+  // Clusters without credentials have no cache and get no request: the Pipelines naming them say so.
+  const missing = new Map<string, CredentialsMissing>();
+  for (const p of pipelines) {
+    for (const env of p.environments) {
+      for (const target of env.targets) {
+        const why = credentialsMissingOf(target);
+        if (why === undefined || missing.get(target.cluster) === 'SecretNotFound') continue;
+        missing.set(target.cluster, why);
+        clusterEntry(target.cluster);
+      }
+    }
+  }
   const clusterViews = [...clusters.values()]
     .sort((a, b) => compare(a.name, b.name))
     .map(({ name, caches: of, counts }): ClusterView => {
@@ -281,15 +364,130 @@ export function buildState(sources: StateSources): DashboardState {
         objects: of.reduce((sum, c) => sum + c.objects, 0),
         relists: of.reduce((sum, c) => sum + c.relists, 0),
         watchErrors: of.reduce((sum, c) => sum + c.watchErrors, 0),
-        ...optional('lastError', failing?.lastError === undefined ? undefined : text(scrubText(failing.lastError.message))),
+        ...optional('lastError', failing?.lastError === undefined ? undefined : errorReason(failing.lastError)),
+        ...optional('credentialsMissing', missing.get(name)),
       };
     });
 
-  return {
+  const state: DashboardState = {
     pipelines: pipelines.slice(0, MAX_PIPELINES),
     truncatedPipelines: Math.max(0, pipelines.length - MAX_PIPELINES),
     pipelinesSynced: sources.pipelinesSynced,
     clusters: clusterViews,
     caches,
   };
+  if (sources.maxBytes === undefined) return state;
+  if (!Number.isInteger(sources.maxBytes) || sources.maxBytes < MIN_DOCUMENT_BYTES) {
+    throw new TypeError(`buildState maxBytes must be an integer of at least ${MIN_DOCUMENT_BYTES}, got ${sources.maxBytes}`);
+  }
+  return fitState(state, sources.maxBytes);
+}
+
+function bytes(value: unknown): number {
+  return Buffer.byteLength(JSON.stringify(value));
+}
+
+/** How many of each list are kept: `Infinity` keeps all. */
+interface Caps {
+  readonly targets: number;
+  readonly history: number;
+  readonly pipelines: number;
+  readonly caches: number;
+  readonly clusters: number;
+}
+
+const ALL: Caps = { targets: Infinity, history: Infinity, pipelines: Infinity, caches: Infinity, clusters: Infinity };
+
+/** `state` with each list cut to its cap, every cut counted where it happened and in the marker. */
+function capState(state: DashboardState, caps: Caps, maxBytes: number): DashboardState {
+  let targets = 0;
+  let history = 0;
+  const shown = state.pipelines.slice(0, caps.pipelines).map((p): PipelineView => {
+    history += Math.max(0, p.history.length - caps.history);
+    return {
+      ...p,
+      environments: p.environments.map((env): EnvironmentView => {
+        const left = Math.max(0, env.targets.length - caps.targets);
+        targets += left;
+        return left === 0 ? env : { ...env, targets: env.targets.slice(0, caps.targets), omittedTargets: left };
+      }),
+      history: p.history.slice(0, caps.history),
+      ...optional('omittedHistory', p.history.length > caps.history ? p.history.length - caps.history : undefined),
+    };
+  });
+  const omitted = state.pipelines.slice(shown.length);
+  // Targets and history of the Pipelines left out are counted with them, not again.
+  const truncated: TruncationView = {
+    maxBytes,
+    targets,
+    history,
+    pipelines: omitted.length,
+    pipelineNames: omitted.slice(0, MAX_OMITTED_NAMES).map((p) => `${p.namespace}/${p.name}`),
+    caches: Math.max(0, state.caches.length - caps.caches),
+    clusters: Math.max(0, state.clusters.length - caps.clusters),
+  };
+  return {
+    ...state,
+    pipelines: shown,
+    clusters: state.clusters.slice(0, caps.clusters),
+    caches: state.caches.slice(0, caps.caches),
+    truncated,
+  };
+}
+
+/**
+ * The largest cap `k` such that `base` plus the first `k` items of every list (each costing its
+ * size and a comma) stays within `limit`. `lists` holds the items' sizes.
+ */
+function largestCap(base: number, lists: readonly (readonly number[])[], limit: number): number {
+  const longest = lists.reduce((max, l) => Math.max(max, l.length), 0);
+  const prefix = lists.map((l) => {
+    const sums = [0];
+    for (const size of l) sums.push((sums.at(-1) ?? 0) + size + 1);
+    return sums;
+  });
+  const cost = (k: number): number => base + prefix.reduce((sum, sums) => sum + (sums[Math.min(k, sums.length - 1)] ?? 0), 0);
+  let low = 0;
+  let high = longest;
+  while (low < high) {
+    const mid = Math.ceil((low + high) / 2);
+    if (cost(mid) <= limit) low = mid;
+    else high = mid - 1;
+  }
+  return low;
+}
+
+/**
+ * `state` within `maxBytes` of JSON, cutting in order: targets (the same number per environment
+ * at most, so that every Pipeline shows some), history, whole Pipelines, caches, clusters. Each
+ * stage sizes its items once and finds the cap by arithmetic: the document is serialised a few
+ * times, never once per candidate. The estimate is an upper bound (an item adds at most its size
+ * and a comma; the marker's counts only shrink), so the result always fits.
+ */
+function fitState(state: DashboardState, maxBytes: number): DashboardState {
+  if (bytes(state) <= maxBytes) return state;
+  let caps: Caps = ALL;
+  const stages: readonly { readonly key: keyof Caps; readonly lists: (s: DashboardState) => readonly (readonly unknown[])[] }[] = [
+    { key: 'targets', lists: (s) => s.pipelines.flatMap((p) => p.environments.map((e) => e.targets)) },
+    { key: 'history', lists: (s) => s.pipelines.map((p) => p.history) },
+    { key: 'pipelines', lists: (s) => [s.pipelines] },
+    { key: 'caches', lists: (s) => [s.caches] },
+    { key: 'clusters', lists: (s) => [s.clusters] },
+  ];
+  for (const stage of stages) {
+    // Earlier stages stay cut to nothing: this one gets what room is left.
+    caps = { ...caps, [stage.key]: 0 };
+    const base = bytes(capState(state, caps, maxBytes));
+    if (base > maxBytes) continue;
+    const lists = stage.lists(capState(state, { ...caps, [stage.key]: Infinity }, maxBytes)).map((l) => l.map(bytes));
+    let cap = largestCap(base, lists, maxBytes);
+    // The marker names other Pipelines as more are shown: the estimate may be off by a few bytes.
+    let fitted = capState(state, { ...caps, [stage.key]: cap }, maxBytes);
+    while (cap > 0 && bytes(fitted) > maxBytes) {
+      cap -= 1;
+      fitted = capState(state, { ...caps, [stage.key]: cap }, maxBytes);
+    }
+    return fitted;
+  }
+  return capState(state, caps, maxBytes);
 }

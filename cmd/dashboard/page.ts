@@ -152,6 +152,9 @@ button.approve:disabled { opacity: .6; cursor: progress; }
   .inflight button.approve { width: 100%; padding: 10px 12px; }
   .scroll td.muted { min-width: 16em; }
 }
+
+.truncated { background: var(--wait-bg); color: var(--wait); border-radius: 8px; padding: 8px 12px; margin-bottom: 14px; overflow-wrap: anywhere; }
+.targets li.omitted { color: var(--wait); font-style: italic; }
 `;
 
 // Plain ES2020 for any current browser, written without template literals so that it sits in this
@@ -166,6 +169,8 @@ export const appJs = String.raw`'use strict';
   var retryTimer = null;
   // The last action's outcome per Pipeline, shown until the next one: a re-render keeps it.
   var notices = {};
+
+  var reconnectAsked = false;
 
   function byId(id) { return document.getElementById(id); }
 
@@ -306,20 +311,54 @@ export const appJs = String.raw`'use strict';
     return el('article', { class: 'pipeline', 'data-pipeline': id }, [head, el('div', { class: 'envs' }, envs), inflight, notice, history]);
   }
 
+  // --- Limits and cluster health: what a document cut to its bound left out, and clusters whose
+  // credentials are missing. Separate from the rendering above, which it only decorates.
+  function plural(n, one, many) { return n + ' ' + (n === 1 ? one : many); }
+  function truncationNotice(state) {
+    var t = state.truncated;
+    if (!t) return null;
+    var parts = [];
+    if (t.pipelines > 0) parts.push(plural(t.pipelines, 'Pipeline', 'Pipelines') + (t.pipelineNames.length > 0 ? ' (' + t.pipelineNames.join(', ') + (t.pipelines > t.pipelineNames.length ? ', …' : '') + ')' : ''));
+    if (t.targets > 0) parts.push(plural(t.targets, 'target', 'targets'));
+    if (t.history > 0) parts.push(plural(t.history, 'history record', 'history records'));
+    if (t.caches > 0) parts.push(plural(t.caches, 'cache', 'caches'));
+    if (t.clusters > 0) parts.push(plural(t.clusters, 'cluster', 'clusters'));
+    return el('p', { class: 'truncated', 'data-field': 'truncated', text: 'Too much to show at once (the state is limited to ' + Math.round(t.maxBytes / 1024) + ' KiB): left out ' + parts.join(', ') + '.' });
+  }
+  function withOmitted(node, p) {
+    var envs = node.querySelectorAll('.envs > .env');
+    p.environments.forEach(function (env, i) {
+      var list = envs[i] && envs[i].querySelector('.targets');
+      if (list && env.omittedTargets > 0) list.appendChild(el('li', { class: 'omitted', 'data-omitted': env.omittedTargets, text: '… and ' + plural(env.omittedTargets, 'more target', 'more targets') + ' not shown' }));
+    });
+    if (p.omittedHistory > 0) {
+      var summary = node.querySelector('details > summary');
+      if (summary) summary.textContent += ', ' + p.omittedHistory + ' older not shown';
+    }
+    return node;
+  }
+  function clusterError(c) {
+    if (c.credentialsMissing === 'SecretNotFound') return 'credentials missing: kubeconfig Secret not found' + (c.lastError ? '; ' + c.lastError : '');
+    if (c.credentialsMissing === 'KeyNotFound') return 'credentials missing: no kubeconfig key in the Secret' + (c.lastError ? '; ' + c.lastError : '');
+    return c.lastError;
+  }
+  // --- end of limits and cluster health.
+
   function render(state) {
-    var pipelines = state.pipelines.map(renderPipeline);
+    var pipelines = state.pipelines.map(function (p) { return withOmitted(renderPipeline(p), p); });
     if (pipelines.length === 0) pipelines.push(el('p', { class: 'muted', text: state.pipelinesSynced ? 'No Pipelines.' : 'Loading Pipelines…' }));
     if (state.truncatedPipelines > 0) pipelines.push(el('p', { class: 'muted', text: state.truncatedPipelines + ' more Pipelines not shown.' }));
+    if (state.truncated) pipelines.unshift(truncationNotice(state));
     replace(byId('pipelines'), pipelines);
 
     replace(byId('clusters'), [table(
       [{ text: 'Cluster' }, { text: 'Reachable' }, { text: 'Requests', num: true }, { text: 'Failed', num: true }, { text: 'Last code' }, { text: 'Caches synced', num: true }, { text: 'Objects', num: true }, { text: 'Relists', num: true }, { text: 'Watch errors', num: true }, { text: 'Last error' }],
       state.clusters.map(function (c) {
-        return el('tr', { 'data-cluster': c.name }, [
+        return el('tr', { 'data-cluster': c.name, 'data-credentials': c.credentialsMissing ? 'missing' : null }, [
           cell(c.name),
           el('td', null, [c.reachable === true ? pill('yes', 'ok') : c.reachable === false ? pill('no', 'bad') : pill('unknown', 'wait')]),
           num(c.requests), num(c.failedRequests), cell(c.lastCode), num(c.syncedCaches + '/' + c.caches), num(c.objects), num(c.relists), num(c.watchErrors),
-          cell(c.lastError, c.lastError ? 'error' : 'muted'),
+          cell(clusterError(c), clusterError(c) ? 'error' : 'muted'),
         ]);
       }), 'No cluster contacted yet.')]);
 
@@ -363,6 +402,8 @@ export const appJs = String.raw`'use strict';
             else if (line.indexOf('data:') === 0) data.push(line.slice(5).replace(/^ /, ''));
           });
           if (event === 'state' && data.length > 0) onDocument(data.join('\n'));
+          // The stream's lifetime is over: connect again at once (and be authorised again).
+          else if (event === 'reconnect') reconnectAsked = true;
         }
         return pump();
       });
@@ -389,11 +430,20 @@ export const appJs = String.raw`'use strict';
     reading = controller;
     var token = storedToken();
     var headers = token ? { authorization: 'Bearer ' + token } : {};
-    setConnection('connecting', 'connecting');
+    // A reconnection the server asked for keeps the page as it is (no "connecting" flash).
+    if (!reconnectAsked) setConnection('connecting', 'connecting');
+    reconnectAsked = false;
     fetch('events', { headers: headers, cache: 'no-store', credentials: 'omit', signal: controller.signal }).then(function (res) {
       if (res.status === 401 || res.status === 403) {
         setConnection('refused', res.status === 401 ? 'token needed' : 'not allowed');
         showLogin(res.status === 403 ? 'This token may not read the dashboard (403).' : token ? 'The token was not accepted (401).' : 'This dashboard needs a bearer token (401).');
+        return 'refused';
+      }
+      if (res.status === 429) {
+        // Over this user's share of streams: said plainly, and tried again when the server says.
+        var wait = Math.max(1, Number(res.headers.get('retry-after')) || 5) * 1000;
+        setConnection('refused', 'too many open dashboards for this user, retrying in ' + Math.round(wait / 1000) + ' s');
+        retryTimer = retryTimer || setTimeout(function () { retryTimer = null; connect(); }, wait);
         return 'refused';
       }
       if (!res.ok || !res.body) throw new Error('HTTP ' + res.status);
@@ -402,7 +452,9 @@ export const appJs = String.raw`'use strict';
       setConnection('live', 'live');
       return readEvents(res.body.getReader());
     }).then(function (outcome) {
-      if (outcome !== 'refused' && reading === controller) scheduleRetry();
+      if (outcome === 'refused' || reading !== controller) return;
+      if (reconnectAsked) connect();
+      else scheduleRetry();
     }, function (err) {
       if (reading !== controller || controller.signal.aborted) return;
       // A cut stream or a failed render: said in the console, then tried again.

@@ -13,6 +13,8 @@ interface Client {
   readonly documents: unknown[];
   /** Comment lines (heartbeats) received. */
   readonly comments: string[];
+  /** Event names of every frame with data, in order. */
+  readonly events: string[];
   readonly ended: Promise<void>;
   close(): void;
 }
@@ -28,17 +30,19 @@ afterEach(async () => {
 });
 
 async function serve(stream: EventStream): Promise<string> {
-  const server = createServer((req, res) => { stream.attach(res, req.method ?? 'GET'); });
+  // Each client names its identity in a header (the dashboard takes the authenticated user).
+  const server = createServer((req, res) => { stream.attach(res, req.method ?? 'GET', String(req.headers['x-identity'] ?? 'viewer')); });
   servers.push(server);
   await new Promise<void>((resolve) => { server.listen(0, '127.0.0.1', resolve); });
   return `http://127.0.0.1:${(server.address() as AddressInfo).port}/`;
 }
 
-function open(url: string, method = 'GET'): Promise<Client> {
+function open(url: string, method = 'GET', identity = 'viewer'): Promise<Client> {
   return new Promise((resolve, reject) => {
-    const req = request(url, { method }, (res) => {
+    const req = request(url, { method, headers: { 'x-identity': identity } }, (res) => {
       const documents: unknown[] = [];
       const comments: string[] = [];
+      const events: string[] = [];
       let buffer = '';
       res.setEncoding('utf8');
       res.on('data', (chunk: string) => {
@@ -46,14 +50,17 @@ function open(url: string, method = 'GET'): Promise<Client> {
         for (let end = buffer.indexOf('\n\n'); end >= 0; end = buffer.indexOf('\n\n')) {
           const frame = buffer.slice(0, end).split('\n');
           buffer = buffer.slice(end + 2);
+          const event = frame.find((line) => line.startsWith('event: '))?.slice(7) ?? 'message';
           for (const line of frame) {
-            if (line.startsWith('data: ')) documents.push(JSON.parse(line.slice(6)));
-            else if (line.startsWith(':')) comments.push(line);
+            if (line.startsWith('data: ')) {
+              events.push(event);
+              if (event === 'state') documents.push(JSON.parse(line.slice(6)));
+            } else if (line.startsWith(':')) comments.push(line);
           }
         }
       });
       const ended = new Promise<void>((done) => { res.once('close', () => { done(); }); });
-      resolve({ res, documents, comments, ended, close: () => { req.destroy(); } });
+      resolve({ res, documents, comments, events, ended, close: () => { req.destroy(); } });
     });
     req.once('error', reject);
     req.end();
@@ -220,7 +227,83 @@ describe('the dashboard event stream', () => {
     assert.equal(clock.pendingTimers, 0);
   });
 
+  it('sends a first document larger than the unsent-bytes bound whole: a document\'s size is never a reason to drop a viewer', async () => {
+    const { clock, stream, set } = setUp({ maxBufferedBytes: 64 * 1024, minIntervalMs: 10 });
+    const big = { version: 1, big: 'x'.repeat(256 * 1024) };
+    set(big);
+    const client = await open(await serve(stream));
+    await until('the first document', () => client.documents.length === 1 || stream.clients === 0);
+    assert.deepEqual((client.documents[0] as { state: unknown } | undefined)?.state, big);
+    assert.equal(stream.stats().dropped, 0);
+    // And a later one as large, once the first is read.
+    set({ ...big, version: 2 });
+    stream.notify();
+    clock.advance(10);
+    await until('the second document', () => client.documents.length === 2 || stream.clients === 0);
+    assert.equal(stream.clients, 1);
+    assert.equal(stream.stats().dropped, 0);
+  });
+
+  it('gives one identity at most its share of the clients: one more is answered 429 with Retry-After, others are unaffected', async () => {
+    const { stream } = setUp({ maxClients: 16, maxClientsPerIdentity: 4 });
+    const url = await serve(stream);
+    const greedy: Client[] = [];
+    for (let i = 0; i < 4; i++) greedy.push(await open(url, 'GET', 'user:greedy'));
+    await until('four streams', () => stream.clientsOf('user:greedy') === 4);
+    for (let i = 0; i < 12; i++) {
+      const over = await open(url, 'GET', 'user:greedy');
+      assert.equal(over.res.statusCode, 429);
+      assert.equal(over.res.headers['retry-after'], '5');
+      await over.ended;
+    }
+    assert.equal(stream.stats().refusedOverShare, 12);
+    const others = [await open(url, 'GET', 'user:alice'), await open(url, 'GET', 'user:bob')];
+    for (const other of others) assert.equal(other.res.statusCode, 200);
+    await until('the others served', () => others.every((o) => o.documents.length >= 1));
+    assert.equal(stream.clients, 6);
+    // A stream of the identity ends: its slot is its own again.
+    greedy[0]?.close();
+    await until('a slot freed', () => stream.clientsOf('user:greedy') === 3);
+    const again = await open(url, 'GET', 'user:greedy');
+    assert.equal(again.res.statusCode, 200);
+    await until('served again', () => again.documents.length === 1);
+  });
+
+  it('ends each stream after its lifetime, with jitter, telling the page to reconnect; the timer goes with the stream', async () => {
+    const draws = [0, 0.5];
+    const { clock, stream } = setUp({ lifetimeMs: 60_000, refreshMs: 1_000_000, heartbeatMs: 1_000_000, random: () => draws.shift() ?? 0 });
+    const url = await serve(stream);
+    const first = await open(url); // lives 60 s
+    await until('connected', () => stream.clients === 1);
+    const second = await open(url); // lives 90 s
+    await until('both connected', () => stream.clients === 2);
+    clock.advance(59_999);
+    for (let i = 0; i < 20; i++) await tick();
+    assert.equal(stream.clients, 2, 'not before the lifetime');
+    clock.advance(1);
+    await first.ended;
+    assert.equal(first.res.complete, true, 'ended cleanly, not cut');
+    assert.equal(first.events.at(-1), 'reconnect');
+    assert.equal(stream.clients, 1);
+    clock.advance(29_999);
+    for (let i = 0; i < 20; i++) await tick();
+    assert.equal(stream.clients, 1, 'the jitter lengthens the second');
+    clock.advance(1);
+    await second.ended;
+    assert.equal(second.events.at(-1), 'reconnect');
+    assert.deepEqual(stream.stats().expired, 2);
+    assert.equal(clock.pendingTimers, 0);
+    // A client that leaves early takes its expiry with it.
+    const third = await open(url);
+    await until('connected again', () => stream.clients === 1);
+    third.close();
+    await until('gone', () => stream.clients === 0);
+    assert.equal(clock.pendingTimers, 0);
+  });
+
   it('rejects invalid options with a TypeError naming the option', () => {
+    assert.throws(() => new EventStream(() => '{}', { maxClientsPerIdentity: 0 }), /maxClientsPerIdentity must be a positive integer, got 0/);
+    assert.throws(() => new EventStream(() => '{}', { lifetimeMs: -1 }), /lifetimeMs must be a positive number, got -1/);
     assert.throws(() => new EventStream(() => '{}', { minIntervalMs: 0 }), /minIntervalMs must be a positive number, got 0/);
     assert.throws(() => new EventStream(() => '{}', { maxClients: 1.5 }), /maxClients must be a positive integer, got 1.5/);
     assert.throws(() => new EventStream(() => '{}', { maxBufferedBytes: Number.NaN }), TypeError);

@@ -26,9 +26,10 @@ export type Route = (query: URLSearchParams) => RouteAnswer | Promise<RouteAnswe
  * A GET/HEAD handler that writes its own answer on `res`: for what a {@link Route} cannot say
  * (server-sent events, files), or, at one of `actionPaths`, a handler of any method. It owns `res`
  * until it ends it; a rejection before any header is sent answers 500. `url` is the request's URL,
- * parsed.
+ * parsed; `user` is who `authorize` allowed, unset for a public path or a server without
+ * authentication.
  */
-export type RouteHandler = (req: IncomingMessage, res: ServerResponse, url: URL) => void | Promise<void>;
+export type RouteHandler = (req: IncomingMessage, res: ServerResponse, url: URL, user?: string) => void | Promise<void>;
 
 /** Options of {@link HttpServer.start}. */
 export interface HttpServerOptions {
@@ -191,7 +192,7 @@ async function serve(table: RouteTable, logger: Logger, authorize: HttpServerOpt
     if (decision.status === 429) res.setHeader('retry-after', String(decision.retryAfterSeconds));
   } else if ('handler' in found) {
     // The handler answers on `res` itself; a rejection reaches the server's 500.
-    await found.handler(req, res, url);
+    await found.handler(req, res, url, decision?.allowed === true ? decision.user : undefined);
     return;
   } else {
     try {

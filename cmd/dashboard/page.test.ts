@@ -1,0 +1,213 @@
+// The page's script run in a VM against a small DOM of its own (no browser): what it shows of a
+// document cut to its bound and of clusters without credentials, and how it reconnects when a
+// stream's lifetime ends or a user is over its share. The real browser test covers the rest.
+import assert from 'node:assert/strict';
+import { setImmediate as tick } from 'node:timers/promises';
+import { describe, it } from 'node:test';
+import { createContext, Script } from 'node:vm';
+import type { DashboardState } from './model.ts';
+import { appJs } from './page.ts';
+
+/** Just enough of an element for the page: attributes, children, text, and simple selectors. */
+class FakeElement {
+  readonly tagName: string;
+  readonly attributes = new Map<string, string>();
+  readonly children: FakeElement[] = [];
+  parent: FakeElement | undefined;
+  #text = '';
+  hidden = false;
+  constructor(tag: string) {
+    this.tagName = tag.toUpperCase();
+  }
+  get className(): string { return this.attributes.get('class') ?? ''; }
+  set className(value: string) { this.attributes.set('class', value); }
+  get firstChild(): FakeElement | null { return this.children[0] ?? null; }
+  get textContent(): string { return this.#text + this.children.map((c) => c.textContent).join(''); }
+  set textContent(value: string) {
+    this.children.splice(0);
+    this.#text = value;
+  }
+  setAttribute(name: string, value: string): void { this.attributes.set(name, value); }
+  getAttribute(name: string): string | null { return this.attributes.get(name) ?? null; }
+  appendChild(child: FakeElement): FakeElement {
+    child.parent = this;
+    this.children.push(child);
+    return child;
+  }
+  removeChild(child: FakeElement): FakeElement {
+    this.children.splice(this.children.indexOf(child), 1);
+    return child;
+  }
+  addEventListener(): void { /* forms and buttons are not used here */ }
+  focus(): void { /* nothing to focus */ }
+  #descendants(): FakeElement[] {
+    return this.children.flatMap((c) => [c, ...c.#descendants()]);
+  }
+  querySelectorAll(selector: string): FakeElement[] {
+    return this.#descendants().filter((e) => e.matches(selector, this));
+  }
+  querySelector(selector: string): FakeElement | null {
+    return this.querySelectorAll(selector)[0] ?? null;
+  }
+  /** Compound selectors (`tag.class[attr="v"]`) joined by ' ' or ' > ', matched right to left below `root`. */
+  matches(selector: string, root: FakeElement): boolean {
+    const parts = selector.trim().split(/\s*(>)\s*|\s+/).filter((p): p is string => typeof p === 'string' && p !== '');
+    const test = (e: FakeElement, compound: string): boolean => {
+      const tag = /^[a-z]+/i.exec(compound)?.[0];
+      if (tag !== undefined && e.tagName !== tag.toUpperCase()) return false;
+      for (const [, cls] of compound.matchAll(/\.([\w-]+)/g)) if (!e.className.split(' ').includes(cls ?? '')) return false;
+      for (const [, name, value] of compound.matchAll(/\[([\w-]+)(?:="([^"]*)")?\]/g)) {
+        const actual = e.getAttribute(name ?? '');
+        if (actual === null || (value !== undefined && actual !== value)) return false;
+      }
+      return true;
+    };
+    const walk = (e: FakeElement | undefined, i: number): boolean => {
+      if (e === undefined || e === root) return false;
+      if (!test(e, parts[i] ?? '')) return false;
+      if (i === 0) return true;
+      if (parts[i - 1] === '>') return walk(e.parent, i - 2);
+      for (let up = e.parent; up !== undefined && up !== root; up = up.parent) if (walk(up, i - 1)) return true;
+      return false;
+    };
+    return walk(this, parts.length - 1);
+  }
+}
+
+interface FakeResponse {
+  readonly status: number;
+  readonly headers?: Readonly<Record<string, string>>;
+  /** Server-sent frames, then the end of the stream. */
+  readonly frames?: readonly string[];
+}
+
+/** The page's script with its DOM, and the answers its fetch() calls get, in order. */
+function loadPage(answers: FakeResponse[]): { byId: (id: string) => FakeElement; fetches: () => number; timers: number[]; ready: () => void } {
+  const ids = ['connection', 'updated', 'forget', 'login', 'login-reason', 'token', 'pipelines', 'clusters', 'caches'];
+  const body = new FakeElement('body');
+  const elements = new Map(ids.map((id) => [id, body.appendChild(new FakeElement(id === 'login' ? 'form' : 'div'))]));
+  let ready = (): void => undefined;
+  let fetches = 0;
+  const timers: number[] = [];
+  const document = {
+    getElementById: (id: string) => elements.get(id) ?? null,
+    createElement: (tag: string) => new FakeElement(tag),
+    querySelectorAll: (selector: string) => body.querySelectorAll(selector),
+    addEventListener: (event: string, fn: () => void) => { if (event === 'DOMContentLoaded') ready = fn; },
+  };
+  const fetch = (): Promise<unknown> => {
+    fetches += 1;
+    const answer = answers.shift();
+    if (answer === undefined) return new Promise(() => undefined); // pending for ever
+    const chunks = (answer.frames ?? []).map((f) => new TextEncoder().encode(f));
+    return Promise.resolve({
+      status: answer.status,
+      ok: answer.status >= 200 && answer.status < 300,
+      headers: { get: (name: string) => answer.headers?.[name] ?? null },
+      body: { getReader: () => ({ read: () => Promise.resolve(chunks.length > 0 ? { done: false, value: chunks.shift() } : { done: true, value: undefined }) }) },
+    });
+  };
+  const context = createContext({
+    document,
+    fetch,
+    sessionStorage: { getItem: () => 'a-token', setItem: () => undefined, removeItem: () => undefined },
+    setTimeout: (_fn: () => void, ms: number) => { timers.push(ms); return timers.length; },
+    clearTimeout: () => undefined,
+    setInterval: () => 0,
+    TextDecoder,
+    AbortController,
+    console,
+  });
+  new Script(appJs, { filename: 'app.js' }).runInContext(context);
+  const byId = (id: string): FakeElement => {
+    const e = elements.get(id);
+    assert.ok(e !== undefined);
+    return e;
+  };
+  return { byId, fetches: () => fetches, timers, ready: () => { ready(); } };
+}
+
+function frame(state: DashboardState): string {
+  return `event: state\ndata: ${JSON.stringify({ now: Date.UTC(2026, 10, 23, 9), state })}\n\n`;
+}
+
+async function settle(): Promise<void> {
+  for (let i = 0; i < 50; i++) await tick();
+}
+
+const target = (i: number): DashboardState['pipelines'][number]['environments'][number]['targets'][number] => ({ cluster: `secret:team-a/c${i}`, namespace: 'apps', readable: false, ready: false, error: 'ERR_TRANSPORT' });
+
+const cut: DashboardState = {
+  pipelines: [{
+    namespace: 'team-a',
+    name: 'shop',
+    stale: false,
+    environments: [{ name: 'prod', ready: false, targets: [target(0), target(1)], omittedTargets: 998 }],
+    inFlight: [],
+    history: [],
+    omittedHistory: 4,
+  }],
+  truncatedPipelines: 0,
+  pipelinesSynced: true,
+  clusters: [
+    { name: 'secret:team-a/gone', requests: 0, failedRequests: 0, caches: 0, syncedCaches: 0, objects: 0, relists: 0, watchErrors: 0, credentialsMissing: 'SecretNotFound' },
+    { name: 'secret:team-a/up', requests: 3, failedRequests: 1, caches: 1, syncedCaches: 1, objects: 1, relists: 0, watchErrors: 1, lastError: 'ERR_KUBE_API HTTP 403 Forbidden' },
+  ],
+  caches: [],
+  truncated: { maxBytes: 524_288, targets: 998, history: 4, pipelines: 2, pipelineNames: ['team-b/a', 'team-c/b'], caches: 0, clusters: 0 },
+};
+
+describe('the dashboard page script', () => {
+  it('says what a cut document left out, per environment and in all, and which clusters have no credentials', async () => {
+    const page = loadPage([{ status: 200, frames: [frame(cut)] }]);
+    page.ready();
+    await settle();
+    const pipelines = page.byId('pipelines');
+    assert.equal(pipelines.querySelector('[data-field="truncated"]')?.textContent, 'Too much to show at once (the state is limited to 512 KiB): left out 2 Pipelines (team-b/a, team-c/b), 998 targets, 4 history records.');
+    const env = pipelines.querySelector('[data-pipeline="team-a/shop"] [data-env="prod"]');
+    assert.ok(env !== null);
+    assert.equal(env.querySelectorAll('.targets li').length, 3);
+    assert.equal(env.querySelector('li.omitted')?.textContent, '… and 998 more targets not shown');
+    assert.match(pipelines.querySelector('summary')?.textContent ?? '', /4 older not shown/);
+    const clusters = page.byId('clusters');
+    assert.match(clusters.querySelector('[data-cluster="secret:team-a/gone"]')?.textContent ?? '', /credentials missing: kubeconfig Secret not found/);
+    assert.equal(clusters.querySelector('[data-cluster="secret:team-a/gone"]')?.getAttribute('data-credentials'), 'missing');
+    assert.match(clusters.querySelector('[data-cluster="secret:team-a/up"]')?.textContent ?? '', /ERR_KUBE_API HTTP 403 Forbidden/);
+    assert.equal(clusters.querySelector('[data-cluster="secret:team-a/up"]')?.getAttribute('data-credentials'), null);
+
+    // The same page with a document that fits: no notice left behind.
+    const fits: DashboardState = {
+      pipelines: [{ namespace: 'team-a', name: 'shop', stale: false, environments: [{ name: 'prod', ready: false, targets: [target(0)] }], inFlight: [], history: [] }],
+      truncatedPipelines: 0,
+      pipelinesSynced: true,
+      clusters: [],
+      caches: [],
+    };
+    const whole = loadPage([{ status: 200, frames: [frame(fits)] }]);
+    whole.ready();
+    await settle();
+    assert.equal(whole.byId('pipelines').querySelector('[data-field="truncated"]'), null);
+    assert.equal(whole.byId('pipelines').querySelector('li.omitted'), null);
+  });
+
+  it('reconnects at once, without showing a disconnection, when the stream\'s lifetime ends; says so and waits when over its share', async () => {
+    const page = loadPage([
+      { status: 200, frames: [frame(cut), 'event: reconnect\ndata: {}\n\n'] },
+      { status: 429, headers: { 'retry-after': '7' } },
+    ]);
+    page.ready();
+    await settle();
+    assert.equal(page.fetches(), 2, 'connected again');
+    assert.deepEqual(page.timers, [7_000], 'no backoff for the reconnection; Retry-After honoured for the 429');
+    assert.equal(page.byId('connection').getAttribute('data-state'), 'refused');
+    assert.match(page.byId('connection').textContent, /too many open dashboards for this user, retrying in 7 s/);
+
+    // A stream that ends without being asked to reconnect is a disconnection, retried with backoff.
+    const cutOff = loadPage([{ status: 200, frames: [frame(cut)] }]);
+    cutOff.ready();
+    await settle();
+    assert.equal(cutOff.fetches(), 1);
+    assert.deepEqual(cutOff.timers, [1_000]);
+    assert.equal(cutOff.byId('connection').getAttribute('data-state'), 'disconnected');
+  });
+});
