@@ -18,6 +18,7 @@ import { connectionOptionsOf, type ConnectionOptions } from './connection-option
 import { identityKey, impersonationOf, OWN_IDENTITY, type Identity } from './identity.ts';
 import { KubeconfigSecretNotFoundError, type SecretData, type SecretReader } from './provider-secret.ts';
 import { clusterKey, LocalProvider, type ClusterAccess, type ClusterProvider, type ClusterRef } from './providers.ts';
+import type { Clusters } from './clusters.ts';
 
 /**
  * The cluster changed under a caller (its credentials rotated, or it was dropped and reconnected)
@@ -246,7 +247,7 @@ class GenerationLease implements ClusterLease {
  * - A generation's connection is closed only when `refs` is 0 and it is retired, idle past
  *   `idleTimeoutMs`, or the set closes.
  */
-export class ClusterSet {
+export class ClusterSet implements Clusters {
   readonly #provider: ClusterProvider;
   readonly #local: LocalProvider | undefined;
   readonly #current = new Map<string, Generation>();
@@ -312,6 +313,11 @@ export class ClusterSet {
     if (purpose === undefined) return key;
     if (!PURPOSE.test(purpose)) throw new TypeError(`ClusterSet purpose must be a DNS label, got ${JSON.stringify(purpose)}`);
     return `${key}#${purpose}`;
+  }
+
+  /** {@link ClusterSet.connectionKey}, for consumers that know the keeper through {@link Clusters}. */
+  connectionKey(ref: ClusterRef, ownerNamespace: string, identity?: Identity, purpose?: string): string {
+    return ClusterSet.connectionKey(ref, ownerNamespace, identity, purpose);
   }
 
   /** Whether `ownerNamespace` (as `identity`) is admitted to the current generation of `key`. No I/O. */

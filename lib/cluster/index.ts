@@ -15,4 +15,5 @@ export { ClusterChangedError, ClusterSet } from './cluster-set.ts';
 export { connectionOptionsOf } from './connection-options.ts';
 export type { ConnectionOptions } from './connection-options.ts';
 export type { AcquireOptions, ClusterChange, ClusterLease, ClusterSetOptions } from './cluster-set.ts';
+export type { Clusters } from './clusters.ts';
 export type { Identity } from './identity.ts';

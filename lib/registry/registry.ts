@@ -1,20 +1,15 @@
 // The registry: one cache per ⟨connection, namespace scope, GVK⟩ built once (single flight, double-checked
 // publish), the owners each cache wakes, and the wiring to the keeper of clusters and the collector.
 import { Mutex } from 'async-mutex';
-import type { KubeConfig } from '@kubernetes/client-node';
 import {
   ClusterChangedError,
-  ClusterSet,
-  connectionOptionsOf,
   type ClusterChange,
   type ClusterLease,
-  type ClusterProvider,
   type ClusterRef,
-  type ConnectionOptions,
+  type Clusters,
   type Identity,
-  type SecretReader,
 } from '../cluster/index.ts';
-import { checkGvk, createListLimiter, readLimitsOf, type ClusterConnection, type ConcurrencyLimiter, type KubeObject, type ReadLimits, type RequestObservation, type ResourceClient } from '../transport/index.ts';
+import { checkGvk, type ClusterConnection, type KubeObject, type ResourceClient } from '../transport/index.ts';
 import { ResourceInformer, type InformerHandler, type InformerOptions } from '../informer/index.ts';
 import { RateLimitingWorkQueue, defaultControllerRateLimiter, type RateLimitingQueue } from '../queue/index.ts';
 import {
@@ -43,40 +38,17 @@ import { indexedTarget, TargetIndex, type IndexedTarget } from './target-index.t
 /** Options of {@link Registry}. */
 export interface RegistryOptions {
   /**
-   * Turns cluster references into credentials; required unless `clusters` is given. The function
-   * form receives the keeper's reader of management-cluster Secrets (read as each owner's identity).
+   * The keeper of clusters the registry gets its connections from (a `ClusterSet`, shared with the
+   * rest of the process: leader election, Secret reads). Lent, not owned: `close()` leaves it
+   * open, and whoever built it closes it after the registry. Required.
    */
-  readonly provider?: ClusterProvider | ((secrets: SecretReader) => ClusterProvider);
-  /**
-   * The keeper of connections to share with the rest of the process (leader election, Secret
-   * reads). Default: a keeper of the registry's own, built from `provider`, `local`, `qps`,
-   * `burst` and `credentialCheckIntervalMs`, and closed by `close()`. A shared one is not closed.
-   */
-  readonly clusters?: ClusterSet;
-  /** The management cluster, for a keeper of the registry's own (see `ClusterSetOptions.local`). Default none. */
-  readonly local?: KubeConfig;
+  readonly clusters: Clusters;
   /**
    * The requeue queue of owner keys every cache event is funnelled into. Default: a new
    * rate-limiting queue with per-item backoff 5 ms doubling to 1000 s under a 10 qps / 100 burst
    * bucket (controller-runtime's default). The registry shuts it down on `close()`.
    */
   readonly queue?: RateLimitingQueue<OwnerKey>;
-  /** Per-cluster request limits of the registry's own keeper. Default 20 qps, burst 30 (controller-runtime's). */
-  readonly qps?: number;
-  readonly burst?: number;
-  /** Concurrent LISTs across all clusters. Default 50. */
-  readonly maxConcurrentLists?: number;
-  /**
-   * Bounds on what one answer of an API server may make the process hold (see `ReadLimits` for
-   * the defaults), for the registry's own keeper.
-   */
-  readonly readLimits?: ReadLimits;
-  /**
-   * Settings of every connection of the registry's own keeper: `http2` (default true),
-   * `requestTimeoutMs` (default 60 000), `maxListsPerCluster` (default 5), `pingIntervalMs`
-   * (default 30 000), `pingTimeoutMs` (default 15 000); see `ClusterSetOptions.connection`.
-   */
-  readonly connection?: ConnectionOptions;
   /**
    * Default namespace scope of a cache when the target does not name one (see {@link CacheScope}).
    * Default `auto`: cluster-wide when the credentials may list the kind at the cluster scope; on a
@@ -95,12 +67,6 @@ export interface RegistryOptions {
   readonly gcMaxDelayMs?: number;
   /** How long a cache must have had no owner before it is stopped. Default 30 000. */
   readonly gcGraceMs?: number;
-  /**
-   * How often each cluster's credentials are resolved again to notice rotation or a deleted
-   * Secret, by the registry's own keeper. 0 turns periodic checks off (call
-   * {@link Registry.checkCluster} instead). Default 60 000.
-   */
-  readonly credentialCheckIntervalMs?: number;
   /** Bound on building one cache (credentials, connection, discovery). Default 30 000. */
   readonly buildTimeoutMs?: number;
   /**
@@ -114,8 +80,6 @@ export interface RegistryOptions {
   readonly logger?: Logger;
   /** Default: the wall clock. */
   readonly clock?: Clock;
-  /** Told of every request to every cluster, for metrics, by the registry's own keeper (see `ClusterSetOptions.onRequest`). Default: none. */
-  readonly onRequest?: (observation: RequestObservation) => void;
 }
 
 /** What {@link Registry.caches} reports about one cache. */
@@ -206,6 +170,9 @@ const CONNECTION_LINGER_MS = 60_000;
  */
 const FORGOTTEN_OWNERS_KEPT = 65_536;
 
+/** Options of the keeper the registry once built for itself: refused by name rather than silently ignored. */
+const KEEPER_OPTIONS = ['provider', 'local', 'qps', 'burst', 'maxConcurrentLists', 'readLimits', 'connection', 'credentialCheckIntervalMs', 'onRequest'] as const;
+
 /** How many times one call follows a cluster that changed under it before it gives up with `ClusterChangedError`. */
 const MAX_ATTEMPTS = 3;
 
@@ -213,7 +180,7 @@ const MAX_ATTEMPTS = 3;
  * The multi-cluster registry: one informer cache per ⟨connection (cluster, identity), namespace
  * scope, group/version/kind⟩, built lazily by {@link watchTargetAndGetReader}, an index of which
  * owners use which targets, one requeue queue of owner keys fed by every cache, and a garbage
- * collector (gc.ts) for caches nobody uses. Connections come from a {@link ClusterSet}: each cache
+ * collector (gc.ts) for caches nobody uses. Connections come from the keeper it is lent ({@link Clusters}): each cache
  * holds a lease on the generation of the cluster it reads.
  *
  * Concurrency (JavaScript interleaves only at `await`):
@@ -229,8 +196,7 @@ const MAX_ATTEMPTS = 3;
  * - Which namespace a cache watches is the {@link ScopePolicy}'s answer (scope.ts).
  */
 export class Registry {
-  readonly #clusters: ClusterSet;
-  readonly #ownsClusters: boolean;
+  readonly #clusters: Clusters;
   readonly #unsubscribe: () => void;
   readonly #queue: RateLimitingQueue<OwnerKey>;
   readonly #index = new TargetIndex();
@@ -246,7 +212,6 @@ export class Registry {
   /** Leases `connectionFor` holds for a while after handing out their connection. */
   readonly #lingering = new Map<Timer, ClusterLease>();
   readonly #scopes = new ScopePolicy();
-  readonly #listLimiter: ConcurrencyLimiter | undefined;
   readonly #gc: GarbageCollector<CacheEntry>;
   readonly #root = new AbortController();
   /** What every reader of this registry reads through. */
@@ -277,39 +242,15 @@ export class Registry {
     const gcGraceMs = positive('gcGraceMs', options.gcGraceMs ?? 30_000, true);
     const gcInitialDelayMs = positive('gcInitialDelayMs', options.gcInitialDelayMs ?? 2_000);
     const gcMaxDelayMs = positive('gcMaxDelayMs', options.gcMaxDelayMs ?? 512_000);
-    if (options.clusters !== undefined) {
-      if (!(options.clusters instanceof ClusterSet)) throw new TypeError('registry option clusters must be a ClusterSet');
-      // These configure the registry's own keeper: with a shared one they would be silently ignored.
-      for (const option of ['provider', 'local', 'qps', 'burst', 'maxConcurrentLists', 'readLimits', 'connection', 'credentialCheckIntervalMs', 'onRequest'] as const) {
-        if (options[option] !== undefined) throw new TypeError(`registry option ${option} configures the registry's own keeper: set it on the ClusterSet passed as clusters`);
-      }
-      this.#clusters = options.clusters;
-      this.#ownsClusters = false;
-    } else {
-      const provider = options.provider;
-      const usable: unknown = provider;
-      if (provider === undefined || (typeof usable !== 'function' && (typeof usable !== 'object' || usable === null || typeof (usable as { resolve?: unknown }).resolve !== 'function'))) {
-        throw new TypeError('registry option provider must be a ClusterProvider');
-      }
-      if (options.onRequest !== undefined && typeof options.onRequest !== 'function') throw new TypeError('registry option onRequest must be a function');
-      const maxConcurrentLists = positive('maxConcurrentLists', options.maxConcurrentLists ?? 50);
-      this.#listLimiter = createListLimiter(maxConcurrentLists);
-      this.#clusters = new ClusterSet({
-        provider,
-        local: options.local,
-        qps: positive('qps', options.qps ?? 20),
-        burst: positive('burst', options.burst ?? 30),
-        listLimiter: this.#listLimiter,
-        ...(options.readLimits === undefined ? {} : { readLimits: readLimitsOf(options.readLimits, 'registry readLimits') }),
-        connection: connectionOptionsOf(options.connection, 'registry option connection'),
-        credentialCheckIntervalMs: positive('credentialCheckIntervalMs', options.credentialCheckIntervalMs ?? 60_000, true),
-        connectTimeoutMs: this.#buildTimeoutMs,
-        logger: this.#logger,
-        clock: this.#clock,
-        onRequest: options.onRequest,
-      });
-      this.#ownsClusters = true;
+    for (const option of KEEPER_OPTIONS) {
+      // JavaScript callers, and options objects built for the registry before it was lent its keeper.
+      if ((options as unknown as Record<string, unknown>)[option] !== undefined) throw new TypeError(`registry option ${option} configures the keeper: set it on the ClusterSet passed as clusters`);
     }
+    const clusters: unknown = options.clusters;
+    if (typeof clusters !== 'object' || clusters === null || typeof (clusters as { acquire?: unknown }).acquire !== 'function' || typeof (clusters as { subscribe?: unknown }).subscribe !== 'function') {
+      throw new TypeError('registry option clusters must be a keeper of clusters (a ClusterSet)');
+    }
+    this.#clusters = options.clusters;
     this.#queue = options.queue ?? new RateLimitingWorkQueue<OwnerKey>({
       name: 'owners',
       clock: this.#clock,
@@ -333,11 +274,6 @@ export class Registry {
   /** The requeue queue every cache event feeds: consume it with `runWorkers`. */
   get queue(): RateLimitingQueue<OwnerKey> {
     return this.#queue;
-  }
-
-  /** The keeper the registry gets its connections from (its own, or the one passed as `clusters`). */
-  get clusters(): ClusterSet {
-    return this.#clusters;
   }
 
   /**
@@ -376,7 +312,7 @@ export class Registry {
     if (this.#closed !== undefined) throw new ClosedError('registry');
     // Before anything is recorded or requested: the GVK ends up in URLs sent with the cluster's credentials.
     checkGvk(target.gvk);
-    const connection = ClusterSet.connectionKey(ref, owner.namespace, owner.identity);
+    const connection = this.#clusters.connectionKey(ref, owner.namespace, owner.identity);
     const scope = checkScope('target scope', target.scope ?? this.#scope);
     for (;;) {
       const namespace = this.#scopes.namespaceOf(connection, scope, target);
@@ -409,7 +345,7 @@ export class Registry {
     checkGvk(gvk);
     const namespace = options.namespace ?? '';
     const ownerNamespace = options.ownerNamespace ?? (namespace === '' ? 'default' : namespace);
-    const connection = ClusterSet.connectionKey(ref, ownerNamespace, options.identity);
+    const connection = this.#clusters.connectionKey(ref, ownerNamespace, options.identity);
     const key = cacheKeyOf(connection, namespace, gvk);
     const hold: Hold = { handler: options.handler };
     let holds = this.#holds.get(key);
@@ -481,7 +417,7 @@ export class Registry {
    */
   setOwnerTargets(owner: OwnerRef, targets: readonly { readonly cluster: ClusterRef; readonly target: TargetRef }[]): void {
     const indexed: IndexedTarget[] = targets.map(({ cluster, target }) => {
-      const connection = ClusterSet.connectionKey(cluster, owner.namespace, owner.identity);
+      const connection = this.#clusters.connectionKey(cluster, owner.namespace, owner.identity);
       const key = cacheKeyOf(connection, this.#scopes.namespaceOf(connection, target.scope ?? this.#scope, target), target.gvk);
       return indexedTarget(this.#index, key, target);
     });
@@ -514,16 +450,17 @@ export class Registry {
 
   /** Owners using at least one target in the cluster-wide cache of this kind (own identity). */
   ownersOf(ref: ClusterRef, ownerNamespace: string, gvk: GroupVersionKind): OwnerKey[] {
-    return this.#index.ownersOfCache(cacheKeyOf(ClusterSet.connectionKey(ref, ownerNamespace), '', gvk));
+    return this.#index.ownersOfCache(cacheKeyOf(this.#clusters.connectionKey(ref, ownerNamespace), '', gvk));
   }
 
   /**
    * Resolves a cluster's credentials again now: a changed fingerprint rebuilds its connection and
-   * caches, a deleted Secret stops them; either way their owners are requeued. Periodic checks do
-   * the same every `credentialCheckIntervalMs`; call this when you know sooner (a Secret event).
+   * caches, a deleted Secret stops them; either way their owners are requeued. The keeper's
+   * periodic checks (`ClusterSetOptions.credentialCheckIntervalMs`) do the same; call this when
+   * you know sooner (a Secret event).
    */
   async checkCluster(ref: ClusterRef, ownerNamespace: string, identity?: Identity): Promise<void> {
-    await this.#clusters.check(ClusterSet.connectionKey(ref, ownerNamespace, identity));
+    await this.#clusters.check(this.#clusters.connectionKey(ref, ownerNamespace, identity));
   }
 
   /** Every published cache, for the debug endpoint and metrics. */
@@ -548,8 +485,8 @@ export class Registry {
   }
 
   /**
-   * Stops every cache, releases its connection (and closes the keeper when it is the registry's
-   * own) and the queues; resolves when all of it is released. Idempotent.
+   * Stops every cache, releases its connections (the keeper, lent, stays open: close it after)
+   * and the queues; resolves when all of it is released. Idempotent.
    */
   close(): Promise<void> {
     this.#closed ??= this.#close();
@@ -575,8 +512,6 @@ export class Registry {
       lease.release();
     }
     this.#lingering.clear();
-    if (this.#ownsClusters) await this.#clusters.close();
-    await this.#listLimiter?.stop();
     this.#queue.shutDown();
   }
 
@@ -589,7 +524,7 @@ export class Registry {
   async #acquire(ref: ClusterRef, ownerNamespace: string, identity: Identity | undefined, signal: AbortSignal | undefined): Promise<ClusterLease> {
     const { controller, dispose } = childController(this.#root.signal);
     const deadline = this.#clock.setTimer(this.#buildTimeoutMs, () => {
-      controller.abort(new TransportError({ cluster: ClusterSet.connectionKey(ref, ownerNamespace, identity) }, `connecting took longer than ${this.#buildTimeoutMs} ms`));
+      controller.abort(new TransportError({ cluster: this.#clusters.connectionKey(ref, ownerNamespace, identity) }, `connecting took longer than ${this.#buildTimeoutMs} ms`));
     });
     // The caller's signal ends this caller's wait too (one fan-out listener per signal, not one per call).
     const detach = signal === undefined ? () => undefined : onAbort(signal, () => { controller.abort(abortReason(signal)); });
