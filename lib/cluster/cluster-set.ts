@@ -18,7 +18,7 @@ import { connectionOptionsOf, type ConnectionOptions } from './connection-option
 import { identityKey, impersonationOf, OWN_IDENTITY, type Identity } from './identity.ts';
 import { KubeconfigSecretNotFoundError, type SecretData, type SecretReader } from './provider-secret.ts';
 import { clusterKey, LocalProvider, type ClusterAccess, type ClusterProvider, type ClusterRef } from './providers.ts';
-import type { Clusters } from './clusters.ts';
+import type { AcquireOptions, ClusterChange, ClusterLease, Clusters } from './clusters.ts';
 
 /**
  * The cluster changed under a caller (its credentials rotated, or it was dropped and reconnected)
@@ -88,52 +88,7 @@ export interface ClusterSetOptions {
   readonly onRequest?: ((observation: RequestObservation) => void) | undefined;
 }
 
-/** What {@link ClusterSet.acquire} needs to know about the caller. */
-export interface AcquireOptions {
-  /** Namespace of the owner naming the cluster: the provider admits it (its cross-namespace rule). Required. */
-  readonly ownerNamespace: string;
-  /** Who the owner acts as; see {@link ClusterSet.connectionKey}. Default `OWN_IDENTITY`. */
-  readonly identity?: Identity | undefined;
-  /**
-   * A connection of its own for this purpose, apart from every other caller's on the same cluster
-   * and identity: its own request limiter (rate bucket) and HTTP session. For traffic that must
-   * never queue behind caches and reconciles, such as leader election (controller-runtime gives
-   * its leader-election client its own rate limiter). Lower-case letters, digits and '-'.
-   * Default: none, the shared connection.
-   */
-  readonly purpose?: string | undefined;
-  /** Stops this caller waiting; shared work (connecting) carries on for others. */
-  readonly signal?: AbortSignal | undefined;
-}
-
 const PURPOSE = /^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$/;
-
-/**
- * A hold on one generation of a cluster: its connection stays open until every lease on it is
- * released, even after the cluster rotated to new credentials. Release exactly once (more is a
- * no-op); never close the connection yourself.
- */
-export interface ClusterLease {
-  /** The connection key: {@link ClusterSet.connectionKey}. */
-  readonly key: string;
-  /** The cluster reference's `clusterKey`. */
-  readonly cluster: string;
-  /** The identity the connection acts as (`own` except for impersonated `local` connections). */
-  readonly identity: Identity;
-  readonly connection: ClusterConnection;
-  /** Aborted when this generation is closed (after its last lease) or the set closes: derive per-cache signals from it. */
-  readonly signal: AbortSignal;
-  /** False once the cluster rotated away from this generation or was dropped: move work to a new lease. */
-  readonly current: boolean;
-  release(): void;
-}
-
-/** What {@link ClusterSet.subscribe} listeners hear. Listeners run in order and are awaited. */
-export type ClusterChange =
-  /** New credentials: `key` now has a new generation; leases on the old one still work until released. */
-  | { readonly type: 'rotated'; readonly key: string }
-  /** The cluster's source is gone (its Secret was deleted): `key` has no generation until someone acquires it again. */
-  | { readonly type: 'removed'; readonly key: string };
 
 /** Who was admitted: what a credential check resolves as. */
 interface Admission {

@@ -1,6 +1,51 @@
-import type { AcquireOptions, ClusterChange, ClusterLease } from './cluster-set.ts';
+import type { ClusterConnection } from '../transport/index.ts';
 import type { Identity } from './identity.ts';
 import type { ClusterRef } from './providers.ts';
+
+/** What {@link Clusters.acquire} needs to know about the caller. */
+export interface AcquireOptions {
+  /** Namespace of the owner naming the cluster: the provider admits it (its cross-namespace rule). Required. */
+  readonly ownerNamespace: string;
+  /** Who the owner acts as; see `ClusterSet.connectionKey`. Default `OWN_IDENTITY`. */
+  readonly identity?: Identity | undefined;
+  /**
+   * A connection of its own for this purpose, apart from every other caller's on the same cluster
+   * and identity: its own request limiter (rate bucket) and HTTP session. For traffic that must
+   * never queue behind caches and reconciles, such as leader election (controller-runtime gives
+   * its leader-election client its own rate limiter). Lower-case letters, digits and '-'.
+   * Default: none, the shared connection.
+   */
+  readonly purpose?: string | undefined;
+  /** Stops this caller waiting; shared work (connecting) carries on for others. */
+  readonly signal?: AbortSignal | undefined;
+}
+
+/**
+ * A hold on one generation of a cluster: its connection stays open until every lease on it is
+ * released, even after the cluster rotated to new credentials. Release exactly once (more is a
+ * no-op); never close the connection yourself.
+ */
+export interface ClusterLease {
+  /** The connection key: `ClusterSet.connectionKey`. */
+  readonly key: string;
+  /** The cluster reference's `clusterKey`. */
+  readonly cluster: string;
+  /** The identity the connection acts as (`own` except for impersonated `local` connections). */
+  readonly identity: Identity;
+  readonly connection: ClusterConnection;
+  /** Aborted when this generation is closed (after its last lease) or the set closes: derive per-cache signals from it. */
+  readonly signal: AbortSignal;
+  /** False once the cluster rotated away from this generation or was dropped: move work to a new lease. */
+  readonly current: boolean;
+  release(): void;
+}
+
+/** What {@link Clusters.subscribe} listeners hear. Listeners run in order and are awaited. */
+export type ClusterChange =
+  /** New credentials: `key` now has a new generation; leases on the old one still work until released. */
+  | { readonly type: 'rotated'; readonly key: string }
+  /** The cluster's source is gone (its Secret was deleted): `key` has no generation until someone acquires it again. */
+  | { readonly type: 'removed'; readonly key: string };
 
 /**
  * What a consumer of clusters needs from their keeper: the subset the registry, leader election

@@ -3,8 +3,8 @@
 import { KubeConfig } from '@kubernetes/client-node';
 import { ClusterConnection, type RequestOptions, type ResourceClient, type ResourceInfo } from '../transport/index.ts';
 import { ClosedError, UnknownKindError, type GroupVersionKind } from '../util/index.ts';
-import { ClusterSet, type AcquireOptions, type ClusterChange, type ClusterLease } from './cluster-set.ts';
-import type { Clusters } from './clusters.ts';
+import { ClusterSet } from './cluster-set.ts';
+import type { AcquireOptions, ClusterChange, ClusterLease, Clusters } from './clusters.ts';
 import { identityKey, OWN_IDENTITY, type Identity } from './identity.ts';
 import { clusterKey, type ClusterRef } from './providers.ts';
 
