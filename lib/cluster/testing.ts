@@ -2,7 +2,7 @@
 // of every room that is lent a `Clusters` (the registry, the snapshot writer, the manager).
 import { KubeConfig } from '@kubernetes/client-node';
 import { ClusterConnection, type RequestOptions, type ResourceClient, type ResourceInfo } from '../transport/index.ts';
-import { ClosedError, UnknownKindError, type GroupVersionKind } from '../util/index.ts';
+import { ClosedError, raceAbort, UnknownKindError, type GroupVersionKind } from '../util/index.ts';
 import { ClusterSet } from './cluster-set.ts';
 import type { AcquireOptions, ClusterChange, ClusterLease, Clusters } from './clusters.ts';
 import { identityKey, OWN_IDENTITY, type Identity } from './identity.ts';
@@ -13,10 +13,11 @@ export interface FakeClustersOptions {
   /** The LIST/WATCH client of one resource on generation `generation` (1, 2, …) of the connection `key`. Required. */
   readonly client: (key: string, info: ResourceInfo, generation: number) => ResourceClient;
   /**
-   * What discovery finds: the resource of a kind, or undefined when the cluster does not serve it
-   * (`UnknownKindError`). Default: every kind, namespaced, resource = lower-case kind + `s`.
+   * What discovery on generation `generation` of `key` finds: the resource of a kind, or undefined
+   * when the cluster does not serve it (`UnknownKindError`); a promise holds discovery (and so the
+   * build) until the test settles it. Default: every kind, namespaced, resource = lower-case kind + `s`.
    */
-  readonly discover?: ((key: string, gvk: GroupVersionKind) => ResourceInfo | undefined) | undefined;
+  readonly discover?: ((key: string, gvk: GroupVersionKind, generation: number) => ResourceInfo | undefined | Promise<ResourceInfo | undefined>) | undefined;
   /**
    * The provider's admission of one caller (owner namespace and identity) to `key`: throw or
    * reject to refuse it. Runs once per generation and caller, as the real keeper's does (carried
@@ -67,13 +68,13 @@ class FakeConnection extends ClusterConnection {
     this.#generation = generation;
   }
 
-  override resolve(gvk: GroupVersionKind, signal?: AbortSignal): Promise<ResourceInfo> {
-    if (signal?.aborted === true) return Promise.reject(signal.reason as Error);
+  override async resolve(gvk: GroupVersionKind, signal?: AbortSignal): Promise<ResourceInfo> {
+    signal?.throwIfAborted();
     const info = this.#options.discover === undefined
       ? { gvk, resource: `${gvk.kind.toLowerCase()}s`, namespaced: true, verbs: ['list', 'watch'] }
-      : this.#options.discover(this.name, gvk);
-    if (info === undefined) return Promise.reject(new UnknownKindError({ cluster: this.name, gvk, statusCode: 200 }));
-    return Promise.resolve(info);
+      : await raceAbort(Promise.resolve(this.#options.discover(this.name, gvk, this.#generation)), signal);
+    if (info === undefined) throw new UnknownKindError({ cluster: this.name, gvk, statusCode: 200 });
+    return info;
   }
 
   override resourceClient(info: ResourceInfo): ResourceClient {
