@@ -19,6 +19,7 @@ import { identityKey, impersonationOf, OWN_IDENTITY, type Identity } from './ide
 import { KubeconfigSecretNotFoundError, type SecretData, type SecretReader } from './provider-secret.ts';
 import { clusterKey, LocalProvider, type ClusterAccess, type ClusterProvider, type ClusterRef } from './providers.ts';
 import type { AcquireOptions, ClusterChange, ClusterLease, Clusters } from './clusters.ts';
+import { GenerationLease } from './lease.ts';
 
 /**
  * The cluster changed under a caller (its credentials rotated, or it was dropped and reconnected)
@@ -132,57 +133,9 @@ function isRetired(generation: Generation): boolean {
   return generation.retired;
 }
 
-function admissionKey(ownerNamespace: string, identity: Identity | undefined): string {
+/** The key of one admission: an owner namespace and an identity. */
+export function admissionKey(ownerNamespace: string, identity: Identity | undefined): string {
   return `${ownerNamespace}\u001f${identityKey(identity)}`;
-}
-
-/**
- * A lease on one generation. A class, not an object literal: a literal with a getter (`current`)
- * is made a dictionary-mode object, about 600 bytes more per lease, four or more per cluster (issue 12).
- *
- * Invariant: the generation's `refs` counts this lease until `release()`, which runs once.
- */
-class GenerationLease implements ClusterLease {
-  readonly #generation: Generation;
-  readonly #unused: (generation: Generation) => void;
-  #released = false;
-
-  constructor(generation: Generation, unused: (generation: Generation) => void) {
-    this.#generation = generation;
-    this.#unused = unused;
-  }
-
-  get key(): string {
-    return this.#generation.key;
-  }
-
-  get cluster(): string {
-    return this.#generation.cluster;
-  }
-
-  get identity(): Identity {
-    return this.#generation.identity;
-  }
-
-  get connection(): ClusterConnection {
-    return this.#generation.connection;
-  }
-
-  get signal(): AbortSignal {
-    return this.#generation.life.signal;
-  }
-
-  get current(): boolean {
-    return !this.#generation.retired && !this.#generation.closed;
-  }
-
-  release(): void {
-    if (this.#released) return;
-    this.#released = true;
-    const generation = this.#generation;
-    generation.refs -= 1;
-    if (generation.refs === 0) this.#unused(generation);
-  }
 }
 
 /**

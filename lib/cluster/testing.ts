@@ -3,9 +3,10 @@
 import { KubeConfig } from '@kubernetes/client-node';
 import { ClusterConnection, type RequestOptions, type ResourceClient, type ResourceInfo } from '../transport/index.ts';
 import { ClosedError, raceAbort, UnknownKindError, type GroupVersionKind } from '../util/index.ts';
-import { ClusterSet } from './cluster-set.ts';
+import { admissionKey, ClusterSet } from './cluster-set.ts';
+import { GenerationLease } from './lease.ts';
 import type { AcquireOptions, ClusterChange, ClusterLease, Clusters } from './clusters.ts';
-import { identityKey, OWN_IDENTITY, type Identity } from './identity.ts';
+import { OWN_IDENTITY, type Identity } from './identity.ts';
 import { clusterKey, type ClusterRef } from './providers.ts';
 
 /** Options of {@link FakeClusters}. */
@@ -87,30 +88,10 @@ class FakeConnection extends ClusterConnection {
   }
 }
 
-class FakeLease implements ClusterLease {
-  readonly #generation: FakeGeneration;
-  readonly #unused: (generation: FakeGeneration) => void;
-  #released = false;
-
-  constructor(generation: FakeGeneration, unused: (generation: FakeGeneration) => void) {
-    this.#generation = generation;
-    this.#unused = unused;
-    generation.refs += 1;
-  }
-
-  get key(): string { return this.#generation.key; }
-  get cluster(): string { return this.#generation.cluster; }
-  get identity(): Identity { return this.#generation.identity; }
-  get connection(): ClusterConnection { return this.#generation.connection; }
-  get signal(): AbortSignal { return this.#generation.life.signal; }
-  get current(): boolean { return !this.#generation.retired && !this.#generation.closed; }
-
-  release(): void {
-    if (this.#released) return;
-    this.#released = true;
-    this.#generation.refs -= 1;
-    if (this.#generation.refs === 0) this.#unused(this.#generation);
-  }
+/** A lease on a fake generation, counted before it is made (as the keeper counts its own). */
+function leaseOn(generation: FakeGeneration, unused: (generation: FakeGeneration) => void): ClusterLease {
+  generation.refs += 1;
+  return new GenerationLease(generation, unused);
 }
 
 /**
@@ -153,8 +134,8 @@ export class FakeClusters implements Clusters {
       options.signal?.throwIfAborted();
       const generation = this.#current.get(key) ?? this.#connect(key, ref, options.ownerNamespace, identity);
       // Lease first, then admit: nothing closes the generation while the caller is being admitted.
-      const lease = new FakeLease(generation, this.#onUnused);
-      const admission = admissionOf(options.ownerNamespace, identity);
+      const lease = leaseOn(generation, this.#onUnused);
+      const admission = admissionKey(options.ownerNamespace, identity);
       if (generation.admitted.has(admission)) return lease;
       try {
         await this.#options.admit?.(key, options.ownerNamespace, identity);
@@ -171,11 +152,11 @@ export class FakeClusters implements Clusters {
 
   retain(key: string): ClusterLease | undefined {
     const generation = this.#current.get(key);
-    return generation === undefined ? undefined : new FakeLease(generation, this.#onUnused);
+    return generation === undefined ? undefined : leaseOn(generation, this.#onUnused);
   }
 
   isAdmitted(key: string, ownerNamespace: string, identity?: Identity): boolean {
-    return this.#current.get(key)?.admitted.has(admissionOf(ownerNamespace, identity)) === true;
+    return this.#current.get(key)?.admitted.has(admissionKey(ownerNamespace, identity)) === true;
   }
 
   /** Records the call; the test decides what changes ({@link rotate}, {@link remove}). */
@@ -218,7 +199,7 @@ export class FakeClusters implements Clusters {
     old.retired = true;
     this.#current.set(key, next);
     // Held while the listeners run, as the real keeper does: nobody holds the new generation yet.
-    const hold = new FakeLease(next, this.#onUnused);
+    const hold = leaseOn(next, this.#onUnused);
     try {
       await this.#announce({ type: 'rotated', key });
     } finally {
@@ -285,8 +266,4 @@ export class FakeClusters implements Clusters {
   async #announce(change: ClusterChange): Promise<void> {
     for (const listener of [...this.#listeners]) await listener(change);
   }
-}
-
-function admissionOf(ownerNamespace: string, identity: Identity | undefined): string {
-  return `${ownerNamespace}\u001f${identityKey(identity)}`;
 }
