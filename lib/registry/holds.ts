@@ -1,8 +1,19 @@
 // The registry's readers and the holds on them: one reader per cache key, handed to every caller
 // of that key, and the held readers (`Registry.reader`) that keep a cache from collection.
+import type { InformerHandler } from '../informer/index.ts';
 import type { GroupVersionKind } from '../util/index.ts';
-import type { Hold } from './cache-entry.ts';
-import { RegistryReader, type ReaderSource } from './reader.ts';
+import { attachHold, detachHold, type CacheEntry, type Hold } from './cache-entry.ts';
+import { RegistryReader } from './reader.ts';
+
+/** Options of {@link HeldReaders}: the registry's view of its cache table. */
+export interface HeldReadersOptions {
+  /** The cache published under a key now, if any. */
+  readonly entry: (key: string) => CacheEntry | undefined;
+  /** Whether the registry is closed (readers then refuse). */
+  readonly closed: () => boolean;
+  /** Keys whose last user may have gone: the collector looks at them after the grace period. */
+  readonly released: (keys: readonly string[]) => void;
+}
 
 /**
  * Readers and holds by cache key. Invariants: `#holds` never holds an empty set (a key is held iff
@@ -12,10 +23,12 @@ import { RegistryReader, type ReaderSource } from './reader.ts';
 export class HeldReaders {
   readonly #readers = new Map<string, RegistryReader>();
   readonly #holds = new Map<string, Set<Hold>>();
-  readonly #source: ReaderSource;
+  readonly #options: HeldReadersOptions;
+  readonly #source: { readonly informer: (key: string) => CacheEntry['informer'] | undefined; readonly closed: () => boolean };
 
-  constructor(source: ReaderSource) {
-    this.#source = source;
+  constructor(options: HeldReadersOptions) {
+    this.#options = options;
+    this.#source = { informer: (key) => options.entry(key)?.informer, closed: options.closed };
   }
 
   /** The one reader of the cache key (made on first use). */
@@ -33,21 +46,37 @@ export class HeldReaders {
     this.#readers.delete(key);
   }
 
-  /** Registers a hold on the key. */
-  hold(key: string, hold: Hold): void {
+  /**
+   * Holds the key's cache against collection, with `handler` (if any) attached to every cache
+   * created for the key from now on. `attach()` attaches it to the cache published now, if that
+   * one was created before the hold; `release()` (idempotent) detaches it and lets the collector
+   * look at the key.
+   */
+  hold(key: string, handler: InformerHandler | undefined): { readonly attach: () => void; readonly release: () => void } {
+    const hold: Hold = { handler };
     let holds = this.#holds.get(key);
     if (holds === undefined) {
       holds = new Set();
       this.#holds.set(key, holds);
     }
     holds.add(hold);
-  }
-
-  /** Removes a hold from the key. */
-  release(key: string, hold: Hold): void {
-    const holds = this.#holds.get(key);
-    holds?.delete(hold);
-    if (holds?.size === 0) this.#holds.delete(key);
+    let released = false;
+    return {
+      attach: () => {
+        const entry = this.#options.entry(key);
+        if (entry !== undefined && entry.held?.has(hold) !== true) attachHold(entry, hold);
+      },
+      release: () => {
+        if (released) return;
+        released = true;
+        const set = this.#holds.get(key);
+        set?.delete(hold);
+        if (set?.size === 0) this.#holds.delete(key);
+        const entry = this.#options.entry(key);
+        if (entry !== undefined) detachHold(entry, hold);
+        this.#options.released([key]);
+      },
+    };
   }
 
   /** The holds on the key, whose handlers each new cache of the key attaches. */

@@ -8,7 +8,6 @@ import { RateLimitingWorkQueue, defaultControllerRateLimiter, type RateLimitingQ
 import { checkGvk, type ClusterConnection, type KubeObject } from '../transport/index.ts';
 import { ClosedError, noopLogger, realClock, type Clock, type GroupVersionKind, type Logger } from '../util/index.ts';
 import { BuildGate } from './build-gate.ts';
-import { attachHold, detachHold, type Hold } from './cache-entry.ts';
 import { CacheTable } from './cache-table.ts';
 import { HeldReaders } from './holds.ts';
 import { cacheKeyOf, ownerKey, type CacheScope, type OwnerKey, type OwnerRef, type TargetRef } from './keys.ts';
@@ -169,8 +168,9 @@ export class Registry {
       rateLimiter: defaultControllerRateLimiter({ clock: this.#clock }),
     });
     this.#readers = new HeldReaders({
-      informer: (key) => this.#table.get(key)?.informer,
+      entry: (key) => this.#table.get(key),
       closed: () => this.#closed !== undefined,
+      released: (keys) => { this.#table.released(keys); },
     });
     const wiring = new CacheWiring({
       informer: { ...options.informer },
@@ -275,17 +275,7 @@ export class Registry {
     const ownerNamespace = options.ownerNamespace ?? (namespace === '' ? 'default' : namespace);
     const connection = this.#clusters.connectionKey(ref, ownerNamespace, options.identity);
     const key = cacheKeyOf(connection, namespace, gvk);
-    const hold: Hold = { handler: options.handler };
-    this.#readers.hold(key, hold);
-    let released = false;
-    const release = (): void => {
-      if (released) return;
-      released = true;
-      this.#readers.release(key, hold);
-      const entry = this.#table.get(key);
-      if (entry !== undefined) detachHold(entry, hold);
-      this.#table.released([key]);
-    };
+    const { attach, release } = this.#readers.hold(key, options.handler);
     try {
       if (!(this.#table.has(key) && this.#clusters.isAdmitted(connection, ownerNamespace, options.identity))) {
         await this.#table.admitAndBuild(ref, ownerNamespace, options.identity, key, namespace, gvk, false, options.signal);
@@ -295,8 +285,7 @@ export class Registry {
       throw err;
     }
     // Published by another build before this hold was registered: attach its handler now.
-    const entry = this.#table.get(key);
-    if (entry !== undefined && entry.held?.has(hold) !== true) attachHold(entry, hold);
+    attach();
     return new HeldRegistryReader<T>(this.#readers.reader(key, connection, gvk) as unknown as CacheReader<T>, release);
   }
 
