@@ -3,7 +3,7 @@
 import type { InformerHandler } from '../informer/index.ts';
 import type { GroupVersionKind } from '../util/index.ts';
 import { attachHold, detachHold, type CacheEntry, type Hold } from './cache-entry.ts';
-import { RegistryReader } from './reader.ts';
+import { RegistryReader, type ReaderSource } from './reader.ts';
 
 /** Options of {@link HeldReaders}: the registry's view of its cache table. */
 export interface HeldReadersOptions {
@@ -24,7 +24,7 @@ export class HeldReaders {
   readonly #readers = new Map<string, RegistryReader>();
   readonly #holds = new Map<string, Set<Hold>>();
   readonly #options: HeldReadersOptions;
-  readonly #source: { readonly informer: (key: string) => CacheEntry['informer'] | undefined; readonly closed: () => boolean };
+  readonly #source: ReaderSource;
 
   constructor(options: HeldReadersOptions) {
     this.#options = options;
