@@ -13,7 +13,6 @@ export { CoreV1SecretReader, KubeconfigSecretNotFoundError, SecretProvider } fro
 export type { CoreV1SecretReaderOptions, SecretData, SecretProviderOptions, SecretReader } from './provider-secret.ts';
 export { identityKey, impersonationOf, OWN_IDENTITY, serviceAccountIdentity } from './identity.ts';
 export { ClusterChangedError, ClusterSet } from './cluster-set.ts';
-export { connectionOptionsOf } from './connection-options.ts';
 export type { ConnectionOptions } from './connection-options.ts';
 export type { ClusterSetOptions } from './cluster-set.ts';
 export type { AcquireOptions, ClusterChange, ClusterLease, Clusters } from './clusters.ts';
