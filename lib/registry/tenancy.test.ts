@@ -319,6 +319,8 @@ describe('namespace scopes', () => {
     t.after(() => shared.close());
     assert.throws(() => new Registry({ clusters: shared, scope: 'everything' as 'auto' }), /scope/);
     assert.throws(() => new Registry({ clusters: shared, qps: 5 } as never), /option qps configures the keeper/);
+    assert.throws(() => new Registry({ clusters: {} as never }), { name: 'TypeError', message: 'registry option clusters must be a keeper of clusters (a ClusterSet)' });
+    assert.throws(() => new Registry({} as never), /registry option clusters must be a keeper/);
   });
 });
 
