@@ -18,7 +18,7 @@ import { connectionOptionsOf, type ConnectionOptions } from './connection-option
 import { identityKey, impersonationOf, OWN_IDENTITY, type Identity } from './identity.ts';
 import { KubeconfigSecretNotFoundError, type SecretData, type SecretReader } from './provider-secret.ts';
 import { clusterKey, LocalProvider, type ClusterAccess, type ClusterProvider, type ClusterRef } from './providers.ts';
-import type { AcquireOptions, ClusterChange, ClusterLease, Clusters } from './clusters.ts';
+import type { AcquireOptions, ClusterChange, ClusterLease, Clusters, ConnectionKey } from './clusters.ts';
 import { GenerationLease } from './lease.ts';
 
 /**
@@ -99,7 +99,7 @@ interface Admission {
 
 /** One generation of a cluster: replaced whole on rotation, never mutated into another. */
 interface Generation {
-  readonly key: string;
+  readonly key: ConnectionKey;
   readonly cluster: string;
   readonly ref: ClusterRef;
   readonly identity: Identity;
@@ -158,8 +158,8 @@ export function admissionKey(ownerNamespace: string, identity: Identity | undefi
 export class ClusterSet implements Clusters {
   readonly #provider: ClusterProvider;
   readonly #local: LocalProvider | undefined;
-  readonly #current = new Map<string, Generation>();
-  readonly #connecting = new Map<string, Promise<Generation>>();
+  readonly #current = new Map<ConnectionKey, Generation>();
+  readonly #connecting = new Map<ConnectionKey, Promise<Generation>>();
   /** Every generation not yet closed, for `close()`. */
   readonly #open = new Set<Generation>();
   readonly #listeners = new Set<(change: ClusterChange) => void | Promise<void>>();
@@ -214,22 +214,22 @@ export class ClusterSet implements Clusters {
    *
    * @throws InvalidClusterRefError for a malformed reference; TypeError for a malformed purpose.
    */
-  static connectionKey(ref: ClusterRef, ownerNamespace: string, identity?: Identity, purpose?: string): string {
+  static connectionKey(ref: ClusterRef, ownerNamespace: string, identity?: Identity, purpose?: string): ConnectionKey {
     const cluster = clusterKey(ref, ownerNamespace);
     const id = ref.kind === 'local' ? identityKey(identity) : '';
     const key = id === '' ? cluster : `${cluster}[${id}]`;
-    if (purpose === undefined) return key;
+    if (purpose === undefined) return key as ConnectionKey;
     if (!PURPOSE.test(purpose)) throw new TypeError(`ClusterSet purpose must be a DNS label, got ${JSON.stringify(purpose)}`);
-    return `${key}#${purpose}`;
+    return `${key}#${purpose}` as ConnectionKey;
   }
 
   /** {@link ClusterSet.connectionKey}, for consumers that know the keeper through {@link Clusters}. */
-  connectionKey(ref: ClusterRef, ownerNamespace: string, identity?: Identity, purpose?: string): string {
+  connectionKey(ref: ClusterRef, ownerNamespace: string, identity?: Identity, purpose?: string): ConnectionKey {
     return ClusterSet.connectionKey(ref, ownerNamespace, identity, purpose);
   }
 
   /** Whether `ownerNamespace` (as `identity`) is admitted to the current generation of `key`. No I/O. */
-  isAdmitted(key: string, ownerNamespace: string, identity?: Identity): boolean {
+  isAdmitted(key: ConnectionKey, ownerNamespace: string, identity?: Identity): boolean {
     return this.#current.get(key)?.admitted.has(admissionKey(ownerNamespace, identity)) === true;
   }
 
@@ -318,7 +318,7 @@ export class ClusterSet implements Clusters {
    * for holders moving work they were admitted for onto the generation that replaced theirs.
    * Undefined when the key has no current generation.
    */
-  retain(key: string): ClusterLease | undefined {
+  retain(key: ConnectionKey): ClusterLease | undefined {
     const generation = this.#current.get(key);
     return generation === undefined ? undefined : this.#lease(generation);
   }
@@ -329,7 +329,7 @@ export class ClusterSet implements Clusters {
    * deleted Secret drops the cluster and announces `removed`. Periodic checks do the same every
    * `credentialCheckIntervalMs`. Resolves after the listeners.
    */
-  async check(key: string): Promise<void> {
+  async check(key: ConnectionKey): Promise<void> {
     const generation = this.#current.get(key);
     if (generation !== undefined) await this.#check(generation);
   }
@@ -341,7 +341,7 @@ export class ClusterSet implements Clusters {
   }
 
   /** Connection keys of the clusters connected now. */
-  keys(): string[] {
+  keys(): ConnectionKey[] {
     return [...this.#current.keys()];
   }
 
@@ -365,7 +365,7 @@ export class ClusterSet implements Clusters {
     return this.#provider.resolve(ref, context);
   }
 
-  async #connect(key: string, ref: ClusterRef, ownerNamespace: string, identity: Identity, admission: string): Promise<Generation> {
+  async #connect(key: ConnectionKey, ref: ClusterRef, ownerNamespace: string, identity: Identity, admission: string): Promise<Generation> {
     // Shared by every caller waiting for this key: bounded, on the set's signal, not a caller's.
     const { controller, dispose } = childController(this.#root.signal);
     const deadline = this.#clock.setTimer(this.#connectTimeoutMs, () => {
@@ -389,7 +389,7 @@ export class ClusterSet implements Clusters {
     return generation;
   }
 
-  #newGeneration(key: string, ref: ClusterRef, identity: Identity, access: ClusterAccess, admitted: Iterable<readonly [string, Admission]>): Generation {
+  #newGeneration(key: ConnectionKey, ref: ClusterRef, identity: Identity, access: ClusterAccess, admitted: Iterable<readonly [string, Admission]>): Generation {
     // Metrics name the cluster, never the connection: a tenant's identity or a purpose is no new series.
     const onRequest = this.#onRequest;
     const connection = new ClusterConnection({

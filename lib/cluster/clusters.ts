@@ -2,6 +2,14 @@ import type { ClusterConnection } from '../transport/index.ts';
 import type { Identity } from './identity.ts';
 import type { ClusterRef } from './providers.ts';
 
+/**
+ * The key of one connection of a keeper: a reference's `clusterKey`, plus the identity for an
+ * impersonated `local` connection, plus a purpose (`ClusterSet.connectionKey`). Only a keeper
+ * makes one, so the compiler tells it from a cluster key, a cache key or an owner key.
+ */
+export type ConnectionKey = string & { readonly [connectionKeyBrand]: true };
+declare const connectionKeyBrand: unique symbol;
+
 /** What {@link Clusters.acquire} needs to know about the caller. */
 export interface AcquireOptions {
   /** Namespace of the owner naming the cluster: the provider admits it (its cross-namespace rule). Required. */
@@ -27,7 +35,7 @@ export interface AcquireOptions {
  */
 export interface ClusterLease {
   /** The connection key: `ClusterSet.connectionKey`. */
-  readonly key: string;
+  readonly key: ConnectionKey;
   /** The cluster reference's `clusterKey`. */
   readonly cluster: string;
   /** The identity the connection acts as (`own` except for impersonated `local` connections). */
@@ -43,9 +51,9 @@ export interface ClusterLease {
 /** What {@link Clusters.subscribe} listeners hear. Listeners run in order and are awaited. */
 export type ClusterChange =
   /** New credentials: `key` now has a new generation; leases on the old one still work until released. */
-  | { readonly type: 'rotated'; readonly key: string }
+  | { readonly type: 'rotated'; readonly key: ConnectionKey }
   /** The cluster's source is gone (its Secret was deleted): `key` has no generation until someone acquires it again. */
-  | { readonly type: 'removed'; readonly key: string };
+  | { readonly type: 'removed'; readonly key: ConnectionKey };
 
 /**
  * What a consumer of clusters needs from their keeper: the subset the registry, leader election
@@ -63,15 +71,15 @@ export interface Clusters {
    *
    * @throws InvalidClusterRefError for a malformed reference; TypeError for a malformed purpose.
    */
-  connectionKey(ref: ClusterRef, ownerNamespace: string, identity?: Identity, purpose?: string): string;
+  connectionKey(ref: ClusterRef, ownerNamespace: string, identity?: Identity, purpose?: string): ConnectionKey;
   /** A lease on the cluster `ref` names, admitted for this caller's namespace and identity. */
   acquire(ref: ClusterRef, options: AcquireOptions): Promise<ClusterLease>;
   /** A new lease on the current generation of `key`, without admission; undefined when there is none. */
-  retain(key: string): ClusterLease | undefined;
+  retain(key: ConnectionKey): ClusterLease | undefined;
   /** Whether `ownerNamespace` (as `identity`) is admitted to the current generation of `key`. No I/O. */
-  isAdmitted(key: string, ownerNamespace: string, identity?: Identity): boolean;
+  isAdmitted(key: ConnectionKey, ownerNamespace: string, identity?: Identity): boolean;
   /** Resolves the credentials of `key` again now; resolves after the change's listeners. */
-  check(key: string): Promise<void>;
+  check(key: ConnectionKey): Promise<void>;
   /** Listens to rotations and removals; returns the unsubscribe function. */
   subscribe(listener: (change: ClusterChange) => void | Promise<void>): () => void;
 }

@@ -15,5 +15,5 @@ export { identityKey, impersonationOf, OWN_IDENTITY, serviceAccountIdentity } fr
 export { ClusterChangedError, ClusterSet } from './cluster-set.ts';
 export type { ConnectionOptions } from './connection-options.ts';
 export type { ClusterSetOptions } from './cluster-set.ts';
-export type { AcquireOptions, ClusterChange, ClusterLease, Clusters } from './clusters.ts';
+export type { AcquireOptions, ClusterChange, ClusterLease, Clusters, ConnectionKey } from './clusters.ts';
 export type { Identity } from './identity.ts';

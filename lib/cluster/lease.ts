@@ -1,11 +1,11 @@
 // A lease on one generation of a cluster: what the keeper (and the in-memory keeper of tests) hands out.
 import type { ClusterConnection } from '../transport/index.ts';
-import type { ClusterLease } from './clusters.ts';
+import type { ClusterLease, ConnectionKey } from './clusters.ts';
 import type { Identity } from './identity.ts';
 
 /** What a lease reads of its generation, and the count it keeps. */
 export interface LeasedGeneration {
-  readonly key: string;
+  readonly key: ConnectionKey;
   readonly cluster: string;
   readonly identity: Identity;
   readonly connection: ClusterConnection;
@@ -33,7 +33,7 @@ export class GenerationLease<G extends LeasedGeneration> implements ClusterLease
     this.#unused = unused;
   }
 
-  get key(): string {
+  get key(): ConnectionKey {
     return this.#generation.key;
   }
 

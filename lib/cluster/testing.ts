@@ -5,7 +5,7 @@ import { ClusterConnection, type RequestOptions, type ResourceClient, type Resou
 import { ClosedError, raceAbort, UnknownKindError, type GroupVersionKind } from '../util/index.ts';
 import { admissionKey, ClusterSet } from './cluster-set.ts';
 import { GenerationLease } from './lease.ts';
-import type { AcquireOptions, ClusterChange, ClusterLease, Clusters } from './clusters.ts';
+import type { AcquireOptions, ClusterChange, ClusterLease, Clusters, ConnectionKey } from './clusters.ts';
 import { OWN_IDENTITY, type Identity } from './identity.ts';
 import { clusterKey, type ClusterRef } from './providers.ts';
 
@@ -31,7 +31,7 @@ export interface FakeClustersOptions {
 
 /** One generation of a fake cluster: replaced whole by {@link FakeClusters.rotate}. */
 interface FakeGeneration {
-  readonly key: string;
+  readonly key: ConnectionKey;
   readonly cluster: string;
   readonly identity: Identity;
   readonly number: number;
@@ -106,22 +106,22 @@ function leaseOn(generation: FakeGeneration, unused: (generation: FakeGeneration
  */
 export class FakeClusters implements Clusters {
   readonly #options: FakeClustersOptions;
-  readonly #current = new Map<string, FakeGeneration>();
+  readonly #current = new Map<ConnectionKey, FakeGeneration>();
   readonly #open = new Set<FakeGeneration>();
   readonly #numbers = new Map<string, number>();
   readonly #listeners = new Set<(change: ClusterChange) => void | Promise<void>>();
   #closed = false;
   /** Every `acquire` call's connection key, in order. */
-  readonly acquired: string[] = [];
+  readonly acquired: ConnectionKey[] = [];
   /** Every `check` call's key, in order. */
-  readonly checked: string[] = [];
+  readonly checked: ConnectionKey[] = [];
 
   constructor(options: FakeClustersOptions) {
     if (typeof options.client !== 'function') throw new TypeError('FakeClusters option client must be a function');
     this.#options = options;
   }
 
-  connectionKey(ref: ClusterRef, ownerNamespace: string, identity?: Identity, purpose?: string): string {
+  connectionKey(ref: ClusterRef, ownerNamespace: string, identity?: Identity, purpose?: string): ConnectionKey {
     return ClusterSet.connectionKey(ref, ownerNamespace, identity, purpose);
   }
 
@@ -150,17 +150,17 @@ export class FakeClusters implements Clusters {
     }
   }
 
-  retain(key: string): ClusterLease | undefined {
+  retain(key: ConnectionKey): ClusterLease | undefined {
     const generation = this.#current.get(key);
     return generation === undefined ? undefined : leaseOn(generation, this.#onUnused);
   }
 
-  isAdmitted(key: string, ownerNamespace: string, identity?: Identity): boolean {
+  isAdmitted(key: ConnectionKey, ownerNamespace: string, identity?: Identity): boolean {
     return this.#current.get(key)?.admitted.has(admissionKey(ownerNamespace, identity)) === true;
   }
 
   /** Records the call; the test decides what changes ({@link rotate}, {@link remove}). */
-  check(key: string): Promise<void> {
+  check(key: ConnectionKey): Promise<void> {
     this.checked.push(key);
     return Promise.resolve();
   }
@@ -171,19 +171,19 @@ export class FakeClusters implements Clusters {
   }
 
   /** The number of the current generation of `key`, or undefined when it has none. */
-  generation(key: string): number | undefined {
+  generation(key: ConnectionKey): number | undefined {
     return this.#current.get(key)?.number;
   }
 
   /** Leases not released on any generation of `key`. */
-  leases(key: string): number {
+  leases(key: ConnectionKey): number {
     let refs = 0;
     for (const generation of this.#open) if (generation.key === key) refs += generation.refs;
     return refs;
   }
 
   /** Generations of `key` not closed yet (the current one and retired ones still held). */
-  openGenerations(key: string): number {
+  openGenerations(key: ConnectionKey): number {
     return [...this.#open].filter((generation) => generation.key === key).length;
   }
 
@@ -191,7 +191,7 @@ export class FakeClusters implements Clusters {
    * New credentials for `key`: a new generation (admissions carried over) becomes current, the
    * listeners are told `rotated` and awaited; the old generation closes once its leases are released.
    */
-  async rotate(key: string): Promise<void> {
+  async rotate(key: ConnectionKey): Promise<void> {
     const old = this.#current.get(key);
     if (old === undefined) throw new Error(`fake: ${key} has no current generation to rotate`);
     const next = this.#newGeneration(key, old.cluster, old.identity);
@@ -209,7 +209,7 @@ export class FakeClusters implements Clusters {
   }
 
   /** The cluster's source is gone: `key` loses its generation and the listeners are told `removed`. */
-  async remove(key: string): Promise<void> {
+  async remove(key: ConnectionKey): Promise<void> {
     const old = this.#current.get(key);
     if (old === undefined) throw new Error(`fake: ${key} has no current generation to remove`);
     old.retired = true;
@@ -226,13 +226,13 @@ export class FakeClusters implements Clusters {
     return Promise.resolve();
   }
 
-  #connect(key: string, ref: ClusterRef, ownerNamespace: string, identity: Identity): FakeGeneration {
+  #connect(key: ConnectionKey, ref: ClusterRef, ownerNamespace: string, identity: Identity): FakeGeneration {
     const generation = this.#newGeneration(key, clusterKey(ref, ownerNamespace), ref.kind === 'local' ? identity : OWN_IDENTITY);
     this.#current.set(key, generation);
     return generation;
   }
 
-  #newGeneration(key: string, cluster: string, identity: Identity): FakeGeneration {
+  #newGeneration(key: ConnectionKey, cluster: string, identity: Identity): FakeGeneration {
     const number = (this.#numbers.get(key) ?? 0) + 1;
     this.#numbers.set(key, number);
     const generation: FakeGeneration = {

@@ -4,10 +4,11 @@ import type { ClusterLease } from '../cluster/index.ts';
 import type { InformerHandler, ResourceInformer } from '../informer/index.ts';
 import type { ResourceClient } from '../transport/index.ts';
 import type { GroupVersionKind } from '../util/index.ts';
+import type { CacheKey } from './keys.ts';
 
 /** One cache: built, then published in the table (cache-table.ts), or stopped unpublished. */
 export interface CacheEntry {
-  readonly key: string;
+  readonly key: CacheKey;
   readonly lease: ClusterLease;
   /** '' for all namespaces, or the one namespace watched. */
   readonly namespace: string;

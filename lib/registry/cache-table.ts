@@ -8,7 +8,7 @@ import type { BuildGate } from './build-gate.ts';
 import { detach, type Built, type CacheEntry } from './cache-entry.ts';
 import { GarbageCollector } from './gc.ts';
 import type { HeldReaders } from './holds.ts';
-import { describeCacheKey, type OwnerKey } from './keys.ts';
+import { describeCacheKey, type CacheKey, type OwnerKey } from './keys.ts';
 import type { ScopePolicy } from './scope.ts';
 import type { TargetIndex } from './target-index.ts';
 import type { CacheWiring } from './wiring.ts';
@@ -61,16 +61,16 @@ export interface CacheTableOptions {
 export class CacheTable {
   readonly #options: CacheTableOptions;
   readonly #lock = new Mutex();
-  readonly #caches = new Map<string, CacheEntry>();
-  readonly #building = new Map<string, Promise<Built>>();
-  readonly #headed = new Map<string, number>();
+  readonly #caches = new Map<CacheKey, CacheEntry>();
+  readonly #building = new Map<CacheKey, Promise<Built>>();
+  readonly #headed = new Map<CacheKey, number>();
   readonly #lingering = new Map<Timer, ClusterLease>();
-  readonly #gc: GarbageCollector<CacheEntry>;
+  readonly #gc: GarbageCollector<CacheKey, CacheEntry>;
   readonly #root = new AbortController();
 
   constructor(options: CacheTableOptions) {
     this.#options = options;
-    this.#gc = new GarbageCollector<CacheEntry>({
+    this.#gc = new GarbageCollector<CacheKey, CacheEntry>({
       host: {
         entry: (key) => this.#caches.get(key),
         used: (key) => this.#used(key),
@@ -88,12 +88,12 @@ export class CacheTable {
   }
 
   /** The published cache under `key`. */
-  get(key: string): CacheEntry | undefined {
+  get(key: CacheKey): CacheEntry | undefined {
     return this.#caches.get(key);
   }
 
   /** Whether a cache is published under `key`. */
-  has(key: string): boolean {
+  has(key: CacheKey): boolean {
     return this.#caches.has(key);
   }
 
@@ -103,7 +103,7 @@ export class CacheTable {
   }
 
   /** Keys whose users went away: their caches become eligible for collection after the grace period. */
-  released(keys: readonly string[]): void {
+  released(keys: readonly CacheKey[]): void {
     this.#gc.released(keys);
   }
 
@@ -118,7 +118,7 @@ export class CacheTable {
     ref: ClusterRef,
     ownerNamespace: string,
     identity: Identity | undefined,
-    key: string,
+    key: CacheKey,
     namespace: string,
     gvk: GroupVersionKind,
     auto: boolean,
@@ -289,7 +289,7 @@ export class CacheTable {
   }
 
   async #build(
-    key: string,
+    key: CacheKey,
     namespace: string,
     gvk: GroupVersionKind,
     auto: boolean,
@@ -363,12 +363,12 @@ export class CacheTable {
   }
 
   /** Whether an owner or a held reader uses the cache under `key`. */
-  #used(key: string): boolean {
+  #used(key: CacheKey): boolean {
     return this.#options.index.ownerCount(key) > 0 || this.#options.readers.isHeld(key);
   }
 
   /** The GC's removal: double-checked under the lock. */
-  async #collect(key: string, entry: CacheEntry): Promise<boolean> {
+  async #collect(key: CacheKey, entry: CacheEntry): Promise<boolean> {
     const removed = await this.#lock.runExclusive(() => {
       // Double check: an owner may have come back, or the cache been swapped, since the check began.
       if (this.#caches.get(key) !== entry || this.#used(key)) return false;

@@ -3,7 +3,7 @@
 // and gc.test.ts on the simulated API server, registry.integration.test.ts on kube-apiservers).
 import assert from 'node:assert/strict';
 import { describe, it, type TestContext } from 'node:test';
-import { ClusterChangedError, type ClusterRef } from '../cluster/index.ts';
+import { ClusterChangedError, type ClusterRef, type ConnectionKey } from '../cluster/index.ts';
 import { FakeClusters } from '../cluster/testing.ts';
 import type { ResourceInfo } from '../transport/index.ts';
 import { FakeResourceClient } from '../transport/testing.ts';
@@ -51,7 +51,7 @@ interface Fleet {
   /** The resource clients the registry's builds asked for, oldest first, with their generation. */
   readonly clients: { readonly generation: number; readonly client: FakeResourceClient }[];
   /** The connection key of `east` for `owner`. */
-  readonly key: string;
+  readonly key: ConnectionKey;
 }
 
 /**

@@ -1,18 +1,20 @@
 // The registry's readers and the holds on them: one reader per cache key, handed to every caller
 // of that key, and the held readers (`Registry.reader`) that keep a cache from collection.
+import type { ConnectionKey } from '../cluster/index.ts';
 import type { InformerHandler } from '../informer/index.ts';
 import type { GroupVersionKind } from '../util/index.ts';
 import { attachHold, detachHold, type CacheEntry, type Hold } from './cache-entry.ts';
+import type { CacheKey } from './keys.ts';
 import { RegistryReader, type ReaderSource } from './reader.ts';
 
 /** Options of {@link HeldReaders}: the registry's view of its cache table. */
 export interface HeldReadersOptions {
   /** The cache published under a key now, if any. */
-  readonly entry: (key: string) => CacheEntry | undefined;
+  readonly entry: (key: CacheKey) => CacheEntry | undefined;
   /** Whether the registry is closed (readers then refuse). */
   readonly closed: () => boolean;
   /** Keys whose last user may have gone: the collector looks at them after the grace period. */
-  readonly released: (keys: readonly string[]) => void;
+  readonly released: (keys: readonly CacheKey[]) => void;
 }
 
 /**
@@ -21,8 +23,8 @@ export interface HeldReadersOptions {
  * whatever cache is published under its key) until the key is gone for good ({@link forget}).
  */
 export class HeldReaders {
-  readonly #readers = new Map<string, RegistryReader>();
-  readonly #holds = new Map<string, Set<Hold>>();
+  readonly #readers = new Map<CacheKey, RegistryReader>();
+  readonly #holds = new Map<CacheKey, Set<Hold>>();
   readonly #options: HeldReadersOptions;
   readonly #source: ReaderSource;
 
@@ -32,7 +34,7 @@ export class HeldReaders {
   }
 
   /** The one reader of the cache key (made on first use). */
-  reader(key: string, cluster: string, gvk: GroupVersionKind): RegistryReader {
+  reader(key: CacheKey, cluster: ConnectionKey, gvk: GroupVersionKind): RegistryReader {
     let reader = this.#readers.get(key);
     if (reader === undefined) {
       reader = new RegistryReader({ cluster, gvk, key, source: this.#source });
@@ -42,7 +44,7 @@ export class HeldReaders {
   }
 
   /** The key's cache is gone for good (collected, or dropped and not rebuilt): its reader need not be kept. */
-  forget(key: string): void {
+  forget(key: CacheKey): void {
     this.#readers.delete(key);
   }
 
@@ -52,7 +54,7 @@ export class HeldReaders {
    * one was created before the hold; `release()` (idempotent) detaches it and lets the collector
    * look at the key.
    */
-  hold(key: string, handler: InformerHandler | undefined): { readonly attach: () => void; readonly release: () => void } {
+  hold(key: CacheKey, handler: InformerHandler | undefined): { readonly attach: () => void; readonly release: () => void } {
     const hold: Hold = { handler };
     let holds = this.#holds.get(key);
     if (holds === undefined) {
@@ -80,12 +82,12 @@ export class HeldReaders {
   }
 
   /** The holds on the key, whose handlers each new cache of the key attaches. */
-  holdsOf(key: string): Iterable<Hold> {
+  holdsOf(key: CacheKey): Iterable<Hold> {
     return this.#holds.get(key) ?? [];
   }
 
   /** Whether any held reader keeps the key's cache from collection. */
-  isHeld(key: string): boolean {
+  isHeld(key: CacheKey): boolean {
     return this.#holds.has(key);
   }
 }

@@ -4,7 +4,7 @@
 import { toError, type Logger } from '../util/index.ts';
 import type { CacheEntry } from './cache-entry.ts';
 import type { CacheTable } from './cache-table.ts';
-import { describeCacheKey, type TargetRef } from './keys.ts';
+import { describeCacheKey, type CacheKey, type TargetRef } from './keys.ts';
 import type { ScopePolicy } from './scope.ts';
 import type { TargetIndex } from './target-index.ts';
 
@@ -47,7 +47,7 @@ export class ScopeDown {
    * probe it now, not at the informer's next slow retry (up to minutes away), so an owner whose
    * namespace may be listed is not held back by owners of the same cache whose namespaces may not.
    */
-  probeIfRefused(key: string, target: TargetRef): void {
+  probeIfRefused(key: CacheKey, target: TargetRef): void {
     const entry = this.#options.table.get(key);
     const namespace = target.namespace ?? '';
     if (entry?.refused === undefined || namespace === '' || entry.refused.has(namespace)) return;

@@ -6,7 +6,7 @@ import type { RateLimitingQueue } from '../queue/index.ts';
 import type { KubeObject, ResourceClient } from '../transport/index.ts';
 import { KubeApiError, type Clock, type GroupVersionKind, type Logger } from '../util/index.ts';
 import { attachHold, type CacheEntry, type Hold } from './cache-entry.ts';
-import { describeCacheKey, objectKeyOf, type OwnerKey } from './keys.ts';
+import { describeCacheKey, objectKeyOf, type CacheKey, type OwnerKey } from './keys.ts';
 import type { TargetIndex } from './target-index.ts';
 
 /** The informer settings the registry applies to every cache. */
@@ -18,7 +18,7 @@ export interface CacheWiringOptions {
   readonly index: TargetIndex;
   readonly queue: RateLimitingQueue<OwnerKey>;
   /** Held readers of a cache key: their handlers are attached to each informer made for it. */
-  readonly holds: (key: string) => Iterable<Hold>;
+  readonly holds: (key: CacheKey) => Iterable<Hold>;
   /** An `auto` cluster-wide cache's LIST was refused (403) before it synced: scope it down. */
   readonly forbidden: (entry: CacheEntry) => void;
   readonly logger: Logger;
@@ -41,7 +41,7 @@ export class CacheWiring {
   }
 
   /** Creates (not starts) an informer for a cache and wires its events to the owners' queue. */
-  create(key: string, lease: ClusterLease, namespace: string, gvk: GroupVersionKind, auto: boolean, client: ResourceClient): CacheEntry {
+  create(key: CacheKey, lease: ClusterLease, namespace: string, gvk: GroupVersionKind, auto: boolean, client: ResourceClient): CacheEntry {
     const { index, queue, clock } = this.#options;
     const informer = new ResourceInformer({
       ...this.#options.informer,
