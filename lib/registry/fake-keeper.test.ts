@@ -5,6 +5,7 @@ import assert from 'node:assert/strict';
 import { describe, it, type TestContext } from 'node:test';
 import { ClusterChangedError, type ClusterRef, type ConnectionKey } from '../cluster/index.ts';
 import { FakeClusters } from '../cluster/testing.ts';
+import { eventually } from '../../e2e/harness/index.ts';
 import type { ResourceInfo } from '../transport/index.ts';
 import { FakeResourceClient } from '../transport/testing.ts';
 import { FakeClock, type GroupVersionKind } from '../util/index.ts';
@@ -14,15 +15,6 @@ const configMaps: GroupVersionKind = { group: '', version: 'v1', kind: 'ConfigMa
 const east: ClusterRef = { kind: 'static', name: 'east' };
 const owner = { namespace: 'team-a', name: 'web' };
 const target = { gvk: configMaps, namespace: 'apps', name: 'settings' };
-
-/** Resolves once `check` holds, looking again at every turn of the event loop; fails after 10 s. */
-async function until(what: string, check: () => boolean): Promise<void> {
-  const deadline = Date.now() + 10_000;
-  while (!check()) {
-    if (Date.now() > deadline) throw new Error(`timed out waiting until ${what}`);
-    await new Promise((resolve) => { setImmediate(resolve); });
-  }
-}
 
 /** A promise and the function that settles it. */
 function gate(): { readonly promise: Promise<void>; readonly open: () => void } {
@@ -123,15 +115,15 @@ describe('Registry on the fake keeper: garbage collection', () => {
     await reader.waitForSync(AbortSignal.timeout(10_000));
     const client = clients[0]?.client;
     assert.ok(client !== undefined);
-    await until('the watch is open', () => client.streams.length === 1);
+    await eventually('the watch is open', () => client.streams.length === 1);
     registry.forgetOwner(owner);
     clock.advance(4_999); // checks at 1 s intervals find it unused, but within the grace period
-    await until('the GC checks ran', () => registry.caches()[0]?.nextGcCheckInMs !== undefined);
+    await eventually('the GC checks ran', () => registry.caches()[0]?.nextGcCheckInMs !== undefined);
     assert.equal(registry.caches().length, 1, 'kept through the grace period');
     assert.equal(keeper.leases(key), 1);
     clock.advance(1_001);
-    await until('the cache is collected', () => registry.caches().length === 0);
-    await until('its watch is closed', () => client.streams.length === 0);
+    await eventually('the cache is collected', () => registry.caches().length === 0);
+    await eventually('its watch is closed', () => client.streams.length === 0);
     assert.equal(keeper.leases(key), 0, 'its lease released');
     assert.equal(keeper.generation(key), undefined, 'the cluster closed with it');
   });
@@ -144,11 +136,11 @@ describe('Registry on the fake keeper: garbage collection', () => {
       // A check that finds the cache used schedules the next one a backoff step (1 s) away; one
       // that found it unused would wait out the grace period (5 s) instead, then collect it.
       clock.advance(1_000);
-      await until(`check ${round + 1} found the held cache used`, () => check() === 1_000);
+      await eventually(`check ${round + 1} found the held cache used`, () => check() === 1_000);
     }
     held.release();
     clock.advance(5_000);
-    await until('the released cache is collected', () => registry.caches().length === 0);
+    await eventually('the released cache is collected', () => registry.caches().length === 0);
   });
 });
 
@@ -194,7 +186,7 @@ describe('Registry on the fake keeper: rotation', () => {
       },
     });
     const building = registry.watchTargetAndGetReader(east, target, owner);
-    await until('the build is discovering on generation 1', () => discovered.includes(1));
+    await eventually('the build is discovering on generation 1', () => discovered.includes(1));
     // The cache under construction is not published yet: the rotation has nothing to swap, and
     // the build must notice under the lock that its generation was replaced.
     await keeper.rotate(key);
