@@ -7,14 +7,14 @@ import { spawn } from 'node:child_process';
 import { createInterface } from 'node:readline';
 import { monitorEventLoopDelay } from 'node:perf_hooks';
 import { StaticProvider } from '../lib/cluster/index.ts';
-import { Registry } from '../lib/registry/index.ts';
+import { registryWithKeeper } from '../lib/registry/testing.ts';
 
 const n = Number(process.argv[2] ?? 1000);
 const max = Number(process.argv[3] ?? 32);
 const host = spawn(process.execPath, [new URL('./scale/sim-host.ts', import.meta.url).pathname, String(n), '1'], { stdio: ['pipe', 'pipe', 'inherit'] });
 const line = await new Promise<string>((resolve) => { createInterface({ input: host.stdout }).once('line', resolve); });
 const fleet = JSON.parse(line) as { name: string; kubeconfig: string }[];
-const registry = new Registry({ provider: new StaticProvider({ clusters: Object.fromEntries(fleet.map((c) => [c.name, c.kubeconfig])) }), credentialCheckIntervalMs: 0, maxConcurrentBuilds: max });
+const registry = registryWithKeeper({ provider: new StaticProvider({ clusters: Object.fromEntries(fleet.map((c) => [c.name, c.kubeconfig])) }), credentialCheckIntervalMs: 0, maxConcurrentBuilds: max });
 // Largest gap between timer ticks that should come every 5 ms.
 let last = performance.now();
 let worst = 0;

@@ -10,8 +10,9 @@ import { Mutex } from 'async-mutex';
 import { performance } from 'node:perf_hooks';
 import { SimulatedCluster } from '../fixtures/index.ts';
 import { clusterKey, StaticProvider, type ClusterRef } from '../lib/cluster/index.ts';
-import { Registry } from '../lib/registry/index.ts';
+import type { Registry } from '../lib/registry/index.ts';
 import type { GroupVersionKind } from '../lib/util/index.ts';
+import { registryWithKeeper } from '../lib/registry/testing.ts';
 
 const configMaps: GroupVersionKind = { group: '', version: 'v1', kind: 'ConfigMap' };
 const ref: ClusterRef = { kind: 'static', name: 'sim' };
@@ -103,7 +104,7 @@ async function requeueLatency(sim: SimulatedCluster, registry: Registry, ratePer
 }
 
 const sim = await SimulatedCluster.start({ name: 'bench', namespaces: ['bench'] });
-const registry = new Registry({ provider: new StaticProvider({ clusters: { sim: sim.kubeconfig } }), credentialCheckIntervalMs: 0 });
+const registry = registryWithKeeper({ provider: new StaticProvider({ clusters: { sim: sim.kubeconfig } }), credentialCheckIntervalMs: 0 });
 try {
   const warm = await registry.watchTargetAndGetReader(ref, { gvk: configMaps, namespace: 'bench', name: 'cm-0' }, { namespace: 'bench', name: 'owner-0' });
   await warm.waitForSync();

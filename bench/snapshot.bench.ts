@@ -12,10 +12,11 @@
 import { performance } from 'node:perf_hooks';
 import { startSimulatedClusters, type SimulatedCluster } from '../fixtures/index.ts';
 import { StaticProvider, type ClusterRef } from '../lib/cluster/index.ts';
-import { Registry } from '../lib/registry/index.ts';
+import type { Registry } from '../lib/registry/index.ts';
 import { FleetAccumulator, registrySource, type SnapshotQuery } from '../lib/snapshot/index.ts';
 import type { KubeObject } from '../lib/transport/index.ts';
 import type { GroupVersionKind } from '../lib/util/index.ts';
+import { registryWithKeeper } from '../lib/registry/testing.ts';
 
 const CM: GroupVersionKind = { group: '', version: 'v1', kind: 'ConfigMap' };
 const CLUSTERS = 20;
@@ -79,7 +80,7 @@ function seqOf(obj: KubeObject): number {
 async function world(): Promise<{ clusters: SimulatedCluster[]; registry: Registry; close: () => Promise<void> }> {
   const clusters = await startSimulatedClusters(CLUSTERS, { namePrefix: 'bench', namespaces: ['bench'] });
   for (const c of clusters) for (let i = 0; i < OBJECTS; i++) c.store.create({ apiVersion: 'v1', kind: 'ConfigMap', metadata: { name: `o${i}`, namespace: 'bench' }, data: { seq: '-1' } });
-  const registry = new Registry({
+  const registry = registryWithKeeper({
     provider: new StaticProvider({ clusters: Object.fromEntries(clusters.map((c, i) => [`c${i}`, c.kubeconfig])) }),
     credentialCheckIntervalMs: 0,
   });

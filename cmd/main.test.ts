@@ -16,7 +16,7 @@ import type { OwnerKey } from '../lib/registry/index.ts';
 import { FakeClock, noopLogger } from '../lib/util/index.ts';
 import { parseExposition } from './exposition.test-util.ts';
 import { parseFlags, type Config } from './flags.ts';
-import { main, serviceRegistry } from './main.ts';
+import { main, serviceClusters, serviceRegistry } from './main.ts';
 
 const pipelineKind: KindDefinition = { group: 'fleetcache.dev', version: 'v1alpha1', kind: 'Pipeline', plural: 'pipelines', namespaced: true, status: true };
 const helmReleaseKind: KindDefinition = { group: 'helm.toolkit.fluxcd.io', version: 'v2', kind: 'HelmRelease', plural: 'helmreleases', namespaced: true, status: true };
@@ -193,7 +193,9 @@ describe('the service wiring', () => {
     kubeConfig.loadFromString(management.kubeconfig);
     const queue = new RateLimitingWorkQueue<OwnerKey>({ name: 'owners', clock, rateLimiter: defaultControllerRateLimiter({ clock }) });
     // The flags' defaults, as a bare `fleetcache` runs.
-    const registry = serviceRegistry(config([]), { kubeConfig, queue, logger: noopLogger, clock });
+    const clusters = serviceClusters(config([]), { kubeConfig, logger: noopLogger, clock });
+    t.after(() => clusters.close());
+    const registry = serviceRegistry(config([]), { clusters, queue, logger: noopLogger, clock });
     t.after(() => registry.close());
 
     const reader = await registry.watchTargetAndGetReader({ kind: 'secret', name: 'rotating-kubeconfig' }, { gvk: configMaps, namespace: 'apps', name: 'settings' }, { namespace: 'apps', name: 'web' });
@@ -203,7 +205,7 @@ describe('the service wiring', () => {
     const stored = management.store.get(secretRef);
     assert.ok(stored !== undefined);
     management.store.update({ ...stored, data: { value: Buffer.from(b.kubeconfig).toString('base64') } });
-    // Nobody calls checkCluster(): only the registry's own timer can notice the rotation.
+    // Nobody calls checkCluster(): only the keeper's own timer can notice the rotation.
     clock.advance(60_000);
     await eventually('the cache reads the cluster the rotated Secret names', () => (reader.get('apps', 'settings')?.data as { cluster?: string } | undefined)?.cluster === 'b', 20_000);
   });
@@ -241,7 +243,9 @@ describe('--kube-api-request-timeout', () => {
     const kubeConfig = new KubeConfig();
     kubeConfig.loadFromString(hung.kubeconfig);
     const queue = new RateLimitingWorkQueue<OwnerKey>({ name: 'owners', clock, rateLimiter: defaultControllerRateLimiter({ clock }) });
-    const registry = serviceRegistry(config(['--kube-api-request-timeout=2s']), { kubeConfig, queue, logger: noopLogger, clock });
+    const clusters = serviceClusters(config(['--kube-api-request-timeout=2s']), { kubeConfig, logger: noopLogger, clock });
+    t.after(() => clusters.close());
+    const registry = serviceRegistry(config(['--kube-api-request-timeout=2s']), { clusters, queue, logger: noopLogger, clock });
     t.after(() => registry.close());
     await hung.faults.down({ mode: 'hang' }); // accepts connections, never answers
     let settled = false;

@@ -4,7 +4,7 @@ import { homedir } from 'node:os';
 import path from 'node:path';
 import type { Writable } from 'node:stream';
 import type { KubeConfig } from '@kubernetes/client-node';
-import { CompositeProvider, localKubeConfig, SecretProvider } from '../lib/cluster/index.ts';
+import { ClusterSet, CompositeProvider, localKubeConfig, SecretProvider, type Clusters } from '../lib/cluster/index.ts';
 import { Manager, syncedCheck } from '../lib/manager/index.ts';
 import type { RequestObservation } from '../lib/transport/index.ts';
 import { PipelineController } from '../lib/pipeline/index.ts';
@@ -116,11 +116,10 @@ async function leaseNamespace(config: Config, env: ProcessIo['env']): Promise<st
   return 'default';
 }
 
-/** What {@link serviceRegistry} builds on, besides the flags. */
-export interface ServiceRegistryParts {
+/** What {@link serviceClusters} builds on, besides the flags. */
+export interface ServiceClustersParts {
   /** The management cluster: `local` targets, and the kubeconfig Secrets of the others. */
   readonly kubeConfig: KubeConfig;
-  readonly queue: RateLimitingQueue<OwnerKey>;
   readonly logger: Logger;
   /** Default: the wall clock. */
   readonly clock?: Clock;
@@ -129,17 +128,16 @@ export interface ServiceRegistryParts {
 }
 
 /**
- * The service's registry, as the flags configure it: a provider for every kind of cluster a
- * Pipeline may name (no clusterRef; `Secret`; Cluster API `Cluster`, through its
- * `<name>-kubeconfig` Secret), kubeconfigs from Secrets held to the `--allow-…` switches, and the
- * registry's periodic credential checks left on. No I/O.
+ * The service's keeper of clusters, as the flags configure it: the process's one keeper of
+ * connections (the management cluster's, as the service and as each tenant it impersonates, and
+ * every remote one), lent to the registry, leader election and the metrics reviews. A provider
+ * for every kind of cluster a Pipeline may name (no clusterRef; `Secret`; Cluster API `Cluster`,
+ * through its `<name>-kubeconfig` Secret), kubeconfigs from Secrets held to the `--allow-…`
+ * switches, read through the keeper as the owner; periodic credential checks left on. No I/O.
  */
-export function serviceRegistry(config: Config, parts: ServiceRegistryParts): Registry {
-  const { kubeConfig, queue, logger, clock, onRequest } = parts;
-  // The registry's keeper is the process's one keeper of connections (`registry.clusters`): the
-  // management cluster's, as the service and as each tenant it impersonates, and every remote
-  // one. Kubeconfig Secrets are read through it, as the owner.
-  return new Registry({
+export function serviceClusters(config: Config, parts: ServiceClustersParts): ClusterSet {
+  const { kubeConfig, logger, clock, onRequest } = parts;
+  return new ClusterSet({
     local: kubeConfig,
     provider: (secretReader) => {
       const secrets = new SecretProvider({
@@ -152,15 +150,35 @@ export function serviceRegistry(config: Config, parts: ServiceRegistryParts): Re
       });
       return new CompositeProvider({ byKind: { secret: secrets, 'cluster-api': secrets } });
     },
-    queue,
     logger,
-    gcGraceMs: config.cacheGcGracePeriodMs,
     // Each connection of the keeper (remote clusters, the Lease's, the reviews') gets its own bucket.
     qps: config.kubeApiQps,
     burst: config.kubeApiBurst,
     connection: { requestTimeoutMs: config.kubeApiRequestTimeoutMs },
     ...(clock === undefined ? {} : { clock }),
     ...(onRequest === undefined ? {} : { onRequest }),
+  });
+}
+
+/** What {@link serviceRegistry} builds on, besides the flags. */
+export interface ServiceRegistryParts {
+  /** The keeper it is lent ({@link serviceClusters}); closed by whoever built it, after the registry. */
+  readonly clusters: Clusters;
+  readonly queue: RateLimitingQueue<OwnerKey>;
+  readonly logger: Logger;
+  /** Default: the wall clock. */
+  readonly clock?: Clock;
+}
+
+/** The service's registry, as the flags configure it, on the keeper it is lent. No I/O. */
+export function serviceRegistry(config: Config, parts: ServiceRegistryParts): Registry {
+  const { clusters, queue, logger, clock } = parts;
+  return new Registry({
+    clusters,
+    queue,
+    logger,
+    gcGraceMs: config.cacheGcGracePeriodMs,
+    ...(clock === undefined ? {} : { clock }),
   });
 }
 
@@ -175,7 +193,8 @@ async function runService(config: Config, io: ProcessIo, logger: Logger): Promis
   const namespace = config.leaderElect ? await leaseNamespace(config, io.env) : undefined;
   const dashboard = new Dashboard({ logger });
   const manager = new Manager({
-    registry: ({ queue, onRequest }) => serviceRegistry(config, { kubeConfig, queue, logger, onRequest: (o) => { onRequest(o); dashboard.observeRequest(o); } }),
+    clusters: ({ onRequest }) => serviceClusters(config, { kubeConfig, logger, onRequest: (o) => { onRequest(o); dashboard.observeRequest(o); } }),
+    registry: ({ queue, clusters }) => serviceRegistry(config, { clusters, queue, logger }),
     leaderElection: {
       enabled: config.leaderElect,
       name: config.leaderElectionId,

@@ -7,7 +7,7 @@ import { readFileSync } from 'node:fs';
 import { setTimeout as delay } from 'node:timers/promises';
 import { getHeapSpaceStatistics, writeHeapSnapshot } from 'node:v8';
 import { StaticProvider } from '../../lib/cluster/index.ts';
-import { Registry } from '../../lib/registry/index.ts';
+import { registryWithKeeper } from '../../lib/registry/testing.ts';
 
 interface Target { readonly name: string; readonly kubeconfig: string }
 const KINDS = [
@@ -32,7 +32,7 @@ const memory = (): Record<string, number> => {
 
 await gc();
 const base = memory();
-const registry = new Registry({
+const registry = registryWithKeeper({
   provider: new StaticProvider({ clusters: Object.fromEntries(fleet.map((c) => [c.name, c.kubeconfig])) }),
   credentialCheckIntervalMs: 0,
 });

@@ -5,7 +5,7 @@
 import { readdirSync, readFileSync } from 'node:fs';
 import { setTimeout as delay } from 'node:timers/promises';
 import { StaticProvider } from '../../lib/cluster/index.ts';
-import { Registry } from '../../lib/registry/index.ts';
+import { registryWithKeeper } from '../../lib/registry/testing.ts';
 
 interface Target { readonly name: string; readonly kubeconfig: string }
 const KINDS = [
@@ -24,7 +24,7 @@ gc();
 const base = { rss: process.memoryUsage().rss, heap: process.memoryUsage().heapUsed, fds: fds() };
 const cpu0 = process.cpuUsage();
 const started = performance.now();
-const registry = new Registry({
+const registry = registryWithKeeper({
   provider: new StaticProvider({ clusters: Object.fromEntries(fleet.map((c) => [c.name, c.kubeconfig])) }),
   credentialCheckIntervalMs: 0,
   gcInitialDelayMs: 200,

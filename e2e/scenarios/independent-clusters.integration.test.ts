@@ -6,9 +6,11 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import { CompositeProvider, CoreV1SecretReader, LocalProvider, SecretProvider, type ClusterRef } from '../../lib/cluster/index.ts';
-import { Registry, type OwnerKey } from '../../lib/registry/index.ts';
+import type { Registry} from '../../lib/registry/index.ts';
+import { type OwnerKey } from '../../lib/registry/index.ts';
 import { KubeApiError } from '../../lib/util/index.ts';
 import { eventually, useClusters, type TestCluster } from '../harness/index.ts';
+import { registryWithKeeper } from '../../lib/registry/testing.ts';
 
 const configMaps = { group: '', version: 'v1', kind: 'ConfigMap' };
 
@@ -44,7 +46,7 @@ describe('scenario: independent clusters', () => {
     await must(b, 'POST', `/api/v1/namespaces/${rbacNs}/configmaps`, { metadata: { name: 'settings' }, data: { cluster: b.name } });
 
     const kubeConfig = a.kubeConfig();
-    registry = new Registry({
+    registry = registryWithKeeper({
       provider: new CompositeProvider({ byKind: { local: new LocalProvider({ kubeConfig }), secret: new SecretProvider({ secrets: new CoreV1SecretReader({ kubeConfig: a.kubeConfig() }) }) } }),
       // Retry a forbidden LIST every second rather than the default 5 s doubling to 60 s.
       informer: { slowBackoff: { initialMs: 1_000, maxMs: 1_000, jitter: 0 } },

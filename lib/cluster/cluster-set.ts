@@ -18,6 +18,8 @@ import { connectionOptionsOf, type ConnectionOptions } from './connection-option
 import { identityKey, impersonationOf, OWN_IDENTITY, type Identity } from './identity.ts';
 import { KubeconfigSecretNotFoundError, type SecretData, type SecretReader } from './provider-secret.ts';
 import { clusterKey, LocalProvider, type ClusterAccess, type ClusterProvider, type ClusterRef } from './providers.ts';
+import type { AcquireOptions, ClusterChange, ClusterLease, Clusters, ConnectionKey } from './clusters.ts';
+import { GenerationLease } from './lease.ts';
 
 /**
  * The cluster changed under a caller (its credentials rotated, or it was dropped and reconnected)
@@ -87,52 +89,7 @@ export interface ClusterSetOptions {
   readonly onRequest?: ((observation: RequestObservation) => void) | undefined;
 }
 
-/** What {@link ClusterSet.acquire} needs to know about the caller. */
-export interface AcquireOptions {
-  /** Namespace of the owner naming the cluster: the provider admits it (its cross-namespace rule). Required. */
-  readonly ownerNamespace: string;
-  /** Who the owner acts as; see {@link ClusterSet.connectionKey}. Default `OWN_IDENTITY`. */
-  readonly identity?: Identity | undefined;
-  /**
-   * A connection of its own for this purpose, apart from every other caller's on the same cluster
-   * and identity: its own request limiter (rate bucket) and HTTP session. For traffic that must
-   * never queue behind caches and reconciles, such as leader election (controller-runtime gives
-   * its leader-election client its own rate limiter). Lower-case letters, digits and '-'.
-   * Default: none, the shared connection.
-   */
-  readonly purpose?: string | undefined;
-  /** Stops this caller waiting; shared work (connecting) carries on for others. */
-  readonly signal?: AbortSignal | undefined;
-}
-
 const PURPOSE = /^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$/;
-
-/**
- * A hold on one generation of a cluster: its connection stays open until every lease on it is
- * released, even after the cluster rotated to new credentials. Release exactly once (more is a
- * no-op); never close the connection yourself.
- */
-export interface ClusterLease {
-  /** The connection key: {@link ClusterSet.connectionKey}. */
-  readonly key: string;
-  /** The cluster reference's `clusterKey`. */
-  readonly cluster: string;
-  /** The identity the connection acts as (`own` except for impersonated `local` connections). */
-  readonly identity: Identity;
-  readonly connection: ClusterConnection;
-  /** Aborted when this generation is closed (after its last lease) or the set closes: derive per-cache signals from it. */
-  readonly signal: AbortSignal;
-  /** False once the cluster rotated away from this generation or was dropped: move work to a new lease. */
-  readonly current: boolean;
-  release(): void;
-}
-
-/** What {@link ClusterSet.subscribe} listeners hear. Listeners run in order and are awaited. */
-export type ClusterChange =
-  /** New credentials: `key` now has a new generation; leases on the old one still work until released. */
-  | { readonly type: 'rotated'; readonly key: string }
-  /** The cluster's source is gone (its Secret was deleted): `key` has no generation until someone acquires it again. */
-  | { readonly type: 'removed'; readonly key: string };
 
 /** Who was admitted: what a credential check resolves as. */
 interface Admission {
@@ -142,7 +99,7 @@ interface Admission {
 
 /** One generation of a cluster: replaced whole on rotation, never mutated into another. */
 interface Generation {
-  readonly key: string;
+  readonly key: ConnectionKey;
   readonly cluster: string;
   readonly ref: ClusterRef;
   readonly identity: Identity;
@@ -176,57 +133,9 @@ function isRetired(generation: Generation): boolean {
   return generation.retired;
 }
 
-function admissionKey(ownerNamespace: string, identity: Identity | undefined): string {
+/** The key of one admission: an owner namespace and an identity. */
+export function admissionKey(ownerNamespace: string, identity: Identity | undefined): string {
   return `${ownerNamespace}\u001f${identityKey(identity)}`;
-}
-
-/**
- * A lease on one generation. A class, not an object literal: a literal with a getter (`current`)
- * is made a dictionary-mode object, about 600 bytes more per lease, four or more per cluster (issue 12).
- *
- * Invariant: the generation's `refs` counts this lease until `release()`, which runs once.
- */
-class GenerationLease implements ClusterLease {
-  readonly #generation: Generation;
-  readonly #unused: (generation: Generation) => void;
-  #released = false;
-
-  constructor(generation: Generation, unused: (generation: Generation) => void) {
-    this.#generation = generation;
-    this.#unused = unused;
-  }
-
-  get key(): string {
-    return this.#generation.key;
-  }
-
-  get cluster(): string {
-    return this.#generation.cluster;
-  }
-
-  get identity(): Identity {
-    return this.#generation.identity;
-  }
-
-  get connection(): ClusterConnection {
-    return this.#generation.connection;
-  }
-
-  get signal(): AbortSignal {
-    return this.#generation.life.signal;
-  }
-
-  get current(): boolean {
-    return !this.#generation.retired && !this.#generation.closed;
-  }
-
-  release(): void {
-    if (this.#released) return;
-    this.#released = true;
-    const generation = this.#generation;
-    generation.refs -= 1;
-    if (generation.refs === 0) this.#unused(generation);
-  }
 }
 
 /**
@@ -246,11 +155,11 @@ class GenerationLease implements ClusterLease {
  * - A generation's connection is closed only when `refs` is 0 and it is retired, idle past
  *   `idleTimeoutMs`, or the set closes.
  */
-export class ClusterSet {
+export class ClusterSet implements Clusters {
   readonly #provider: ClusterProvider;
   readonly #local: LocalProvider | undefined;
-  readonly #current = new Map<string, Generation>();
-  readonly #connecting = new Map<string, Promise<Generation>>();
+  readonly #current = new Map<ConnectionKey, Generation>();
+  readonly #connecting = new Map<ConnectionKey, Promise<Generation>>();
   /** Every generation not yet closed, for `close()`. */
   readonly #open = new Set<Generation>();
   readonly #listeners = new Set<(change: ClusterChange) => void | Promise<void>>();
@@ -305,17 +214,22 @@ export class ClusterSet {
    *
    * @throws InvalidClusterRefError for a malformed reference; TypeError for a malformed purpose.
    */
-  static connectionKey(ref: ClusterRef, ownerNamespace: string, identity?: Identity, purpose?: string): string {
+  static connectionKey(ref: ClusterRef, ownerNamespace: string, identity?: Identity, purpose?: string): ConnectionKey {
     const cluster = clusterKey(ref, ownerNamespace);
     const id = ref.kind === 'local' ? identityKey(identity) : '';
     const key = id === '' ? cluster : `${cluster}[${id}]`;
-    if (purpose === undefined) return key;
+    if (purpose === undefined) return key as ConnectionKey;
     if (!PURPOSE.test(purpose)) throw new TypeError(`ClusterSet purpose must be a DNS label, got ${JSON.stringify(purpose)}`);
-    return `${key}#${purpose}`;
+    return `${key}#${purpose}` as ConnectionKey;
+  }
+
+  /** {@link ClusterSet.connectionKey}, for consumers that know the keeper through {@link Clusters}. */
+  connectionKey(ref: ClusterRef, ownerNamespace: string, identity?: Identity, purpose?: string): ConnectionKey {
+    return ClusterSet.connectionKey(ref, ownerNamespace, identity, purpose);
   }
 
   /** Whether `ownerNamespace` (as `identity`) is admitted to the current generation of `key`. No I/O. */
-  isAdmitted(key: string, ownerNamespace: string, identity?: Identity): boolean {
+  isAdmitted(key: ConnectionKey, ownerNamespace: string, identity?: Identity): boolean {
     return this.#current.get(key)?.admitted.has(admissionKey(ownerNamespace, identity)) === true;
   }
 
@@ -404,7 +318,7 @@ export class ClusterSet {
    * for holders moving work they were admitted for onto the generation that replaced theirs.
    * Undefined when the key has no current generation.
    */
-  retain(key: string): ClusterLease | undefined {
+  retain(key: ConnectionKey): ClusterLease | undefined {
     const generation = this.#current.get(key);
     return generation === undefined ? undefined : this.#lease(generation);
   }
@@ -415,7 +329,7 @@ export class ClusterSet {
    * deleted Secret drops the cluster and announces `removed`. Periodic checks do the same every
    * `credentialCheckIntervalMs`. Resolves after the listeners.
    */
-  async check(key: string): Promise<void> {
+  async check(key: ConnectionKey): Promise<void> {
     const generation = this.#current.get(key);
     if (generation !== undefined) await this.#check(generation);
   }
@@ -427,7 +341,7 @@ export class ClusterSet {
   }
 
   /** Connection keys of the clusters connected now. */
-  keys(): string[] {
+  keys(): ConnectionKey[] {
     return [...this.#current.keys()];
   }
 
@@ -451,7 +365,7 @@ export class ClusterSet {
     return this.#provider.resolve(ref, context);
   }
 
-  async #connect(key: string, ref: ClusterRef, ownerNamespace: string, identity: Identity, admission: string): Promise<Generation> {
+  async #connect(key: ConnectionKey, ref: ClusterRef, ownerNamespace: string, identity: Identity, admission: string): Promise<Generation> {
     // Shared by every caller waiting for this key: bounded, on the set's signal, not a caller's.
     const { controller, dispose } = childController(this.#root.signal);
     const deadline = this.#clock.setTimer(this.#connectTimeoutMs, () => {
@@ -475,7 +389,7 @@ export class ClusterSet {
     return generation;
   }
 
-  #newGeneration(key: string, ref: ClusterRef, identity: Identity, access: ClusterAccess, admitted: Iterable<readonly [string, Admission]>): Generation {
+  #newGeneration(key: ConnectionKey, ref: ClusterRef, identity: Identity, access: ClusterAccess, admitted: Iterable<readonly [string, Admission]>): Generation {
     // Metrics name the cluster, never the connection: a tenant's identity or a purpose is no new series.
     const onRequest = this.#onRequest;
     const connection = new ClusterConnection({

@@ -1,7 +1,7 @@
 import { SocketBudget, type ClusterConnectionOptions } from '../transport/index.ts';
 
 /**
- * Settings every connection of a keeper (and of a registry's own keeper) is built with: a subset
+ * Settings every connection of a keeper (`ClusterSet`) is built with: a subset
  * of `ClusterConnectionOptions`, whose JSDoc states each default (HTTP/2 on, request timeout
  * 60 000 ms, 5 LIST pages per cluster, PING every 30 000 ms answered within 15 000 ms, the
  * process-wide socket budget). Unset fields keep those defaults; an empty object changes nothing.

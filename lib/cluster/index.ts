@@ -2,7 +2,8 @@
  * Who a cluster is and who we are on it: cluster references and the providers that turn them into
  * credentials (local, static, kubeconfig Secret, Cluster API through a composite), safe loading of
  * untrusted kubeconfigs, identities, and the keeper (`ClusterSet`) that owns every connection:
- * admission, rotation, and closing what nobody holds.
+ * admission, rotation, and closing what nobody holds. Consumers name the keeper's small `Clusters`
+ * interface and are lent one; `testing.ts` (not exported) keeps one in memory for their tests.
  */
 export { loadKubeconfig, localKubeConfig } from './kubeconfig.ts';
 export type { LoadKubeconfigOptions, LocalKubeConfigOptions } from './kubeconfig.ts';
@@ -12,7 +13,7 @@ export { CoreV1SecretReader, KubeconfigSecretNotFoundError, SecretProvider } fro
 export type { CoreV1SecretReaderOptions, SecretData, SecretProviderOptions, SecretReader } from './provider-secret.ts';
 export { identityKey, impersonationOf, OWN_IDENTITY, serviceAccountIdentity } from './identity.ts';
 export { ClusterChangedError, ClusterSet } from './cluster-set.ts';
-export { connectionOptionsOf } from './connection-options.ts';
 export type { ConnectionOptions } from './connection-options.ts';
-export type { AcquireOptions, ClusterChange, ClusterLease, ClusterSetOptions } from './cluster-set.ts';
+export type { ClusterSetOptions } from './cluster-set.ts';
+export type { AcquireOptions, ClusterChange, ClusterLease, Clusters, ConnectionKey } from './clusters.ts';
 export type { Identity } from './identity.ts';

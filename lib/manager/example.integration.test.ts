@@ -7,7 +7,7 @@ import { describe, it } from 'node:test';
 import type { KubeConfig } from '@kubernetes/client-node';
 import { eventually, useClusters } from '../../e2e/harness/index.ts';
 import { openCrd } from '../../fixtures/crds/index.ts';
-import { CompositeProvider, LocalProvider, SecretProvider, type ClusterRef } from '../cluster/index.ts';
+import { ClusterSet, CompositeProvider, LocalProvider, SecretProvider, type ClusterRef } from '../cluster/index.ts';
 import { parseOwnerKey, Registry, watchOwners } from '../registry/index.ts';
 import type { KubeObject } from '../transport/index.ts';
 import { noopLogger, type Logger } from '../util/index.ts';
@@ -24,11 +24,12 @@ const helmReleases = { group: 'helm.toolkit.fluxcd.io', version: 'v2', kind: 'He
 /** One replica of an HA controller of Pipelines: run several, the Lease's holder reconciles. Until `signal` aborts. */
 async function runReplica(kubeConfig: KubeConfig, logger: Logger, signal: AbortSignal, seen: (pipeline: string, release?: KubeObject) => void, ports = { probes: 8081, metrics: 8443 }): Promise<void> {
   const manager = new Manager({
-    registry: ({ queue, onRequest }) => new Registry({                 // its queue and requests counted in /metrics
+    clusters: ({ onRequest }) => new ClusterSet({                          // the keeper: its requests counted in /metrics
       local: kubeConfig,
       provider: (secrets) => new CompositeProvider({ byKind: { local: new LocalProvider({ kubeConfig }), secret: new SecretProvider({ secrets }) } }),
-      queue, onRequest, logger,
+      onRequest, logger,
     }),
+    registry: ({ queue, clusters }) => new Registry({ clusters, queue, logger }), // lent the keeper; its queue counted too
     leaderElection: { name: 'pipeline-controller', namespace: 'default' }, // opt-in, as in controller-runtime
     healthProbeBindAddress: { host: '', port: ports.probes },              // /healthz, /readyz
     metricsServer: { bindAddress: { host: '', port: ports.metrics } },     // HTTPS, TokenReview + SubjectAccessReview

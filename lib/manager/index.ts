@@ -13,6 +13,8 @@ export {
   type ManagerOptions,
   type MetricsServerOptions,
   type ReconcileContext,
+  type ClustersWiring,
+  type ManagedClusters,
   type RegistryWiring,
   type Runnable,
 } from './manager.ts';

@@ -5,7 +5,8 @@ import { after, before, describe, it } from 'node:test';
 import { KubeConfig } from '@kubernetes/client-node';
 import { SimulatedCluster } from '../../fixtures/index.ts';
 import { eventually } from '../../e2e/harness/index.ts';
-import { LocalProvider } from '../cluster/index.ts';
+import { ClusterSet, LocalProvider } from '../cluster/index.ts';
+import { FakeClusters } from '../cluster/testing.ts';
 import { Registry } from '../registry/index.ts';
 import { FakeClock, noopLogger, type Logger } from '../util/index.ts';
 import { parseExposition } from '../../cmd/exposition.test-util.ts';
@@ -49,7 +50,8 @@ describe('Manager', () => {
   });
   after(() => cluster.close());
 
-  const registry: ManagerOptions['registry'] = ({ queue, onRequest }) => new Registry({ local: kubeConfig, provider: new LocalProvider({ kubeConfig }), queue, onRequest, logger: noopLogger });
+  const clusters: ManagerOptions['clusters'] = ({ onRequest }) => new ClusterSet({ local: kubeConfig, provider: new LocalProvider({ kubeConfig }), onRequest, logger: noopLogger });
+  const registry: ManagerOptions['registry'] = ({ queue, clusters: keeper }) => new Registry({ clusters: keeper, queue, logger: noopLogger });
 
   /** Starts `manager` until the returned stop() is called; stop resolves with start's outcome. */
   function run(manager: Manager): { readonly stop: () => Promise<void>; readonly done: Promise<void>; readonly signal: AbortController } {
@@ -59,7 +61,7 @@ describe('Manager', () => {
   }
 
   it('serves /readyz from its checks and the ones added: 500 naming each failing one, 200 once all pass', async () => {
-    const manager = new Manager({ registry, healthProbeBindAddress: loopback });
+    const manager = new Manager({ clusters, registry, healthProbeBindAddress: loopback });
     let synced = false;
     let alive = true;
     manager.addReadyzCheck('informers', () => (synced ? undefined : 'the Widget cache has not synced'));
@@ -87,7 +89,7 @@ describe('Manager', () => {
   });
 
   it('serves added routes and handlers behind the metrics authentication: no token, 401 (public handlers excepted)', async () => {
-    const manager = new Manager({ registry, metricsServer: { bindAddress: loopback } });
+    const manager = new Manager({ clusters, registry, metricsServer: { bindAddress: loopback } });
     manager.addRoute('/debug/things', () => ({ status: 200, contentType: 'text/plain', body: 'things\n' }));
     manager.addHandler('/dashboard/', (_req, res) => { res.writeHead(200, { 'content-type': 'text/plain' }); res.end('dashboard\n'); });
     manager.addHandler('/public/', (_req, res, url) => { res.writeHead(200, { 'content-type': 'text/plain' }); res.end(`public ${url.pathname}\n`); }, { public: true });
@@ -106,7 +108,7 @@ describe('Manager', () => {
   });
 
   it('without secure, answers added routes and subtree handlers (plain HTTP), and /metrics carries the controllers\' series', async () => {
-    const manager = new Manager({ registry, metricsServer: { bindAddress: loopback, secure: false }, metrics: { defaultMetrics: false } });
+    const manager = new Manager({ clusters, registry, metricsServer: { bindAddress: loopback, secure: false }, metrics: { defaultMetrics: false } });
     manager.addRoute('/debug/things', () => ({ status: 200, contentType: 'text/plain', body: 'things\n' }));
     manager.addHandler('/dashboard/', (_req, res, url) => { res.writeHead(200, { 'content-type': 'text/plain' }); res.end(`dashboard ${url.pathname}\n`); });
     const reconciled: string[] = [];
@@ -131,6 +133,7 @@ describe('Manager', () => {
   it('stops in order: reconciles in flight finish, then the Lease is released, then start resolves', async () => {
     const events: string[] = [];
     const manager = new Manager({
+      clusters,
       registry,
       logger: recordingLogger(events),
       leaderElection: { name: 'widgets-leader', namespace: 'ops', leaseDurationMs: 2_000, renewDeadlineMs: 1_500, retryPeriodMs: 200 },
@@ -164,7 +167,7 @@ describe('Manager', () => {
   });
 
   it('rejects with RunnableFailedError when a runnable fails, after stopping the rest', async () => {
-    const manager = new Manager({ registry });
+    const manager = new Manager({ clusters, registry });
     let otherStopped = false;
     manager.add({ name: 'broken', start: () => Promise.reject(new Error('boom')) });
     manager.add({ name: 'other', needLeaderElection: false, start: (signal) => new Promise<void>((resolve) => { signal.addEventListener('abort', () => { otherStopped = true; resolve(); }, { once: true }); }) });
@@ -177,7 +180,7 @@ describe('Manager', () => {
 
   it('stops waiting for a stuck controller after the grace period, rejecting with ShutdownTimeoutError naming it', { timeout: 20_000 }, async () => {
     const clock = new FakeClock();
-    const manager = new Manager({ registry, clock, gracefulShutdownTimeoutMs: 5_000 });
+    const manager = new Manager({ clusters, registry, clock, gracefulShutdownTimeoutMs: 5_000 });
     let running = false;
     let release = (): void => undefined;
     manager.add({ name: 'stuck', start: () => new Promise<void>((resolve) => { running = true; release = resolve; }) });
@@ -198,11 +201,42 @@ describe('Manager', () => {
   });
 
   it('refuses invalid options with a TypeError naming the option', () => {
-    assert.throws(() => new Manager({ registry, leaderElection: { name: 'x' } }), /leaderElection\.namespace/);
-    assert.throws(() => new Manager({ registry, leaderElection: { name: 'x', namespace: 'ops', leaseDurationMs: 1_000, renewDeadlineMs: 5_000 } }), /leaseDurationMs/);
-    assert.throws(() => new Manager({ registry, gracefulShutdownTimeoutMs: -1 }), /gracefulShutdownTimeoutMs/);
-    assert.throws(() => new Manager({ registry, healthProbeBindAddress: { host: '', port: 70_000 } }), /healthProbeBindAddress/);
-    assert.throws(() => { new Manager({ registry }).addRoute('/x', () => ({ status: 200, contentType: 'text/plain', body: '' })); }, /metricsServer/);
+    assert.throws(() => new Manager({ clusters, registry, leaderElection: { name: 'x' } }), /leaderElection\.namespace/);
+    assert.throws(() => new Manager({ clusters, registry, leaderElection: { name: 'x', namespace: 'ops', leaseDurationMs: 1_000, renewDeadlineMs: 5_000 } }), /leaseDurationMs/);
+    assert.throws(() => new Manager({ clusters, registry, gracefulShutdownTimeoutMs: -1 }), /gracefulShutdownTimeoutMs/);
+    assert.throws(() => new Manager({ clusters, registry, healthProbeBindAddress: { host: '', port: 70_000 } }), /healthProbeBindAddress/);
+    assert.throws(() => { new Manager({ clusters, registry }).addRoute('/x', () => ({ status: 200, contentType: 'text/plain', body: '' })); }, /metricsServer/);
+    assert.throws(() => new Manager({ clusters: {} as never, registry }), { name: 'TypeError', message: /^Manager option clusters must be a keeper of clusters/ });
+    assert.throws(() => new Manager({ clusters: () => ({}) as never, registry }), { name: 'TypeError', message: /^Manager option clusters: the factory must return a keeper/ });
+  });
+
+  it('lends the keeper it was given to the registry, and closes it after the registry when it stops', async () => {
+    const events: string[] = [];
+    class RecordingClusters extends FakeClusters {
+      override async close(): Promise<void> {
+        events.push('keeper closed');
+        await super.close();
+      }
+    }
+    const keeper = new RecordingClusters({ client: () => { throw new Error('no caches in this test'); } });
+    let lent: unknown;
+    const manager = new Manager({
+      clusters: keeper,
+      registry: ({ queue, clusters: given }) => {
+        lent = given;
+        const built = new Registry({ clusters: given, queue });
+        const close = built.close.bind(built);
+        built.close = async () => { await close(); events.push('registry closed'); };
+        return built;
+      },
+    });
+    assert.equal(lent, keeper);
+    assert.equal(manager.clusters, keeper);
+    const stop = new AbortController();
+    const done = manager.start(stop.signal);
+    stop.abort();
+    await done;
+    assert.deepEqual(events, ['registry closed', 'keeper closed']);
   });
 });
 

@@ -2,7 +2,7 @@
 // their server, shutdown), after controller-runtime's manager.
 import { randomUUID } from 'node:crypto';
 import { hostname } from 'node:os';
-import type { ClusterLease } from '../cluster/index.ts';
+import type { ClusterLease, Clusters } from '../cluster/index.ts';
 import { defaultControllerRateLimiter, RateLimitingWorkQueue, runWorkers, type RateLimitingQueue, type RequeueAfter, type WorkContext } from '../queue/index.ts';
 import { Registry, type OwnerKey } from '../registry/index.ts';
 import type { RequestObservation } from '../transport/index.ts';
@@ -56,21 +56,37 @@ export interface MetricsServerOptions {
   readonly certificate?: CertificateFiles | ServingCertificate | undefined;
 }
 
+/** The keeper of clusters a manager is given and closes when it stops (a `ClusterSet`). */
+export interface ManagedClusters extends Clusters {
+  close(): Promise<void>;
+}
+
+/** What {@link ManagerOptions.clusters}'s factory gets: pass it to `new ClusterSet`. */
+export interface ClustersWiring {
+  /** Counts every request to every cluster (`rest_client_*{cluster}`). */
+  readonly onRequest: (observation: RequestObservation) => void;
+}
+
 /** What {@link ManagerOptions.registry}'s factory gets: pass both to `new Registry`. */
 export interface RegistryWiring {
   /** The requeue queue (`workqueue_*{name="owners"}`, labelled with the controller that consumes it). */
   readonly queue: RateLimitingQueue<OwnerKey>;
-  /** Counts every request to every cluster (`rest_client_*{cluster}`). */
-  readonly onRequest: (observation: RequestObservation) => void;
+  /** The manager's keeper of clusters (built from {@link ManagerOptions.clusters}). */
+  readonly clusters: ManagedClusters;
 }
 
 /** Options of {@link Manager}. */
 export interface ManagerOptions {
   /**
-   * The registry the manager's controllers use; the manager closes it when it stops. Its keeper's
-   * management cluster (`{ kind: 'local' }`) holds the Lease and makes the metrics reviews, each
-   * on a connection of its own. Pass a factory to have the registry's queue and requests counted
-   * in the manager's metrics. Required.
+   * The keeper of clusters (a `ClusterSet`): lent to the registry, and its management cluster
+   * (`{ kind: 'local' }`) holds the Lease and makes the metrics reviews, each on a connection of
+   * its own. The manager closes it when it stops, after the registry. Pass a factory to have its
+   * requests counted in the manager's metrics. Required.
+   */
+  readonly clusters: ManagedClusters | ((wiring: ClustersWiring) => ManagedClusters);
+  /**
+   * The registry the manager's controllers use, on the keeper above; the manager closes it when
+   * it stops. Pass a factory to have its queue counted in the manager's metrics. Required.
    */
   readonly registry: Registry | ((wiring: RegistryWiring) => Registry);
   /** Default: off (every replica runs every controller). */
@@ -201,6 +217,8 @@ function isCertificateFiles(value: CertificateFiles | ServingCertificate): value
  * set once, by `start`.
  */
 export class Manager {
+  /** The keeper of clusters (built by the factory, or the one passed), lent to the registry. */
+  readonly clusters: ManagedClusters;
   /** The registry the controllers use (built by the factory, or the one passed). */
   readonly registry: Registry;
   /** The prom-client registry every metric is in: register the embedder's own metrics here. */
@@ -232,6 +250,8 @@ export class Manager {
   #metricsUrl: string | undefined;
 
   constructor(options: ManagerOptions) {
+    const clustersOption: unknown = options.clusters;
+    if (typeof clustersOption !== 'function' && !isManagedClusters(clustersOption)) throw new TypeError('Manager option clusters must be a keeper of clusters (a ClusterSet) or a function that builds one');
     const registryOption: unknown = options.registry;
     if (!(registryOption instanceof Registry) && typeof registryOption !== 'function') throw new TypeError('Manager option registry must be a Registry or a function that builds one');
     const grace = options.gracefulShutdownTimeoutMs ?? 30_000;
@@ -267,11 +287,17 @@ export class Manager {
       });
     }
     this.metrics = new ManagerMetrics(options.metrics);
+    if (typeof options.clusters === 'function') {
+      this.clusters = options.clusters({ onRequest: this.metrics.observeRequest });
+      if (!isManagedClusters(this.clusters)) throw new TypeError('Manager option clusters: the factory must return a keeper of clusters (a ClusterSet)');
+    } else {
+      this.clusters = options.clusters;
+    }
     if (options.registry instanceof Registry) {
       this.registry = options.registry;
     } else {
       const queue = new RateLimitingWorkQueue<OwnerKey>({ name: 'owners', rateLimiter: defaultControllerRateLimiter(), metrics: this.metrics.queueMetrics(() => this.#queueController) });
-      this.registry = options.registry({ queue, onRequest: this.metrics.observeRequest });
+      this.registry = options.registry({ queue, clusters: this.clusters });
       if (!(this.registry instanceof Registry)) throw new TypeError('Manager option registry: the factory must return a Registry');
     }
     this.#readyChecks = [
@@ -423,7 +449,7 @@ export class Manager {
       await this.#startServers(holds, (stop) => { stopCertificates = stop; });
     } catch (err) {
       await closeServers();
-      await this.registry.close();
+      await this.#closeRegistry();
       throw err;
     }
 
@@ -468,11 +494,17 @@ export class Manager {
     if (!lost) timedOut = await this.#drain(running);
     election.abort();
     await electing; // the Lease released, its connection let go
-    await this.registry.close(); // and its keeper: every connection
+    await this.#closeRegistry();
     await closeServers();
     this.#logger.info('stopped', { graceful: reason.kind === 'signal' && timedOut === undefined });
     if (reason.kind === 'failed') throw reason.error;
     if (timedOut !== undefined) throw timedOut;
+  }
+
+  /** Closes the registry (its caches), then the keeper it was lent (every connection). */
+  async #closeRegistry(): Promise<void> {
+    await this.registry.close();
+    await this.clusters.close();
   }
 
   /** Waits for `running` up to the grace period; the error names what is left when it passes. */
@@ -498,7 +530,7 @@ export class Manager {
     try {
       // A connection of its own, as controller-runtime gives leader election its own client:
       // renewals never queue behind caches and reconciles in the shared rate bucket.
-      hold = await this.registry.clusters.acquire({ kind: 'local' }, { ownerNamespace: namespace, purpose: 'leader-election', signal });
+      hold = await this.clusters.acquire({ kind: 'local' }, { ownerNamespace: namespace, purpose: 'leader-election', signal });
     } catch (err) {
       if (!signal.aborted) reportStop({ kind: 'failed', error: toError(err) });
       return;
@@ -550,7 +582,7 @@ export class Manager {
     }
     // The management cluster's own-identity connection, held while the server runs. A connection
     // of its own: scrapes are never held behind the controllers' rate bucket.
-    const hold = await this.registry.clusters.acquire({ kind: 'local' }, { ownerNamespace: 'default', purpose: 'metrics-auth' });
+    const hold = await this.clusters.acquire({ kind: 'local' }, { ownerNamespace: 'default', purpose: 'metrics-auth' });
     holds.push(hold);
     const filter = new KubeAuthFilter({ reviews: (apiPath, body) => hold.connection.request({ method: 'POST', path: apiPath, body }), logger: this.#logger, clock: this.#clock });
     const server = await HttpServer.start({ name: 'metrics', address: options.bindAddress, routes, handlers, publicPaths: this.#publicPaths, actionPaths: this.#actionPaths, logger: this.#logger, tls, authorize: (req, urlPath) => filter.check(req, urlPath) });
@@ -560,6 +592,12 @@ export class Manager {
       setStopCertificates(watchCertificate({ files: given, current: tls, onChange: (next) => { server.setCertificate(next); }, logger: this.#logger }));
     }
   }
+}
+
+function isManagedClusters(value: unknown): value is ManagedClusters {
+  if (typeof value !== 'object' || value === null) return false;
+  const keeper = value as Record<string, unknown>;
+  return typeof keeper.acquire === 'function' && typeof keeper.subscribe === 'function' && typeof keeper.close === 'function';
 }
 
 /**

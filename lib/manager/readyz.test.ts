@@ -7,7 +7,7 @@ import { describe, it } from 'node:test';
 import { KubeConfig } from '@kubernetes/client-node';
 import { SimulatedCluster } from '../../fixtures/index.ts';
 import { eventually } from '../../e2e/harness/index.ts';
-import { LocalProvider } from '../cluster/index.ts';
+import { ClusterSet, LocalProvider } from '../cluster/index.ts';
 import { Registry } from '../registry/index.ts';
 import { FakeClock, noopLogger } from '../util/index.ts';
 import { Manager } from './index.ts';
@@ -25,7 +25,8 @@ describe('Manager /readyz with leader election', () => {
     // Every request waits a second of the cluster's clock, which stands still until the test moves it.
     cluster.faults.setLatency(1_000);
     const manager = new Manager({
-      registry: ({ queue, onRequest }) => new Registry({ local: kubeConfig, provider: new LocalProvider({ kubeConfig }), queue, onRequest, logger: noopLogger }),
+      clusters: ({ onRequest }) => new ClusterSet({ local: kubeConfig, provider: new LocalProvider({ kubeConfig }), onRequest, logger: noopLogger }),
+      registry: ({ queue, clusters }) => new Registry({ clusters, queue, logger: noopLogger }),
       healthProbeBindAddress: { host: '127.0.0.1', port: 0 },
       leaderElection: { name: 'widgets-leader', namespace: 'ops' },
     });

@@ -4,7 +4,7 @@ import { KubeConfig } from '@kubernetes/client-node';
 import { SimulatedCluster } from '../../fixtures/index.ts';
 import { eventually } from '../../e2e/harness/index.ts';
 import { StaticProvider } from '../cluster/index.ts';
-import { Registry } from '../registry/index.ts';
+import { registryWithKeeper } from '../registry/testing.ts';
 import { AppKinds, DEFAULT_APP_KINDS, kindName } from './app-kinds.ts';
 import { PipelineController } from './controller.ts';
 import type { Pipeline } from './types.ts';
@@ -27,7 +27,7 @@ describe('AppKinds', () => {
   });
 
   it('is taken by PipelineController, which refuses a malformed list naming the option', () => {
-    const registry = new Registry({ provider: { resolve: () => Promise.reject(new Error('no cluster in this test')) } });
+    const registry = registryWithKeeper({ provider: { resolve: () => Promise.reject(new Error('no cluster in this test')) } });
     try {
       assert.throws(() => new PipelineController({ registry, appKinds: ['apps/Deployment'] }), (err: unknown) => err instanceof TypeError && err.message.startsWith('PipelineController option appKinds: "apps/Deployment"'));
       assert.doesNotThrow(() => new PipelineController({ registry, appKinds: ['*'] }));
@@ -54,7 +54,7 @@ describe('a Pipeline naming a kind outside the allow-list', () => {
     });
     const kubeConfig = new KubeConfig();
     kubeConfig.loadFromString(sim.kubeconfig);
-    const registry = new Registry({ provider: new StaticProvider({ clusters: {} }), local: kubeConfig, credentialCheckIntervalMs: 0 });
+    const registry = registryWithKeeper({ provider: new StaticProvider({ clusters: {} }), local: kubeConfig, credentialCheckIntervalMs: 0 });
     t.after(() => registry.close());
     const controller = new PipelineController({ registry, workers: 1 });
     const stop = new AbortController();

@@ -9,11 +9,12 @@ import { helmReleaseCrd, pipelineCrd } from '../../fixtures/crds/index.ts';
 import { HOSTILE_INTERNAL_SECRET, HostileWebhookReceiver } from '../../fixtures/index.ts';
 import { useClusters, type TestCluster } from '../../e2e/harness/index.ts';
 import { CompositeProvider, CoreV1SecretReader, LocalProvider, SecretProvider } from '../cluster/index.ts';
-import { Registry } from '../registry/index.ts';
+import type { Registry } from '../registry/index.ts';
 import { abortReason, type Logger } from '../util/index.ts';
 import { PipelineController, type Pipeline, type PipelineControllerOptions, type PromotionRecord, type PromotionRequest } from './index.ts';
 import { eventually } from '../../e2e/harness/index.ts';
 import { startFlux } from '../../e2e/fleet.ts';
+import { registryWithKeeper } from '../registry/testing.ts';
 
 const NS = 'team-a';
 const HR = '/apis/helm.toolkit.fluxcd.io/v2';
@@ -145,7 +146,7 @@ describe('PipelineController on real clusters', () => {
   /** A registry and a running controller; `stop()` stops both and waits. */
   function startController(extra: Partial<PipelineControllerOptions> = {}, shared?: Registry): { readonly controller: PipelineController; readonly registry: Registry; stop(): Promise<void>; readonly done: Promise<void> } {
     const kubeConfig = mgmt.kubeConfig();
-    const registry = shared ?? new Registry({
+    const registry = shared ?? registryWithKeeper({
       provider: new CompositeProvider({ byKind: { local: new LocalProvider({ kubeConfig }), secret: new SecretProvider({ secrets: new CoreV1SecretReader({ kubeConfig: mgmt.kubeConfig() }) }) } }),
     });
     // These Pipelines (in team-a) reach their dev targets in other namespaces of mgmt: the
@@ -378,7 +379,7 @@ describe('PipelineController on real clusters', () => {
     // The first controller stops itself at the seam: after Pending is written, before acting.
     const seen: PromotionRequest[] = [];
     const kubeConfig = mgmt.kubeConfig();
-    const registry = new Registry({
+    const registry = registryWithKeeper({
       provider: new CompositeProvider({ byKind: { local: new LocalProvider({ kubeConfig }), secret: new SecretProvider({ secrets: new CoreV1SecretReader({ kubeConfig: mgmt.kubeConfig() }) }) } }),
     });
     const stopFirst = new AbortController();

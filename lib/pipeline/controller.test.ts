@@ -4,12 +4,12 @@ import { KubeConfig } from '@kubernetes/client-node';
 import { SimulatedCluster } from '../../fixtures/index.ts';
 import { eventually } from '../../e2e/harness/index.ts';
 import { StaticProvider, type ClusterProvider } from '../cluster/index.ts';
-import { Registry } from '../registry/index.ts';
 import { PipelineController } from './controller.ts';
+import { registryWithKeeper } from '../registry/testing.ts';
 
 describe('PipelineController options', () => {
   const provider: ClusterProvider = { resolve: () => Promise.reject(new Error('no cluster in this test')) };
-  const registry = new Registry({ provider });
+  const registry = registryWithKeeper({ provider });
   after(() => registry.close());
 
   it('takes a ServiceAccount name as defaultServiceAccount, and refuses anything else naming the option', () => {
@@ -31,7 +31,7 @@ describe('PipelineController on the registry', () => {
     sim.store.create({ apiVersion: 'fleetcache.dev/v1alpha1', kind: 'Pipeline', metadata: { namespace: 'apps', name: 'p' }, spec: {} });
     const kubeConfig = new KubeConfig();
     kubeConfig.loadFromString(sim.kubeconfig);
-    const registry = new Registry({ provider: new StaticProvider({ clusters: {} }), local: kubeConfig, credentialCheckIntervalMs: 0 });
+    const registry = registryWithKeeper({ provider: new StaticProvider({ clusters: {} }), local: kubeConfig, credentialCheckIntervalMs: 0 });
     t.after(() => registry.close());
     const controller = new PipelineController({ registry, workers: 1 });
     const stop = new AbortController();

@@ -11,8 +11,8 @@ import { ProviderStandIn } from '../../e2e/git/providers.ts';
 import { git, GitServer } from '../../e2e/git/server.ts';
 import { startGitSync } from '../../e2e/git/sync.ts';
 import { CompositeProvider, LocalProvider } from '../cluster/index.ts';
-import { Registry } from '../registry/index.ts';
 import { PipelineController, type Pipeline, type PipelineControllerOptions } from './index.ts';
+import { registryWithKeeper } from '../registry/testing.ts';
 
 const NS = 'team-git';
 const HR = '/apis/helm.toolkit.fluxcd.io/v2';
@@ -111,7 +111,7 @@ describe('PipelineController: the git strategy on a real apiserver', () => {
 
   function startController(extra: Partial<PipelineControllerOptions> = {}): () => Promise<void> {
     const kubeConfig = mgmt.kubeConfig();
-    const registry = new Registry({ provider: new CompositeProvider({ byKind: { local: new LocalProvider({ kubeConfig }) } }) });
+    const registry = registryWithKeeper({ provider: new CompositeProvider({ byKind: { local: new LocalProvider({ kubeConfig }) } }) });
     // team-git's Pipelines reach targets in other namespaces of mgmt: the opt-out from confinement.
     const controller = new PipelineController({ registry, allowCrossNamespaceTargets: true, git: { allowHttp: true, allowPrivateNetworks: true }, gitPollIntervalMs: 300, ...extra });
     const stopper = new AbortController();

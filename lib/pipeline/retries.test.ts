@@ -8,9 +8,10 @@ import { SimulatedCluster } from '../../fixtures/index.ts';
 import { eventually } from '../../e2e/harness/index.ts';
 import { StaticProvider } from '../cluster/index.ts';
 import { ItemExponentialRateLimiter, RateLimitingWorkQueue } from '../queue/index.ts';
-import { ownerKey, Registry, type OwnerKey } from '../registry/index.ts';
+import { ownerKey, type OwnerKey } from '../registry/index.ts';
 import { FakeClock, type LogFields, type Logger } from '../util/index.ts';
 import { PipelineController } from './index.ts';
+import { registryWithKeeper } from '../registry/testing.ts';
 
 interface Line { readonly level: string; readonly message: string; readonly fields: LogFields }
 
@@ -40,7 +41,7 @@ describe('PipelineController retries', () => {
     const kubeConfig = new KubeConfig();
     kubeConfig.loadFromString(sim.kubeconfig);
     // The management cluster: the controller's Pipeline cache is one of the registry's.
-    const registry = new Registry({ provider: new StaticProvider({ clusters: {} }), local: kubeConfig, queue, credentialCheckIntervalMs: 0 });
+    const registry = registryWithKeeper({ provider: new StaticProvider({ clusters: {} }), local: kubeConfig, queue, credentialCheckIntervalMs: 0 });
     t.after(() => registry.close());
     const { logger, lines } = recording();
     const controller = new PipelineController({ registry, logger, workers: 1 });

@@ -7,7 +7,7 @@ import { KubeConfig } from '@kubernetes/client-node';
 import { HostileWebhookReceiver, SimulatedCluster } from '../../fixtures/index.ts';
 import { eventually } from '../../e2e/harness/index.ts';
 import { StaticProvider } from '../cluster/index.ts';
-import { Registry } from '../registry/index.ts';
+import { registryWithKeeper } from '../registry/testing.ts';
 import type { Logger } from '../util/index.ts';
 import { PipelineController } from './controller.ts';
 import type { Pipeline, PromotionRecord } from './types.ts';
@@ -85,7 +85,7 @@ describe('a webhook URL read from a Secret', () => {
     const logger = recordingLogger(logged);
     const kubeConfig = new KubeConfig();
     kubeConfig.loadFromString(sim.kubeconfig);
-    const registry = new Registry({ provider: new StaticProvider({ clusters: {} }), local: kubeConfig, credentialCheckIntervalMs: 0, logger });
+    const registry = registryWithKeeper({ provider: new StaticProvider({ clusters: {} }), local: kubeConfig, credentialCheckIntervalMs: 0, logger });
     t.after(() => registry.close());
     // The receivers are on loopback; a short timeout so that the silent one fails soon.
     const controller = new PipelineController({ registry, workers: 2, logger, allowPrivateWebhooks: true, allowCrossNamespaceTargets: true, webhookTimeoutMs: 1_000 });

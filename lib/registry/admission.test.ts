@@ -6,7 +6,7 @@ import { describe, it } from 'node:test';
 import { SimulatedCluster } from '../../fixtures/index.ts';
 import { SecretProvider, type ClusterRef, type SecretData, type SecretReader } from '../cluster/index.ts';
 import { FakeClock, KubeconfigRefusedError, type GroupVersionKind } from '../util/index.ts';
-import { Registry } from './index.ts';
+import { registryWithKeeper } from './testing.ts';
 
 const configMaps: GroupVersionKind = { group: '', version: 'v1', kind: 'ConfigMap' };
 
@@ -38,7 +38,7 @@ describe('Registry admission of owner namespaces', () => {
     t.after(() => cluster.close());
     const secrets = new GatedSecrets();
     secrets.put('team-a', 'remote', cluster.kubeconfig);
-    const registry = new Registry({ provider: new SecretProvider({ secrets }), clock: new FakeClock(Date.now()), credentialCheckIntervalMs: 0 });
+    const registry = registryWithKeeper({ provider: new SecretProvider({ secrets }), clock: new FakeClock(Date.now()), credentialCheckIntervalMs: 0 });
     t.after(() => registry.close());
     const target = { gvk: configMaps, namespace: 'apps', name: 'x' };
     const own: ClusterRef = { kind: 'secret', name: 'remote' };

@@ -8,7 +8,7 @@ import { describe, it } from 'node:test';
 import { SimulatedCluster, startSimulatedClusters } from '../../fixtures/index.ts';
 import { StaticProvider, type ClusterAccess, type ClusterProvider, type ClusterRef, type ResolveContext } from '../cluster/index.ts';
 import { ClosedError, FakeClock, toError, TransportError, type GroupVersionKind } from '../util/index.ts';
-import { Registry } from './index.ts';
+import { registryWithKeeper } from './testing.ts';
 
 const configMaps: GroupVersionKind = { group: '', version: 'v1', kind: 'ConfigMap' };
 const owner = { namespace: 'team-a', name: 'fleet' };
@@ -75,7 +75,7 @@ describe('Registry build fan-out', () => {
     const provider = new CountingProvider(Object.fromEntries(clusters.map((c) => [c.name, c.kubeconfig])), () => {
       peak = Math.max(peak, provider.resolved.length - completed);
     });
-    const registry = new Registry({ provider, clock: new FakeClock(Date.now()), credentialCheckIntervalMs: 0, maxConcurrentBuilds: N });
+    const registry = registryWithKeeper({ provider, clock: new FakeClock(Date.now()), credentialCheckIntervalMs: 0, maxConcurrentBuilds: N });
     t.after(() => registry.close());
     const names = clusters.map((c) => c.name);
     const readers = await within(Promise.all(names.map(async (name) => {
@@ -95,7 +95,7 @@ describe('Registry build fan-out', () => {
     const [a, b, c] = sims.map((s) => s.name) as [string, string, string];
     const provider = new CountingProvider(Object.fromEntries(sims.map((s) => [s.name, s.kubeconfig])));
     provider.held.add(a);
-    const registry = new Registry({ provider, clock: new FakeClock(Date.now()), credentialCheckIntervalMs: 0, maxConcurrentBuilds: 1 });
+    const registry = registryWithKeeper({ provider, clock: new FakeClock(Date.now()), credentialCheckIntervalMs: 0, maxConcurrentBuilds: 1 });
     t.after(() => registry.close());
     const target = { gvk: configMaps, namespace: 'apps', name: 'x' };
     const first = registry.watchTargetAndGetReader({ kind: 'static', name: a }, target, owner);
@@ -121,7 +121,7 @@ describe('Registry build fan-out', () => {
     const [a, b] = sims.map((s) => s.name) as [string, string];
     const provider = new CountingProvider(Object.fromEntries(sims.map((s) => [s.name, s.kubeconfig])));
     provider.held.add(a);
-    const registry = new Registry({ provider, clock: new FakeClock(Date.now()), credentialCheckIntervalMs: 0, maxConcurrentBuilds: 1 });
+    const registry = registryWithKeeper({ provider, clock: new FakeClock(Date.now()), credentialCheckIntervalMs: 0, maxConcurrentBuilds: 1 });
     const target = { gvk: configMaps, namespace: 'apps', name: 'x' };
     const first = registry.watchTargetAndGetReader({ kind: 'static', name: a }, target, owner);
     await turns(3);
@@ -144,7 +144,7 @@ describe('Registry build fan-out', () => {
     const clock = new FakeClock(Date.now());
     // Two clusters whose API server accepts connections and never answers, then a healthy one.
     const provider = new CountingProvider({ hung1: hung.kubeconfig, hung2: hung.kubeconfig, other: other.kubeconfig });
-    const registry = new Registry({ provider, clock, credentialCheckIntervalMs: 0, buildTimeoutMs: 5_000, maxConcurrentBuilds: 1 });
+    const registry = registryWithKeeper({ provider, clock, credentialCheckIntervalMs: 0, buildTimeoutMs: 5_000, maxConcurrentBuilds: 1 });
     t.after(() => registry.close());
     await hung.faults.down({ mode: 'hang' });
     const target = { gvk: configMaps, namespace: 'apps', name: 'x' };
@@ -174,7 +174,7 @@ describe('Registry build fan-out', () => {
     const provider = new CountingProvider(Object.fromEntries(sims.map((s) => [s.name, s.kubeconfig])));
     provider.held.add(a);
     provider.held.add(b);
-    const registry = new Registry({ provider, clock: new FakeClock(Date.now()), credentialCheckIntervalMs: 0, maxConcurrentBuilds: 1 });
+    const registry = registryWithKeeper({ provider, clock: new FakeClock(Date.now()), credentialCheckIntervalMs: 0, maxConcurrentBuilds: 1 });
     t.after(() => registry.close());
     const target = { gvk: configMaps, namespace: 'apps', name: 'x' };
     const first = registry.watchTargetAndGetReader({ kind: 'static', name: a }, target, owner);
@@ -196,7 +196,7 @@ describe('Registry build fan-out', () => {
   it('refuses a maxConcurrentBuilds that is not a positive integer', () => {
     const provider = new StaticProvider({ clusters: {} });
     for (const value of [0, -1, 1.5, Number.NaN]) {
-      assert.throws(() => new Registry({ provider, maxConcurrentBuilds: value }),
+      assert.throws(() => registryWithKeeper({ provider, maxConcurrentBuilds: value }),
         (err: unknown) => err instanceof TypeError && err.message === `registry option maxConcurrentBuilds must be a positive integer, got ${value}`);
     }
   });

@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { InvalidClusterRefError, StaticProvider, type ClusterAccess, type ClusterProvider, type ClusterRef, type ResolveContext } from '../cluster/index.ts';
 import { ClosedError, FakeClock } from '../util/index.ts';
-import { Registry } from './index.ts';
+import { registryWithKeeper } from './testing.ts';
 
 function kubeconfig(server: string): string {
   return JSON.stringify({
@@ -38,7 +38,7 @@ const east: ClusterRef = { kind: 'static', name: 'east' };
 describe('Registry.connectionFor', () => {
   it('hands out the one connection of a cluster, resolved once however many ask at once', async () => {
     const provider = new CountingProvider();
-    const registry = new Registry({ provider, clock: new FakeClock(), credentialCheckIntervalMs: 0 });
+    const registry = registryWithKeeper({ provider, clock: new FakeClock(), credentialCheckIntervalMs: 0 });
     try {
       provider.hold();
       const pending = [registry.connectionFor(east, { namespace: 'team-a', name: 'p' }), registry.connectionFor(east, { namespace: 'team-a', name: 'p' })];
@@ -58,7 +58,7 @@ describe('Registry.connectionFor', () => {
 
   it('surfaces the provider\'s refusal, and remembers nothing failed', async () => {
     const provider = new CountingProvider();
-    const registry = new Registry({ provider, clock: new FakeClock(), credentialCheckIntervalMs: 0 });
+    const registry = registryWithKeeper({ provider, clock: new FakeClock(), credentialCheckIntervalMs: 0 });
     try {
       await assert.rejects(registry.connectionFor({ kind: 'static', name: 'nowhere' }, { namespace: 'team-a', name: 'p' }), InvalidClusterRefError);
       await assert.rejects(registry.connectionFor({ kind: 'static', name: 'nowhere' }, { namespace: 'team-a', name: 'p' }), InvalidClusterRefError);
@@ -70,7 +70,7 @@ describe('Registry.connectionFor', () => {
 
   it('stops waiting when the caller\'s signal aborts, and refuses after close()', async () => {
     const provider = new CountingProvider();
-    const registry = new Registry({ provider, clock: new FakeClock(), credentialCheckIntervalMs: 0 });
+    const registry = registryWithKeeper({ provider, clock: new FakeClock(), credentialCheckIntervalMs: 0 });
     provider.hold();
     const controller = new AbortController();
     const waiting = registry.connectionFor(east, { namespace: 'team-a', name: 'p' }, controller.signal);

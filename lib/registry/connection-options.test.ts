@@ -7,6 +7,7 @@ import { ClusterSet, StaticProvider, type ClusterRef } from '../cluster/index.ts
 import { SocketBudget } from '../transport/index.ts';
 import { FakeClock, TransportError, type GroupVersionKind } from '../util/index.ts';
 import { Registry } from './index.ts';
+import { registryWithKeeper } from './testing.ts';
 
 const configMaps: GroupVersionKind = { group: '', version: 'v1', kind: 'ConfigMap' };
 const secrets: GroupVersionKind = { group: '', version: 'v1', kind: 'Secret' };
@@ -25,7 +26,7 @@ describe('Registry connection options', () => {
     const cluster = await SimulatedCluster.start({ namespaces: ['apps'] });
     t.after(() => cluster.close());
     const clock = new FakeClock(Date.now());
-    const registry = new Registry({
+    const registry = registryWithKeeper({
       provider: new StaticProvider({ clusters: { sim: cluster.kubeconfig } }),
       clock,
       credentialCheckIntervalMs: 0,
@@ -51,7 +52,7 @@ describe('Registry connection options', () => {
     it(`connection.http2 ${String(http2)} reaches the connections: two watches share ${http2 ? 'one TCP connection' : 'nothing (one socket each)'}`, async (t) => {
       const cluster = await SimulatedCluster.start({ namespaces: ['apps'] });
       t.after(() => cluster.close());
-      const registry = new Registry({
+      const registry = registryWithKeeper({
         provider: new StaticProvider({ clusters: { sim: cluster.kubeconfig } }),
         clock: new FakeClock(Date.now()),
         credentialCheckIntervalMs: 0,
@@ -77,7 +78,7 @@ describe('Registry connection options', () => {
     const serverClock = new FakeClock(1_000_000);
     const cluster = await SimulatedCluster.start({ namespaces: ['apps'], clock: serverClock });
     t.after(() => cluster.close());
-    const registry = new Registry({
+    const registry = registryWithKeeper({
       provider: new StaticProvider({ clusters: { sim: cluster.kubeconfig } }),
       clock: new FakeClock(Date.now()),
       credentialCheckIntervalMs: 0,
@@ -107,7 +108,7 @@ describe('Registry connection options', () => {
     const cluster = await SimulatedCluster.start({ namespaces: ['apps'] });
     t.after(() => cluster.close());
     const socketBudget = new SocketBudget({ maxSockets: 4 });
-    const registry = new Registry({
+    const registry = registryWithKeeper({
       provider: new StaticProvider({ clusters: { sim: cluster.kubeconfig } }),
       credentialCheckIntervalMs: 0,
       connection: { socketBudget },
@@ -125,25 +126,24 @@ describe('Registry connection options', () => {
   it('refuses bad connection options with a TypeError naming the option', () => {
     const provider = new StaticProvider({ clusters: {} });
     const cases: [unknown, RegExp][] = [
-      [{ requestTimeoutMs: 0 }, /^registry option connection\.requestTimeoutMs must be a positive number \(ms\), got 0$/],
+      [{ requestTimeoutMs: 0 }, /^ClusterSet option connection\.requestTimeoutMs must be a positive number \(ms\), got 0$/],
       [{ requestTimeoutMs: Number.NaN }, /connection\.requestTimeoutMs .*NaN/],
-      [{ maxListsPerCluster: 1.5 }, /^registry option connection\.maxListsPerCluster must be a positive integer, got 1\.5$/],
-      [{ http2: 'yes' }, /^registry option connection\.http2 must be a boolean, got "yes"$/],
+      [{ maxListsPerCluster: 0 }, /^ClusterSet option connection\.maxListsPerCluster must be a positive integer/],
+      [{ maxListsPerCluster: 1.5 }, /^ClusterSet option connection\.maxListsPerCluster must be a positive integer, got 1\.5$/],
+      [{ http2: 'yes' }, /^ClusterSet option connection\.http2 must be a boolean, got "yes"$/],
       [{ pingIntervalMs: -1 }, /connection\.pingIntervalMs/],
       [{ pingTimeoutMs: Infinity }, /connection\.pingTimeoutMs/],
-      [{ requestTimeout: 5 }, /^registry option connection\.requestTimeout is not a connection option/],
+      [{ requestTimeout: 5 }, /^ClusterSet option connection\.requestTimeout is not a connection option/],
       [{ toString: 5 }, /connection\.toString is not a connection option/],
-      [{ socketBudget: { maxSockets: 4 } }, /^registry option connection\.socketBudget must be a SocketBudget, got another object$/],
-      ['fast', /^registry option connection must be an object, got string$/],
+      [{ socketBudget: { maxSockets: 4 } }, /^ClusterSet option connection\.socketBudget must be a SocketBudget, got another object$/],
+      ['fast', /^ClusterSet option connection must be an object, got string$/],
     ];
     for (const [connection, message] of cases) {
-      assert.throws(() => new Registry({ provider, connection: connection as never }), (err: unknown) => err instanceof TypeError && message.test(err.message), JSON.stringify(connection));
+      assert.throws(() => new ClusterSet({ provider, connection: connection as never }), (err: unknown) => err instanceof TypeError && message.test(err.message), JSON.stringify(connection));
     }
-    assert.throws(() => new ClusterSet({ provider, connection: { maxListsPerCluster: 0 } }),
-      (err: unknown) => err instanceof TypeError && err.message.startsWith('ClusterSet option connection.maxListsPerCluster must be a positive integer'));
     const clusters = new ClusterSet({ provider, connection: { http2: false, requestTimeoutMs: 1_000 } });
-    assert.throws(() => new Registry({ clusters, connection: { http2: false } }),
-      (err: unknown) => err instanceof TypeError && err.message.startsWith('registry option connection configures the registry\'s own keeper'));
+    assert.throws(() => new Registry({ clusters, connection: { http2: false } } as never),
+      (err: unknown) => err instanceof TypeError && err.message.startsWith('registry option connection configures the keeper'));
     return clusters.close();
   });
 });

@@ -6,7 +6,7 @@ import { readFileSync } from 'node:fs';
 import { describe, it } from 'node:test';
 import { KubeConfig } from '@kubernetes/client-node';
 import { SimulatedCluster } from '../../fixtures/index.ts';
-import { CompositeProvider, CoreV1SecretReader, LocalProvider, SecretProvider, type ClusterRef } from '../cluster/index.ts';
+import { ClusterSet, CompositeProvider, CoreV1SecretReader, LocalProvider, SecretProvider, type ClusterRef } from '../cluster/index.ts';
 import { runWorkers } from '../queue/index.ts';
 import type { KubeObject } from '../transport/index.ts';
 import { noopLogger, type Logger } from '../util/index.ts';
@@ -22,13 +22,15 @@ const helmReleases = { group: 'helm.toolkit.fluxcd.io', version: 'v2', kind: 'He
 
 /** Reconciles Pipelines, each naming a HelmRelease in some cluster, until `signal` aborts. */
 async function runController(kubeConfig: KubeConfig, logger: Logger, signal: AbortSignal, seen: (pipeline: string, release?: KubeObject) => void): Promise<void> {
-  const registry = new Registry({
+  // The keeper of connections, built first and lent to the registry (and to anything else that talks to clusters).
+  const clusters = new ClusterSet({
     provider: new CompositeProvider({ byKind: {
       local: new LocalProvider({ kubeConfig }),
       secret: new SecretProvider({ secrets: new CoreV1SecretReader({ kubeConfig }) }),
     } }),
     logger, // fromWinston(winstonLogger) or fromPino(pinoLogger): every field arrives
   });
+  const registry = new Registry({ clusters, logger });
   // Pipelines' keys go into registry.queue when they appear or change; deleted ones are forgotten.
   const owners = await watchOwners<Pipeline>(registry, { gvk: pipelines, signal });
   try {
@@ -50,6 +52,7 @@ async function runController(kubeConfig: KubeConfig, logger: Logger, signal: Abo
   } finally {
     owners.release();
     await registry.close();
+    await clusters.close();                                  // after the registry it was lent to
   }
 }
 // README:end

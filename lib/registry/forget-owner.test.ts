@@ -5,7 +5,8 @@ import { describe, it } from 'node:test';
 import { SimulatedCluster } from '../../fixtures/index.ts';
 import { StaticProvider, type ClusterRef } from '../cluster/index.ts';
 import { FakeClock, type GroupVersionKind } from '../util/index.ts';
-import { Registry } from './index.ts';
+import type { Registry } from './index.ts';
+import { registryWithKeeper } from './testing.ts';
 
 const configMaps: GroupVersionKind = { group: '', version: 'v1', kind: 'ConfigMap' };
 const secrets: GroupVersionKind = { group: '', version: 'v1', kind: 'Secret' };
@@ -20,7 +21,7 @@ describe('Registry.forgetOwner against a reconcile in flight', () => {
     const cluster = await SimulatedCluster.start({ namespaces: ['apps'] });
     t.after(() => cluster.close());
     // A fake clock: the collector never runs, so the caches stay and their owner counts are read.
-    const registry = new Registry({ provider: new StaticProvider({ clusters: { sim: cluster.kubeconfig } }), clock: new FakeClock(Date.now()), credentialCheckIntervalMs: 0 });
+    const registry = registryWithKeeper({ provider: new StaticProvider({ clusters: { sim: cluster.kubeconfig } }), clock: new FakeClock(Date.now()), credentialCheckIntervalMs: 0 });
     t.after(() => registry.close());
     const owner = { namespace: 'team-a', name: 'p' };
     const first = { gvk: configMaps, namespace: 'apps', name: 'x' };

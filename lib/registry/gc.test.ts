@@ -6,7 +6,7 @@ import { describe, it } from 'node:test';
 import { SimulatedCluster } from '../../fixtures/index.ts';
 import { StaticProvider, type ClusterRef } from '../cluster/index.ts';
 import { FakeClock, type GroupVersionKind, type Timer } from '../util/index.ts';
-import { Registry } from './index.ts';
+import { registryWithKeeper } from './testing.ts';
 
 const configMaps: GroupVersionKind = { group: '', version: 'v1', kind: 'ConfigMap' };
 const sim: ClusterRef = { kind: 'static', name: 'sim' };
@@ -25,7 +25,7 @@ describe('Registry garbage collection', () => {
     const cluster = await SimulatedCluster.start({ namespaces: ['apps'] });
     t.after(() => cluster.close());
     const clock = new FakeClock(Date.now());
-    const registry = new Registry({ provider: new StaticProvider({ clusters: { sim: cluster.kubeconfig } }), clock, credentialCheckIntervalMs: 0 });
+    const registry = registryWithKeeper({ provider: new StaticProvider({ clusters: { sim: cluster.kubeconfig } }), clock, credentialCheckIntervalMs: 0 });
     t.after(() => registry.close());
     const owner = { namespace: 'team-a', name: 'leaving' };
     const reader = await registry.watchTargetAndGetReader(sim, { gvk: configMaps, namespace: 'apps', name: 'x' }, owner);
@@ -83,7 +83,7 @@ describe('Registry close()', () => {
     const cluster = await SimulatedCluster.start({ namespaces: ['apps'] });
     t.after(() => cluster.close());
     const clock = new MarkedClock(Date.now(), CHECK_INTERVAL_MS);
-    const registry = new Registry({ provider: new StaticProvider({ clusters: { sim: cluster.kubeconfig } }), clock, credentialCheckIntervalMs: CHECK_INTERVAL_MS });
+    const registry = registryWithKeeper({ provider: new StaticProvider({ clusters: { sim: cluster.kubeconfig } }), clock, credentialCheckIntervalMs: CHECK_INTERVAL_MS });
     const owner = { namespace: 'team-a', name: 'many' };
     const readers = await Promise.all(['ConfigMap', 'Secret', 'Namespace'].map((kind) =>
       registry.watchTargetAndGetReader(sim, { gvk: { group: '', version: 'v1', kind }, namespace: kind === 'Namespace' ? undefined : 'apps', name: 'x' }, owner)));

@@ -10,21 +10,21 @@ export interface Collectable {
 }
 
 /** The registry, as the collector sees it. */
-export interface CollectorHost<E extends Collectable> {
+export interface CollectorHost<K extends string, E extends Collectable> {
   /** The published cache under `key`, if any. */
-  entry(key: string): E | undefined;
+  entry(key: K): E | undefined;
   /** Whether anything (an owner, a held reader) uses the cache under `key` now. */
-  used(key: string): boolean;
+  used(key: K): boolean;
   /**
    * Removes `entry` if it is still the one published under `key` and still unused (checked again
    * under the registry's lock), then stops it. Resolves true when it removed it.
    */
-  collect(key: string, entry: E): Promise<boolean>;
+  collect(key: K, entry: E): Promise<boolean>;
 }
 
 /** Options of {@link GarbageCollector}: the registry's, already validated. */
-export interface GarbageCollectorOptions<E extends Collectable> {
-  readonly host: CollectorHost<E>;
+export interface GarbageCollectorOptions<K extends string, E extends Collectable> {
+  readonly host: CollectorHost<K, E>;
   readonly initialDelayMs: number;
   readonly maxDelayMs: number;
   readonly graceMs: number;
@@ -41,33 +41,33 @@ export interface GarbageCollectorOptions<E extends Collectable> {
  * Invariant: a key is in the queue (or being checked) while its cache is published; a failed
  * check is retried with backoff, so no cache is ever forgotten.
  */
-export class GarbageCollector<E extends Collectable> {
-  readonly #host: CollectorHost<E>;
-  readonly #queue: DelayingWorkQueue<string>;
-  readonly #limiter: ItemExponentialRateLimiter<string>;
+export class GarbageCollector<K extends string, E extends Collectable> {
+  readonly #host: CollectorHost<K, E>;
+  readonly #queue: DelayingWorkQueue<K>;
+  readonly #limiter: ItemExponentialRateLimiter<K>;
   readonly #graceMs: number;
   readonly #clock: Clock;
   readonly #logger: Logger;
   readonly #loop: Promise<void>;
 
-  constructor(options: GarbageCollectorOptions<E>) {
+  constructor(options: GarbageCollectorOptions<K, E>) {
     this.#host = options.host;
     this.#graceMs = options.graceMs;
     this.#clock = options.clock;
     this.#logger = options.logger;
     this.#limiter = new ItemExponentialRateLimiter({ baseDelayMs: options.initialDelayMs, maxDelayMs: options.maxDelayMs });
-    this.#queue = new DelayingWorkQueue<string>({ name: 'cache-gc', clock: options.clock });
+    this.#queue = new DelayingWorkQueue<K>({ name: 'cache-gc', clock: options.clock });
     // Started here but does no I/O: it only waits for keys the registry schedules.
     this.#loop = this.#run();
   }
 
   /** A cache was published under `key`: its first check is one backoff step away. */
-  published(key: string, entry: E): void {
+  published(key: K, entry: E): void {
     this.#schedule(key, entry, this.#limiter.when(key));
   }
 
   /** These caches lost an owner: those left unused become eligible after the grace period, not at the next backoff step. */
-  released(keys: readonly string[]): void {
+  released(keys: readonly K[]): void {
     const now = this.#clock.now();
     for (const key of keys) {
       const entry = this.#host.entry(key);
@@ -83,7 +83,7 @@ export class GarbageCollector<E extends Collectable> {
     await this.#loop;
   }
 
-  #schedule(key: string, entry: E, delayMs: number): void {
+  #schedule(key: K, entry: E, delayMs: number): void {
     const now = this.#clock.now();
     const at = now + delayMs;
     // An earlier check wins (the delaying queue keeps the earliest time for an item).
@@ -108,7 +108,7 @@ export class GarbageCollector<E extends Collectable> {
     }
   }
 
-  async #check(key: string): Promise<void> {
+  async #check(key: K): Promise<void> {
     const entry = this.#host.entry(key);
     if (entry === undefined) {
       this.#limiter.forget(key);

@@ -5,7 +5,7 @@ import { describe, it } from 'node:test';
 import { SimulatedCluster } from '../../fixtures/index.ts';
 import { StaticProvider, type ClusterRef } from '../cluster/index.ts';
 import type { GroupVersionKind } from '../util/index.ts';
-import { Registry } from './index.ts';
+import { registryWithKeeper } from './testing.ts';
 
 const configMaps: GroupVersionKind = { group: '', version: 'v1', kind: 'ConfigMap' };
 const sim: ClusterRef = { kind: 'static', name: 'sim' };
@@ -16,7 +16,7 @@ describe('Registry.reader (no owner)', () => {
     t.after(() => cluster.close());
     cluster.store.create({ apiVersion: 'v1', kind: 'ConfigMap', metadata: { name: 'seen', namespace: 'apps' }, data: {} });
     cluster.store.create({ apiVersion: 'v1', kind: 'ConfigMap', metadata: { name: 'gone', namespace: 'apps' }, data: {} });
-    const registry = new Registry({ provider: new StaticProvider({ clusters: { sim: cluster.kubeconfig } }), credentialCheckIntervalMs: 0, informer: { backoff: { initialMs: 50, maxMs: 50, jitter: 0 } } });
+    const registry = registryWithKeeper({ provider: new StaticProvider({ clusters: { sim: cluster.kubeconfig } }), credentialCheckIntervalMs: 0, informer: { backoff: { initialMs: 50, maxMs: 50, jitter: 0 } } });
     t.after(() => registry.close());
     const deletes: string[] = [];
     const reader = await registry.reader(sim, configMaps, { namespace: 'apps', handler: { delete: (obj, finalStateUnknown) => { deletes.push(`${obj.metadata?.name ?? ''}:${String(finalStateUnknown)}`); } } });

@@ -6,7 +6,7 @@ import { describe, it } from 'node:test';
 import { SimulatedCluster } from '../../fixtures/index.ts';
 import { StaticProvider, type ClusterAccess, type ClusterProvider, type ClusterRef, type ResolveContext } from '../cluster/index.ts';
 import { ClosedError, FakeClock, toError, TransportError, type GroupVersionKind } from '../util/index.ts';
-import { Registry } from './index.ts';
+import { registryWithKeeper } from './testing.ts';
 
 const configMaps: GroupVersionKind = { group: '', version: 'v1', kind: 'ConfigMap' };
 const secrets: GroupVersionKind = { group: '', version: 'v1', kind: 'Secret' };
@@ -59,7 +59,7 @@ describe('Registry with a hung cluster', () => {
     const cluster = await SimulatedCluster.start({ namespaces: ['apps'] });
     t.after(() => cluster.close());
     const provider = new HangingProvider(cluster.kubeconfig);
-    const registry = new Registry({ provider, clock: new FakeClock(Date.now()), credentialCheckIntervalMs: 0 });
+    const registry = registryWithKeeper({ provider, clock: new FakeClock(Date.now()), credentialCheckIntervalMs: 0 });
     const settled: string[] = [];
     // Resolves with how the call ended (its error, or 'served'); handled at once, so never unhandled.
     const track = (name: string, p: Promise<unknown>): Promise<unknown> =>
@@ -96,7 +96,7 @@ describe('Registry with a hung cluster', () => {
     t.after(() => cluster.close());
     const clock = new FakeClock(Date.now());
     const provider = new HangingProvider(cluster.kubeconfig);
-    const registry = new Registry({ provider, clock, credentialCheckIntervalMs: 0, buildTimeoutMs: 5_000 });
+    const registry = registryWithKeeper({ provider, clock, credentialCheckIntervalMs: 0, buildTimeoutMs: 5_000 });
     t.after(() => registry.close());
     let settled = false;
     const build = registry.watchTargetAndGetReader(hung, { gvk: configMaps, name: 'x' }, { namespace: 'team-a', name: 'stuck' });
@@ -117,7 +117,7 @@ describe('Registry with a hung cluster', () => {
     const cluster = await SimulatedCluster.start({ namespaces: ['apps'] });
     t.after(() => cluster.close());
     const clock = new FakeClock(Date.now());
-    const registry = new Registry({ provider: new StaticProvider({ clusters: { sim: cluster.kubeconfig } }), clock, credentialCheckIntervalMs: 0, buildTimeoutMs: 5_000 });
+    const registry = registryWithKeeper({ provider: new StaticProvider({ clusters: { sim: cluster.kubeconfig } }), clock, credentialCheckIntervalMs: 0, buildTimeoutMs: 5_000 });
     t.after(() => registry.close());
     await cluster.faults.down({ mode: 'hang' }); // accepts connections, never answers
     const build = registry.watchTargetAndGetReader(sim, { gvk: configMaps, name: 'x' }, { namespace: 'team-a', name: 'stuck' });

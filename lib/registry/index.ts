@@ -1,9 +1,11 @@
 /**
  * The multi-cluster registry: `watchTargetAndGetReader` lazily builds one informer cache per
- * ⟨cluster, identity, namespace scope, group/version/kind⟩ on connections from the cluster keeper,
- * records which owners use which targets (one object, or the set of a namespace or selector),
- * funnels every cache event into one requeue queue of owner keys, and garbage-collects caches no
- * owner uses.
+ * ⟨cluster, identity, namespace scope, group/version/kind⟩ on connections from the keeper it is
+ * lent, records which owners use which targets (one object, or the set of a namespace or
+ * selector), funnels every cache event into one requeue queue of owner keys, and garbage-collects
+ * caches no owner uses. `registry.ts` is the face; the cache table (`cache-table.ts`), event →
+ * owner wiring (`wiring.ts`), the rotation swap (`rotation.ts`), the 403 scope-down
+ * (`scope-down.ts`) and the held readers (`holds.ts`) each do one job behind it.
  */
 export { Registry } from './registry.ts';
 export type { CacheInfo, ReaderOptions, RegistryOptions } from './registry.ts';

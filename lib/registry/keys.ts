@@ -1,4 +1,4 @@
-import type { Identity } from '../cluster/index.ts';
+import type { ConnectionKey, Identity } from '../cluster/index.ts';
 import { apiVersionOf, type GroupVersionKind } from '../util/index.ts';
 
 /** An owner of targets: a Pipeline, or whatever object the embedding controller reconciles. */
@@ -105,22 +105,33 @@ export type TargetRef = ObjectTargetRef | SetTargetRef;
 // Unit separator: cannot occur in cluster keys, API groups, versions, kinds or object names.
 const SEP = '\u001f';
 
+declare const cacheKeyBrand: unique symbol;
+declare const objectKeyBrand: unique symbol;
+declare const setKeyBrand: unique symbol;
+
+/** The key of one cache ({@link cacheKeyOf}): only that function makes one. */
+export type CacheKey = string & { readonly [cacheKeyBrand]: true };
+/** The key of one object of one cache ({@link objectKeyOf}): only that function makes one. */
+export type ObjectKey = string & { readonly [objectKeyBrand]: true };
+/** The key of one set target of one cache ({@link setKeyOf}): only that function makes one. */
+export type SetKey = string & { readonly [setKeyBrand]: true };
+
 /**
  * The key of one cache: ⟨connection, namespace scope, group/version/kind⟩, where the connection
  * key names the cluster and, for the management cluster, the identity (`ClusterSet.connectionKey`)
  * and the scope is '' for all namespaces or the one namespace watched.
  */
-export function cacheKeyOf(connection: string, namespaceScope: string, gvk: GroupVersionKind): string {
-  return `${connection}${SEP}${namespaceScope}${SEP}${gvk.group}${SEP}${gvk.version}${SEP}${gvk.kind}`;
+export function cacheKeyOf(connection: ConnectionKey, namespaceScope: string, gvk: GroupVersionKind): CacheKey {
+  return `${connection}${SEP}${namespaceScope}${SEP}${gvk.group}${SEP}${gvk.version}${SEP}${gvk.kind}` as CacheKey;
 }
 
 /** The key of one object within the fleet: its cache key and `namespace/name`. */
-export function objectKeyOf(cacheKey: string, namespace: string | undefined, name: string): string {
-  return `${cacheKey}${SEP}${namespace ?? ''}/${name}`;
+export function objectKeyOf(cacheKey: CacheKey, namespace: string | undefined, name: string): ObjectKey {
+  return `${cacheKey}${SEP}${namespace ?? ''}/${name}` as ObjectKey;
 }
 
 /** The namespace part of an object key of the cache `cacheKey` ('' for cluster-scoped objects). */
-export function namespaceOfObjectKey(cacheKey: string, objectKey: string): string {
+export function namespaceOfObjectKey(cacheKey: CacheKey, objectKey: ObjectKey): string {
   const rest = objectKey.slice(cacheKey.length + 1);
   return rest.slice(0, rest.indexOf('/'));
 }
@@ -130,8 +141,8 @@ export function namespaceOfObjectKey(cacheKey: string, objectKey: string): strin
  * It starts with the separator, which no object key does (a connection key is never empty), so
  * set and object keys never collide; the selectors come last, so they may hold anything.
  */
-export function setKeyOf(cacheKey: string, namespace: string, labelSelector: string, fieldSelector: string): string {
-  return `${SEP}${cacheKey}${SEP}${namespace}${SEP}${JSON.stringify([labelSelector, fieldSelector])}`;
+export function setKeyOf(cacheKey: CacheKey, namespace: string, labelSelector: string, fieldSelector: string): SetKey {
+  return `${SEP}${cacheKey}${SEP}${namespace}${SEP}${JSON.stringify([labelSelector, fieldSelector])}` as SetKey;
 }
 
 /** `cluster apps/v1/Deployment` (`… in team-a` for a namespaced cache): a cache key as people read it. */

@@ -5,7 +5,7 @@ import { describe, it } from 'node:test';
 import { SimulatedCluster, startSimulatedClusters } from '../../fixtures/index.ts';
 import { StaticProvider, type ClusterRef } from '../cluster/index.ts';
 import { FakeClock, type GroupVersionKind } from '../util/index.ts';
-import { Registry } from './index.ts';
+import { registryWithKeeper } from './testing.ts';
 
 const configMaps: GroupVersionKind = { group: '', version: 'v1', kind: 'ConfigMap' };
 const secrets: GroupVersionKind = { group: '', version: 'v1', kind: 'Secret' };
@@ -18,7 +18,7 @@ describe('Registry limits', () => {
     const serverClock = new FakeClock(1_000_000);
     const cluster = await SimulatedCluster.start({ namespaces: ['apps'], clock: serverClock });
     t.after(() => cluster.close());
-    const registry = new Registry({
+    const registry = registryWithKeeper({
       provider: new StaticProvider({ clusters: { sim: cluster.kubeconfig } }),
       clock: new FakeClock(Date.now()),
       credentialCheckIntervalMs: 0,
@@ -54,7 +54,7 @@ describe('Registry limits', () => {
     const serverClock = new FakeClock(1_000_000);
     const clusters = await startSimulatedClusters(51, { namespaces: ['apps'], clock: serverClock });
     t.after(() => Promise.all(clusters.map((c) => c.close())));
-    const registry = new Registry({
+    const registry = registryWithKeeper({
       provider: new StaticProvider({ clusters: Object.fromEntries(clusters.map((c) => [c.name, c.kubeconfig])) }),
       clock: new FakeClock(Date.now()),
       credentialCheckIntervalMs: 0,

@@ -6,7 +6,9 @@ import { describe, it } from 'node:test';
 import { SimulatedCluster } from '../../fixtures/index.ts';
 import { StaticProvider, type ClusterRef } from '../cluster/index.ts';
 import { FakeClock, type GroupVersionKind } from '../util/index.ts';
-import { Registry, type CacheReader, type OwnerRef } from './index.ts';
+import type { Registry} from './index.ts';
+import { type CacheReader, type OwnerRef } from './index.ts';
+import { registryWithKeeper } from './testing.ts';
 
 const configMaps: GroupVersionKind = { group: '', version: 'v1', kind: 'ConfigMap' };
 const sim: ClusterRef = { kind: 'static', name: 'sim' };
@@ -36,7 +38,7 @@ async function setup(t: { after(fn: () => Promise<void>): void }): Promise<{ clu
   const cluster = await SimulatedCluster.start({ namespaces: ['apps'] });
   t.after(() => cluster.close());
   // A fake clock: no GC check, resync or credential check runs while a test waits for an owner.
-  const registry = new Registry({ provider: new StaticProvider({ clusters: { sim: cluster.kubeconfig } }), clock: new FakeClock(Date.now()), credentialCheckIntervalMs: 0 });
+  const registry = registryWithKeeper({ provider: new StaticProvider({ clusters: { sim: cluster.kubeconfig } }), clock: new FakeClock(Date.now()), credentialCheckIntervalMs: 0 });
   t.after(() => registry.close());
   return { cluster, registry };
 }

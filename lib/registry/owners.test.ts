@@ -4,7 +4,9 @@ import { describe, it } from 'node:test';
 import { SimulatedCluster, type KubeObject } from '../../fixtures/index.ts';
 import { StaticProvider, type ClusterRef } from '../cluster/index.ts';
 import { FakeClock, type GroupVersionKind } from '../util/index.ts';
-import { parseOwnerKey, Registry, watchOwners, type CacheInfo } from './index.ts';
+import type { Registry} from './index.ts';
+import { parseOwnerKey, watchOwners, type CacheInfo } from './index.ts';
+import { registryWithKeeper } from './testing.ts';
 
 const widgets: GroupVersionKind = { group: 'example.com', version: 'v1', kind: 'Widget' };
 const configMaps: GroupVersionKind = { group: '', version: 'v1', kind: 'ConfigMap' };
@@ -14,7 +16,7 @@ async function setup(t: { after(fn: () => Promise<void>): void }): Promise<{ clu
   const cluster = await SimulatedCluster.start({ namespaces: ['apps'], kinds: [{ ...widgets, plural: 'widgets', namespaced: true }] });
   t.after(() => cluster.close());
   // A fake clock: no GC check or credential check runs while a test reads the queue.
-  const registry = new Registry({ provider: new StaticProvider({ clusters: { sim: cluster.kubeconfig } }), clock: new FakeClock(Date.now()), credentialCheckIntervalMs: 0 });
+  const registry = registryWithKeeper({ provider: new StaticProvider({ clusters: { sim: cluster.kubeconfig } }), clock: new FakeClock(Date.now()), credentialCheckIntervalMs: 0 });
   t.after(() => registry.close());
   return { cluster, registry };
 }

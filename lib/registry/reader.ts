@@ -1,5 +1,7 @@
+import type { ConnectionKey } from '../cluster/index.ts';
 import type { Informer } from '../informer/index.ts';
 import type { KubeObject } from '../transport/index.ts';
+import type { CacheKey } from './keys.ts';
 import { ClosedError, FleetcacheError, type GroupVersionKind } from '../util/index.ts';
 
 /**
@@ -25,7 +27,10 @@ export class CacheGoneError extends FleetcacheError {
  * terms). Reads never touch the network. Objects are frozen and shared: copy before changing.
  */
 export interface CacheReader<T extends KubeObject = KubeObject> {
-  /** The cluster key the cache belongs to. */
+  /**
+   * The connection key of the cache (`ClusterSet.connectionKey`): the cluster's key, plus the
+   * identity for an impersonated `local` connection (`local[as=…]`).
+   */
   readonly cluster: string;
   readonly gvk: GroupVersionKind;
   /**
@@ -55,17 +60,17 @@ export interface CacheReader<T extends KubeObject = KubeObject> {
  */
 export interface ReaderSource {
   /** The informer published under a cache key now, if any. */
-  informer(key: string): Informer | undefined;
+  informer(key: CacheKey): Informer | undefined;
   /** Whether the registry is closed. */
   closed(): boolean;
 }
 
 /** Options of {@link RegistryReader}. */
 export interface RegistryReaderOptions {
-  readonly cluster: string;
+  readonly cluster: ConnectionKey;
   readonly gvk: GroupVersionKind;
   /** The cache key whose published informer the reader follows. */
-  readonly key: string;
+  readonly key: CacheKey;
   readonly source: ReaderSource;
 }
 
@@ -77,7 +82,7 @@ export interface RegistryReaderOptions {
 export class RegistryReader<T extends KubeObject = KubeObject> implements CacheReader<T> {
   readonly cluster: string;
   readonly gvk: GroupVersionKind;
-  readonly #key: string;
+  readonly #key: CacheKey;
   readonly #source: ReaderSource;
 
   constructor(options: RegistryReaderOptions) {

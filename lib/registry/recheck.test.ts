@@ -11,7 +11,7 @@ import { describe, it } from 'node:test';
 import { SimulatedCluster } from '../../fixtures/index.ts';
 import { StaticProvider, type ClusterAccess, type ClusterProvider, type ClusterRef, type ResolveContext } from '../cluster/index.ts';
 import { FakeClock, toError, type GroupVersionKind, type Timer } from '../util/index.ts';
-import { Registry } from './index.ts';
+import { registryWithKeeper } from './testing.ts';
 
 const configMaps: GroupVersionKind = { group: '', version: 'v1', kind: 'ConfigMap' };
 const sim: ClusterRef = { kind: 'static', name: 'sim' };
@@ -69,7 +69,7 @@ describe('Registry re-check under the lock', () => {
     t.after(() => cluster.close());
     const provider = new RotatingProvider(cluster.kubeconfig);
     const clock = new WatchedClock(Date.now());
-    const registry = new Registry({ provider, clock, credentialCheckIntervalMs: CHECK_INTERVAL_MS });
+    const registry = registryWithKeeper({ provider, clock, credentialCheckIntervalMs: CHECK_INTERVAL_MS });
     t.after(() => registry.close());
     const target = { gvk: configMaps, namespace: 'apps', name: 'x' };
     const first = await registry.watchTargetAndGetReader(sim, target, { namespace: 'team-a', name: 'first' });

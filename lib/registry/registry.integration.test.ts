@@ -9,8 +9,10 @@ import { helmReleaseCrd, kustomizationCrd } from '../../fixtures/crds/index.ts';
 import { useClusters, type TestCluster } from '../../e2e/harness/index.ts';
 import { CompositeProvider, CoreV1SecretReader, KubeconfigSecretNotFoundError, SecretProvider, StaticProvider, type ClusterRef } from '../cluster/index.ts';
 import { FakeClock, KubeApiError, KubeconfigRefusedError, TransportError, UnknownKindError, type GroupVersionKind } from '../util/index.ts';
-import { Registry, type RegistryOptions } from './index.ts';
+import type { Registry} from './index.ts';
+import { type RegistryOptions } from './index.ts';
 import { eventually } from '../../e2e/harness/index.ts';
+import { registryWithKeeper } from './testing.ts';
 
 const configMaps: GroupVersionKind = { group: '', version: 'v1', kind: 'ConfigMap' };
 const kustomizations: GroupVersionKind = { group: 'kustomize.toolkit.fluxcd.io', version: 'v1', kind: 'Kustomization' };
@@ -162,7 +164,7 @@ describe('registry on real clusters', () => {
 
   /** A registry with GC timings shortened to milliseconds, closed after the test. */
   function newRegistry(t: { after(fn: () => Promise<void>): void }, overrides: Partial<RegistryOptions> = {}): Registry {
-    const registry = new Registry({ provider: newProvider(), gcInitialDelayMs: 100, gcMaxDelayMs: 400, gcGraceMs: 200, credentialCheckIntervalMs: 0, ...overrides });
+    const registry = registryWithKeeper({ provider: newProvider(), gcInitialDelayMs: 100, gcMaxDelayMs: 400, gcGraceMs: 200, credentialCheckIntervalMs: 0, ...overrides });
     t.after(() => registry.close());
     return registry;
   }
@@ -376,7 +378,7 @@ describe('registry on real clusters', () => {
 
   it('checks a used cache at 2 s doubling to 512 s, and collects it a grace period after its last owner left', async (t) => {
     const clock = new FakeClock(Date.now());
-    const registry = new Registry({ provider: newProvider(), clock, credentialCheckIntervalMs: 0 }); // default GC timings
+    const registry = registryWithKeeper({ provider: newProvider(), clock, credentialCheckIntervalMs: 0 }); // default GC timings
     t.after(() => registry.close());
     const owner = { namespace: 'team-a', name: 'gc' };
     const reader = await registry.watchTargetAndGetReader({ kind: 'static', name: 'target' }, { gvk: configMaps, namespace: 'apps', name: 'x' }, owner);

@@ -5,7 +5,8 @@ import { describe, it } from 'node:test';
 import { SimulatedCluster } from '../../fixtures/index.ts';
 import { StaticProvider, type ClusterRef } from '../cluster/index.ts';
 import { eventually } from '../../e2e/harness/index.ts';
-import { Registry } from './index.ts';
+import type { Registry } from './index.ts';
+import { registryWithKeeper } from './testing.ts';
 
 const configMaps = { group: '', version: 'v1', kind: 'ConfigMap' };
 const ref: ClusterRef = { kind: 'static', name: 'sim' };
@@ -27,7 +28,7 @@ describe('Registry on the simulated API server', () => {
     const sim = await SimulatedCluster.start({ namespaces: ['apps'], bookmarkIntervalMs: 60_000 });
     t.after(() => sim.close());
     sim.store.create({ apiVersion: 'v1', kind: 'ConfigMap', metadata: { name: 'steady', namespace: 'apps' }, data: { v: '1' } });
-    const registry = new Registry({
+    const registry = registryWithKeeper({
       provider: new StaticProvider({ clusters: { sim: sim.kubeconfig } }),
       credentialCheckIntervalMs: 0,
       informer: { backoff: { initialMs: 300, maxMs: 300, jitter: 0 } },

@@ -5,7 +5,8 @@ import { describe, it } from 'node:test';
 import { SimulatedCluster } from '../../fixtures/index.ts';
 import { StaticProvider, type ClusterRef } from '../cluster/index.ts';
 import { FakeClock, type GroupVersionKind } from '../util/index.ts';
-import { Registry } from './index.ts';
+import type { Registry } from './index.ts';
+import { registryWithKeeper } from './testing.ts';
 
 const configMaps: GroupVersionKind = { group: '', version: 'v1', kind: 'ConfigMap' };
 const sim: ClusterRef = { kind: 'static', name: 'sim' };
@@ -28,7 +29,7 @@ describe('Registry resync', () => {
     t.after(() => cluster.close());
     cluster.store.create({ apiVersion: 'v1', kind: 'ConfigMap', metadata: { name: 'present', namespace: 'apps' }, data: {} });
     const clock = new FakeClock(Date.now());
-    const registry = new Registry({
+    const registry = registryWithKeeper({
       provider: new StaticProvider({ clusters: { sim: cluster.kubeconfig } }),
       clock,
       credentialCheckIntervalMs: 0,

@@ -1,3 +1,4 @@
+import type { ConnectionKey } from '../cluster/index.ts';
 import type { ResourceClient } from '../transport/index.ts';
 import { apiVersionOf, KubeApiError, type GroupVersionKind } from '../util/index.ts';
 import type { CacheScope, TargetRef } from './keys.ts';
@@ -24,17 +25,17 @@ function kindKey(gvk: GroupVersionKind): string {
  * credentials may have other rights).
  */
 export class ScopePolicy {
-  readonly #narrowed = new Map<string, Set<string>>();
+  readonly #narrowed = new Map<ConnectionKey, Set<string>>();
 
   /** '' (all namespaces) or the one namespace `target`'s cache watches under `scope`. */
-  namespaceOf(connection: string, scope: CacheScope, target: TargetRef): string {
+  namespaceOf(connection: ConnectionKey, scope: CacheScope, target: TargetRef): string {
     const namespace = target.namespace ?? '';
     if (scope === 'cluster' || namespace === '') return '';
     if (scope === 'namespace') return namespace;
     return this.isNarrowed(connection, target.gvk) ? namespace : '';
   }
 
-  isNarrowed(connection: string, gvk: GroupVersionKind): boolean {
+  isNarrowed(connection: ConnectionKey, gvk: GroupVersionKind): boolean {
     return this.#narrowed.get(connection)?.has(kindKey(gvk)) === true;
   }
 
@@ -47,7 +48,7 @@ export class ScopePolicy {
    * nothing changes and the cache keeps reporting its 403. Any other error ends the probe with
    * false, leaving the namespaces not yet refused for the next one.
    */
-  async scopeDown(connection: string, gvk: GroupVersionKind, client: ResourceClient, namespaces: Iterable<string>, refused: Set<string>, signal: AbortSignal): Promise<boolean> {
+  async scopeDown(connection: ConnectionKey, gvk: GroupVersionKind, client: ResourceClient, namespaces: Iterable<string>, refused: Set<string>, signal: AbortSignal): Promise<boolean> {
     for (const namespace of namespaces) {
       try {
         await client.list({ namespace, limit: 1, signal });
@@ -68,7 +69,7 @@ export class ScopePolicy {
   }
 
   /** Forgets what was learnt about a connection's rights. */
-  forget(connection: string): void {
+  forget(connection: ConnectionKey): void {
     this.#narrowed.delete(connection);
   }
 }

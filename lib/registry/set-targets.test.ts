@@ -9,7 +9,9 @@ import { SimulatedCluster } from '../../fixtures/index.ts';
 import type { KubeObject } from '../../fixtures/sim/index.ts';
 import { StaticProvider, type ClusterRef } from '../cluster/index.ts';
 import { FakeClock, type GroupVersionKind } from '../util/index.ts';
-import { Registry, type CacheReader, type OwnerRef, type TargetRef } from './index.ts';
+import type { Registry} from './index.ts';
+import { type CacheReader, type OwnerRef, type TargetRef } from './index.ts';
+import { registryWithKeeper } from './testing.ts';
 
 const configMaps: GroupVersionKind = { group: '', version: 'v1', kind: 'ConfigMap' };
 const sim: ClusterRef = { kind: 'static', name: 'sim' };
@@ -36,7 +38,7 @@ async function setup(t: { after(fn: () => Promise<void>): void }): Promise<Fixtu
   t.after(() => cluster.close());
   // A fake clock: no GC check, resync or credential check runs unless a test advances it.
   const clock = new FakeClock(Date.now());
-  const registry = new Registry({ provider: new StaticProvider({ clusters: { sim: cluster.kubeconfig } }), clock, credentialCheckIntervalMs: 0 });
+  const registry = registryWithKeeper({ provider: new StaticProvider({ clusters: { sim: cluster.kubeconfig } }), clock, credentialCheckIntervalMs: 0 });
   t.after(() => registry.close());
   // One event per poke (an update), so no second wake-up of the sentinel is left for the next call.
   cluster.store.create(configMap('probes', 'sentinel'));

@@ -6,7 +6,8 @@ import { describe, it } from 'node:test';
 import { SimulatedCluster } from '../../fixtures/index.ts';
 import { InvalidClusterRefError, StaticProvider, type ClusterAccess, type ClusterProvider, type ClusterRef, type ResolveContext } from '../cluster/index.ts';
 import { FakeClock, KubeApiError, type GroupVersionKind } from '../util/index.ts';
-import { Registry } from './index.ts';
+import type { Registry } from './index.ts';
+import { registryWithKeeper } from './testing.ts';
 
 const configMaps: GroupVersionKind = { group: '', version: 'v1', kind: 'ConfigMap' };
 const secrets: GroupVersionKind = { group: '', version: 'v1', kind: 'Secret' };
@@ -47,7 +48,7 @@ async function setup(t: { after(fn: () => Promise<void>): void }): Promise<{ clu
   t.after(() => cluster.close());
   const provider = new CountingProvider(cluster.kubeconfig);
   // A fake clock: no GC check, credential check or build deadline fires on its own.
-  const registry = new Registry({ provider, clock: new FakeClock(Date.now()), credentialCheckIntervalMs: 0 });
+  const registry = registryWithKeeper({ provider, clock: new FakeClock(Date.now()), credentialCheckIntervalMs: 0 });
   t.after(() => registry.close());
   return { cluster, provider, registry };
 }

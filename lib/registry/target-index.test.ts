@@ -1,12 +1,14 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import type { KubeObject } from '../transport/index.ts';
-import { cacheKeyOf, objectKeyOf } from './keys.ts';
+import type { ConnectionKey } from '../cluster/index.ts';
+import { cacheKeyOf, objectKeyOf, type CacheKey } from './keys.ts';
 import { indexedTarget, TargetIndex } from './target-index.ts';
 
-const ks = cacheKeyOf('secret:ns/prod', '', { group: 'kustomize.toolkit.fluxcd.io', version: 'v1', kind: 'Kustomization' });
-const hr = cacheKeyOf('secret:ns/prod', '', { group: 'helm.toolkit.fluxcd.io', version: 'v2', kind: 'HelmRelease' });
-const target = (cacheKey: string, namespace: string, name: string) => ({ cacheKey, objectKey: objectKeyOf(cacheKey, namespace, name) });
+const prod = 'secret:ns/prod' as ConnectionKey;
+const ks = cacheKeyOf(prod, '', { group: 'kustomize.toolkit.fluxcd.io', version: 'v1', kind: 'Kustomization' });
+const hr = cacheKeyOf(prod, '', { group: 'helm.toolkit.fluxcd.io', version: 'v2', kind: 'HelmRelease' });
+const target = (cacheKey: CacheKey, namespace: string, name: string) => ({ cacheKey, objectKey: objectKeyOf(cacheKey, namespace, name) });
 
 describe('TargetIndex', () => {
   it('answers which owners use an object, across namespaces of owners', () => {

@@ -1,19 +1,19 @@
 import type { KubeObject } from '../transport/index.ts';
-import { namespaceOfObjectKey, objectKeyOf, setKeyOf, type OwnerKey, type TargetRef } from './keys.ts';
+import { namespaceOfObjectKey, objectKeyOf, setKeyOf, type CacheKey, type ObjectKey, type OwnerKey, type SetKey, type TargetRef } from './keys.ts';
 import { fieldMatcher, labelMatcher, type ObjectMatcher } from './selectors.ts';
 
 /** One exact object as the index files it. */
 export interface IndexedObject {
-  readonly cacheKey: string;
+  readonly cacheKey: CacheKey;
   /** `objectKeyOf(cacheKey, namespace, name)`. */
-  readonly objectKey: string;
+  readonly objectKey: ObjectKey;
 }
 
 /** One set target (a namespace, the whole cache, or a selector) as the index files it. */
 export interface IndexedSet {
-  readonly cacheKey: string;
+  readonly cacheKey: CacheKey;
   /** `setKeyOf(...)`: one per ⟨cache, namespace, selectors⟩, never equal to an object key. */
-  readonly setKey: string;
+  readonly setKey: SetKey;
   /** The set's one namespace, or '' for every namespace of the cache. */
   readonly namespace: string;
   /** The set's selectors (the namespace is the index's to check). */
@@ -30,7 +30,10 @@ interface SetEntry {
 
 const none: ReadonlySet<OwnerKey> = new Set();
 
-function keyOf(target: IndexedTarget): string {
+/** An owner's target, as the index files it: an object's key or a set's. */
+type TargetKey = ObjectKey | SetKey;
+
+function keyOf(target: IndexedTarget): TargetKey {
   return 'setKey' in target ? target.setKey : target.objectKey;
 }
 
@@ -48,10 +51,10 @@ function keyOf(target: IndexedTarget): string {
  * - No map or set is ever left empty: an absent key means zero.
  */
 export class TargetIndex {
-  readonly #byOwner = new Map<OwnerKey, Map<string, IndexedTarget>>();
-  readonly #byTarget = new Map<string, Set<OwnerKey>>();
-  readonly #sets = new Map<string, Map<string, Map<string, SetEntry>>>();
-  readonly #byCache = new Map<string, Map<OwnerKey, number>>();
+  readonly #byOwner = new Map<OwnerKey, Map<TargetKey, IndexedTarget>>();
+  readonly #byTarget = new Map<ObjectKey, Set<OwnerKey>>();
+  readonly #sets = new Map<CacheKey, Map<string, Map<SetKey, SetEntry>>>();
+  readonly #byCache = new Map<CacheKey, Map<OwnerKey, number>>();
 
   /** Records that `owner` uses `target` (idempotent). */
   add(owner: OwnerKey, target: IndexedTarget): void {
@@ -74,17 +77,17 @@ export class TargetIndex {
         sets = new Map();
         byNamespace.set(target.namespace, sets);
       }
-      let entry = sets.get(key);
+      let entry = sets.get(target.setKey);
       if (entry === undefined) {
         entry = { target, owners: new Set() };
-        sets.set(key, entry);
+        sets.set(target.setKey, entry);
       }
       entry.owners.add(owner);
     } else {
-      let owners = this.#byTarget.get(key);
+      let owners = this.#byTarget.get(target.objectKey);
       if (owners === undefined) {
         owners = new Set();
-        this.#byTarget.set(key, owners);
+        this.#byTarget.set(target.objectKey, owners);
       }
       owners.add(owner);
     }
@@ -100,10 +103,10 @@ export class TargetIndex {
    * Declares the complete set of targets `owner` uses now; targets it no longer names are
    * released. Returns the cache keys that this left without any owner.
    */
-  set(owner: OwnerKey, targets: Iterable<IndexedTarget>): string[] {
-    const wanted = new Map<string, IndexedTarget>();
+  set(owner: OwnerKey, targets: Iterable<IndexedTarget>): CacheKey[] {
+    const wanted = new Map<TargetKey, IndexedTarget>();
     for (const t of targets) wanted.set(keyOf(t), t);
-    const released: string[] = [];
+    const released: CacheKey[] = [];
     for (const [key, target] of this.#byOwner.get(owner) ?? []) {
       if (!wanted.has(key) && this.#remove(owner, key, target)) released.push(target.cacheKey);
     }
@@ -112,27 +115,27 @@ export class TargetIndex {
   }
 
   /** Forgets `owner` entirely (it was deleted). Returns the cache keys left without any owner. */
-  forget(owner: OwnerKey): string[] {
+  forget(owner: OwnerKey): CacheKey[] {
     return this.set(owner, []);
   }
 
   /** Removes one target of one owner; true when the owner no longer uses that cache. */
-  #remove(owner: OwnerKey, key: string, target: IndexedTarget): boolean {
+  #remove(owner: OwnerKey, key: TargetKey, target: IndexedTarget): boolean {
     const targets = this.#byOwner.get(owner);
     if (targets?.delete(key) !== true) return false;
     if (targets.size === 0) this.#byOwner.delete(owner);
     if ('setKey' in target) {
       const byNamespace = this.#sets.get(target.cacheKey);
       const sets = byNamespace?.get(target.namespace);
-      const entry = sets?.get(key);
+      const entry = sets?.get(target.setKey);
       entry?.owners.delete(owner);
-      if (entry?.owners.size === 0) sets?.delete(key);
+      if (entry?.owners.size === 0) sets?.delete(target.setKey);
       if (sets?.size === 0) byNamespace?.delete(target.namespace);
       if (byNamespace?.size === 0) this.#sets.delete(target.cacheKey);
     } else {
-      const owners = this.#byTarget.get(key);
+      const owners = this.#byTarget.get(target.objectKey);
       owners?.delete(owner);
-      if (owners?.size === 0) this.#byTarget.delete(key);
+      if (owners?.size === 0) this.#byTarget.delete(target.objectKey);
     }
     const counts = this.#byCache.get(target.cacheKey);
     const left = (counts?.get(owner) ?? 0) - 1;
@@ -146,7 +149,7 @@ export class TargetIndex {
   }
 
   /** The owners using the object with this key as an exact target. Do not keep the set: it changes as owners do. */
-  ownersOf(objectKey: string): ReadonlySet<OwnerKey> {
+  ownersOf(objectKey: ObjectKey): ReadonlySet<OwnerKey> {
     return this.#byTarget.get(objectKey) ?? none;
   }
 
@@ -158,7 +161,7 @@ export class TargetIndex {
    * namespace and of all namespaces are looked at; each matcher runs on `obj` and `previous` only.
    * An owner may be visited more than once (the queue de-duplicates).
    */
-  wake(cacheKey: string, objectKey: string, obj: KubeObject, previous: KubeObject | undefined, visit: (owner: OwnerKey) => void): void {
+  wake(cacheKey: CacheKey, objectKey: ObjectKey, obj: KubeObject, previous: KubeObject | undefined, visit: (owner: OwnerKey) => void): void {
     for (const owner of this.#byTarget.get(objectKey) ?? none) visit(owner);
     const byNamespace = this.#sets.get(cacheKey);
     if (byNamespace === undefined) return;
@@ -173,33 +176,33 @@ export class TargetIndex {
   }
 
   /** The matcher of the set target filed under `setKey`, if any owner uses it. */
-  matcherOf(cacheKey: string, namespace: string, setKey: string): ObjectMatcher | undefined {
+  matcherOf(cacheKey: CacheKey, namespace: string, setKey: SetKey): ObjectMatcher | undefined {
     return this.#sets.get(cacheKey)?.get(namespace)?.get(setKey)?.target.matches;
   }
 
   /** How many distinct owners use at least one target of this cache. */
-  ownerCount(cacheKey: string): number {
+  ownerCount(cacheKey: CacheKey): number {
     return this.#byCache.get(cacheKey)?.size ?? 0;
   }
 
   /** The owners using at least one target of this cache. */
-  ownersOfCache(cacheKey: string): OwnerKey[] {
+  ownersOfCache(cacheKey: CacheKey): OwnerKey[] {
     return [...(this.#byCache.get(cacheKey)?.keys() ?? [])];
   }
 
   /** The namespaces this cache's targets name, over every owner ('' for cluster-scoped objects and sets of every namespace). */
-  namespacesOfCache(cacheKey: string): Set<string> {
+  namespacesOfCache(cacheKey: CacheKey): Set<string> {
     const namespaces = new Set<string>(this.#sets.get(cacheKey)?.keys() ?? []);
     for (const owner of this.#byCache.get(cacheKey)?.keys() ?? []) {
-      for (const [key, target] of this.#byOwner.get(owner) ?? []) {
-        if (target.cacheKey === cacheKey && !('setKey' in target)) namespaces.add(namespaceOfObjectKey(cacheKey, key));
+      for (const target of this.#byOwner.get(owner)?.values() ?? []) {
+        if (target.cacheKey === cacheKey && !('setKey' in target)) namespaces.add(namespaceOfObjectKey(cacheKey, target.objectKey));
       }
     }
     return namespaces;
   }
 
   /** The keys (object keys and set keys) of the targets `owner` uses. */
-  targetsOf(owner: OwnerKey): string[] {
+  targetsOf(owner: OwnerKey): TargetKey[] {
     return [...(this.#byOwner.get(owner)?.keys() ?? [])];
   }
 
@@ -217,7 +220,7 @@ const SET_FIELDS: ReadonlySet<string> = new Set(['metadata.name', 'metadata.name
  * selectors (a reconcile's repeated calls parse nothing). Throws a TypeError naming the option for
  * a target with both a name and selectors, or a malformed selector.
  */
-export function indexedTarget(index: TargetIndex, cacheKey: string, target: TargetRef): IndexedTarget {
+export function indexedTarget(index: TargetIndex, cacheKey: CacheKey, target: TargetRef): IndexedTarget {
   if (target.name !== undefined) {
     const name: unknown = target.name;
     if (typeof name !== 'string') throw new TypeError(`target name must be a string, got ${typeof name}`);

@@ -6,7 +6,8 @@ import { before, describe, it } from 'node:test';
 import { eventually, useClusters, type TestCluster } from '../../e2e/harness/index.ts';
 import { SecretProvider, serviceAccountIdentity, type ClusterRef } from '../cluster/index.ts';
 import { FakeClock, KubeApiError, type GroupVersionKind } from '../util/index.ts';
-import { Registry } from './index.ts';
+import type { Registry } from './index.ts';
+import { registryWithKeeper } from './testing.ts';
 
 const configMaps: GroupVersionKind = { group: '', version: 'v1', kind: 'ConfigMap' };
 
@@ -41,7 +42,7 @@ describe('tenancy on a real cluster', () => {
   });
 
   function newRegistry(t: { after(fn: () => Promise<void>): void }): Registry {
-    const registry = new Registry({
+    const registry = registryWithKeeper({
       local: cluster.kubeConfig(),
       provider: (secrets) => new SecretProvider({ secrets }),
       clock: new FakeClock(Date.now()),

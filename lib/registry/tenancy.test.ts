@@ -18,6 +18,7 @@ import {
 import { ClosedError, FakeClock, KubeApiError, KubeconfigRefusedError, type GroupVersionKind } from '../util/index.ts';
 import { eventually } from '../../e2e/harness/index.ts';
 import { CacheGoneError, Registry } from './index.ts';
+import { registryWithKeeper, type RegistryWithKeeperOptions } from './testing.ts';
 
 const configMaps: GroupVersionKind = { group: '', version: 'v1', kind: 'ConfigMap' };
 const secrets: GroupVersionKind = { group: '', version: 'v1', kind: 'Secret' };
@@ -67,8 +68,8 @@ async function startSim(t: TestContext, options: { clock?: FakeClock } = {}): Pr
   return sim;
 }
 
-function newRegistry(t: TestContext, options: ConstructorParameters<typeof Registry>[0]): Registry {
-  const registry = new Registry({ credentialCheckIntervalMs: 0, ...options });
+function newRegistry(t: TestContext, options: RegistryWithKeeperOptions): Registry {
+  const registry = registryWithKeeper({ credentialCheckIntervalMs: 0, ...options });
   t.after(() => registry.close());
   return registry;
 }
@@ -183,7 +184,7 @@ describe('a cluster changing under a caller never looks like a closed registry',
     const sim = await startSim(t);
     sim.faults.failNext({ path: /configmaps$/, verb: 'list', count: Infinity, status: 500 }); // never syncs
     const clock = new FakeClock();
-    const registry = new Registry({ provider: new StaticProvider({ clusters: { east: sim.kubeconfig } }), clock, gcGraceMs: 1_000, credentialCheckIntervalMs: 0 });
+    const registry = registryWithKeeper({ provider: new StaticProvider({ clusters: { east: sim.kubeconfig } }), clock, gcGraceMs: 1_000, credentialCheckIntervalMs: 0 });
     const owner = { namespace: 'team-a', name: 'p' };
     const reader = await registry.watchTargetAndGetReader(east, { gvk: configMaps, namespace: 'apps', name: 'x' }, owner);
     const waiting = reader.waitForSync();
@@ -201,7 +202,7 @@ describe('a cluster changing under a caller never looks like a closed registry',
   it('answers ClosedError once closed, and only then', async (t) => {
     const sim = await startSim(t);
     const provider = new ControlledProvider(sim.kubeconfig, ['team-a']);
-    const registry = new Registry({ provider, clock: new FakeClock(), credentialCheckIntervalMs: 0 });
+    const registry = registryWithKeeper({ provider, clock: new FakeClock(), credentialCheckIntervalMs: 0 });
     const release = provider.hold('team-a');
     const pending = registry.watchTargetAndGetReader(east, { gvk: configMaps, namespace: 'apps', name: 'x' }, { namespace: 'team-a', name: 'p' });
     const closing = registry.close();
@@ -314,10 +315,12 @@ describe('namespace scopes', () => {
     await registry.watchTargetAndGetReader(east, { gvk: configMaps, namespace: 'team-a', name: 'x' }, owner);
     await registry.watchTargetAndGetReader(east, { gvk: configMaps, namespace: 'team-b', name: 'x', scope: 'cluster' }, owner);
     assert.deepEqual(registry.caches().map((c) => c.namespace).sort(), ['apps', 'team-a', undefined]);
-    assert.throws(() => new Registry({ provider: new StaticProvider({ clusters: {} }), scope: 'everything' as 'auto' }), /scope/);
     const shared = new ClusterSet({ provider: new StaticProvider({ clusters: {} }) });
     t.after(() => shared.close());
-    assert.throws(() => new Registry({ clusters: shared, qps: 5 }), /option qps configures the registry's own keeper/);
+    assert.throws(() => new Registry({ clusters: shared, scope: 'everything' as 'auto' }), /scope/);
+    assert.throws(() => new Registry({ clusters: shared, qps: 5 } as never), /option qps configures the keeper/);
+    assert.throws(() => new Registry({ clusters: {} as never }), { name: 'TypeError', message: 'registry option clusters must be a keeper of clusters (a ClusterSet)' });
+    assert.throws(() => new Registry({} as never), /registry option clusters must be a keeper/);
   });
 });
 

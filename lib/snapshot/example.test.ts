@@ -6,7 +6,8 @@ import { readFileSync } from 'node:fs';
 import { describe, it } from 'node:test';
 import { startSimulatedClusters, type SimulatedCluster } from '../../fixtures/index.ts';
 import { StaticProvider } from '../cluster/index.ts';
-import { Registry } from '../registry/index.ts';
+import type { Registry } from '../registry/index.ts';
+import { registryWithKeeper } from '../registry/testing.ts';
 import type { KubeObject } from '../transport/index.ts';
 import { FleetAccumulator, registrySource, snapshotQuery } from './index.ts';
 
@@ -61,7 +62,7 @@ describe('README: fleet snapshots', () => {
     const [east, west] = await startSimulatedClusters(2, { namePrefix: 'region' }) as [SimulatedCluster, SimulatedCluster];
     t.after(async () => { await Promise.all([east.close(), west.close()]); });
     east.store.create({ apiVersion: 'v1', kind: 'ConfigMap', metadata: { name: 'settings', namespace: 'default' }, data: { mode: 'blue' } });
-    const registry = new Registry({ provider: new StaticProvider({ clusters: { east: east.kubeconfig, west: west.kubeconfig } }), credentialCheckIntervalMs: 0 });
+    const registry = registryWithKeeper({ provider: new StaticProvider({ clusters: { east: east.kubeconfig, west: west.kubeconfig } }), credentialCheckIntervalMs: 0 });
     t.after(() => registry.close());
     const controller = new AbortController();
     const running = mirrorSettings(registry, controller.signal);

@@ -4,9 +4,9 @@ import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { SimulatedCluster, type KubeObject as SimObject } from '../../fixtures/index.ts';
 import { StaticProvider, type ClusterRef } from '../cluster/index.ts';
-import { Registry } from '../registry/index.ts';
 import type { GroupVersionKind } from '../util/index.ts';
 import { FleetAccumulator, registrySource, type FleetSnapshot, type QuerySet } from './index.ts';
+import { registryWithKeeper } from '../registry/testing.ts';
 
 const CM: GroupVersionKind = { group: '', version: 'v1', kind: 'ConfigMap' };
 const SECRET: GroupVersionKind = { group: '', version: 'v1', kind: 'Secret' };
@@ -41,7 +41,7 @@ describe('FleetAccumulator on the registry (simulated API server)', () => {
   it('a slow consumer gets one snapshot with the newest state of a whole burst, never the states in between', async (t) => {
     const cluster = await SimulatedCluster.start({ namespaces: ['apps'] });
     t.after(() => cluster.close());
-    const registry = new Registry({ provider: new StaticProvider({ clusters: { east: cluster.kubeconfig } }), credentialCheckIntervalMs: 0 });
+    const registry = registryWithKeeper({ provider: new StaticProvider({ clusters: { east: cluster.kubeconfig } }), credentialCheckIntervalMs: 0 });
     t.after(() => registry.close());
     const acc = new FleetAccumulator({ source: registrySource(registry), queries: { maps: { cluster: east, gvk: CM, namespace: 'apps' } }, minIntervalMs: 10 });
     t.after(() => acc.close());
@@ -74,7 +74,7 @@ describe('FleetAccumulator on the registry (simulated API server)', () => {
     const cluster = await SimulatedCluster.start({ namespaces: ['apps'] });
     t.after(() => cluster.close());
     for (let i = 0; i < 30; i++) cluster.store.create(configMap(`o${i}`, '0'));
-    const registry = new Registry({
+    const registry = registryWithKeeper({
       provider: new StaticProvider({ clusters: { east: cluster.kubeconfig } }),
       credentialCheckIntervalMs: 0,
       informer: { backoff: { initialMs: 50, maxMs: 50, jitter: 0 } },
@@ -115,7 +115,7 @@ describe('FleetAccumulator on the registry (simulated API server)', () => {
     up.store.create(configMap('a', '1'));
     down.store.create({ apiVersion: 'v1', kind: 'Secret', metadata: { name: 's', namespace: 'apps' }, data: {} });
     await down.faults.down({ mode: 'refuse' });
-    const registry = new Registry({ provider: new StaticProvider({ clusters: { east: up.kubeconfig, west: down.kubeconfig } }), credentialCheckIntervalMs: 0 });
+    const registry = registryWithKeeper({ provider: new StaticProvider({ clusters: { east: up.kubeconfig, west: down.kubeconfig } }), credentialCheckIntervalMs: 0 });
     t.after(() => registry.close());
     const acc = new FleetAccumulator({
       source: registrySource(registry),
@@ -143,7 +143,7 @@ describe('FleetAccumulator on the registry (simulated API server)', () => {
     const cluster = await SimulatedCluster.start({ namespaces: ['apps'] });
     t.after(() => cluster.close());
     cluster.store.create(configMap('a', '0'));
-    const registry = new Registry({ provider: new StaticProvider({ clusters: { east: cluster.kubeconfig } }), credentialCheckIntervalMs: 0 });
+    const registry = registryWithKeeper({ provider: new StaticProvider({ clusters: { east: cluster.kubeconfig } }), credentialCheckIntervalMs: 0 });
     t.after(() => registry.close());
     const acc = new FleetAccumulator({ source: registrySource(registry), queries: { maps: { cluster: east, gvk: CM, namespace: 'apps' } }, minIntervalMs: 0 });
     t.after(() => acc.close());

@@ -9,10 +9,11 @@ import { describe, it } from 'node:test';
 import { SIM_CERT_PEM, simKeyPem } from '../../fixtures/sim/cert.ts';
 import { eventually, useClusters, type TestCluster } from '../../e2e/harness/index.ts';
 import { StaticProvider, type ClusterRef } from '../cluster/index.ts';
-import { Registry } from '../registry/index.ts';
+import type { Registry } from '../registry/index.ts';
 import type { KubeObject } from '../transport/index.ts';
 import type { GroupVersionKind } from '../util/index.ts';
 import { FleetAccumulator, registrySource, snapshotQuery, type FleetSnapshot, type QuerySet } from './index.ts';
+import { registryWithKeeper } from '../registry/testing.ts';
 
 interface ConfigMap extends KubeObject {
   readonly data?: Readonly<Record<string, string>>;
@@ -172,7 +173,7 @@ class WatchRelay {
 function registryFor(clusters: readonly TestCluster[]): Registry {
   const [a, b] = clusters;
   assert.ok(a && b);
-  return new Registry({
+  return registryWithKeeper({
     provider: new StaticProvider({ clusters: { east: a.adminKubeconfig, west: b.adminKubeconfig } }),
     credentialCheckIntervalMs: 0,
     informer: { backoff: { initialMs: 200, maxMs: 1_000 } },
@@ -289,7 +290,7 @@ describe('FleetAccumulator on real apiservers', () => {
     const relay = new WatchRelay(a);
     await relay.start();
     t.after(() => relay.close());
-    const registry = new Registry({ provider: new StaticProvider({ clusters: { east: relay.kubeconfig } }), credentialCheckIntervalMs: 0 });
+    const registry = registryWithKeeper({ provider: new StaticProvider({ clusters: { east: relay.kubeconfig } }), credentialCheckIntervalMs: 0 });
     t.after(() => registry.close());
     const queries = { maps: snapshotQuery<ConfigMap>({ cluster: east, gvk: CM, namespace: NS, labelSelector: 'own' }) };
     const acc = new FleetAccumulator({ source: registrySource(registry), queries, minIntervalMs: 0 });
@@ -337,7 +338,7 @@ describe('FleetAccumulator on real apiservers', () => {
     const relay = new WatchRelay(a);
     await relay.start();
     t.after(() => relay.close());
-    const registry = new Registry({ provider: new StaticProvider({ clusters: { east: relay.kubeconfig } }), credentialCheckIntervalMs: 0 });
+    const registry = registryWithKeeper({ provider: new StaticProvider({ clusters: { east: relay.kubeconfig } }), credentialCheckIntervalMs: 0 });
     t.after(() => registry.close());
     const queries = { maps: snapshotQuery<ConfigMap>({ cluster: east, gvk: CM, namespace: NS, labelSelector: 'stale' }) };
     const acc = new FleetAccumulator({ source: registrySource(registry), queries, minIntervalMs: 0 });

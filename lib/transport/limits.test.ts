@@ -9,9 +9,9 @@ import { startHostileApiServer, type HostileApiServer } from '../../fixtures/hos
 import { SimulatedCluster } from '../../fixtures/sim/index.ts';
 import { loadKubeconfig, StaticProvider } from '../cluster/index.ts';
 import { ResourceInformer } from '../informer/index.ts';
-import { Registry } from '../registry/index.ts';
 import { KubeApiError, LimitExceededError, TransportError, type GroupVersionKind, type Logger } from '../util/index.ts';
 import { ClusterConnection, createListLimiter, DEFAULT_READ_LIMITS, type ReadLimits } from './index.ts';
+import { registryWithKeeper } from '../registry/testing.ts';
 
 const MiB = 1024 * 1024;
 const CONFIGMAP: GroupVersionKind = { group: '', version: 'v1', kind: 'ConfigMap' };
@@ -219,14 +219,14 @@ describe(`read limits against a hostile API server (${protocol})`, () => {
     hostile.list = { kind: 'normal' };
     hostile.discovery = { kind: 'normal' };
     hostile.watch = { kind: 'huge-body', bytes: 8 * MiB };
-    const registry = new Registry({
+    const registry = registryWithKeeper({
       provider: new StaticProvider({ clusters: { hostile: hostile.kubeconfig, healthy: healthy.sim.kubeconfig } }),
       credentialCheckIntervalMs: 0,
       readLimits: { maxWatchEventBytes: MiB },
       informer: fast,
     });
     after(() => registry.close());
-    assert.throws(() => new Registry({ provider: new StaticProvider({ clusters: {} }), readLimits: { maxErrorBytes: -1 } }), (err: unknown) => err instanceof TypeError && err.message.includes('maxErrorBytes'));
+    assert.throws(() => registryWithKeeper({ provider: new StaticProvider({ clusters: {} }), readLimits: { maxErrorBytes: -1 } }), (err: unknown) => err instanceof TypeError && err.message.includes('maxErrorBytes'));
     const owner = { namespace: 'team', name: 'pipeline' };
     const bad = await registry.watchTargetAndGetReader({ kind: 'static', name: 'hostile' }, { gvk: CONFIGMAP, namespace: 'default', name: 'x' }, owner);
     const good = await registry.watchTargetAndGetReader({ kind: 'static', name: 'healthy' }, { gvk: CONFIGMAP, namespace: 'default', name: 'reg' }, owner);

@@ -10,9 +10,9 @@ import { KubeConfig } from '@kubernetes/client-node';
 import { startHostileApiServer, type HostileApiServer } from '../../fixtures/hostile/index.ts';
 import { loadKubeconfig, StaticProvider, type ClusterProvider } from '../cluster/index.ts';
 import { ResourceInformer } from '../informer/index.ts';
-import { Registry } from '../registry/index.ts';
 import { InvalidPathSegmentError, UnknownKindError, type GroupVersionKind } from '../util/index.ts';
 import { ClusterConnection, createListLimiter, resourcePath, type ResourceInfo } from './index.ts';
+import { registryWithKeeper } from '../registry/testing.ts';
 
 const listLimiter = createListLimiter();
 const SECRET_GRAB = 'v1/namespaces/kube-system/secrets/db?';
@@ -94,7 +94,7 @@ describe('path segments', () => {
       const statics = new StaticProvider({ clusters: { hostile: hostile.kubeconfig } });
       let resolved = 0;
       const provider: ClusterProvider = { resolve: (ref, context) => { resolved++; return statics.resolve(ref, context); } };
-      const registry = new Registry({ provider, credentialCheckIntervalMs: 0 });
+      const registry = registryWithKeeper({ provider, credentialCheckIntervalMs: 0 });
       after(() => registry.close());
       await assert.rejects(
         registry.watchTargetAndGetReader({ kind: 'static', name: 'hostile' }, { gvk: bad, namespace: 'kube-system', name: 'db' }, { namespace: 'team', name: 'p' }),
