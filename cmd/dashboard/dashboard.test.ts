@@ -169,6 +169,42 @@ describe('the dashboard', () => {
     });
   });
 
+  it('carries the page\'s security headers on the event stream (GET and HEAD) and on the approval\'s answer', async () => {
+    // The stream and the action are answers of the same origin as the page: one served without the
+    // CSP, nosniff or frame-ancestors could be sniffed, framed or rendered as a document of its own.
+    const streams = dashboard.clients;
+    const own = await HttpServer.start({
+      name: 'metrics', address: { host: '127.0.0.1', port: 0 }, routes: {},
+      handlers: dashboard.handlers, publicPaths: dashboard.publicPaths, actionPaths: dashboard.actionPaths,
+      authorize: (req) => Promise.resolve(req.headers.authorization === 'Bearer good' ? { allowed: true, user: 'reader' } : { allowed: false, status: 401, message: 'Unauthorized' }),
+    });
+    try {
+      const secure = (what: string, headers: Headers): void => {
+        for (const [name, value] of Object.entries(securityHeaders)) assert.equal(headers.get(name), value, `${what}: ${name}`);
+        assert.match(headers.get('content-security-policy') ?? '', /frame-ancestors 'none'/, what);
+      };
+      const head = await fetch(`${own.url}/dashboard/events`, { method: 'HEAD', headers: { authorization: 'Bearer good' } });
+      assert.equal(head.status, 200);
+      assert.equal(head.headers.get('content-type'), 'text/event-stream; charset=utf-8');
+      secure('HEAD /dashboard/events', head.headers);
+      const abort = new AbortController();
+      const get = await fetch(`${own.url}/dashboard/events`, { headers: { authorization: 'Bearer good' }, signal: abort.signal });
+      assert.equal(get.status, 200);
+      secure('GET /dashboard/events', get.headers);
+      abort.abort();
+      await get.body?.cancel().catch(() => undefined);
+      // No token: the endpoint's own refusal, an answer like any other.
+      const approve = await fetch(`${own.url}/dashboard/api/approve`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: '{}' });
+      assert.equal(approve.status, 401);
+      assert.equal(approve.headers.get('x-content-type-options'), 'nosniff');
+      secure('POST /dashboard/api/approve', approve.headers);
+      await approve.text();
+    } finally {
+      await own.close();
+    }
+    await until('the stream is gone', () => dashboard.clients === streams);
+  });
+
   it('shows the Pipelines once their cache can be built, retrying with backoff until then, and pushes every change', async () => {
     assert.ok(server !== undefined);
     const client = await events(`${server.url}/dashboard/events`, { authorization: 'Bearer good' });

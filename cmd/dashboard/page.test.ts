@@ -1,6 +1,7 @@
 // The page's script run in a VM against a small DOM of its own (no browser): what it shows of a
 // document cut to its bound and of clusters without credentials, and how it reconnects when a
-// stream's lifetime ends or a user is over its share. The real browser test covers the rest.
+// stream's lifetime ends or a user is over its share, and that no text from a peer is ever parsed as
+// HTML (the DOM's HTML sinks record and throw). The real browser test covers the rest.
 import assert from 'node:assert/strict';
 import { setImmediate as tick } from 'node:timers/promises';
 import { describe, it } from 'node:test';
@@ -8,17 +9,35 @@ import { createContext, Script } from 'node:vm';
 import type { DashboardState } from './model.ts';
 import { appJs } from './page.ts';
 
-/** Just enough of an element for the page: attributes, children, text, and simple selectors. */
+/**
+ * Every use of an HTML-parsing sink, an event-handler attribute or a script-bearing element the page
+ * made, by any loaded page: each also throws, as the CSP's Trusted Types rule makes it in a browser.
+ */
+const htmlSinks: string[] = [];
+function sink(what: string): never {
+  htmlSinks.push(what);
+  throw new TypeError(`the page used an HTML sink: ${what}`);
+}
+/** Elements that run or load something: the page makes none of them. */
+const ACTIVE_TAGS = new Set(['SCRIPT', 'IFRAME', 'FRAME', 'OBJECT', 'EMBED', 'IMG', 'STYLE', 'LINK', 'BASE', 'META', 'TEMPLATE', 'SVG', 'MATH']);
+
+/** Just enough of an element for the page: attributes, children, text, listeners, and simple selectors. */
 class FakeElement {
   readonly tagName: string;
   readonly attributes = new Map<string, string>();
   readonly children: FakeElement[] = [];
+  readonly #listeners = new Map<string, (() => void)[]>();
   parent: FakeElement | undefined;
   #text = '';
   hidden = false;
   constructor(tag: string) {
     this.tagName = tag.toUpperCase();
+    if (ACTIVE_TAGS.has(this.tagName)) sink(`createElement(${tag})`);
   }
+  set innerHTML(value: string) { sink(`innerHTML = ${value}`); }
+  set outerHTML(value: string) { sink(`outerHTML = ${value}`); }
+  insertAdjacentHTML(_where: string, value: string): void { sink(`insertAdjacentHTML(${value})`); }
+  setHTMLUnsafe(value: string): void { sink(`setHTMLUnsafe(${value})`); }
   get className(): string { return this.attributes.get('class') ?? ''; }
   set className(value: string) { this.attributes.set('class', value); }
   get firstChild(): FakeElement | null { return this.children[0] ?? null; }
@@ -27,7 +46,11 @@ class FakeElement {
     this.children.splice(0);
     this.#text = value;
   }
-  setAttribute(name: string, value: string): void { this.attributes.set(name, value); }
+  setAttribute(name: string, value: string): void {
+    // An event handler, inline HTML or a URL attribute would let text become code or a request.
+    if (/^on|^(srcdoc|src|href|action|formaction|style)$/i.test(name)) sink(`setAttribute(${name}, ${value})`);
+    this.attributes.set(name, value);
+  }
   getAttribute(name: string): string | null { return this.attributes.get(name) ?? null; }
   appendChild(child: FakeElement): FakeElement {
     child.parent = this;
@@ -38,7 +61,12 @@ class FakeElement {
     this.children.splice(this.children.indexOf(child), 1);
     return child;
   }
-  addEventListener(): void { /* forms and buttons are not used here */ }
+  addEventListener(event: string, listener: () => void): void {
+    this.#listeners.set(event, [...(this.#listeners.get(event) ?? []), listener]);
+  }
+  click(): void {
+    for (const listener of this.#listeners.get('click') ?? []) listener();
+  }
   focus(): void { /* nothing to focus */ }
   #descendants(): FakeElement[] {
     return this.children.flatMap((c) => [c, ...c.#descendants()]);
@@ -79,10 +107,12 @@ interface FakeResponse {
   readonly headers?: Readonly<Record<string, string>>;
   /** Server-sent frames, then the end of the stream. */
   readonly frames?: readonly string[];
+  /** What `json()` resolves with (rejects without). */
+  readonly json?: unknown;
 }
 
 /** The page's script with its DOM, and the answers its fetch() calls get, in order. */
-function loadPage(answers: FakeResponse[]): { byId: (id: string) => FakeElement; fetches: () => number; timers: number[]; ready: () => void } {
+function loadPage(answers: FakeResponse[]): { body: FakeElement; byId: (id: string) => FakeElement; fetches: () => number; timers: number[]; ready: () => void } {
   const ids = ['connection', 'updated', 'forget', 'login', 'login-reason', 'token', 'pipelines', 'clusters', 'caches'];
   const body = new FakeElement('body');
   const elements = new Map(ids.map((id) => [id, body.appendChild(new FakeElement(id === 'login' ? 'form' : 'div'))]));
@@ -94,6 +124,8 @@ function loadPage(answers: FakeResponse[]): { byId: (id: string) => FakeElement;
     createElement: (tag: string) => new FakeElement(tag),
     querySelectorAll: (selector: string) => body.querySelectorAll(selector),
     addEventListener: (event: string, fn: () => void) => { if (event === 'DOMContentLoaded') ready = fn; },
+    write: (html: string) => sink(`document.write(${html})`),
+    writeln: (html: string) => sink(`document.writeln(${html})`),
   };
   const fetch = (): Promise<unknown> => {
     fetches += 1;
@@ -104,6 +136,7 @@ function loadPage(answers: FakeResponse[]): { byId: (id: string) => FakeElement;
       status: answer.status,
       ok: answer.status >= 200 && answer.status < 300,
       headers: { get: (name: string) => answer.headers?.[name] ?? null },
+      json: () => ('json' in answer ? Promise.resolve(answer.json) : Promise.reject(new SyntaxError('not JSON'))),
       body: { getReader: () => ({ read: () => Promise.resolve(chunks.length > 0 ? { done: false, value: chunks.shift() } : { done: true, value: undefined }) }) },
     });
   };
@@ -117,14 +150,14 @@ function loadPage(answers: FakeResponse[]): { byId: (id: string) => FakeElement;
     TextDecoder,
     AbortController,
     console,
-  });
+  }, { codeGeneration: { strings: false, wasm: false } }); // eval and new Function throw
   new Script(appJs, { filename: 'app.js' }).runInContext(context);
   const byId = (id: string): FakeElement => {
     const e = elements.get(id);
     assert.ok(e !== undefined);
     return e;
   };
-  return { byId, fetches: () => fetches, timers, ready: () => { ready(); } };
+  return { body, byId, fetches: () => fetches, timers, ready: () => { ready(); } };
 }
 
 function frame(state: DashboardState): string {
@@ -209,5 +242,40 @@ describe('the dashboard page script', () => {
     assert.equal(cutOff.fetches(), 1);
     assert.deepEqual(cutOff.timers, [1_000]);
     assert.equal(cutOff.byId('connection').getAttribute('data-state'), 'disconnected');
+  });
+  it('shows text from peers as text: markup in every field of the state and in an approval\'s answer is never parsed as HTML', async () => {
+    const html = (field: string): string => `<img src=x onerror="alert('${field}')"><script>alert('${field}')</script>`;
+    const hostile: DashboardState = {
+      pipelines: [{
+        namespace: html('ns'),
+        name: html('name'),
+        stale: false,
+        ready: { status: 'False', reason: html('reason'), message: html('ready-message') },
+        environments: [{ name: html('env'), ready: false, revision: html('env-revision'), targets: [{ cluster: html('target-cluster'), namespace: html('target-ns'), readable: true, ready: false, revision: html('target-revision'), error: html('target-error') }] }],
+        inFlight: [{ environment: html('inflight-env'), revision: html('inflight-revision'), strategy: 'patch', state: 'AwaitingApproval', attempts: 0, startedAt: '2026-11-23T08:00:00Z' }],
+        history: [{ environment: html('history-env'), revision: html('history-revision'), strategy: html('history-strategy'), state: 'Failed', attempts: 1, startedAt: '2026-11-23T07:00:00Z', finishedAt: '2026-11-23T07:01:00Z', message: html('history-message') }],
+      }],
+      truncatedPipelines: 0,
+      pipelinesSynced: true,
+      clusters: [{ name: html('cluster'), requests: 1, failedRequests: 1, lastCode: html('code'), caches: 1, syncedCaches: 0, objects: 0, relists: 0, watchErrors: 1, lastError: html('cluster-error') }],
+      caches: [{ cluster: html('cache-cluster'), namespace: html('cache-ns'), group: html('group'), version: 'v1', kind: html('kind'), synced: false, objects: 0, owners: 1, relists: 0, watchErrors: 1, lastError: html('cache-error'), createdAt: Date.UTC(2026, 10, 23, 8) }],
+    };
+    htmlSinks.length = 0;
+    const page = loadPage([{ status: 200, frames: [frame(hostile)] }, { status: 403, json: { error: html('approve-answer') } }]);
+    page.ready();
+    await settle();
+    const shown = (field: string): boolean => page.body.textContent.includes(html(field));
+    for (const field of ['name', 'ready-message', 'env', 'target-error', 'inflight-revision', 'history-message', 'cluster', 'cluster-error', 'kind', 'cache-error']) {
+      assert.ok(shown(field), `${field} is shown, as text`);
+    }
+    const button = page.body.querySelector('button.approve');
+    assert.ok(button !== null, 'the promotion waiting shows its Approve button');
+    assert.equal(button.getAttribute('data-revision'), html('inflight-revision'), 'kept as an attribute value, not markup');
+    button.click();
+    await settle();
+    assert.equal(page.fetches(), 2, 'the approval was posted');
+    assert.ok(shown('approve-answer'), 'the endpoint\'s refusal is shown, as text');
+    assert.deepEqual(htmlSinks, [], 'no HTML sink, handler attribute or active element was used');
+    assert.equal(page.body.querySelectorAll('script').length + page.body.querySelectorAll('img').length, 0);
   });
 });

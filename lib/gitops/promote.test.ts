@@ -1,5 +1,7 @@
 import assert from 'node:assert/strict';
 import { chmod, mkdir, mkdtemp, readdir, readFile, readlink, rm, stat, writeFile } from 'node:fs/promises';
+import http from 'node:http';
+import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { after, before, describe, it } from 'node:test';
@@ -154,6 +156,29 @@ describe('GitPromoter against git http-backend', () => {
     const pinned = new GitPromoter({ allowHttp: true, allowPrivateNetworks: true, lookup: (host) => Promise.resolve(host === 'git.fleet.invalid' ? ['127.0.0.1'] : []) });
     const result = await pinned.promote(request({ url: server.url('fleet', 'git.fleet.invalid'), revision: '1.5.0' }));
     assert.ok(result.kind === 'commit' && result.created);
+  });
+
+  it('does not follow a redirect to a host the address check never saw: the target is never contacted', async () => {
+    // The checked URL is a loopback server answering every request (info/refs included, the one git
+    // would follow by default) with a redirect to the real repository under another name and port.
+    const redirects: string[] = [];
+    const redirector = http.createServer((req, res) => {
+      redirects.push(req.url ?? '');
+      res.writeHead(301, { location: `http://localhost:${server.port}${req.url ?? '/'}` }).end();
+    });
+    await new Promise<void>((resolve) => redirector.listen(0, '127.0.0.1', resolve));
+    try {
+      const before = server.requests.length;
+      const count = await commits();
+      const { port } = redirector.address() as AddressInfo;
+      await assert.rejects(promoter.promote(request({ url: `http://127.0.0.1:${port}/fleet.git`, revision: '1.4.1' })), reason('CloneFailed'));
+      assert.ok(redirects.some((url) => url.includes('/info/refs')), `git asked the redirecting server for its refs: ${redirects.join(', ')}`);
+      assert.equal(server.requests.length, before, 'the redirect target was never contacted');
+      assert.equal(await commits(), count, 'nothing pushed');
+    } finally {
+      redirector.closeAllConnections();
+      await new Promise<void>((resolve) => { redirector.close(() => { resolve(); }); });
+    }
   });
 
   it('reports a missing marker and pushes nothing', async () => {

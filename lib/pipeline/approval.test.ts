@@ -114,6 +114,7 @@ describe('approvals', () => {
     assert.deepEqual(findApproval(status, 'prod', '1.1.0'), { approver: { username: 'alice' }, approvedAt: '2026-01-01T00:00:00Z' });
     const pending = { promotions: [{ environment: 'prod', revision: '1.3.0', strategy: 'patch' as const, state: 'Pending' as const, attempts: 1, startedAt: 'x', approved: true, approvedBy: { username: 'carol' }, approvedAt: 't' }] };
     assert.deepEqual(findApproval(pending, 'prod', '1.3.0'), { approver: { username: 'carol' }, approvedAt: 't' });
+    assert.equal(findApproval(pending, 'prod', '1.4.0'), undefined, 'the approval a promotion under way carries opens no gate for a newer revision');
     const failed = { promotions: [{ ...pending.promotions[0]!, state: 'Failed' as const }] };
     assert.equal(findApproval(failed, 'prod', '1.3.0'), undefined, 'only a promotion under way carries its approval on');
     assert.equal(findApproval(undefined, 'prod', '1.1.0'), undefined);

@@ -218,6 +218,23 @@ describe('webhook delivery', () => {
       assert.equal(receiver.received.length, count);
     });
 
+    it('refuses the connected address itself: an answer that reads public when checked and loopback when used is refused at connect', async () => {
+      receiver.answer({ kind: 'plain', status: 200 });
+      const count = receiver.received.length;
+      // Rebinding between the DNS check and the connect, as a resolver can do it: the first read of
+      // the address (the check) sees a public one, every later read (the socket's) sees loopback.
+      // Only the check on the connected socket stands between this and the receiver on 127.0.0.1.
+      let reads = 0;
+      const answer = { family: 4 as const, get address(): string { reads += 1; return reads === 1 ? '93.184.215.14' : '127.0.0.1'; } };
+      const err = await failure(deliverDefault(`http://hooks.example.com:${port}/`, () => Promise.resolve([answer])));
+      assert.ok(reads >= 2, 'the address was read again after its check');
+      assert.ok(err instanceof WebhookRefusedError, err.message);
+      assert.equal(err.refusal, 'address');
+      assert.equal(err.category, 'loopback');
+      assert.equal(err.address, '127.0.0.1');
+      assert.equal(receiver.received.length, count, 'nothing reached the receiver');
+    });
+
     it('refuses localhost through the system resolver', async () => {
       const err = await failure(deliverDefault(`http://localhost:${port}/`));
       assert.ok(err instanceof WebhookRefusedError, err.message);
