@@ -5,6 +5,7 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { RouteHandler } from '../../lib/manager/index.ts';
 import { APPROVE_VERB, ApprovalError, approvalEvent, isRevision, PIPELINE_GVK, recordApproval, type ApprovalClient, type Approver } from '../../lib/pipeline/index.ts';
+import { readBounded } from '../../lib/transport/index.ts';
 import { KubeApiError, noopLogger, realClock, toError, type Clock, type Logger } from '../../lib/util/index.ts';
 import { securityHeaders } from './page.ts';
 
@@ -87,21 +88,17 @@ function parseBody(text: string): ApprovalBody {
  * `timeoutMs` (a slower client is disconnected).
  */
 async function readBody(req: IncomingMessage, max: number, timeoutMs: number): Promise<string> {
+  // Refused before reading, with the socket kept for the 413 (the reader would close it).
   const declared = Number(req.headers['content-length'] ?? NaN);
   if (Number.isFinite(declared) && declared > max) throw new HttpRefusal(413, `the body is larger than ${max} bytes`);
-  const chunks: Buffer[] = [];
-  let size = 0;
   const timer = setTimeout(() => { req.destroy(new HttpRefusal(408, 'the body came too slowly')); }, timeoutMs);
   try {
-    for await (const chunk of req as AsyncIterable<Buffer>) {
-      size += chunk.length;
-      if (size > max) throw new HttpRefusal(413, `the body is larger than ${max} bytes`);
-      chunks.push(chunk);
-    }
+    const body = await readBounded(req, { limit: max });
+    if (body === undefined) throw new HttpRefusal(413, `the body is larger than ${max} bytes`);
+    return body.toString('utf8');
   } finally {
     clearTimeout(timer);
   }
-  return Buffer.concat(chunks).toString('utf8');
 }
 
 /**

@@ -1,9 +1,7 @@
-import http from 'node:http';
-import https from 'node:https';
 import { isIP } from 'node:net';
-import { abortReason } from '../util/index.ts';
+import { OutboundError, sendOutbound, type OutboundAnswer } from '../transport/index.ts';
 import { GitOpsError } from './errors.ts';
-import { checkUrl, pinUrl, type PinnedUrl, type UrlPolicy } from './url.ts';
+import { addressRefused, checkUrl, pinUrl, type PinnedUrl, type UrlPolicy } from './url.ts';
 
 /** A pull (GitHub) or merge (GitLab) request, as fleetcache reports it. */
 export interface PullRequest {
@@ -35,6 +33,7 @@ function defaultApiUrl(kind: ProviderKind, repository: URL): string {
   return `https://${repository.host}/api/v4`;
 }
 
+const PROVIDER_API = 'the provider API URL';
 const NAMES = { github: 'GitHub', gitlab: 'GitLab' } as const;
 
 /** A web URL from an answer, kept only when it is a plain http(s) URL without credentials. */
@@ -100,6 +99,18 @@ export class ProviderClient {
     }
   }
 
+  /** A failed call in GitOps words: the call and a fixed reason, never what the provider sent. */
+  #failed(err: OutboundError, what: string): unknown {
+    const name = NAMES[this.#settings.kind];
+    switch (err.failure) {
+      case 'deadline': return new GitOpsError('Timeout', `${name} did not answer ${what} within ${this.#settings.timeoutMs} ms`);
+      case 'too-large': return new GitOpsError('ProviderError', `${name} answered ${what} with more than ${this.#settings.maxResponseBytes} bytes`);
+      case 'refused': return addressRefused(err, this.#api?.host ?? '', PROVIDER_API);
+      case 'broken': return err.cause;
+      default: return new GitOpsError('ProviderError', `${name} could not be reached for ${what}`, { cause: err.cause });
+    }
+  }
+
   #malformed(what: string): never {
     throw new GitOpsError('ProviderError', `${NAMES[this.#settings.kind]} answered ${what} without a number and URL`);
   }
@@ -122,7 +133,7 @@ export class ProviderClient {
   async #pinned(): Promise<PinnedUrl> {
     if (this.#api === undefined) {
       const raw = this.#settings.apiUrl ?? defaultApiUrl(this.#settings.kind, this.#settings.repositoryUrl);
-      this.#api = await pinUrl(checkUrl(raw.replace(/\/+$/, ''), this.#settings.policy, 'the provider API URL'), this.#settings.policy, 'the provider API URL');
+      this.#api = await pinUrl(checkUrl(raw.replace(/\/+$/, ''), this.#settings.policy, PROVIDER_API), this.#settings.policy, PROVIDER_API);
     }
     return this.#api;
   }
@@ -139,48 +150,28 @@ export class ProviderClient {
     const payload = body === undefined ? undefined : Buffer.from(JSON.stringify(body));
     if (payload !== undefined) headers['content-type'] = 'application/json';
     const base = api.url.pathname.replace(/\/+$/, '');
-    const family = isIP(api.address);
-    // A deadline on the whole call (connect, send, answer), not only on an idle socket.
-    const deadline = AbortSignal.timeout(timeoutMs);
-    const aborted = signal === undefined ? deadline : AbortSignal.any([deadline, signal]);
-    const { status, text } = await new Promise<{ status: number; text: string }>((resolve, reject) => {
-      const request = (api.scheme === 'https' ? https : http).request({
-        method,
-        host: api.host,
-        port: api.port,
+    let answer: OutboundAnswer;
+    try {
+      answer = await sendOutbound({
+        url: api.url,
         path: `${base}${pathAndQuery}`,
+        method,
         headers,
-        servername: isIP(api.host) === 0 ? api.host : undefined,
+        body: payload,
         // The address checked once: no second resolution for the name to change under us.
-        lookup: (_host, options, callback) => {
-          if ((options as { all?: boolean }).all === true) (callback as unknown as (e: null, a: { address: string; family: number }[]) => void)(null, [{ address: api.address, family }]);
-          else callback(null, api.address, family);
-        },
-        timeout: timeoutMs,
-        signal: aborted,
-      }, (response) => {
-        const chunks: Buffer[] = [];
-        let size = 0;
-        response.on('data', (chunk: Buffer) => {
-          size += chunk.length;
-          if (size > maxResponseBytes) {
-            request.destroy(new GitOpsError('ProviderError', `${NAMES[kind]} answered ${what} with more than ${maxResponseBytes} bytes`));
-            return;
-          }
-          chunks.push(chunk);
-        });
-        response.on('end', () => { resolve({ status: response.statusCode ?? 0, text: Buffer.concat(chunks).toString('utf8') }); });
-        response.on('error', reject);
+        addresses: [{ address: api.address, family: isIP(api.address) === 6 ? 6 : 4 }],
+        policy: { allowPrivateNetworks: this.#settings.policy.allowPrivateNetworks },
+        // A deadline on the whole call (connect, send, answer), not only on an idle socket.
+        timeoutMs,
+        signal,
+        maxBodyBytes: maxResponseBytes,
       });
-      request.on('timeout', () => { request.destroy(new GitOpsError('Timeout', `${NAMES[kind]} did not answer ${what} within ${timeoutMs} ms`)); });
-      request.on('error', (err) => {
-        if (err instanceof GitOpsError) reject(err);
-        else if (signal?.aborted === true) reject(abortReason(signal));
-        else if (deadline.aborted) reject(new GitOpsError('Timeout', `${NAMES[kind]} did not answer ${what} within ${timeoutMs} ms`));
-        else reject(new GitOpsError('ProviderError', `${NAMES[kind]} could not be reached for ${what}`, { cause: err }));
-      });
-      request.end(payload);
-    });
+    } catch (err) {
+      if (!(err instanceof OutboundError)) throw err;
+      throw this.#failed(err, what);
+    }
+    const status = answer.status;
+    const text = answer.body?.toString('utf8') ?? '';
     if (status < 200 || status >= 300) throw new GitOpsError('ProviderError', `${NAMES[kind]} answered HTTP ${status} to ${what}`, { statusCode: status });
     try {
       return JSON.parse(text) as unknown;

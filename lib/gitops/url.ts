@@ -1,6 +1,5 @@
-import { lookup as dnsLookup } from 'node:dns/promises';
 import { isIP } from 'node:net';
-import { classifyAddress, PRIVATE_CATEGORIES } from '../util/index.ts';
+import { OutboundError, resolveHost, type HostResolver } from '../transport/index.ts';
 import { GitOpsError } from './errors.ts';
 
 /** How tenant-supplied URLs (the repository, a provider's API) are allowed to look and where they may lead. */
@@ -71,33 +70,27 @@ export function checkUrl(raw: unknown, policy: UrlPolicy & { readonly allowSsh?:
   return { url, scheme, host, port };
 }
 
-async function systemLookup(host: string): Promise<readonly string[]> {
-  return (await dnsLookup(host, { all: true, order: 'verbatim' })).map((a) => a.address);
-}
-
 /**
  * Resolves the URL's host once, checks every address it has, and returns the first: the caller
  * connects to that address only (git through `http.curloptResolve`, HTTP clients through their
  * `lookup`), so a name that resolves differently a moment later (DNS rebinding) gains nothing.
  */
 export async function pinUrl(checked: CheckedUrl, policy: UrlPolicy, what = 'the repository URL'): Promise<PinnedUrl> {
-  let addresses: readonly string[];
-  if (isIP(checked.host) !== 0) {
-    addresses = [checked.host];
-  } else {
-    try {
-      addresses = await (policy.lookup ?? systemLookup)(checked.host);
-    } catch (err) {
-      throw new GitOpsError('ResolveFailed', `the host of ${what} (${checked.host}) could not be resolved`, { cause: err });
-    }
+  const lookup = policy.lookup;
+  const resolve: HostResolver | undefined = lookup === undefined ? undefined : async (host) => (await lookup(host)).map((address) => ({ address, family: isIP(address) === 6 ? 6 : 4 }));
+  try {
+    const [first] = await resolveHost(checked.host, { allowPrivateNetworks: policy.allowPrivateNetworks, resolve });
+    return { ...checked, address: first?.address ?? '' };
+  } catch (err) {
+    if (!(err instanceof OutboundError)) throw err;
+    if (err.failure === 'refused') throw addressRefused(err, checked.host, what);
+    if (err.failure === 'no-address') throw new GitOpsError('ResolveFailed', `the host of ${what} (${checked.host}) has no address`);
+    throw new GitOpsError('ResolveFailed', `the host of ${what} (${checked.host}) could not be resolved`, { cause: err.cause });
   }
-  if (addresses.length === 0) throw new GitOpsError('ResolveFailed', `the host of ${what} (${checked.host}) has no address`);
-  for (const address of addresses) {
-    const category = classifyAddress(address);
-    if (category === undefined || (policy.allowPrivateNetworks === true && PRIVATE_CATEGORIES.has(category))) continue;
-    const relaxable = PRIVATE_CATEGORIES.has(category) ? '; refused unless private networks are allowed' : '';
-    throw new GitOpsError('AddressRefused', `the host of ${what} (${checked.host}) resolves to a ${category} address${relaxable}`);
-  }
-  const address = addresses[0] ?? '';
-  return { ...checked, address };
+}
+
+/** An address refusal (`AddressRefused`) in GitOps words: the host and the category, never the address. */
+export function addressRefused(err: OutboundError, host: string, what: string): GitOpsError {
+  const relaxable = err.relaxable ? '; refused unless private networks are allowed' : '';
+  return new GitOpsError('AddressRefused', `the host of ${what} (${host}) resolves to a ${err.category ?? 'reserved'} address${relaxable}`);
 }

@@ -16,7 +16,8 @@ import {
 } from '../util/index.ts';
 import { defaultSocketBudget, SocketBudget } from './budget.ts';
 import { ConcurrencyLimiter, defaultListLimiter, TokenBucket } from './limiter.ts';
-import { Transport, type Impersonation, type Peek } from './transport.ts';
+import type { Peek } from './bounded.ts';
+import { Transport, type Impersonation } from './transport.ts';
 import type {
   KubeList,
   ListOptions,

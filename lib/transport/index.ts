@@ -3,10 +3,16 @@
  * credentials, one HTTP/2 session with a keep-alive HTTP/1.1 agent as the fallback, a slot of the
  * process-wide socket budget, request and LIST limiters, discovery of GVK → resource and scope),
  * the wire types, the watch decoder and the pre-pass that drops managedFields before JSON.parse.
+ * The one way out to a host a tenant names (resolve once, refuse inside addresses, pin, bound,
+ * one deadline) and the one reader of a capped body live here too.
  * Knows nothing about who a cluster is: `lib/cluster` decides that.
  */
 export { ClusterConnection, DEFAULT_READ_LIMITS, readLimitsOf, resourcePath } from './connection.ts';
 export type { ClusterConnectionOptions, ReadLimits, RequestObservation, RequestOptions } from './connection.ts';
+export { PEEK_BYTES, readBounded } from './bounded.ts';
+export type { BoundedRead, Peek } from './bounded.ts';
+export { checkAddress, OutboundError, resolveHost, sendOutbound } from './outbound.ts';
+export type { AddressPolicy, HostResolver, OutboundAnswer, OutboundFailure, OutboundRequest, OutboundStage, ResolvedAddress } from './outbound.ts';
 export { checkGvk, checkName, checkNamespace, checkPathSegment } from './segments.ts';
 export { createListLimiter } from './limiter.ts';
 export type { ConcurrencyLimiter } from './limiter.ts';

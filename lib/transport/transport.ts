@@ -21,6 +21,7 @@ import {
 } from '../util/index.ts';
 import { BudgetedHttpAgent, BudgetedHttpsAgent, ignoreError, SLOT_SIGNAL, type BudgetedAgent } from './agent.ts';
 import type { SocketBudget } from './budget.ts';
+import { readBounded, type Peek } from './bounded.ts';
 import { applyCredentials } from './credentials.ts';
 import { sharedSecureContexts } from './secure-context.ts';
 import { checkRequestPath } from './segments.ts';
@@ -56,15 +57,6 @@ export interface BodyLimit {
   readonly name: ReadLimit;
   readonly bytes: number;
 }
-
-/**
- * Sees the start of a successful body while it arrives (at most {@link PEEK_BYTES}), before it is
- * whole: returns true once it has what it wanted.
- */
-export type Peek = (head: Buffer) => boolean;
-
-/** How much of a body's start a {@link Peek} may see. */
-export const PEEK_BYTES = 4096;
 
 /** Options of {@link Transport}: the already validated options of the owning connection. */
 export interface TransportOptions {
@@ -425,7 +417,7 @@ export class Transport {
     });
     try {
       const res = await this.open({ ...request, signal: controller.signal });
-      const body = await readBounded(res, limit.bytes, controller.signal, peek);
+      const body = await readResponse(res, limit.bytes, controller.signal, peek);
       if (body === undefined) throw this.#limitError(request, limit);
       if (body.length === 0) return undefined;
       try {
@@ -513,7 +505,7 @@ export class Transport {
     let status: KubeStatus | undefined;
     let cause: Error | undefined;
     try {
-      const body = await readBounded(res, this.#maxErrorBytes, request.signal);
+      const body = await readResponse(res, this.#maxErrorBytes, request.signal);
       if (body === undefined) {
         // The HTTP status still decides how the failure is handled; the oversized body is why no message.
         cause = this.#limitError(request, { name: 'maxErrorBytes', bytes: this.#maxErrorBytes });
@@ -587,39 +579,7 @@ function parseJson(body: Buffer): unknown {
   return JSON.parse(body.toString('utf8'));
 }
 
-/**
- * Reads a whole response body of at most `limit` bytes; undefined when it is longer (a
- * Content-Length above the limit is refused before reading). The stream is destroyed as soon as
- * the limit is passed, so at most `limit` bytes plus one chunk are ever held. `peek` sees the start
- * of the body as it arrives, until it is satisfied or has seen {@link PEEK_BYTES}.
- */
-export async function readBounded(res: WireResponse, limit: number, signal: AbortSignal, peek?: Peek): Promise<Buffer | undefined> {
-  const declared = Number(headerText(res.headers['content-length']));
-  const body = res.body;
-  if (Number.isFinite(declared) && declared > limit) {
-    body.destroy();
-    return undefined;
-  }
-  const chunks: Buffer[] = [];
-  let size = 0;
-  try {
-    for await (const chunk of body) {
-      const buf = chunk as Buffer;
-      size += buf.length;
-      if (size > limit) {
-        chunks.length = 0;
-        body.destroy();
-        return undefined;
-      }
-      chunks.push(buf);
-      if (peek !== undefined) {
-        const head = chunks.length === 1 ? buf : Buffer.concat(chunks, size);
-        if (peek(head.subarray(0, PEEK_BYTES)) || size >= PEEK_BYTES) peek = undefined;
-      }
-    }
-  } catch (err) {
-    if (signal.aborted) throw abortReason(signal);
-    throw err;
-  }
-  return Buffer.concat(chunks, size);
+/** A whole response body of at most `limit` bytes ({@link readBounded}); undefined when it is longer. */
+function readResponse(res: WireResponse, limit: number, signal: AbortSignal, peek?: Peek): Promise<Buffer | undefined> {
+  return readBounded(res.body, { limit, declaredLength: res.headers['content-length'], signal, peek });
 }
