@@ -525,7 +525,8 @@ export class PipelineController {
     const namespace = meta.namespace ?? '';
     const name = meta.name ?? '';
     try {
-      checkPromotion(pipeline.status?.committed, { environment: decision.to, revision: decision.revision, isNew: decision.attempt === 1 && !decision.resumed }, this.#clock.now(), this.#loop);
+      const isNew = decision.attempt === 1 && !decision.resumed;
+      checkPromotion(pipeline.status?.committed, { environment: decision.to, revision: decision.revision, isNew, haltedAt: pipeline.status?.halted?.at }, this.#clock.now(), this.#loop);
     } catch (err) {
       if (err instanceof PromotionRefusedError) return this.#halt(pipeline, err, ready, environments, log, recheck);
       throw err;
@@ -709,9 +710,11 @@ export class PipelineController {
   #status(pipeline: Pipeline, ready: ConditionInput, environments: readonly EnvironmentStatus[], records: readonly PromotionRecord[], halt?: PromotionHalt): PipelineStatus {
     const generation = pipeline.metadata?.generation ?? 0;
     const now = this.#now();
-    const halted = halt ?? activeHalt(pipeline.status, generation);
+    // The last halt stays in status (the guard counts from it); it is in force at its generation only.
+    const halted = halt ?? pipeline.status?.halted;
+    const active = halt ?? activeHalt(pipeline.status, generation);
     let conditions = setCondition(pipeline.status?.conditions ?? [], ready, now);
-    conditions = setCondition(conditions, halted === undefined ? promotingCondition(records, generation) : haltCondition(halted, generation), now);
+    conditions = setCondition(conditions, active === undefined ? promotingCondition(records, generation) : haltCondition(active, generation), now);
     const drift = driftedCondition(environments, pipeline.status?.conditions ?? [], generation);
     if (drift !== undefined) conditions = setCondition(conditions, drift, now);
     const committed = pipeline.status?.committed;

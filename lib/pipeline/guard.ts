@@ -48,11 +48,17 @@ export function wasCommitted(committed: readonly CommittedPromotion[] | undefine
  * Throws {@link PromotionRefusedError} when promoting `revision` into `environment` must not
  * happen: the revision is a commit or artifact reference (any attempt), or — for a new promotion
  * — the pair was carried out already, or the environment was promoted `maxPerEnvironment` times
- * within `windowMs` already.
+ * within `windowMs` already (counting only since the last halt, so fixing the spec resumes).
  */
 export function checkPromotion(
   committed: readonly CommittedPromotion[] | undefined,
-  request: { readonly environment: string; readonly revision: string; readonly isNew: boolean },
+  request: {
+    readonly environment: string;
+    readonly revision: string;
+    readonly isNew: boolean;
+    /** `status.halted.at` of the last halt, in force or lifted: only promotions after it count. */
+    readonly haltedAt?: string | undefined;
+  },
   now: number,
   policy: LoopPolicy = DEFAULT_LOOP_POLICY,
 ): void {
@@ -65,7 +71,9 @@ export function checkPromotion(
   if (earlier !== undefined) {
     throw new PromotionRefusedError('PromotionLoop', environment, `refused a second promotion of ${revision} to ${environment}: carried out already at ${earlier.at}${earlier.commit === undefined ? '' : ` (commit ${earlier.commit.slice(0, 12)})`}`);
   }
-  const since = now - policy.windowMs;
+  // Promotions before the last halt do not count again once a spec change lifted it.
+  const lifted = request.haltedAt === undefined ? Number.NEGATIVE_INFINITY : Date.parse(request.haltedAt);
+  const since = Math.max(now - policy.windowMs, Number.isNaN(lifted) ? Number.NEGATIVE_INFINITY : lifted);
   const recent = (committed ?? []).filter((c) => c.environment === environment && Date.parse(c.at) > since).length;
   if (recent >= policy.maxPerEnvironment) {
     throw new PromotionRefusedError('PromotionLoop', environment, `stopped promoting: ${environment} was promoted ${recent} times within ${Math.round(policy.windowMs / 1_000)} s (at most ${policy.maxPerEnvironment}), which looks like a loop — does the revision read change with every commit? Fix the spec; any change of it resumes promotions`);

@@ -196,7 +196,10 @@ export interface PipelineStatus {
    * the commit-rate guard (never twice per ⟨environment, revision⟩; a loop stops promotions).
    */
   readonly committed?: readonly CommittedPromotion[];
-  /** Set when the guard stopped promotions; cleared by the next change of the spec (generation). */
+  /**
+   * The guard's last stop of promotions. In force while `generation` is the Pipeline's; a change
+   * of the spec lifts it (kept as a record: the loop count restarts from `at`).
+   */
   readonly halted?: PromotionHalt;
 }
 
