@@ -233,6 +233,26 @@ describe('PipelineController with Flux Kustomizations on a real apiserver', () =
     await eventually('staging promoted to 1.3.0 after the spec changed', async () => (await getKs(mgmt, 'loop-staging')).spec.postBuild.substitute.version === '1.3.0', 30_000);
   });
 
+  it('counts a target Progressing at its revision as ready within the grace window, and looks again when it ends', async () => {
+    await createKs(mgmt, 'grace-dev', '1.0.0');
+    await createKs(mgmt, 'grace-staging', '1.0.0');
+    const c = startController({ progressingGraceMs: 1_500 });
+    stops.push(() => c.stop());
+    await ok(mgmt, 'POST', PIPELINES, ksPipeline('grace', ['dev', 'staging']));
+    await eventually('both ready at 1.0.0', async () => (await pipelineOf(mgmt, 'grace')).status?.environments?.every((e) => e.ready && e.revision === '1.0.0') === true, 30_000);
+    // A reconcile that does not end: nothing changes after this write, so only the controller's own
+    // recheck at the end of the window can turn dev not ready.
+    await reconciled(mgmt, 'grace-dev', 'Unknown');
+    const stuck = await eventually('past the window: not ready, Progressing', async () => {
+      const p = await pipelineOf(mgmt, 'grace');
+      const dev = p.status?.environments?.[0];
+      return dev?.ready === false && dev.reason === 'Progressing' && p;
+    }, 30_000);
+    assert.equal(stuck.status?.environments?.[0]?.targets[0]?.reason, 'Progressing');
+    await reconciled(mgmt, 'grace-dev');
+    await eventually('ready again', async () => (await pipelineOf(mgmt, 'grace')).status?.environments?.[0]?.ready === true, 30_000);
+  });
+
   it('refuses to write a commit reference into a manifest, even where the spec asks for it', async () => {
     await createKs(mgmt, 'sha-dev', '1.0.0');
     await createKs(mgmt, 'sha-staging', '1.0.0');

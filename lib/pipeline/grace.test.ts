@@ -1,7 +1,9 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
+import { decidePromotion } from './decide.ts';
 import { ProgressingGrace, type ObservedEnvironment } from './grace.ts';
-import type { EnvironmentStatus, TargetStatus } from './types.ts';
+import { environmentStatusOf } from './observe.ts';
+import type { EnvironmentStatus, PromotionRecord, TargetStatus } from './types.ts';
 
 const T0 = Date.parse('2026-01-01T00:00:00Z');
 const readyAt = (revision: string): TargetStatus => ({ cluster: 'local', namespace: 'apps', readable: true, exists: true, ready: true, revision });
@@ -49,5 +51,29 @@ describe('ProgressingGrace', () => {
     assert.equal(grace.size, 1);
     grace.forget('p');
     assert.equal(grace.size, 0);
+  });
+});
+
+describe('a pull request waiting for its merge, while Flux reconciles its source', () => {
+  const dev = (t: TargetStatus): TargetStatus => ({ ...t, namespace: 'dev' });
+  const stagingAt = (revision: string): TargetStatus => ({ ...readyAt(revision), namespace: 'staging' });
+  const pending: PromotionRecord = { environment: 'staging', revision: '1.1.0', strategy: 'git', state: 'Pending', attempts: 1, startedAt: new Date(T0).toISOString(), pullRequest: { number: 7, url: 'https://git.example/pull/7' } };
+  const before = [environmentStatusOf('dev', [dev(readyAt('1.1.0'))]), environmentStatusOf('staging', [stagingAt('1.0.0')])];
+
+  function decideAt(grace: ProgressingGrace, now: number): string {
+    const held = grace.hold('p', [{ name: 'dev', targets: [dev(progressingAt('1.1.0'))] }, { name: 'staging', targets: [stagingAt('1.0.0')] }], before, now);
+    const environments = held.environments.map((e) => environmentStatusOf(e.name, e.targets));
+    return decidePromotion(environments, [pending], now).action;
+  }
+
+  it('is taken up again, not superseded, within the window; superseded only past it', () => {
+    const grace = new ProgressingGrace({ windowMs: 30_000 });
+    assert.equal(decideAt(grace, T0), 'promote', 'the poll of the open request goes on');
+    assert.equal(decideAt(grace, T0 + 29_999), 'promote');
+    assert.equal(decideAt(grace, T0 + 30_000), 'supersede', 'stuck Progressing: no longer ready');
+  });
+
+  it('was superseded at the first no-op reconcile without the grace (the bug of issue 22)', () => {
+    assert.equal(decideAt(new ProgressingGrace({ windowMs: 0 }), T0), 'supersede');
   });
 });
