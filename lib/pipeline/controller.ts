@@ -150,6 +150,12 @@ function pipelinePath(namespace: string, name: string, subresource = ''): string
  * `AwaitingApproval` until the Pipeline's annotation `fleetcache.dev/approve-<env>` names the
  * revision. Status is written only when it changed.
  *
+ * Under Flux: a git promotion is `Committed` until its environment runs the revision (then
+ * `Succeeded`, or `Failed` past `applyTimeoutMs`), and Flux is asked to reconcile now; a commit
+ * reference is never promoted, each ⟨environment, revision⟩ is carried out once, and a loop stops
+ * the Pipeline's promotions until its spec changes (guard.ts); a brief Progressing does not count
+ * as not ready (grace.ts); a patched value Flux puts back is reported (`Drifted`).
+ *
  * Concurrency: the queue never hands one Pipeline to two workers, so each reconcile owns its
  * Pipeline's status; `#stats` counters are only incremented.
  */

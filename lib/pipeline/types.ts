@@ -120,7 +120,11 @@ export interface TargetStatus {
   readonly readable?: boolean;
   /** Unset when not known. */
   readonly exists?: boolean;
-  /** A `Ready` condition that is True, and `status.observedGeneration` equal to `metadata.generation`. */
+  /**
+   * Not suspended, `status.observedGeneration` equal to `metadata.generation`, and a `Ready`
+   * condition that is True — or, within the Progressing grace window, Progressing at the revision
+   * it was ready at.
+   */
   readonly ready: boolean;
   /** Only a value that looks like a revision (see `isRevision`); otherwise `error` says "not a revision". */
   readonly revision?: string;
