@@ -8,7 +8,7 @@ import { KubeConfig } from '@kubernetes/client-node';
 import { SimulatedCluster } from '../../fixtures/index.ts';
 import { eventually } from '../../e2e/harness/index.ts';
 import { StaticProvider } from '../cluster/index.ts';
-import { Registry } from '../registry/index.ts';
+import { registryWithKeeper } from '../registry/testing.ts';
 import { PipelineController } from './controller.ts';
 
 const NS = 'team-a';
@@ -67,7 +67,7 @@ async function start(t: TestContext, spec: Record<string, unknown>, approvals: r
   if (approvals.length > 0) approve(sim, approvals);
   const kubeConfig = new KubeConfig();
   kubeConfig.loadFromString(sim.kubeconfig);
-  const registry = new Registry({ provider: new StaticProvider({ clusters: {} }), local: kubeConfig, credentialCheckIntervalMs: 0 });
+  const registry = registryWithKeeper({ provider: new StaticProvider({ clusters: {} }), local: kubeConfig, credentialCheckIntervalMs: 0 });
   t.after(() => registry.close());
   const controller = new PipelineController({ registry, workers: 1, allowCrossNamespaceTargets: true });
   const stop = new AbortController();

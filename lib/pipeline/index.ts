@@ -10,10 +10,16 @@ export { PromotionError, WebhookRefusedError } from './errors.ts';
 export { APPROVE_VERB, ApprovalError, approvalEvent, LEGACY_APPROVAL_PREFIX, recordApproval } from './approval.ts';
 export type { ApprovalClient, ApprovalRefusal, ApprovalRequest, RecordApprovalOptions, RecordedApproval } from './approval.ts';
 export type { WebhookRefusal } from './errors.ts';
-export { PIPELINE_GVK, MAX_APPROVALS_PER_ENVIRONMENT, MAX_PROMOTIONS_PER_ENVIRONMENT } from './types.ts';
+export { PIPELINE_GVK, MAX_APPROVALS_PER_ENVIRONMENT, MAX_PROMOTIONS_PER_ENVIRONMENT, MAX_COMMITTED_PER_ENVIRONMENT } from './types.ts';
+export { PromotionRefusedError, DEFAULT_LOOP_POLICY } from './guard.ts';
+export type { LoopPolicy } from './guard.ts';
+export { isCommitReference } from './flux.ts';
+export { DEFAULT_PROGRESSING_GRACE_MS } from './grace.ts';
+export { DEFAULT_APPLY_TIMEOUT_MS } from './decide.ts';
 export type {
   Approval,
   Approver,
+  CommittedPromotion,
   Condition,
   EnvironmentStatus,
   GitPromotion,
@@ -25,6 +31,8 @@ export type {
   PipelineSpec,
   PipelineStatus,
   PipelineTarget,
+  NotReadyReason,
+  PromotionHalt,
   PromotionRecord,
   PromotionState,
   TargetStatus,
@@ -33,5 +41,5 @@ export type {
 export { validatePipelineSpec } from './validate.ts';
 export { AppKinds, DEFAULT_APP_KINDS } from './app-kinds.ts';
 export type { ResolvedEnvironment, ResolvedGitPromotion, ResolvedPromotion, ResolvedTarget, SpecValidation, ValidationPolicy, ValidPipelineSpec } from './validate.ts';
-export { isObjectReady, isRevision, MAX_REVISION_LENGTH, NOT_A_REVISION, objectRevision, readRevision } from './observe.ts';
-export type { RevisionRead } from './observe.ts';
+export { isObjectReady, readinessOf, isRevision, MAX_REVISION_LENGTH, NOT_A_REVISION, objectRevision, readRevision } from './observe.ts';
+export type { Readiness, RevisionRead } from './observe.ts';
