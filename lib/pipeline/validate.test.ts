@@ -188,7 +188,9 @@ describe('validatePipelineSpec', () => {
 });
 
 describe('app kinds (--app-kinds)', () => {
-  const withApp = (apiVersion: string, kind: string): unknown => variant((s) => { s.appRef = { apiVersion, kind, name: 'app' }; });
+  // A revisionPath as well: a Kustomization without one is refused for another reason (a commit
+  // reference would be promoted), which this list must not hide.
+  const withApp = (apiVersion: string, kind: string): unknown => variant((s) => { s.appRef = { apiVersion, kind, name: 'app' }; s.revisionPath = '/spec/version'; });
 
   it('accepts by default the Flux, Argo CD and apps kinds a promotion moves', () => {
     for (const [apiVersion, kind] of [
