@@ -116,6 +116,22 @@ let swept: Promise<string[]> | undefined;
 
 /** Starts one cluster: etcd, then kube-apiserver, waiting for each to be ready. */
 export async function startCluster(options: StartClusterOptions = {}): Promise<TestCluster> {
+  // A port is picked free and handed to etcd or the apiserver, which bind it a moment later: in
+  // that moment another process (an outgoing connection's ephemeral port, another test run) may
+  // take it. That is the harness's race, not the test's failure: pick new ports and start again.
+  for (let attempt = 1; ; attempt++) {
+    try {
+      return await startClusterOnce(options);
+    } catch (err) {
+      if (attempt >= PORT_RACE_ATTEMPTS || !(err as Error).message.includes('bind: address already in use')) throw err;
+    }
+  }
+}
+
+/** Starts of one cluster tried when a port picked free was taken before etcd or the apiserver bound it. */
+const PORT_RACE_ATTEMPTS = 3;
+
+async function startClusterOnce(options: StartClusterOptions): Promise<TestCluster> {
   const assets = resolveAssets();
   counter += 1;
   const name = options.name ?? `cluster-${counter}`;
