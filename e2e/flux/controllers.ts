@@ -1,7 +1,7 @@
 // Real Flux in a test cluster: Flux's own source-controller and kustomize-controller (built from
 // their Go modules, see e2e/build-binaries.sh) run as processes on loopback against one cluster of
 // the harness, the way `flux install` runs them in a cluster — all namespaces, no leader election.
-import { mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { setTimeout as delay } from 'node:timers/promises';
@@ -24,6 +24,8 @@ export interface FluxControllers {
 export interface StartFluxOptions {
   /** How long to wait for each controller's /readyz. Default 60 000 ms. */
   readonly readyTimeoutMs?: number;
+  /** Start kustomize-controller too (false: source-controller alone, for a stand-in). Default true. */
+  readonly kustomizeController?: boolean;
 }
 
 async function waitReady(proc: ManagedProcess, healthUrl: string, deadline: number): Promise<void> {
@@ -47,6 +49,7 @@ export async function startFluxControllers(cluster: TestCluster, options: StartF
   const dir = await mkdtemp(join(tmpdir(), `fleetcache-flux-${cluster.name}-`));
   const kubeconfig = join(dir, 'kubeconfig');
   await writeFile(kubeconfig, cluster.adminKubeconfig, { mode: 0o600 });
+  await mkdir(join(dir, 'artifacts')); // source-controller does not create its storage path
   const env = { KUBECONFIG: kubeconfig };
   const common = ['--watch-all-namespaces=true', '--enable-leader-election=false', '--log-level=info', '--events-addr='];
   const procs: ManagedProcess[] = [];
@@ -67,16 +70,18 @@ export async function startFluxControllers(cluster: TestCluster, options: StartF
       `--storage-adv-addr=127.0.0.1:${storage}`,
     ], 400, env);
     procs.push(source);
-    const [kustomizeMetrics, kustomizeHealth] = [await freePort(), await freePort()];
-    const kustomize = new ManagedProcess(`${cluster.name}/kustomize-controller`, assets.kustomizeController, [
-      ...common,
-      `--metrics-addr=127.0.0.1:${kustomizeMetrics}`,
-      `--health-addr=127.0.0.1:${kustomizeHealth}`,
-      '--no-remote-bases=true',
-    ], 400, env);
-    procs.push(kustomize);
     await waitReady(source, `http://127.0.0.1:${sourceHealth}`, deadline);
-    await waitReady(kustomize, `http://127.0.0.1:${kustomizeHealth}`, deadline);
+    if (options.kustomizeController ?? true) {
+      const [kustomizeMetrics, kustomizeHealth] = [await freePort(), await freePort()];
+      const kustomize = new ManagedProcess(`${cluster.name}/kustomize-controller`, assets.kustomizeController, [
+        ...common,
+        `--metrics-addr=127.0.0.1:${kustomizeMetrics}`,
+        `--health-addr=127.0.0.1:${kustomizeHealth}`,
+        '--no-remote-bases=true',
+      ], 400, env);
+      procs.push(kustomize);
+      await waitReady(kustomize, `http://127.0.0.1:${kustomizeHealth}`, deadline);
+    }
   } catch (err) {
     await stopAll();
     throw err;

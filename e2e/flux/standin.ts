@@ -36,9 +36,9 @@ export interface FluxStandInOptions {
    */
   readonly sourceRevision?: (kustomization: KubeObject) => string | undefined | Promise<string | undefined>;
   /**
-   * How often a Kustomization is reconciled even when nothing changed (kustomize-controller's
-   * `spec.interval`), and how often the source is looked at for a new revision (a real
-   * kustomize-controller watches it). Default 1000 ms.
+   * How often a Kustomization is reconciled even when nothing changed. Default: its `spec.interval`
+   * (a Go duration such as `10m` or `1m30s`), else 10 minutes. Sources are looked at for a new
+   * revision every second either way (a real kustomize-controller watches them).
    */
   readonly kustomizationIntervalMs?: number;
   /** Called after an object was marked Ready at a revision. */
@@ -60,6 +60,18 @@ const SOURCE_KINDS: Readonly<Record<string, GroupVersionKind>> = {
   Bucket: { group: 'source.toolkit.fluxcd.io', version: 'v1', kind: 'Bucket' },
 };
 
+/** How often the stand-in looks at a Kustomization's source for a new revision. */
+const SOURCE_POLL_MS = 1000;
+
+/** A Go duration (`1h2m3.5s`, `500ms`) in milliseconds; undefined when it is not one. */
+export function goDurationMs(value: unknown): number | undefined {
+  if (typeof value !== 'string' || !/^(\d+(\.\d+)?(h|ms|m|s))+$/.test(value)) return undefined;
+  const units: Readonly<Record<string, number>> = { h: 3_600_000, m: 60_000, s: 1000, ms: 1 };
+  let total = 0;
+  for (const [, amount, , unit] of value.matchAll(/(\d+(\.\d+)?)(h|ms|m|s)/g)) total += Number(amount) * (units[unit ?? ''] ?? 0);
+  return total;
+}
+
 interface Condition { type: string; status: string; reason: string; message: string; lastTransitionTime: string; observedGeneration?: number }
 interface KustomizationStatus {
   observedGeneration?: number;
@@ -79,7 +91,7 @@ interface KustomizationSpec { suspend?: unknown; sourceRef?: { kind?: unknown; n
  *   condition, `observedGeneration` equal to `metadata.generation`, and the version in
  *   `status.history[0].chartVersion`.
  * - Kustomization, as kustomize-controller v1 does (checked against it in
- *   e2e/conformance/flux.integration.test.ts): every reconcile — on a new generation, a new source
+ *   e2e/flux/conformance.integration.test.ts): every reconcile — on a new generation, a new source
  *   revision, a `reconcile.fluxcd.io/requestedAt`, and every interval — first writes
  *   `Ready=Unknown/Progressing` (with `Reconciling=True`), then `Ready=True/ReconciliationSucceeded`
  *   with `lastAppliedRevision` = the source's revision (`main@sha1:<sha>` for Git; Flux has no
@@ -114,7 +126,7 @@ export class FluxStandIn {
       const kustomization = gvk.kind === KUSTOMIZATION.kind;
       const informer = new ResourceInformer({
         client: this.#connection.resourceClient(info),
-        ...(kustomization ? { resyncIntervalMs: this.#intervalMs() } : {}),
+        ...(kustomization ? { resyncIntervalMs: SOURCE_POLL_MS } : {}),
       });
       const consider = (obj: KubeObject): void => {
         this.#track(kustomization ? this.#considerKustomization(info, informer, obj) : this.#reconcileRelease(info, obj));
@@ -140,8 +152,8 @@ export class FluxStandIn {
     }).finally(() => { this.#pending.delete(work); });
   }
 
-  #intervalMs(): number {
-    return this.#options.kustomizationIntervalMs ?? 1000;
+  #intervalMs(obj: KubeObject): number {
+    return this.#options.kustomizationIntervalMs ?? goDurationMs((obj.spec as { interval?: unknown } | undefined)?.interval) ?? 600_000;
   }
 
   async #patchStatus(info: ResourceInfo, obj: KubeObject, status: object): Promise<KubeObject | undefined> {
@@ -255,7 +267,7 @@ export class FluxStandIn {
       || status.lastAppliedRevision !== revision
       || status.lastHandledReconcileAt !== requestedAt
       || ready?.status !== 'True'
-      || Date.now() - (this.#lastRun.get(meta.uid) ?? 0) >= this.#intervalMs();
+      || Date.now() - (this.#lastRun.get(meta.uid) ?? 0) >= this.#intervalMs(obj);
     if (!due) return;
 
     // Every reconcile starts so, the periodic no-op one included.
