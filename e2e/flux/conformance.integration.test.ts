@@ -77,7 +77,7 @@ for (const kind of ['real', 'stand-in'] as const) {
         apiVersion: 'kustomize.toolkit.fluxcd.io/v1',
         kind: 'Kustomization',
         metadata: { name, namespace: NS },
-        spec: { interval: '10m', prune: true, path: './app', targetNamespace: NS, sourceRef: { kind: 'GitRepository', name: 'repo' }, postBuild: { substitute: { version: '1' } }, ...extra },
+        spec: { interval: '10m', prune: true, path: './app', targetNamespace: NS, sourceRef: { kind: 'GitRepository', name: 'repo' }, postBuild: { substitute: { version: '1.0.0' } }, ...extra },
       });
       assert.equal(res.statusCode, 201, JSON.stringify(res.body));
       return eventually(`${name} is Ready`, async () => {
@@ -146,7 +146,7 @@ for (const kind of ['real', 'stand-in'] as const) {
       const k = await create('suspended');
       const applied = k.status?.lastAppliedRevision;
       const seen = readyStates('suspended', k.metadata.resourceVersion, (o) => o.status?.observedGeneration === o.metadata.generation && o.metadata.generation > k.metadata.generation);
-      await update('suspended', (o) => ({ ...o, spec: { ...o.spec, suspend: true, postBuild: { substitute: { version: '2' } } } }));
+      await update('suspended', (o) => ({ ...o, spec: { ...o.spec, suspend: true, postBuild: { substitute: { version: '2.0.0' } } } }));
       assert.deepEqual([...new Set(await seen)], ['True/ReconciliationSucceeded'], 'Ready stays True through the suspended update');
       const sha = await server.commit(repo, { 'app/extra.yaml': CONFIGMAP.replace('name: app', 'name: extra') }, 'a commit Flux must not apply');
       await eventually('the source has the new commit', async () => await artifactRevision() === `main@sha1:${sha}`, 60_000);
