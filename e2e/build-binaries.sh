@@ -3,9 +3,10 @@
 # holds both, in the layout envtest uses for KUBEBUILDER_ASSETS. stdout is only that directory.
 # `build-binaries.sh flux` does the same for Flux's source-controller and kustomize-controller
 # (e2e/gomod/source-controller, e2e/gomod/kustomize-controller), with FLUX_ASSETS in the place of
-# KUBEBUILDER_ASSETS.
+# KUBEBUILDER_ASSETS; their CRDs (the modules' config/crd/bases) are copied into crds/ beside them.
 #
-# - KUBEBUILDER_ASSETS (FLUX_ASSETS) pointing at a directory with both binaries wins: nothing is built.
+# - KUBEBUILDER_ASSETS pointing at a directory with both binaries (FLUX_ASSETS: both and crds/) wins:
+#   nothing is built.
 # - Binaries are cached under ${XDG_CACHE_HOME:-~/.cache}/fleetcache, keyed by the versions pinned in
 #   the go.mod files, and reused when present (then nothing but the directory is printed).
 #   Nothing is written inside the repository.
@@ -42,7 +43,7 @@ case "$target" in
     assets_variable=KUBEBUILDER_ASSETS
     ;;
   flux)
-    if [[ -n "${FLUX_ASSETS:-}" && -x "$FLUX_ASSETS/source-controller" && -x "$FLUX_ASSETS/kustomize-controller" ]]; then
+    if [[ -n "${FLUX_ASSETS:-}" && -x "$FLUX_ASSETS/source-controller" && -x "$FLUX_ASSETS/kustomize-controller" && -d "$FLUX_ASSETS/crds" ]]; then
       echo "$FLUX_ASSETS"
       exit 0
     fi
@@ -63,6 +64,8 @@ esac
 
 cached=true
 for name in $binaries; do [[ -x "$out/$name" ]] || cached=false; done
+# Flux's CRDs go beside its binaries, from the same modules (config/crd/bases), so the two match.
+if [[ "$target" == flux && ! -d "$out/crds" ]]; then cached=false; fi
 if $cached; then
   echo "$out"
   exit 0
@@ -232,9 +235,24 @@ build() { # name module-dir package ldflags
   echo "build-binaries: built $name in $(duration $((SECONDS - started)))" >&2
 }
 
+copy_crds() { # the CRDs of the pinned controllers, from the module cache into $out/crds
+  local tmp="$out/.crds.tmp" module dir
+  rm -rf "$tmp" && mkdir -p "$tmp"
+  for module in source-controller kustomize-controller; do
+    dir="$(cd "$here/gomod/$module" && go list -m -f '{{.Dir}}' "github.com/fluxcd/$module")" || return
+    cp "$dir"/config/crd/bases/*.yaml "$tmp/" || return
+  done
+  chmod -R u+w "$tmp" # the module cache's files are read-only
+  rm -rf "$out/crds" && mv "$tmp" "$out/crds"
+}
+
 if [[ "$target" == flux ]]; then
   build source-controller "$here/gomod/source-controller" github.com/fluxcd/source-controller "-s -w"
   build kustomize-controller "$here/gomod/kustomize-controller" github.com/fluxcd/kustomize-controller "-s -w"
+  if [[ ! -d "$out/crds" ]] && ! copy_crds; then
+    echo "build-binaries: copying Flux's CRDs from the Go module cache failed" >&2
+    exit 1
+  fi
   echo "$out"
   exit 0
 fi
