@@ -102,6 +102,7 @@ describe('the fleetcache process', () => {
         appRef: { apiVersion: 'kustomize.toolkit.fluxcd.io/v1', kind: 'Kustomization', name: 'web' },
         environments: [{ name: 'dev', targets: [{ namespace: 'web-dev' }] }, { name: 'prod', targets: [{ namespace: 'web-prod' }] }],
         promotion: { strategy: 'patch', patch: { path: '/spec/path' } },
+        revisionPath: '/spec/path',
       },
     };
     const created = await c.request('POST', '/apis/fleetcache.dev/v1alpha1/namespaces/apps/pipelines', pipeline);

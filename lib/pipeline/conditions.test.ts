@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { displayEnvironments, promotingCondition, READY, readyCondition, sameStatus, setCondition } from './conditions.ts';
-import type { Condition, EnvironmentStatus, PipelineStatus } from './types.ts';
+import { displayEnvironments, driftedCondition, promotingCondition, READY, readyCondition, sameStatus, setCondition } from './conditions.ts';
+import type { Condition, EnvironmentStatus, PipelineStatus, PromotionRecord } from './types.ts';
 
 const ready: Condition = { type: 'Ready', status: 'True', reason: 'Reconciled', message: 'm', lastTransitionTime: '2025-01-01T00:00:00Z', observedGeneration: 1 };
 
@@ -56,6 +56,31 @@ describe('conditions', () => {
     assert.ok(!sameStatus(a, { ...a, observedGeneration: 2 }));
     assert.ok(!sameStatus(a, { ...a, conditions: [{ ...ready, message: 'other' }] }));
     assert.ok(!sameStatus(undefined, a));
+  });
+});
+
+describe('Flux-related conditions', () => {
+  const record = (state: PromotionRecord['state']): PromotionRecord => ({ environment: 'staging', revision: '1.1.0', strategy: 'git', state, attempts: 1, startedAt: '2025-01-01T00:00:00Z', commit: 'c'.repeat(40) });
+
+  it('a committed promotion is still Promoting, waiting for its environment to run it', () => {
+    const c = promotingCondition([record('Committed')], 2);
+    assert.deepEqual([c.status, c.reason], ['True', 'WaitingForApply']);
+    assert.match(c.message, /committed cccccccccccc promoting 1\.1\.0 to staging: waiting for staging to run it/);
+  });
+
+  it('Drifted is True naming each reverted target, False once it holds again, absent when it never drifted', () => {
+    const env = (drifted: boolean): EnvironmentStatus => ({ name: 'staging', ready: true, revision: '1.0.0', targets: [{ cluster: 'local', namespace: 'apps', ready: true, revision: '1.0.0', ...(drifted ? { drifted: true } : {}) }] });
+    const on = driftedCondition([env(true)], [], 1);
+    assert.deepEqual([on?.type, on?.status, on?.reason], ['Drifted', 'True', 'RevertedByFlux']);
+    assert.match(on?.message ?? '', /staging: local namespace apps.*git strategy/);
+    assert.equal(driftedCondition([env(false)], [], 1), undefined);
+    const held = { ...ready, type: 'Drifted', status: 'True' as const };
+    assert.deepEqual([driftedCondition([env(false)], [held], 1)?.status, driftedCondition([env(false)], [held], 1)?.reason], ['False', 'InSync']);
+  });
+
+  it('the Ready summary says why an environment is not ready', () => {
+    const env: EnvironmentStatus = { name: 'staging', ready: false, revision: '1.1.0', reason: 'Suspended', targets: [{ cluster: 'local', namespace: 'apps', readable: true, ready: false, reason: 'Suspended', revision: '1.1.0' }] };
+    assert.match(readyCondition([env], 1).message, /staging: 1\.1\.0 \(not ready: Suspended\)/);
   });
 });
 

@@ -7,6 +7,8 @@ import type { Condition, EnvironmentStatus, PipelineStatus, PromotionRecord } fr
 /** Condition types a Pipeline reports. */
 export const READY = 'Ready';
 export const PROMOTING = 'Promoting';
+/** Patch strategy: True while a patched value has been put back by the Flux Kustomization managing the object. */
+export const DRIFTED = 'Drifted';
 
 /** Reasons of the Ready condition. */
 export const REASON_INVALID_SPEC = 'InvalidSpec';
@@ -17,6 +19,11 @@ export const REASON_RECONCILED = 'Reconciled';
 export const REASON_PROMOTING = 'Promoting';
 export const REASON_PROMOTION_FAILED = 'PromotionFailed';
 export const REASON_IDLE = 'Idle';
+/** A git promotion is committed; its environment does not run the revision yet. */
+export const REASON_WAITING_FOR_APPLY = 'WaitingForApply';
+/** Reasons of the Drifted condition. */
+export const REASON_REVERTED_BY_FLUX = 'RevertedByFlux';
+export const REASON_IN_SYNC = 'InSync';
 
 /** A condition's content, before its transition time is settled. */
 export type ConditionInput = Omit<Condition, 'lastTransitionTime'>;
@@ -68,7 +75,7 @@ export function readyCondition(environments: readonly EnvironmentStatus[], gener
   if (loading > 0) {
     return { type: READY, status: 'Unknown', reason: REASON_WAITING_FOR_CACHES, message: `waiting for the caches of ${loading} target(s) to load`, observedGeneration: generation };
   }
-  const summary = environments.map((e) => `${e.name}: ${e.revision ?? 'no single revision'}${e.ready ? ' (ready)' : ' (not ready)'}`).join(', ');
+  const summary = environments.map((e) => `${e.name}: ${e.revision ?? 'no single revision'}${e.ready ? ' (ready)' : e.reason === undefined ? ' (not ready)' : ` (not ready: ${e.reason})`}`).join(', ');
   return { type: READY, status: 'True', reason: REASON_RECONCILED, message: summary, observedGeneration: generation };
 }
 
@@ -78,6 +85,9 @@ export function promotingCondition(records: readonly PromotionRecord[], generati
   if (newest?.state === 'Pending') {
     return { type: PROMOTING, status: 'True', reason: REASON_PROMOTING, message: `promoting ${newest.revision} to ${newest.environment} (attempt ${newest.attempts})${newest.pullRequest === undefined ? '' : `: pull request #${newest.pullRequest.number} ${newest.pullRequest.url} waits for its merge`}`, observedGeneration: generation };
   }
+  if (newest?.state === 'Committed') {
+    return { type: PROMOTING, status: 'True', reason: REASON_WAITING_FOR_APPLY, message: `committed ${newest.commit === undefined ? '' : `${newest.commit.slice(0, 12)} `}promoting ${newest.revision} to ${newest.environment}: waiting for ${newest.environment} to run it`, observedGeneration: generation };
+  }
   if (newest?.state === 'AwaitingApproval') {
     return { type: PROMOTING, status: 'False', reason: 'AwaitingApproval', message: `promoting ${newest.revision} to ${newest.environment} waits for approval: annotate the Pipeline fleetcache.dev/approve-${newest.environment}=${newest.revision}`, observedGeneration: generation };
   }
@@ -85,6 +95,20 @@ export function promotingCondition(records: readonly PromotionRecord[], generati
     return { type: PROMOTING, status: 'False', reason: REASON_PROMOTION_FAILED, message: `promoting ${newest.revision} to ${newest.environment} failed: ${newest.message ?? 'unknown error'}`, observedGeneration: generation };
   }
   return { type: PROMOTING, status: 'False', reason: REASON_IDLE, message: 'no promotion in progress', observedGeneration: generation };
+}
+
+/**
+ * The Drifted condition (patch strategy): True naming each target whose patched value the Flux
+ * Kustomization managing it put back, else False — or none at all when there is no drift and never
+ * was (`previous` has no Drifted condition), so Pipelines without drift carry no such condition.
+ */
+export function driftedCondition(environments: readonly EnvironmentStatus[], previous: readonly Condition[], generation: number): ConditionInput | undefined {
+  const drifted = environments.flatMap((e) => e.targets.filter((t) => t.drifted === true).map((t) => `${e.name}: ${t.cluster} namespace ${t.namespace}`));
+  if (drifted.length > 0) {
+    return { type: DRIFTED, status: 'True', reason: REASON_REVERTED_BY_FLUX, message: `the patched value was put back by the Flux Kustomization that manages the object (${drifted.join('; ')}): under Flux, promote with the git strategy`, observedGeneration: generation };
+  }
+  if (!previous.some((c) => c.type === DRIFTED)) return undefined;
+  return { type: DRIFTED, status: 'False', reason: REASON_IN_SYNC, message: 'every patched value holds', observedGeneration: generation };
 }
 
 /**

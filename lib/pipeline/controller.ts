@@ -4,13 +4,16 @@ import { serviceAccountIdentity, type ClusterRef } from '../cluster/index.ts';
 import { runWorkers, type ReconcileObservation, type RequeueAfter, type WorkContext } from '../queue/index.ts';
 import { parseOwnerKey, watchOwners, type HeldReader, type OwnerRef, type Registry } from '../registry/index.ts';
 import { apiVersionOf, isAbortError, KubeApiError, noopLogger, realClock, sanitizeForDisplay, sleep, toError, type Clock, type Logger } from '../util/index.ts';
-import { displayEnvironments, invalidSpecCondition, MAX_STATUS_TEXT, plain, promotingCondition, readyCondition, sameStatus, setCondition, type ConditionInput } from './conditions.ts';
+import { DRIFTED, displayEnvironments, driftedCondition, invalidSpecCondition, MAX_STATUS_TEXT, plain, promotingCondition, readyCondition, sameStatus, setCondition, type ConditionInput } from './conditions.ts';
 import { GitPromoter, type GitPromoterOptions } from '../gitops/index.ts';
-import { decidePromotion, DEFAULT_RETRY, findRecord, retryDueAt, withRecord, type PromotionDecision } from './decide.ts';
+import { decidePromotion, DEFAULT_APPLY_TIMEOUT_MS, DEFAULT_RETRY, findRecord, retryDueAt, settleCommitted, withRecord, type PromotionDecision } from './decide.ts';
+import { gitSourceOf, isKustomization, isRevertedByFlux, requestReconcile } from './flux.ts';
+import { DEFAULT_PROGRESSING_GRACE_MS, ProgressingGrace, type ObservedEnvironment } from './grace.ts';
+import { activeHalt, checkPromotion, haltCondition, loopPolicy, PromotionRefusedError, withCommitted, type LoopPolicy } from './guard.ts';
 import { PromotionError } from './errors.ts';
 import { environmentStatusOf, targetStatusOf, type TargetObservation } from './observe.ts';
 import { setRevision } from './patch.ts';
-import { PIPELINE_GVK, type EnvironmentStatus, type Pipeline, type PipelineStatus, type PromotionRecord } from './types.ts';
+import { PIPELINE_GVK, type CommittedPromotion, type EnvironmentStatus, type Pipeline, type PipelineStatus, type PromotionHalt, type PromotionRecord } from './types.ts';
 import { validatePipelineSpec, type ResolvedTarget, type ValidPipelineSpec } from './validate.ts';
 import { deliverWebhook } from './webhook.ts';
 import { promoteThroughGit, type GitActOutcome } from './git.ts';
@@ -77,6 +80,21 @@ export interface PipelineControllerOptions {
    * such a Pipeline acts with the service's own identity.
    */
   readonly defaultServiceAccount?: string;
+  /**
+   * How long a target ready at a revision still counts as ready at it while Flux reconciles it
+   * (Ready=Unknown/Progressing at the observed generation). Default 30 000; 0: no grace.
+   */
+  readonly progressingGraceMs?: number;
+  /**
+   * How long a git promotion stays `Committed` waiting for its environment to run the revision
+   * before it is `Failed`. Default 600 000 (10 minutes).
+   */
+  readonly applyTimeoutMs?: number;
+  /**
+   * When promotions of one environment are a loop that stops the Pipeline (`PromotionLoop`):
+   * more than `maxPerEnvironment` carried out within `windowMs`. Default 6 within 600 000.
+   */
+  readonly promotionLoop?: Partial<LoopPolicy>;
 }
 
 const LOCAL: ClusterRef = { kind: 'local' };
@@ -132,6 +150,12 @@ function pipelinePath(namespace: string, name: string, subresource = ''): string
  * `AwaitingApproval` until the Pipeline's annotation `fleetcache.dev/approve-<env>` names the
  * revision. Status is written only when it changed.
  *
+ * Under Flux: a git promotion is `Committed` until its environment runs the revision (then
+ * `Succeeded`, or `Failed` past `applyTimeoutMs`), and Flux is asked to reconcile now; a commit
+ * reference is never promoted, each ⟨environment, revision⟩ is carried out once, and a loop stops
+ * the Pipeline's promotions until its spec changes (guard.ts); a brief Progressing does not count
+ * as not ready (grace.ts); a patched value Flux puts back is reported (`Drifted`).
+ *
  * Concurrency: the queue never hands one Pipeline to two workers, so each reconcile owns its
  * Pipeline's status; `#stats` counters are only incremented.
  */
@@ -148,6 +172,16 @@ export class PipelineController {
   readonly #onReconcile: PipelineControllerOptions['onReconcile'];
   readonly #allowCrossNamespaceTargets: boolean;
   readonly #defaultServiceAccount: string | undefined;
+  readonly #grace: ProgressingGrace;
+  readonly #applyTimeoutMs: number;
+  readonly #loop: LoopPolicy;
+  /**
+   * Patch strategy: per Pipeline key, per `<environment>\0<cluster key>\0<namespace>`, the
+   * revision patched and the generation the patch left, so that a cache which has not seen the
+   * patch yet is not taken for Flux reverting it. Replaced by each patch promotion of that
+   * environment; a Pipeline's entries go when it is deleted. Touched only by its reconcile.
+   */
+  readonly #patched = new Map<string, Map<string, { readonly revision: string; readonly generation: number | undefined }>>();
   readonly #stats = { reconciles: 0, reconcileErrors: 0, succeeded: 0, failed: 0 };
   /** Set for the duration of `run`. */
   /** The registry's held reader of Pipelines (never collected while held); set for the duration of `run`. */
@@ -188,6 +222,11 @@ export class PipelineController {
     this.#onReconcile = options.onReconcile;
     this.#allowCrossNamespaceTargets = options.allowCrossNamespaceTargets === true;
     this.#defaultServiceAccount = options.defaultServiceAccount;
+    const graceMs = options.progressingGraceMs ?? DEFAULT_PROGRESSING_GRACE_MS;
+    if (!Number.isFinite(graceMs) || graceMs < 0) throw new TypeError(`PipelineController option progressingGraceMs must be a non-negative number, got ${graceMs}`);
+    this.#grace = new ProgressingGrace({ windowMs: graceMs });
+    this.#applyTimeoutMs = positiveNumber('applyTimeoutMs', options.applyTimeoutMs ?? DEFAULT_APPLY_TIMEOUT_MS);
+    this.#loop = loopPolicy('PipelineController option promotionLoop', options.promotionLoop);
   }
 
   /** True once the Pipeline cache has synced (what /readyz reports); false before and after `run`. */
@@ -271,6 +310,8 @@ export class PipelineController {
     const pipeline = pipelines.get(ref.namespace, ref.name) as Pipeline | undefined;
     if (pipeline === undefined || pipeline.metadata?.deletionTimestamp !== undefined) {
       this.#registry.forgetOwner(ref);
+      this.#grace.forget(key);
+      this.#patched.delete(key);
       return undefined;
     }
     const log = reconcileLogger.child({ pipeline: `${ref.namespace}/${ref.name}` });
@@ -280,6 +321,7 @@ export class PipelineController {
     const validation = validatePipelineSpec(pipeline.spec, ref.namespace, { allowCrossNamespaceTargets: this.#allowCrossNamespaceTargets });
     if (!validation.valid) {
       this.#registry.setOwnerTargets(ref, []);
+      this.#grace.forget(key);
       log.debug('invalid spec', { problems: validation.problems });
       await this.#writeIfChanged(pipeline, this.#status(pipeline, invalidSpecCondition(validation.problems, generation), [], records));
       return undefined;
@@ -291,13 +333,15 @@ export class PipelineController {
     const targetRef = (t: ResolvedTarget): { readonly gvk: ValidPipelineSpec['app']['gvk']; readonly namespace: string; readonly name: string } => ({ gvk: spec.app.gvk, namespace: t.namespace, name: spec.app.name });
     this.#registry.setOwnerTargets(owner, spec.environments.flatMap((env) => env.targets.map((t) => ({ cluster: t.cluster, target: targetRef(t) }))));
 
-    const environments = await Promise.all(spec.environments.map(async (env) => {
-      const seen = await Promise.all(env.targets.map((t) => this.#observe(t, spec, owner, signal)));
-      return environmentStatusOf(env.name, env.targets.map((t, i) => targetStatusOf(t, seen[i] ?? { state: 'loading' }, spec.revisionPath)));
-    }));
+    const { environments, graceEndsInMs } = await this.#observeAll(key, pipeline, spec, owner, signal);
     const ready = readyCondition(environments, generation);
-    const recheck = ready.reason === 'TargetNotReadable' ? UNREADABLE_RECHECK_MS : undefined;
-    const decision = decidePromotion(environments, records, this.#clock.now());
+    const recheck = requeueAfter(ready.reason === 'TargetNotReadable' ? UNREADABLE_RECHECK_MS : undefined, graceEndsInMs)?.requeueAfterMs;
+    await this.#reportDrift(pipeline, environments, log);
+    const settled = settleCommitted(environments, records, this.#clock.now(), this.#now(), this.#applyTimeoutMs);
+    if (settled.length > 0) return this.#settle(pipeline, spec, settled.map((x) => x.record), ready, environments, log, recheck);
+    const decision = activeHalt(pipeline.status, generation) === undefined
+      ? decidePromotion(environments, records, this.#clock.now(), DEFAULT_RETRY, { committed: pipeline.status?.committed, applyTimeoutMs: this.#applyTimeoutMs })
+      : { action: 'none' as const };
 
     switch (decision.action) {
       case 'none': {
@@ -349,6 +393,111 @@ export class PipelineController {
     return requeueAfter(written ? undefined : 1_000, recheck);
   }
 
+  /**
+   * Every environment's status from the caches: each target's readiness and revision, marked
+   * `drifted` where Flux put a patched value back, then the Progressing grace applied.
+   */
+  async #observeAll(key: string, pipeline: Pipeline, spec: ValidPipelineSpec, owner: OwnerRef, signal: AbortSignal): Promise<{ readonly environments: EnvironmentStatus[]; readonly graceEndsInMs: number | undefined }> {
+    const promotion = spec.promotion;
+    const records = pipeline.status?.promotions ?? [];
+    const patched = this.#patched.get(key);
+    const observed: ObservedEnvironment[] = await Promise.all(spec.environments.map(async (env) => {
+      const seen = await Promise.all(env.targets.map((t) => this.#observe(t, spec, owner, signal)));
+      const newest = records.findLast((r) => r.environment === env.name);
+      const expected = promotion.strategy === 'patch' && newest?.strategy === 'patch' && newest.state === 'Succeeded' ? newest.revision : undefined;
+      return {
+        name: env.name,
+        targets: env.targets.map((t, i) => {
+          const view = seen[i] ?? { state: 'loading' as const };
+          const status = targetStatusOf(t, view, spec.revisionPath);
+          if (expected === undefined || promotion.strategy !== 'patch' || view.state !== 'read' || view.object === undefined) return status;
+          const memory = patched?.get(`${env.name}\u0000${t.clusterKey}\u0000${t.namespace}`);
+          const generation = memory?.revision === expected ? memory.generation : undefined;
+          return isRevertedByFlux(view.object, promotion.path, expected, generation) ? { ...status, drifted: true } : status;
+        }),
+      };
+    }));
+    const held = this.#grace.hold(key, observed, pipeline.status?.environments, this.#clock.now());
+    return { environments: held.environments.map((e) => environmentStatusOf(e.name, e.targets)), graceEndsInMs: held.recheckInMs };
+  }
+
+  /** An Event when a patched value is seen put back by Flux (the Drifted condition turning True). */
+  async #reportDrift(pipeline: Pipeline, environments: readonly EnvironmentStatus[], log: Logger): Promise<void> {
+    const previous = pipeline.status?.conditions ?? [];
+    const drift = driftedCondition(environments, previous, pipeline.metadata?.generation ?? 0);
+    if (drift?.status !== 'True' || previous.some((c) => c.type === DRIFTED && c.status === 'True')) return;
+    log.warn('a patched value was put back by Flux', { message: drift.message });
+    await this.#event(pipeline, 'Warning', 'Drifted', drift.message, log);
+  }
+
+  /** Closes `Committed` records: the environment runs the revision (Succeeded), or did not in time (Failed). */
+  async #settle(pipeline: Pipeline, spec: ValidPipelineSpec, settled: readonly PromotionRecord[], ready: ConditionInput, environments: readonly EnvironmentStatus[], log: Logger, recheck: number | undefined): Promise<RequeueAfter | undefined> {
+    let records = pipeline.status?.promotions ?? [];
+    for (const record of settled) records = withRecord(records, record);
+    const written = await this.#writeIfChanged(pipeline, this.#status(pipeline, ready, environments, records));
+    if (!written) return requeueAfter(1_000, recheck);
+    for (const record of settled) {
+      const from = spec.environments[spec.environments.findIndex((e) => e.name === record.environment) - 1]?.name ?? '?';
+      if (record.state === 'Succeeded') {
+        this.#stats.succeeded += 1;
+        log.info('promoted', { environment: record.environment, revision: record.revision, commit: record.commit });
+        await this.#event(pipeline, 'Normal', 'Promoted', `promoted ${record.revision} from ${from} to ${record.environment}: ${record.message ?? ''}`, log);
+      } else {
+        this.#stats.failed += 1;
+        log.warn('a committed promotion was not applied', { environment: record.environment, revision: record.revision, commit: record.commit });
+        await this.#event(pipeline, 'Warning', 'PromotionNotApplied', `promoting ${record.revision} from ${from} to ${record.environment}: ${record.message ?? ''}`, log);
+      }
+    }
+    return requeueAfter(recheck);
+  }
+
+  /** Stops promotions of the Pipeline until its spec changes, saying why (condition and Event). */
+  async #halt(pipeline: Pipeline, refusal: PromotionRefusedError, ready: ConditionInput, environments: readonly EnvironmentStatus[], log: Logger, recheck: number | undefined): Promise<RequeueAfter | undefined> {
+    const halt: PromotionHalt = { reason: refusal.reason, message: sanitizeForDisplay(refusal.message, MAX_STATUS_TEXT), generation: pipeline.metadata?.generation ?? 0, at: this.#now() };
+    const written = await this.#writeIfChanged(pipeline, this.#status(pipeline, ready, environments, pipeline.status?.promotions ?? [], halt));
+    if (written) {
+      log.warn('promotions stopped', { reason: refusal.reason, environment: refusal.environment });
+      await this.#event(pipeline, 'Warning', refusal.reason, halt.message, log);
+    }
+    return requeueAfter(written ? undefined : 1_000, recheck);
+  }
+
+  /**
+   * After a commit: asks Flux to reconcile now the environment's Kustomizations and the
+   * GitRepository each reads from (`reconcile.fluxcd.io/requestedAt`), as the Pipeline's identity,
+   * so the step does not wait for a Git poll. Best effort: a refusal is logged, never a failure. On
+   * the management cluster without impersonation only the target's own namespace is touched.
+   */
+  async #requestFluxReconcile(owner: OwnerRef, spec: ValidPipelineSpec, environment: string, log: Logger, signal: AbortSignal): Promise<void> {
+    if (!isKustomization(spec.app.gvk)) return;
+    const env = spec.environments.find((e) => e.name === environment);
+    const at = new Date(this.#clock.now()).toISOString();
+    const asked = new Set<string>();
+    await Promise.all((env?.targets ?? []).map(async (t) => {
+      let connection: ClusterConnection;
+      try {
+        connection = await this.#connectionFor(t.cluster, owner);
+      } catch (err) {
+        log.debug('no connection to ask Flux to reconcile now', { cluster: t.clusterKey, error: toError(err).message });
+        return;
+      }
+      const seen = await this.#observe(t, spec, owner, signal);
+      const object = seen.state === 'read' ? seen.object : undefined;
+      await requestReconcile(connection, { gvk: spec.app.gvk, namespace: t.namespace, name: spec.app.name }, at, log);
+      const source = object === undefined ? undefined : gitSourceOf(object);
+      if (source === undefined) return;
+      const namespace = source.namespace ?? t.namespace;
+      if (t.cluster.kind === 'local' && owner.identity === undefined && namespace !== t.namespace) {
+        log.debug('not asking a GitRepository in another namespace to reconcile (no impersonation)', { namespace });
+        return;
+      }
+      const id = `${t.clusterKey}\u0000${namespace}\u0000${source.name}`;
+      if (asked.has(id)) return;
+      asked.add(id);
+      await requestReconcile(connection, { gvk: source.gvk, namespace, name: source.name }, at, log);
+    }));
+  }
+
   /** What the cache of one target shows. Cluster failures are observations, never reconcile errors. */
   async #observe(target: ResolvedTarget, spec: ValidPipelineSpec, owner: OwnerRef, signal: AbortSignal): Promise<TargetObservation> {
     try {
@@ -381,6 +530,13 @@ export class PipelineController {
     const meta = pipeline.metadata ?? {};
     const namespace = meta.namespace ?? '';
     const name = meta.name ?? '';
+    try {
+      const isNew = decision.attempt === 1 && !decision.resumed;
+      checkPromotion(pipeline.status?.committed, { environment: decision.to, revision: decision.revision, isNew, haltedAt: pipeline.status?.halted?.at }, this.#clock.now(), this.#loop);
+    } catch (err) {
+      if (err instanceof PromotionRefusedError) return this.#halt(pipeline, err, ready, environments, log, recheck);
+      throw err;
+    }
     const previous = findRecord(pipeline.status?.promotions ?? [], decision.to, decision.revision);
     // A look at an open pull request is not a new attempt: the record (and status) stay as they are.
     const polling = previous?.state === 'Pending' && previous.pullRequest !== undefined ? previous : undefined;
@@ -421,7 +577,7 @@ export class PipelineController {
         const git = await promoteThroughGit(this.#git, spec.promotion, { namespace, pipeline: name, environment: decision.to, revision: decision.revision }, (secret) => this.#secretData(owner, secret, 'git'));
         outcome = { ok: true, message: sanitizeForDisplay(git.message, MAX_STATUS_TEXT), git };
       } else {
-        outcome = { ok: true, message: sanitizeForDisplay(await this.#act(owner, spec, request), MAX_STATUS_TEXT) };
+        outcome = { ok: true, message: sanitizeForDisplay(await this.#act(owner, spec, request, `${namespace}/${name}`), MAX_STATUS_TEXT) };
       }
     } catch (err) {
       outcome = { ok: false, message: sanitizeForDisplay(toError(err).message, MAX_STATUS_TEXT) };
@@ -438,8 +594,18 @@ export class PipelineController {
       log.debug('promotion waits for a merge', { environment: decision.to, revision: decision.revision, pullRequest: outcome.git.pullRequest?.number });
       return requeueAfter(this.#gitPollIntervalMs, recheck);
     }
-    const finished: PromotionRecord = { ...pending, ...carried, state: outcome.ok ? 'Succeeded' : 'Failed', message: outcome.message, finishedAt: this.#now() };
-    await this.#recordOutcome(current, finished);
+    const now = this.#now();
+    // A commit is done when the environment runs it: Committed until then (settled by a later reconcile).
+    const state = !outcome.ok ? 'Failed' : outcome.git === undefined ? 'Succeeded' : 'Committed';
+    const finished: PromotionRecord = { ...pending, ...carried, state, message: outcome.message, finishedAt: now, ...(state === 'Committed' ? { committedAt: now } : {}) };
+    const carriedOut: CommittedPromotion | undefined = outcome.ok ? { environment: decision.to, revision: decision.revision, at: now, ...(outcome.git?.commit === undefined ? {} : { commit: outcome.git.commit }) } : undefined;
+    await this.#recordOutcome(current, finished, carriedOut);
+    if (state === 'Committed') {
+      log.info('committed; waiting for the environment to run it', { environment: decision.to, revision: decision.revision, commit: outcome.git?.commit });
+      await this.#event(current, 'Normal', 'Committed', `promoting ${decision.revision} from ${decision.from} to ${decision.to}: ${outcome.message}; waiting for ${decision.to} to run it`, log);
+      await this.#requestFluxReconcile(owner, spec, decision.to, log, signal);
+      return requeueAfter(recheck);
+    }
     if (outcome.ok) {
       this.#stats.succeeded += 1;
       log.info('promoted', { environment: decision.to, revision: decision.revision, attempt: decision.attempt });
@@ -453,14 +619,19 @@ export class PipelineController {
   }
 
   /** Carries out one promotion; resolves with a summary for the record, rejects with why it failed. */
-  async #act(owner: OwnerRef, spec: ValidPipelineSpec, request: PromotionRequest): Promise<string> {
+  async #act(owner: OwnerRef, spec: ValidPipelineSpec, request: PromotionRequest, key: string): Promise<string> {
     const env = spec.environments.find((e) => e.name === request.to);
     if (env === undefined) throw new PromotionError(`environment ${request.to} is not in the spec`);
     const promotion = spec.promotion;
     if (promotion.strategy === 'patch') {
+      const patched = this.#patched.get(key) ?? new Map<string, { readonly revision: string; readonly generation: number | undefined }>();
+      this.#patched.set(key, patched);
       const results = await Promise.allSettled(env.targets.map(async (t) => {
         const connection = await this.#connectionFor(t.cluster, owner);
-        return setRevision({ connection, gvk: spec.app.gvk, namespace: t.namespace, name: spec.app.name, path: promotion.path, revision: request.revision });
+        const onResult = (object: { readonly metadata?: { readonly generation?: number } }): void => {
+          patched.set(`${env.name}\u0000${t.clusterKey}\u0000${t.namespace}`, { revision: request.revision, generation: object.metadata?.generation });
+        };
+        return setRevision({ connection, gvk: spec.app.gvk, namespace: t.namespace, name: spec.app.name, path: promotion.path, revision: request.revision, onResult });
       }));
       const failures = results.flatMap((r, i) => (r.status === 'rejected' ? [`${env.targets[i]?.clusterKey ?? '?'} namespace ${env.targets[i]?.namespace ?? '?'}: ${toError(r.reason).message}`] : []));
       if (failures.length > 0) throw new PromotionError(failures.join('; '));
@@ -523,14 +694,15 @@ export class PipelineController {
    * Writes a promotion's outcome. A conflict (the spec was edited meanwhile, say) re-reads the
    * Pipeline and sets just this record again, so the outcome is not lost to a stale cache.
    */
-  async #recordOutcome(written: Pipeline, record: PromotionRecord): Promise<void> {
+  async #recordOutcome(written: Pipeline, record: PromotionRecord, carriedOut?: CommittedPromotion): Promise<void> {
     let current = written;
     for (let attempt = 1; ; attempt++) {
       const records = withRecord(current.status?.promotions ?? [], record);
       const generation = current.metadata?.generation ?? 0;
       const conditions = setCondition(current.status?.conditions ?? [], promotingCondition(records, generation), this.#now());
+      const committed = carriedOut === undefined ? current.status?.committed : withCommitted(current.status?.committed, carriedOut);
       try {
-        await this.#putStatus(current, plain({ ...current.status, conditions, promotions: records }));
+        await this.#putStatus(current, plain({ ...current.status, conditions, promotions: records, ...(committed === undefined ? {} : { committed }) }));
         return;
       } catch (err) {
         if (!(err instanceof StatusConflict) || attempt >= OUTCOME_WRITE_ATTEMPTS) throw err;
@@ -541,12 +713,25 @@ export class PipelineController {
   }
 
   /** The full status for this reconcile, conditions' transition times carried over. */
-  #status(pipeline: Pipeline, ready: ConditionInput, environments: readonly EnvironmentStatus[], records: readonly PromotionRecord[]): PipelineStatus {
+  #status(pipeline: Pipeline, ready: ConditionInput, environments: readonly EnvironmentStatus[], records: readonly PromotionRecord[], halt?: PromotionHalt): PipelineStatus {
     const generation = pipeline.metadata?.generation ?? 0;
     const now = this.#now();
+    // The last halt stays in status (the guard counts from it); it is in force at its generation only.
+    const halted = halt ?? pipeline.status?.halted;
+    const active = halt ?? activeHalt(pipeline.status, generation);
     let conditions = setCondition(pipeline.status?.conditions ?? [], ready, now);
-    conditions = setCondition(conditions, promotingCondition(records, generation), now);
-    return plain({ observedGeneration: generation, conditions, environments: displayEnvironments(environments), promotions: records });
+    conditions = setCondition(conditions, active === undefined ? promotingCondition(records, generation) : haltCondition(active, generation), now);
+    const drift = driftedCondition(environments, pipeline.status?.conditions ?? [], generation);
+    if (drift !== undefined) conditions = setCondition(conditions, drift, now);
+    const committed = pipeline.status?.committed;
+    return plain({
+      observedGeneration: generation,
+      conditions,
+      environments: displayEnvironments(environments),
+      promotions: records,
+      ...(committed === undefined ? {} : { committed }),
+      ...(halted === undefined ? {} : { halted }),
+    });
   }
 
   /** Writes the status when it differs from the Pipeline's; false when someone wrote first. */

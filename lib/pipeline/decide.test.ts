@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { decidePromotion, retryDueAt, withRecord } from './decide.ts';
+import { decidePromotion, retryDueAt, settleCommitted, withRecord } from './decide.ts';
 import { MAX_PROMOTIONS_PER_ENVIRONMENT, type EnvironmentStatus, type PromotionRecord } from './types.ts';
 
 const policy = { initialMs: 1_000, maxMs: 8_000 };
@@ -101,6 +101,51 @@ describe('decidePromotion', () => {
     const envs = [env('dev', ['3']), env('staging', ['2']), env('prod', ['1'])];
     const d = decidePromotion(envs, [record('staging', '3', 'Failed', 1, T0), record('staging', '2', 'Succeeded')], T0, policy);
     assert.equal(d.action === 'promote' && `${d.to}@${d.revision}`, 'prod@2');
+  });
+});
+
+describe('a git promotion is done when its environment runs it', () => {
+  const committed = (environment: string, revision: string, at = T0): PromotionRecord => ({ ...record(environment, revision, 'Committed'), strategy: 'git', commit: 'c'.repeat(40), message: `committed ${'c'.repeat(40)} to main`, committedAt: new Date(at).toISOString() });
+  const text = (ms: number): string => new Date(ms).toISOString();
+
+  it('stays Committed until every target is ready at the revision, then Succeeded', () => {
+    const c = committed('staging', '2');
+    assert.deepEqual(settleCommitted([env('dev', ['2']), env('staging', ['1'])], [c], T0 + 1_000, text(T0 + 1_000)), [], 'pushed, not applied');
+    assert.deepEqual(settleCommitted([env('dev', ['2']), env('staging', ['2'], { ready: false })], [c], T0 + 1_000, text(T0 + 1_000)), [], 'applied to the spec, not ready');
+    const [done] = settleCommitted([env('dev', ['2']), env('staging', ['2'])], [c], T0 + 2_000, text(T0 + 2_000));
+    assert.ok(done !== undefined);
+    assert.equal(done.applied, true);
+    assert.deepEqual([done.record.state, done.record.finishedAt], ['Succeeded', text(T0 + 2_000)]);
+    assert.match(done.record.message ?? '', /^committed c{40} to main; staging runs 2$/);
+  });
+
+  it('fails past the apply timeout, saying why the environment is not ready', () => {
+    const staging = { ...env('staging', ['2'], { ready: false }), reason: 'Suspended' as const };
+    assert.deepEqual(settleCommitted([env('dev', ['2']), staging], [committed('staging', '2')], T0 + 599_999, text(T0), 600_000), []);
+    const [late] = settleCommitted([env('dev', ['2']), staging], [committed('staging', '2')], T0 + 600_000, text(T0 + 600_000), 600_000);
+    assert.ok(late !== undefined);
+    assert.equal(late.applied, false);
+    assert.equal(late.record.state, 'Failed');
+    assert.match(late.record.message ?? '', /did not run 2 within 600 s \(Suspended\)/);
+  });
+
+  it('waits for a committed environment before promoting into it again, and says when it falls due', () => {
+    const envs = [env('dev', ['3']), env('staging', ['1'], { ready: false })];
+    assert.deepEqual(decidePromotion(envs, [committed('staging', '2')], T0 + 1_000, policy, { applyTimeoutMs: 10_000 }), { action: 'none', retryInMs: 9_000 });
+  });
+
+  it('never promotes an ⟨environment, revision⟩ carried out already, not even to retry a failure', () => {
+    const envs = [env('dev', ['2']), env('staging', ['1'])];
+    const failed = record('staging', '2', 'Failed', 1, T0);
+    const carried = [{ environment: 'staging', revision: '2', at: new Date(T0).toISOString() }];
+    assert.deepEqual(decidePromotion(envs, [failed], T0 + 60_000, policy, { committed: carried }), { action: 'none' });
+    assert.equal(decidePromotion(envs, [failed], T0 + 60_000, policy).action, 'promote', 'without the memory it would retry');
+  });
+
+  it('keeps a Committed record however many newer ones there are', () => {
+    let records: PromotionRecord[] = [committed('prod', 'c')];
+    for (let i = 0; i < MAX_PROMOTIONS_PER_ENVIRONMENT + 2; i++) records = withRecord(records, record('prod', String(i), 'Succeeded'));
+    assert.ok(records.some((r) => r.state === 'Committed'));
   });
 });
 

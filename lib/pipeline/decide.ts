@@ -1,5 +1,6 @@
+import { wasCommitted } from './guard.ts';
 import { isEnvironmentKnown } from './observe.ts';
-import { MAX_PROMOTIONS_PER_ENVIRONMENT, type EnvironmentStatus, type PromotionRecord } from './types.ts';
+import { MAX_PROMOTIONS_PER_ENVIRONMENT, type CommittedPromotion, type EnvironmentStatus, type PromotionRecord } from './types.ts';
 
 // The promotion decision, as a pure function of the environments' status and the promotion records
 // already written: the controller acts only on what this returns, after recording it.
@@ -11,6 +12,17 @@ export interface RetryPolicy {
 }
 
 export const DEFAULT_RETRY: RetryPolicy = Object.freeze({ initialMs: 2_000, maxMs: 300_000 });
+
+/** How long a `Committed` promotion may wait for its environment to run the revision. Default 10 minutes. */
+export const DEFAULT_APPLY_TIMEOUT_MS = 600_000;
+
+/** What else the decision takes into account. */
+export interface DecisionContext {
+  /** `status.committed`: ⟨environment, revision⟩ pairs carried out already are never promoted again. */
+  readonly committed?: readonly CommittedPromotion[] | undefined;
+  /** Default {@link DEFAULT_APPLY_TIMEOUT_MS}: when a `Committed` record falls due. */
+  readonly applyTimeoutMs?: number;
+}
 
 export type PromotionDecision =
   /** Nothing to do now; when `retryInMs` is set, a failed promotion falls due then. */
@@ -44,12 +56,15 @@ export function retryDueAt(record: PromotionRecord, policy: RetryPolicy): number
  *    (and whose targets can all be read) is promoted, unless a record for (`i+1`, `R`) says it
  *    succeeded already (at most once per revision and environment) or failed too recently (retry
  *    with backoff). Only adjacent environments are compared, so nothing skips an environment.
+ *    Never into an environment with a `Committed` record (one commit in flight per environment:
+ *    it lands or times out first, see {@link settleCommitted}), never a pair in `committed`.
  */
 export function decidePromotion(
   environments: readonly EnvironmentStatus[],
   records: readonly PromotionRecord[],
   now: number,
   policy: RetryPolicy = DEFAULT_RETRY,
+  context: DecisionContext = {},
 ): PromotionDecision {
   const indexOf = (name: string): number => environments.findIndex((e) => e.name === name);
   for (const record of records) {
@@ -68,17 +83,23 @@ export function decidePromotion(
   }
 
   let retryInMs: number | undefined;
+  const inFlight = new Set<string>();
+  for (const record of records) {
+    if (record.state !== 'Committed') continue;
+    inFlight.add(record.environment);
+    retryInMs = Math.min(retryInMs ?? Infinity, Math.max(0, applyDueAt(record, context.applyTimeoutMs ?? DEFAULT_APPLY_TIMEOUT_MS) - now));
+  }
   for (let i = 0; i + 1 < environments.length; i++) {
     const source = environments[i];
     const target = environments[i + 1];
     if (source === undefined || target === undefined) break;
     const revision = source.revision;
     if (!source.ready || revision === undefined || !isEnvironmentKnown(target)) continue;
-    if (target.revision === revision) continue;
+    if (target.revision === revision || inFlight.has(target.name) || wasCommitted(context.committed, target.name, revision)) continue;
     const record = findRecord(records, target.name, revision);
     // AwaitingApproval: asked again each time; the controller checks the approval before acting.
     if (record === undefined || record.state === 'AwaitingApproval') return { action: 'promote', from: source.name, to: target.name, revision, attempt: 1, resumed: false, startedAt: undefined };
-    if (record.state !== 'Failed') continue; // Succeeded: once per revision and environment; Pending: above
+    if (record.state !== 'Failed') continue; // Succeeded, Committed: once per revision and environment; Pending: above
     const due = retryDueAt(record, policy);
     if (due <= now) return { action: 'promote', from: source.name, to: target.name, revision, attempt: record.attempts + 1, resumed: false, startedAt: record.startedAt };
     retryInMs = Math.min(retryInMs ?? Infinity, due - now);
@@ -99,10 +120,47 @@ export function withRecord(records: readonly PromotionRecord[], record: Promotio
     const r = next[i];
     if (r === undefined) continue;
     const count = kept.get(r.environment) ?? 0;
-    // A Pending record is never dropped: it is the memory that prevents a second promotion.
-    if (count >= MAX_PROMOTIONS_PER_ENVIRONMENT && r.state !== 'Pending') continue;
+    // A Pending or Committed record is never dropped: it is the memory that prevents a second promotion.
+    if (count >= MAX_PROMOTIONS_PER_ENVIRONMENT && r.state !== 'Pending' && r.state !== 'Committed') continue;
     kept.set(r.environment, count + 1);
     result.push(r);
   }
   return result.reverse();
+}
+
+/** When a `Committed` record times out (clock milliseconds). */
+export function applyDueAt(record: PromotionRecord, applyTimeoutMs: number): number {
+  const at = Date.parse(record.committedAt ?? record.finishedAt ?? record.startedAt);
+  return (Number.isNaN(at) ? 0 : at) + applyTimeoutMs;
+}
+
+/** A `Committed` record closed by {@link settleCommitted}. */
+export interface SettledPromotion {
+  /** The record as it now stands: `Succeeded` or `Failed`. */
+  readonly record: PromotionRecord;
+  /** True when the environment runs the revision. */
+  readonly applied: boolean;
+}
+
+/**
+ * Closes `Committed` records (a git promotion is done when the environment runs the revision, not
+ * when the push returned): `Succeeded` once every target of the environment is ready at the
+ * revision, `Failed` when `applyTimeoutMs` passed since the commit first, or when the environment
+ * left the spec. `nowText` is `now` as status writes times.
+ */
+export function settleCommitted(environments: readonly EnvironmentStatus[], records: readonly PromotionRecord[], now: number, nowText: string, applyTimeoutMs: number = DEFAULT_APPLY_TIMEOUT_MS): SettledPromotion[] {
+  const settled: SettledPromotion[] = [];
+  for (const record of records) {
+    if (record.state !== 'Committed') continue;
+    const env = environments.find((e) => e.name === record.environment);
+    const commit = record.commit === undefined ? 'the commit' : `commit ${record.commit.slice(0, 12)}`;
+    if (env !== undefined && isEnvironmentKnown(env) && env.ready && env.revision === record.revision) {
+      settled.push({ applied: true, record: { ...record, state: 'Succeeded', finishedAt: nowText, message: `${record.message ?? commit}; ${env.name} runs ${record.revision}` } });
+    } else if (env === undefined) {
+      settled.push({ applied: false, record: { ...record, state: 'Failed', finishedAt: nowText, message: `${commit} was pushed, but environment ${record.environment} is no longer a promotion target of this pipeline` } });
+    } else if (now >= applyDueAt(record, applyTimeoutMs)) {
+      settled.push({ applied: false, record: { ...record, state: 'Failed', finishedAt: nowText, message: `${commit} was pushed, but ${env.name} did not run ${record.revision} within ${Math.round(applyTimeoutMs / 1_000)} s${env.reason === undefined ? '' : ` (${env.reason})`}` } });
+    }
+  }
+  return settled;
 }

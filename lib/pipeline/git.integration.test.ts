@@ -4,7 +4,7 @@
 // Flux stand-in. A promotion is a commit (or a pull request) in that repository.
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
-import { helmReleaseCrd, pipelineCrd } from '../../fixtures/crds/index.ts';
+import { helmReleaseCrd, kustomizationCrd, openCrd, pipelineCrd } from '../../fixtures/crds/index.ts';
 import { eventually, useClusters, type TestCluster } from '../../e2e/harness/index.ts';
 import { startFlux } from '../../e2e/fleet.ts';
 import { ProviderStandIn } from '../../e2e/git/providers.ts';
@@ -65,6 +65,33 @@ async function eventsOf(cluster: TestCluster, name: string): Promise<{ reason: s
   return body.items;
 }
 
+const KS = '/apis/kustomize.toolkit.fluxcd.io/v1';
+const GITREPOS = '/apis/source.toolkit.fluxcd.io/v1';
+const gitRepositoryCrd = openCrd({ group: 'source.toolkit.fluxcd.io', version: 'v1', kind: 'GitRepository', plural: 'gitrepositories' });
+const REQUESTED_AT = 'reconcile.fluxcd.io/requestedAt';
+
+/** The child Kustomization of one environment, as the parent applies it from Git: the version marked. */
+function childFile(name: string, env: string, version: string): string {
+  return `apiVersion: kustomize.toolkit.fluxcd.io/v1\nkind: Kustomization\nmetadata:\n  name: ${name}\nspec:\n  sourceRef:\n    kind: GitRepository\n    name: fleet\n  path: ./apps/${name}/base\n  postBuild:\n    substitute:\n      version: "${version}" # {"$promotion": "${NS}:${name}:${env}"}\n`;
+}
+
+interface Kustomization { metadata: { generation: number; annotations?: Record<string, string> }; spec: { postBuild: { substitute: { version: string } } }; status?: unknown }
+
+/** Plays kustomize-controller: the child at `version` (applied by its parent), reconciled and Ready. */
+async function applyChild(cluster: TestCluster, namespace: string, name: string, version: string): Promise<void> {
+  const path = `${KS}/namespaces/${namespace}/kustomizations/${name}`;
+  for (const sub of ['', '/status']) {
+    for (;;) {
+      const ks = (await ok(cluster, 'GET', path)) as Kustomization;
+      if (sub === '') ks.spec.postBuild.substitute.version = version;
+      else ks.status = { observedGeneration: ks.metadata.generation, lastAppliedRevision: `main@sha1:${'0'.repeat(40)}`, conditions: [{ type: 'Ready', status: 'True', reason: 'ReconciliationSucceeded', message: 'applied', lastTransitionTime: '2026-01-01T00:00:00Z' }] };
+      const res = await cluster.request('PUT', `${path}${sub}`, ks);
+      if (res.statusCode === 200) break;
+      assert.equal(res.statusCode, 409, JSON.stringify(res.body));
+    }
+  }
+}
+
 function pipeline(name: string, git: Record<string, unknown>, approval = false): object {
   return {
     apiVersion: 'fleetcache.dev/v1alpha1',
@@ -90,11 +117,11 @@ describe('PipelineController: the git strategy on a real apiserver', () => {
 
   before(async () => {
     [mgmt] = env.clusters as [TestCluster];
-    await mgmt.installCRDs([pipelineCrd, helmReleaseCrd]);
+    await mgmt.installCRDs([pipelineCrd, helmReleaseCrd, kustomizationCrd, gitRepositoryCrd]);
     await ok(mgmt, 'POST', '/api/v1/namespaces', { metadata: { name: NS } });
     await ok(mgmt, 'POST', `/api/v1/namespaces/${NS}/secrets`, { metadata: { name: 'fleet-git' }, stringData: AUTH });
     server = await GitServer.start({ auth: AUTH });
-    await server.seed('org/fleet', { 'apps/shop/staging.yaml': releaseFile('shop', 'staging', '1.0.0'), 'apps/cart/staging.yaml': releaseFile('cart', 'staging', '1.0.0') });
+    await server.seed('org/fleet', { 'apps/shop/staging.yaml': releaseFile('shop', 'staging', '1.0.0'), 'apps/cart/staging.yaml': releaseFile('cart', 'staging', '1.0.0'), 'apps/web/staging.yaml': childFile('web', 'staging', '1.0.0') });
     api = await ProviderStandIn.start({ kind: 'github', project: 'org/fleet', token: AUTH.password, branchExists: async (b) => (await git(server.bare('org/fleet'), 'for-each-ref', `refs/heads/${b}`)).trim() !== '' });
     stops.push(await startFlux([mgmt]));
     stops.push(startGitSync(server, 'org/fleet', 'main', [
@@ -155,6 +182,67 @@ describe('PipelineController: the git strategy on a real apiserver', () => {
       assert.equal(Number((await git(server.bare('org/fleet'), 'rev-list', '--count', 'main')).trim()), 2, 'one commit: seed + promotion');
     } finally {
       await mgmt.request('DELETE', `${PIPELINES}/shop`);
+      await stop();
+    }
+  });
+
+  it('with Flux Kustomizations: Committed until staging runs the revision, then Succeeded; Flux asked to reconcile now', async () => {
+    for (const env of ['dev', 'staging']) {
+      const namespace = `web-${env}`;
+      await ok(mgmt, 'POST', '/api/v1/namespaces', { metadata: { name: namespace } });
+      await ok(mgmt, 'POST', `${KS}/namespaces/${namespace}/kustomizations`, { apiVersion: 'kustomize.toolkit.fluxcd.io/v1', kind: 'Kustomization', metadata: { name: 'web', namespace }, spec: { sourceRef: { kind: 'GitRepository', name: 'fleet' }, path: './apps/web/base', postBuild: { substitute: { version: '1.0.0' } } } });
+      await ok(mgmt, 'POST', `${GITREPOS}/namespaces/${namespace}/gitrepositories`, { apiVersion: 'source.toolkit.fluxcd.io/v1', kind: 'GitRepository', metadata: { name: 'fleet', namespace }, spec: { url: server.url('org/fleet'), ref: { branch: 'main' } } });
+      await applyChild(mgmt, namespace, 'web', '1.0.0');
+    }
+    const stop = startController();
+    try {
+      await ok(mgmt, 'POST', PIPELINES, {
+        apiVersion: 'fleetcache.dev/v1alpha1',
+        kind: 'Pipeline',
+        metadata: { name: 'web', namespace: NS },
+        spec: {
+          appRef: { apiVersion: 'kustomize.toolkit.fluxcd.io/v1', kind: 'Kustomization', name: 'web' },
+          environments: [{ name: 'dev', targets: [{ namespace: 'web-dev' }] }, { name: 'staging', targets: [{ namespace: 'web-staging' }] }],
+          promotion: { strategy: 'git', git: { url: server.url('org/fleet'), path: 'apps/web', secretRef: { name: 'fleet-git' } } },
+          revisionPath: '/spec/postBuild/substitute/version',
+        },
+      });
+      await eventually('both environments ready at 1.0.0', async () => (await pipelineOf(mgmt, 'web')).status?.environments?.every((e) => e.ready && e.revision === '1.0.0') === true, 60_000);
+      await applyChild(mgmt, 'web-dev', 'web', '1.1.0');
+
+      const committed = await eventually('Committed, waiting for staging to run it', async () => {
+        const p = await pipelineOf(mgmt, 'web');
+        return p.status?.promotions?.[0]?.state === 'Committed' && p;
+      }, 60_000);
+      const head = (await git(server.bare('org/fleet'), 'rev-parse', 'main')).trim();
+      const status = committed.status;
+      assert.ok(status !== undefined);
+      assert.equal(status.promotions?.[0]?.commit, head);
+      assert.equal(status.conditions?.find((c) => c.type === 'Promoting')?.reason, 'WaitingForApply');
+      assert.deepEqual(status.committed?.map((c) => [c.environment, c.revision, c.commit]), [['staging', '1.1.0', head]], 'what was committed is recorded');
+      assert.match(await server.show('org/fleet', 'main', 'apps/web/staging.yaml'), /version: "1\.1\.0" # /);
+      // Flux is asked to fetch and apply now: the staging Kustomization and its GitRepository.
+      for (const path of [`${KS}/namespaces/web-staging/kustomizations/web`, `${GITREPOS}/namespaces/web-staging/gitrepositories/fleet`]) {
+        const annotated = await eventually(`${path} annotated`, async () => {
+          const at = ((await ok(mgmt, 'GET', path)) as Kustomization).metadata.annotations?.[REQUESTED_AT];
+          return at !== undefined && at;
+        }, 10_000);
+        assert.ok(!Number.isNaN(Date.parse(annotated)), `an RFC 3339 time: ${annotated}`);
+      }
+      assert.equal(((await ok(mgmt, 'GET', `${KS}/namespaces/web-dev/kustomizations/web`)) as Kustomization).metadata.annotations?.[REQUESTED_AT], undefined, 'only the promoted environment');
+      await eventually('the Committed event', async () => (await eventsOf(mgmt, 'web')).some((e) => e.reason === 'Committed' && e.message.includes(head)), 10_000);
+      assert.ok(!(await eventsOf(mgmt, 'web')).some((e) => e.reason === 'Promoted'), 'not promoted before staging runs it');
+
+      await applyChild(mgmt, 'web-staging', 'web', '1.1.0'); // the parent applies the commit, the child reconciles
+      const done = await eventually('Succeeded once staging runs 1.1.0', async () => {
+        const p = await pipelineOf(mgmt, 'web');
+        return p.status?.promotions?.[0]?.state === 'Succeeded' && p;
+      }, 60_000);
+      assert.match(done.status?.promotions?.[0]?.message ?? '', new RegExp(`committed ${head} to main; staging runs 1\\.1\\.0`));
+      await eventually('the Promoted event', async () => (await eventsOf(mgmt, 'web')).some((e) => e.reason === 'Promoted' && e.message.includes(head)), 10_000);
+      assert.equal((await git(server.bare('org/fleet'), 'log', '--format=%H', 'main', '--', 'apps/web/staging.yaml')).trim().split('\n').length, 2, 'one commit: seed + promotion');
+    } finally {
+      await mgmt.request('DELETE', `${PIPELINES}/web`);
       await stop();
     }
   });

@@ -8,8 +8,14 @@ export { PipelineController } from './controller.ts';
 export type { PipelineControllerOptions, PipelineControllerStats, PromotionRequest } from './controller.ts';
 export { PromotionError, WebhookRefusedError } from './errors.ts';
 export type { WebhookRefusal } from './errors.ts';
-export { PIPELINE_GVK, MAX_PROMOTIONS_PER_ENVIRONMENT } from './types.ts';
+export { PIPELINE_GVK, MAX_PROMOTIONS_PER_ENVIRONMENT, MAX_COMMITTED_PER_ENVIRONMENT } from './types.ts';
+export { PromotionRefusedError, DEFAULT_LOOP_POLICY } from './guard.ts';
+export type { LoopPolicy } from './guard.ts';
+export { isCommitReference } from './flux.ts';
+export { DEFAULT_PROGRESSING_GRACE_MS } from './grace.ts';
+export { DEFAULT_APPLY_TIMEOUT_MS } from './decide.ts';
 export type {
+  CommittedPromotion,
   Condition,
   EnvironmentStatus,
   GitPromotion,
@@ -21,6 +27,8 @@ export type {
   PipelineSpec,
   PipelineStatus,
   PipelineTarget,
+  NotReadyReason,
+  PromotionHalt,
   PromotionRecord,
   PromotionState,
   TargetStatus,
@@ -28,5 +36,5 @@ export type {
 } from './types.ts';
 export { validatePipelineSpec } from './validate.ts';
 export type { ResolvedEnvironment, ResolvedGitPromotion, ResolvedPromotion, ResolvedTarget, SpecValidation, ValidationPolicy, ValidPipelineSpec } from './validate.ts';
-export { isObjectReady, isRevision, MAX_REVISION_LENGTH, NOT_A_REVISION, objectRevision, readRevision } from './observe.ts';
-export type { RevisionRead } from './observe.ts';
+export { isObjectReady, readinessOf, isRevision, MAX_REVISION_LENGTH, NOT_A_REVISION, objectRevision, readRevision } from './observe.ts';
+export type { Readiness, RevisionRead } from './observe.ts';

@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import type { KubeObject } from '../transport/index.ts';
 import { TransportError } from '../util/index.ts';
-import { environmentStatusOf, isObjectReady, isRevision, MAX_REVISION_LENGTH, NOT_A_REVISION, objectRevision, readRevision, targetStatusOf } from './observe.ts';
+import { environmentStatusOf, isObjectReady, readinessOf, isRevision, MAX_REVISION_LENGTH, NOT_A_REVISION, objectRevision, readRevision, targetStatusOf } from './observe.ts';
 import type { TargetStatus } from './types.ts';
 import type { ResolvedTarget } from './validate.ts';
 
@@ -46,6 +46,41 @@ describe('target readiness and revision', () => {
     assert.deepEqual(targetStatusOf(target, { state: 'unreadable', error }, undefined), { cluster: 'local', namespace: 'apps', readable: false, ready: false, error: error.message });
     assert.deepEqual(targetStatusOf(target, { state: 'read', object: undefined }, undefined), { cluster: 'local', namespace: 'apps', readable: true, exists: false, ready: false });
     assert.deepEqual(targetStatusOf(target, { state: 'read', object: helmRelease({ history: ['1.3.0'] }) }, undefined), { cluster: 'local', namespace: 'apps', readable: true, exists: true, ready: true, revision: '1.3.0' });
+  });
+});
+
+describe('readiness under Flux', () => {
+  /** A Kustomization as kustomize-controller leaves it. */
+  function kustomization(options: { suspend?: boolean; ready?: string; reason?: string; generation?: number; observed?: number } = {}): KubeObject {
+    return {
+      metadata: { name: 'podinfo', namespace: 'apps', generation: options.generation ?? 3 },
+      spec: { suspend: options.suspend ?? false, postBuild: { substitute: { version: '1.1.0' } } },
+      status: {
+        observedGeneration: options.observed ?? options.generation ?? 3,
+        lastAppliedRevision: `main@sha1:${'a'.repeat(40)}`,
+        conditions: [{ type: 'Ready', status: options.ready ?? 'True', reason: options.reason ?? 'ReconciliationSucceeded' }],
+      },
+    };
+  }
+
+  it('a suspended target is not ready, though Flux keeps Ready=True and observedGeneration current', () => {
+    const suspended = kustomization({ suspend: true });
+    assert.deepEqual(readinessOf(suspended), { ready: false, reason: 'Suspended' });
+    assert.equal(isObjectReady(suspended), false);
+    const status = targetStatusOf(target, { state: 'read', object: suspended }, '/spec/postBuild/substitute/version');
+    assert.deepEqual(status, { cluster: 'local', namespace: 'apps', readable: true, exists: true, ready: false, reason: 'Suspended', revision: '1.1.0' });
+    const env = environmentStatusOf('staging', [status]);
+    assert.equal(env.ready, false);
+    assert.equal(env.reason, 'Suspended', 'the environment says why');
+  });
+
+  it('names why else a target is not ready, in a fixed vocabulary', () => {
+    assert.deepEqual(readinessOf(kustomization()), { ready: true });
+    assert.deepEqual(readinessOf(kustomization({ ready: 'Unknown', reason: 'Progressing' })), { ready: false, reason: 'Progressing' });
+    assert.deepEqual(readinessOf(kustomization({ ready: 'Unknown', reason: 'Something' })), { ready: false, reason: 'NotReady' });
+    assert.deepEqual(readinessOf(kustomization({ ready: 'False', reason: 'BuildFailed' })), { ready: false, reason: 'NotReady' });
+    assert.deepEqual(readinessOf(kustomization({ generation: 4, observed: 3 })), { ready: false, reason: 'NotObserved' });
+    assert.deepEqual(readinessOf(kustomization({ generation: 4, observed: 3, ready: 'Unknown', reason: 'Progressing' })), { ready: false, reason: 'NotObserved' }, 'a new spec being applied is not the no-op reconcile');
   });
 });
 

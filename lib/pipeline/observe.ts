@@ -1,6 +1,7 @@
 import type { KubeObject } from '../transport/index.ts';
 import { getAtPointer } from './json-pointer.ts';
-import type { EnvironmentStatus, TargetStatus } from './types.ts';
+import { isSuspended } from './flux.ts';
+import type { EnvironmentStatus, NotReadyReason, TargetStatus } from './types.ts';
 import type { ResolvedTarget } from './validate.ts';
 
 // Pure functions from what the caches hold to the Pipeline's per-target and per-environment status.
@@ -18,18 +19,35 @@ function isRecord(value: unknown): value is Record<string, unknown> {
   return typeof value === 'object' && value !== null && !Array.isArray(value);
 }
 
+/** Whether a target is ready, and why not in a fixed vocabulary. */
+export type Readiness = { readonly ready: true } | { readonly ready: false; readonly reason: NotReadyReason };
+
+const READY: Readiness = Object.freeze({ ready: true });
+const notReady = (reason: NotReadyReason): Readiness => ({ ready: false, reason });
+
 /**
- * Ready as Flux and kstatus mean it: a `Ready` condition with status `True`, and
- * `status.observedGeneration` equal to `metadata.generation` (the controller has seen the latest
- * spec, so `Ready` is not about an older one).
+ * Ready as Flux and kstatus mean it: not suspended, `status.observedGeneration` equal to
+ * `metadata.generation` (the controller has seen the latest spec, so `Ready` is not about an older
+ * one), and a `Ready` condition with status `True`. Suspended comes first: kustomize-controller
+ * keeps Ready=True and observedGeneration current on a suspended Kustomization while it applies
+ * nothing, so neither says what runs. Ready=Unknown with reason `Progressing` is `Progressing`:
+ * every Flux reconcile, the periodic no-op one included, starts that way (see {@link ProgressingGrace}).
  */
-export function isObjectReady(obj: KubeObject): boolean {
+export function readinessOf(obj: KubeObject): Readiness {
+  if (isSuspended(obj)) return notReady('Suspended');
   const status = obj.status;
-  if (!isRecord(status)) return false;
+  if (!isRecord(status)) return notReady('NotReady');
   const generation = obj.metadata?.generation;
-  if (typeof generation !== 'number' || status.observedGeneration !== generation) return false;
+  if (typeof generation !== 'number' || status.observedGeneration !== generation) return notReady('NotObserved');
   const conditions = Array.isArray(status.conditions) ? (status.conditions as unknown[]) : [];
-  return conditions.some((c) => isRecord(c) && c.type === 'Ready' && c.status === 'True');
+  const ready = conditions.find((c): c is Record<string, unknown> => isRecord(c) && c.type === 'Ready');
+  if (ready?.status === 'True') return READY;
+  return notReady(ready?.status === 'Unknown' && ready.reason === 'Progressing' ? 'Progressing' : 'NotReady');
+}
+
+/** {@link readinessOf} as a boolean. */
+export function isObjectReady(obj: KubeObject): boolean {
+  return readinessOf(obj).ready;
 }
 
 /**
@@ -112,7 +130,8 @@ export function targetStatusOf(target: ResolvedTarget, seen: TargetObservation, 
       const read = readRevision(seen.object, revisionPath);
       // Not a revision: the target cannot count as ready at any revision, so nothing is promoted.
       if (read.kind === 'invalid') return { ...where, readable: true, exists: true, ready: false, error: NOT_A_REVISION };
-      return { ...where, readable: true, exists: true, ready: isObjectReady(seen.object), ...(read.kind === 'revision' ? { revision: read.revision } : {}) };
+      const readiness = readinessOf(seen.object);
+      return { ...where, readable: true, exists: true, ready: readiness.ready, ...(readiness.ready ? {} : { reason: readiness.reason }), ...(read.kind === 'revision' ? { revision: read.revision } : {}) };
     }
   }
 }
@@ -130,5 +149,6 @@ export function environmentStatusOf(name: string, targets: readonly TargetStatus
   const first = targets[0]?.revision;
   const revision = first !== undefined && targets.every((t) => t.revision === first) ? first : undefined;
   const ready = revision !== undefined && targets.every((t) => t.ready && t.readable === true);
-  return { name, ready, ...(revision === undefined ? {} : { revision }), targets };
+  const reason = ready ? undefined : targets.find((t) => t.reason !== undefined)?.reason;
+  return { name, ready, ...(revision === undefined ? {} : { revision }), ...(reason === undefined ? {} : { reason }), targets };
 }

@@ -17,6 +17,8 @@ export interface SetRevisionOptions {
   readonly revision: string;
   /** Reads and patches before giving up on conflicts. Default 5. */
   readonly maxAttempts?: number;
+  /** Told the object as it stands after the call (the PATCH's answer, or the object read when unchanged). Default: none. */
+  readonly onResult?: (object: KubeObject) => void;
   readonly signal?: AbortSignal;
 }
 
@@ -44,7 +46,10 @@ export async function setRevision(options: SetRevisionOptions): Promise<'patched
   const path = resourcePath(info, { namespace, name });
   for (let attempt = 1; ; attempt++) {
     const current = (await connection.request({ method: 'GET', path, gvk, ...signal })) as KubeObject;
-    if (getAtPointer(current, pointer) === revision) return 'unchanged';
+    if (getAtPointer(current, pointer) === revision) {
+      options.onResult?.(current);
+      return 'unchanged';
+    }
     const resourceVersion = current.metadata?.resourceVersion;
     let set: JsonPatchOp;
     try {
@@ -54,7 +59,8 @@ export async function setRevision(options: SetRevisionOptions): Promise<'patched
     }
     const ops: JsonPatchOp[] = [{ op: 'test', path: '/metadata/resourceVersion', value: resourceVersion }, set];
     try {
-      await connection.request({ method: 'PATCH', path, gvk, body: ops, contentType: 'application/json-patch+json', ...signal });
+      const patched = (await connection.request({ method: 'PATCH', path, gvk, body: ops, contentType: 'application/json-patch+json', ...signal })) as KubeObject;
+      options.onResult?.(patched);
       return 'patched';
     } catch (err) {
       if (!isConflict(err)) throw err;

@@ -102,6 +102,15 @@ export interface Condition {
   readonly observedGeneration: number;
 }
 
+/**
+ * Why an existing target is not ready, in a fixed vocabulary (a value from the object is never
+ * echoed): `Suspended` (`spec.suspend: true`: Flux keeps Ready and observedGeneration current
+ * while it applies nothing), `Progressing` (Ready=Unknown/Progressing: a reconcile is running,
+ * past the grace window), `NotObserved` (`status.observedGeneration` behind `metadata.generation`),
+ * `NotReady` (any other Ready condition, or none).
+ */
+export type NotReadyReason = 'Suspended' | 'Progressing' | 'NotObserved' | 'NotReady';
+
 /** What the controller saw of one target. */
 export interface TargetStatus {
   /** The cluster's key (`local`, `secret:ns/name`, `cluster-api:ns/name`). */
@@ -111,10 +120,21 @@ export interface TargetStatus {
   readonly readable?: boolean;
   /** Unset when not known. */
   readonly exists?: boolean;
-  /** A `Ready` condition that is True, and `status.observedGeneration` equal to `metadata.generation`. */
+  /**
+   * Not suspended, `status.observedGeneration` equal to `metadata.generation`, and a `Ready`
+   * condition that is True — or, within the Progressing grace window, Progressing at the revision
+   * it was ready at.
+   */
   readonly ready: boolean;
   /** Only a value that looks like a revision (see `isRevision`); otherwise `error` says "not a revision". */
   readonly revision?: string;
+  /** Why an existing target is not ready: one of {@link NotReadyReason}. Unset when ready. */
+  readonly reason?: NotReadyReason;
+  /**
+   * Set with the patch strategy when the promoted value was put back after the patch by the Flux
+   * Kustomization that manages the object (it carries `kustomize.toolkit.fluxcd.io/name`).
+   */
+  readonly drifted?: boolean;
   /**
    * Why the target cannot be read (`readable` false): the cluster's error (cluster, GVK, HTTP
    * status); or, with `readable` true, "not a revision" when the value at the revision path does
@@ -129,11 +149,18 @@ export interface EnvironmentStatus {
   readonly ready: boolean;
   /** The revision every target reports, when they agree. */
   readonly revision?: string;
+  /** When not ready at that revision: the first not-ready target's {@link NotReadyReason}. */
+  readonly reason?: NotReadyReason;
   readonly targets: readonly TargetStatus[];
 }
 
-/** `AwaitingApproval`: the environment requires approval and the revision has none yet. */
-export type PromotionState = 'AwaitingApproval' | 'Pending' | 'Succeeded' | 'Failed';
+/**
+ * `AwaitingApproval`: the environment requires approval and the revision has none yet.
+ * `Committed` (git strategy): the commit is in the branch, the environment does not run the
+ * revision yet; `Succeeded` once every target is observed ready at it, `Failed` past the apply
+ * timeout.
+ */
+export type PromotionState = 'AwaitingApproval' | 'Pending' | 'Committed' | 'Succeeded' | 'Failed';
 
 /**
  * One promotion of a revision into an environment. Written `Pending` before anything is done, so
@@ -153,6 +180,8 @@ export interface PromotionRecord {
   readonly finishedAt?: string;
   /** The commit that carried it (git strategy). */
   readonly commit?: string;
+  /** When the commit reached the branch (git strategy): the apply timeout counts from here. */
+  readonly committedAt?: string;
   /** The pull request that carries it (git strategy with pull requests); done when merged. */
   readonly pullRequest?: { readonly number: number; readonly url: string };
   /** Set when the environment requires approval and the approval named this revision. */
@@ -165,7 +194,45 @@ export interface PipelineStatus {
   readonly environments?: readonly EnvironmentStatus[];
   /** Oldest first; the newest {@link MAX_PROMOTIONS_PER_ENVIRONMENT} per environment are kept. */
   readonly promotions?: readonly PromotionRecord[];
+  /**
+   * What this Pipeline has carried out (a commit pushed, objects patched, a webhook delivered),
+   * oldest first, the newest {@link MAX_COMMITTED_PER_ENVIRONMENT} per environment: the memory of
+   * the commit-rate guard (never twice per ⟨environment, revision⟩; a loop stops promotions).
+   */
+  readonly committed?: readonly CommittedPromotion[];
+  /**
+   * The guard's last stop of promotions. In force while `generation` is the Pipeline's; a change
+   * of the spec lifts it (kept as a record: the loop count restarts from `at`).
+   */
+  readonly halted?: PromotionHalt;
 }
+
+/** One ⟨environment, revision⟩ carried out. */
+export interface CommittedPromotion {
+  readonly environment: string;
+  readonly revision: string;
+  /** RFC 3339. */
+  readonly at: string;
+  /** The commit (git strategy). */
+  readonly commit?: string;
+}
+
+/**
+ * Why promotions stopped: `PromotionLoop` (one environment promoted too often, or an
+ * ⟨environment, revision⟩ carried out once already), `CommitReference` (the revision is a Git
+ * commit or artifact reference, never written into a manifest).
+ */
+export interface PromotionHalt {
+  readonly reason: 'PromotionLoop' | 'CommitReference';
+  readonly message: string;
+  /** The Pipeline's generation when it stopped: a newer one resumes promotions. */
+  readonly generation: number;
+  /** RFC 3339. */
+  readonly at: string;
+}
+
+/** How many {@link CommittedPromotion}s are kept per environment. */
+export const MAX_COMMITTED_PER_ENVIRONMENT = 20;
 
 /** How many promotion records are kept per environment (older ones are dropped). */
 export const MAX_PROMOTIONS_PER_ENVIRONMENT = 10;

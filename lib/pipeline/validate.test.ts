@@ -156,6 +156,28 @@ describe('validatePipelineSpec', () => {
     });
   });
 
+  it('refuses a Flux Kustomization promoted through git or patch without revisionPath: its default revision is the commit', () => {
+    const git = { strategy: 'git', git: { url: 'https://git.example/fleet.git' } };
+    for (const promotion of [git, valid.promotion]) {
+      const spec = variant((s) => {
+        s.appRef = { apiVersion: 'kustomize.toolkit.fluxcd.io/v1', kind: 'Kustomization', name: 'podinfo' };
+        s.promotion = promotion;
+      });
+      assert.match(problemsOf(validatePipelineSpec(spec, 'team-a')), /spec\.revisionPath: required for a Flux Kustomization .*\/spec\/postBuild\/substitute\/version/);
+      const fixed = variant((s) => {
+        s.appRef = { apiVersion: 'kustomize.toolkit.fluxcd.io/v1', kind: 'Kustomization', name: 'podinfo' };
+        s.promotion = promotion;
+        s.revisionPath = '/spec/postBuild/substitute/version';
+      });
+      assert.ok(validatePipelineSpec(fixed, 'team-a').valid);
+    }
+    const webhook = variant((s) => {
+      s.appRef = { apiVersion: 'kustomize.toolkit.fluxcd.io/v1', kind: 'Kustomization', name: 'podinfo' };
+      s.promotion = { strategy: 'webhook', webhook: { secretRef: { name: 'hook' } } };
+    });
+    assert.ok(validatePipelineSpec(webhook, 'team-a').valid, 'a webhook writes nothing itself');
+  });
+
   it('reports every problem at once, not only the first', () => {
     const problems = problemsOf(validatePipelineSpec({ appRef: { apiVersion: '', kind: '', name: '' }, environments: 'dev', promotion: {} }, 'team-a'));
     for (const field of ['spec.appRef.apiVersion', 'spec.appRef.kind', 'spec.appRef.name', 'spec.environments', 'spec.promotion.strategy']) {

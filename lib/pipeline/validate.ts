@@ -1,5 +1,6 @@
 import { clusterKey, type ClusterRef } from '../cluster/index.ts';
 import { toError, type GroupVersionKind } from '../util/index.ts';
+import { fluxSpecProblems } from './flux.ts';
 import { isJsonPointer } from './json-pointer.ts';
 
 // Mirrors the CRD schema (fixtures/crds/pipeline.ts), so that a Pipeline stored before the schema
@@ -294,6 +295,11 @@ function isCoreSecret(gvk: GroupVersionKind): boolean {
   return gvk.group === '' && gvk.kind.toLowerCase() === 'secret';
 }
 
+/** What would loop under Flux's controllers (see {@link fluxSpecProblems}). */
+function validateUnderFlux(app: ValidPipelineSpec['app'], promotion: ResolvedPromotion, revisionPath: string | undefined, problems: Problems): void {
+  for (const problem of fluxSpecProblems({ gvk: app.gvk, strategy: promotion.strategy, revisionPath })) problems.list.push(problem);
+}
+
 /**
  * Checks a Pipeline's spec against the rules of its CRD schema and a few only code can check
  * (cluster references, a target named twice, the tenancy rules of `policy`), and normalises it.
@@ -326,6 +332,9 @@ export function validatePipelineSpec(spec: unknown, pipelineNamespace: string, p
   const serviceAccountName = root.serviceAccountName === undefined
     ? undefined
     : problems.string(root.serviceAccountName, 'spec.serviceAccountName', dnsSubdomain, 253, 'a ServiceAccount name');
+  if (app !== undefined && promotion !== undefined && (revisionPath === undefined || typeof revisionPath === 'string')) {
+    validateUnderFlux(app, promotion, revisionPath, problems);
+  }
   if (problems.list.length > 0 || app === undefined || environments === undefined || promotion === undefined) {
     return { valid: false, problems: problems.list.length > 0 ? problems.list : ['spec: invalid'] };
   }
