@@ -111,7 +111,7 @@ describe('Pipelines acting as their ServiceAccount', () => {
       environments: [{ name: 'dev', targets: [{ namespace: TENANT }] }, { name: 'prod', targets: [{ namespace: 'apps', clusterRef: { kind: 'Secret', name: 'remote-kubeconfig' } }] }],
       promotion: { strategy: 'webhook', webhook: { secretRef: { name: 'hook-url' } } },
     }));
-    await must(tenant, 'POST', PIPELINES, pipeline('kust', { appRef: { apiVersion: 'kustomize.toolkit.fluxcd.io/v1', kind: 'Kustomization', name: 'podinfo' }, revisionPath: '/spec/revision', environments: [{ name: 'dev', targets: [{ namespace: TENANT }] }] }));
+    await must(tenant, 'POST', PIPELINES, pipeline('kust', { appRef: { apiVersion: 'kustomize.toolkit.fluxcd.io/v1', kind: 'Kustomization', name: 'podinfo' }, revisionPath: '/spec/postBuild/substitute/version', environments: [{ name: 'dev', targets: [{ namespace: TENANT }] }] }));
     await must(tenant, 'POST', PIPELINES, pipeline('push', { environments: [{ name: 'dev', targets: [{ namespace: 'apps', clusterRef: { kind: 'Secret', name: 'remote-kubeconfig' } }] }, { name: 'prod', targets: [{ namespace: OTHER }] }] }));
     await must(tenant, 'POST', PIPELINES, pipeline('edge', { serviceAccountName: 'deployer', environments: [{ name: 'dev', targets: [{ namespace: TENANT }] }, { name: 'prod', targets: [{ namespace: 'edge', clusterRef: { kind: 'Secret', name: 'edge-kubeconfig' } }] }] }));
   }, { timeout: 300_000 });
