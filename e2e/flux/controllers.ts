@@ -50,7 +50,10 @@ export async function startFluxControllers(cluster: TestCluster, options: StartF
   const kubeconfig = join(dir, 'kubeconfig');
   await writeFile(kubeconfig, cluster.adminKubeconfig, { mode: 0o600 });
   await mkdir(join(dir, 'artifacts')); // source-controller does not create its storage path
-  const env = { KUBECONFIG: kubeconfig };
+  await mkdir(join(dir, 'tmp'));
+  // A temp dir of its own: kustomize-controller removes every kustomization-* dir in TMPDIR when it
+  // starts, which would pull the build out from under another cluster's controller.
+  const env = { KUBECONFIG: kubeconfig, TMPDIR: join(dir, 'tmp') };
   const common = ['--watch-all-namespaces=true', '--enable-leader-election=false', '--log-level=info', '--events-addr='];
   const procs: ManagedProcess[] = [];
   const stopAll = async (): Promise<void> => {
