@@ -16,6 +16,8 @@ export interface FluxControllers {
   logs(lines?: number): string;
   /** Resident memory of both controllers, in bytes. */
   rssBytes(): number;
+  /** Process ids of the controllers still running. */
+  pids(): number[];
   /** Stops both controllers and removes their files. Idempotent. */
   stop(): Promise<void>;
 }
@@ -97,6 +99,9 @@ export async function startFluxControllers(cluster: TestCluster, options: StartF
     },
     rssBytes() {
       return procs.reduce((sum, p) => sum + p.rssBytes(), 0);
+    },
+    pids() {
+      return procs.filter((p) => !p.hasExited).map((p) => p.pid).filter((pid) => pid !== undefined);
     },
     stop() {
       stopped ??= stopAll();
