@@ -53,6 +53,8 @@ describe('the dashboard state', () => {
     assert.deepEqual(view.environments.map((e) => [e.name, e.revision, e.ready]), [['dev', '1.1.0', true], ['staging', '1.0.0', true], ['prod', undefined, false]]);
     assert.deepEqual(view.environments[2]?.targets[0], { cluster: 'secret:delivery/prod-kubeconfig', namespace: 'apps', readable: false, ready: false, error: 'cluster secret:delivery/prod-kubeconfig: HTTP 403' });
     assert.deepEqual(view.inFlight.map((p) => [p.environment, p.revision, p.state]), [['staging', '1.1.0', 'Pending']]);
+    const committed = pipelineView(pipeline({ ...promoting, promotions: [{ environment: 'staging', revision: '1.1.0', strategy: 'git', state: 'Committed', attempts: 1, startedAt: '2025-01-01T00:00:00Z' }] }));
+    assert.deepEqual(committed.inFlight.map((p) => p.state), ['Committed'], 'a commit not yet applied is in flight');
     assert.deepEqual(view.history.map((p) => [p.environment, p.revision, p.state]), [['staging', '1.1.0', 'Pending'], ['prod', '1.0.0', 'Failed'], ['staging', '1.0.0', 'Succeeded']]);
     assert.equal(view.history[1]?.message, 'HTTP 403');
   });

@@ -58,7 +58,7 @@ export interface PipelineView {
   readonly stale: boolean;
   /** In promotion order, as the status lists them. */
   readonly environments: readonly EnvironmentView[];
-  /** Promotions not finished (`Pending`, `AwaitingApproval`): the promotion in flight. */
+  /** Promotions not finished (`Pending`, `Committed`, `AwaitingApproval`): the promotion in flight. */
   readonly inFlight: readonly PromotionView[];
   /** Newest first, at most {@link MAX_HISTORY}. */
   readonly history: readonly PromotionView[];
@@ -207,7 +207,7 @@ export function pipelineView(obj: KubeObject): PipelineView {
       ...optional('revision', str(env.revision)),
       targets: records(env.targets).map(targetView),
     })),
-    inFlight: promotions.filter((p) => p.state === 'Pending' || p.state === 'AwaitingApproval'),
+    inFlight: promotions.filter((p) => p.state === 'Pending' || p.state === 'Committed' || p.state === 'AwaitingApproval'),
     // Status keeps records oldest first; the page reads newest first. Ties keep status order.
     history: promotions
       .map((p, i) => ({ p, i }))

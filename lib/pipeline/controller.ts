@@ -132,6 +132,11 @@ function positiveNumber(option: string, value: number): number {
 
 const SERVICE_ACCOUNT_NAME = /^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$/;
 
+/** How the controller's own per-Pipeline memory (grace, patched generations) is keyed. */
+function pipelineKey(ref: { readonly namespace: string; readonly name: string }): string {
+  return `${ref.namespace}/${ref.name}`;
+}
+
 function pipelinePath(namespace: string, name: string, subresource = ''): string {
   return `/apis/${PIPELINE_GVK.group}/${PIPELINE_GVK.version}/namespaces/${encodeURIComponent(namespace)}/pipelines/${encodeURIComponent(name)}${subresource}`;
 }
@@ -310,8 +315,8 @@ export class PipelineController {
     const pipeline = pipelines.get(ref.namespace, ref.name) as Pipeline | undefined;
     if (pipeline === undefined || pipeline.metadata?.deletionTimestamp !== undefined) {
       this.#registry.forgetOwner(ref);
-      this.#grace.forget(key);
-      this.#patched.delete(key);
+      this.#grace.forget(pipelineKey(ref));
+      this.#patched.delete(pipelineKey(ref));
       return undefined;
     }
     const log = reconcileLogger.child({ pipeline: `${ref.namespace}/${ref.name}` });
@@ -321,7 +326,7 @@ export class PipelineController {
     const validation = validatePipelineSpec(pipeline.spec, ref.namespace, { allowCrossNamespaceTargets: this.#allowCrossNamespaceTargets });
     if (!validation.valid) {
       this.#registry.setOwnerTargets(ref, []);
-      this.#grace.forget(key);
+      this.#grace.forget(pipelineKey(ref));
       log.debug('invalid spec', { problems: validation.problems });
       await this.#writeIfChanged(pipeline, this.#status(pipeline, invalidSpecCondition(validation.problems, generation), [], records));
       return undefined;
@@ -333,7 +338,7 @@ export class PipelineController {
     const targetRef = (t: ResolvedTarget): { readonly gvk: ValidPipelineSpec['app']['gvk']; readonly namespace: string; readonly name: string } => ({ gvk: spec.app.gvk, namespace: t.namespace, name: spec.app.name });
     this.#registry.setOwnerTargets(owner, spec.environments.flatMap((env) => env.targets.map((t) => ({ cluster: t.cluster, target: targetRef(t) }))));
 
-    const { environments, graceEndsInMs } = await this.#observeAll(key, pipeline, spec, owner, signal);
+    const { environments, graceEndsInMs } = await this.#observeAll(pipelineKey(ref), pipeline, spec, owner, signal);
     const ready = readyCondition(environments, generation);
     const recheck = requeueAfter(ready.reason === 'TargetNotReadable' ? UNREADABLE_RECHECK_MS : undefined, graceEndsInMs)?.requeueAfterMs;
     await this.#reportDrift(pipeline, environments, log);
@@ -577,7 +582,7 @@ export class PipelineController {
         const git = await promoteThroughGit(this.#git, spec.promotion, { namespace, pipeline: name, environment: decision.to, revision: decision.revision }, (secret) => this.#secretData(owner, secret, 'git'));
         outcome = { ok: true, message: sanitizeForDisplay(git.message, MAX_STATUS_TEXT), git };
       } else {
-        outcome = { ok: true, message: sanitizeForDisplay(await this.#act(owner, spec, request, `${namespace}/${name}`), MAX_STATUS_TEXT) };
+        outcome = { ok: true, message: sanitizeForDisplay(await this.#act(owner, spec, request, pipelineKey({ namespace, name })), MAX_STATUS_TEXT) };
       }
     } catch (err) {
       outcome = { ok: false, message: sanitizeForDisplay(toError(err).message, MAX_STATUS_TEXT) };

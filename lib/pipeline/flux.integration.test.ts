@@ -3,7 +3,7 @@
 // Ready, lastAppliedRevision as a commit reference), including what it does while suspended.
 import assert from 'node:assert/strict';
 import { randomBytes } from 'node:crypto';
-import { after, before, describe, it } from 'node:test';
+import { before, describe, it } from 'node:test';
 import { kustomizationCrd, pipelineCrd } from '../../fixtures/crds/index.ts';
 import { eventually, useClusters, type TestCluster } from '../../e2e/harness/index.ts';
 import { CompositeProvider, LocalProvider } from '../cluster/index.ts';
@@ -127,12 +127,9 @@ describe('PipelineController with Flux Kustomizations on a real apiserver', () =
     return s.depth === 0 && s.processing === 0;
   };
 
-  const stops: (() => Promise<void>)[] = [];
-  after(async () => { for (const stop of stops) await stop(); });
-
-  it('a Kustomization promoted through git without revisionPath is InvalidSpec: its default revision is the commit', async () => {
+  it('a Kustomization promoted through git without revisionPath is InvalidSpec: its default revision is the commit', async (t) => {
     const c = startController();
-    stops.push(() => c.stop());
+    t.after(() => c.stop()); // every controller watches every Pipeline: one at a time
     await ok(mgmt, 'POST', PIPELINES, ksPipeline('nopath', ['dev', 'staging'], { revisionPath: undefined, promotion: { strategy: 'git', git: { url: 'https://git.example/fleet.git' } } }));
     const p = await eventually('InvalidSpec', async () => {
       const x = await pipelineOf(mgmt, 'nopath');
@@ -141,10 +138,10 @@ describe('PipelineController with Flux Kustomizations on a real apiserver', () =
     assert.match(p.status?.conditions?.find((k) => k.type === 'Ready')?.message ?? '', /spec\.revisionPath: required for a Flux Kustomization.*\/spec\/postBuild\/substitute\/version/);
   });
 
-  it('never promotes prod past a suspended staging, though Flux keeps it Ready at the current generation', async () => {
+  it('never promotes prod past a suspended staging, though Flux keeps it Ready at the current generation', async (t) => {
     for (const e of ['dev', 'staging', 'prod']) await createKs(mgmt, `susp-${e}`, '1.0.0');
     const c = startController();
-    stops.push(() => c.stop());
+    t.after(() => c.stop()); // every controller watches every Pipeline: one at a time
     await ok(mgmt, 'POST', PIPELINES, ksPipeline('susp', ['dev', 'staging', 'prod']));
     await eventually('every environment ready at 1.0.0', async () => (await pipelineOf(mgmt, 'susp')).status?.environments?.every((e) => e.ready && e.revision === '1.0.0') === true, 30_000);
 
@@ -169,11 +166,11 @@ describe('PipelineController with Flux Kustomizations on a real apiserver', () =
     await eventually('resumed staging lets prod follow', async () => (await getKs(mgmt, 'susp-prod')).spec.postBuild.substitute.version === '1.1.0', 30_000);
   });
 
-  it('reports a patched value that the Flux Kustomization managing the object put back: Drifted and an Event', async () => {
+  it('reports a patched value that the Flux Kustomization managing the object put back: Drifted and an Event', async (t) => {
     await createKs(mgmt, 'drift-dev', '1.0.0');
     await createKs(mgmt, 'drift-staging', '1.0.0', { [FLUX_LABEL]: 'apps' });
     const c = startController();
-    stops.push(() => c.stop());
+    t.after(() => c.stop()); // every controller watches every Pipeline: one at a time
     await ok(mgmt, 'POST', PIPELINES, ksPipeline('drift', ['dev', 'staging']));
     await eventually('both ready at 1.0.0', async () => (await pipelineOf(mgmt, 'drift')).status?.environments?.every((e) => e.ready && e.revision === '1.0.0') === true, 30_000);
     await release(mgmt, 'drift-dev', '1.1.0');
@@ -197,11 +194,11 @@ describe('PipelineController with Flux Kustomizations on a real apiserver', () =
     assert.match(event.message, /git strategy/);
   });
 
-  it('stops a loop: an environment promoted again and again halts with PromotionLoop until the spec changes', async () => {
+  it('stops a loop: an environment promoted again and again halts with PromotionLoop until the spec changes', async (t) => {
     await createKs(mgmt, 'loop-dev', '1.0.0');
     await createKs(mgmt, 'loop-staging', '1.0.0');
     const c = startController({ promotionLoop: { maxPerEnvironment: 2, windowMs: 600_000 } });
-    stops.push(() => c.stop());
+    t.after(() => c.stop()); // every controller watches every Pipeline: one at a time
     await ok(mgmt, 'POST', PIPELINES, ksPipeline('loop', ['dev', 'staging']));
     await eventually('both ready at 1.0.0', async () => (await pipelineOf(mgmt, 'loop')).status?.environments?.every((e) => e.ready && e.revision === '1.0.0') === true, 30_000);
     for (const v of ['1.1.0', '1.2.0']) {
@@ -233,11 +230,11 @@ describe('PipelineController with Flux Kustomizations on a real apiserver', () =
     await eventually('staging promoted to 1.3.0 after the spec changed', async () => (await getKs(mgmt, 'loop-staging')).spec.postBuild.substitute.version === '1.3.0', 30_000);
   });
 
-  it('counts a target Progressing at its revision as ready within the grace window, and looks again when it ends', async () => {
+  it('counts a target Progressing at its revision as ready within the grace window, and looks again when it ends', async (t) => {
     await createKs(mgmt, 'grace-dev', '1.0.0');
     await createKs(mgmt, 'grace-staging', '1.0.0');
     const c = startController({ progressingGraceMs: 1_500 });
-    stops.push(() => c.stop());
+    t.after(() => c.stop()); // every controller watches every Pipeline: one at a time
     await ok(mgmt, 'POST', PIPELINES, ksPipeline('grace', ['dev', 'staging']));
     await eventually('both ready at 1.0.0', async () => (await pipelineOf(mgmt, 'grace')).status?.environments?.every((e) => e.ready && e.revision === '1.0.0') === true, 30_000);
     // A reconcile that does not end: nothing changes after this write, so only the controller's own
@@ -253,11 +250,11 @@ describe('PipelineController with Flux Kustomizations on a real apiserver', () =
     await eventually('ready again', async () => (await pipelineOf(mgmt, 'grace')).status?.environments?.[0]?.ready === true, 30_000);
   });
 
-  it('refuses to write a commit reference into a manifest, even where the spec asks for it', async () => {
+  it('refuses to write a commit reference into a manifest, even where the spec asks for it', async (t) => {
     await createKs(mgmt, 'sha-dev', '1.0.0');
     await createKs(mgmt, 'sha-staging', '1.0.0');
     const c = startController();
-    stops.push(() => c.stop());
+    t.after(() => c.stop()); // every controller watches every Pipeline: one at a time
     await ok(mgmt, 'POST', PIPELINES, ksPipeline('sha', ['dev', 'staging'], { revisionPath: '/status/lastAppliedRevision' }));
     const halted = await eventually('CommitReference', async () => {
       const p = await pipelineOf(mgmt, 'sha');

@@ -17,7 +17,7 @@ describe('Flux revisions', () => {
   });
 
   it('leaves versions alone, a bare short SHA tag included', () => {
-    for (const r of ['1.2.3', 'v6.2.0', '1.0.0+build.7', 'abc1234', SHA1, 'sha1-is-not-a-digest', 'main', 'release@2024']) {
+    for (const r of ['1.2.3', 'v6.2.0', '1.0.0+build.7', 'abc1234', SHA1, 'sha1-is-not-a-digest', 'main', 'release@2024', `ghcr.io/acme/app:1.2.3@sha256:${SHA256}`]) {
       assert.equal(isCommitReference(r), false, r);
     }
   });

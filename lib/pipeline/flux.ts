@@ -18,9 +18,11 @@ export const RECONCILE_REQUESTED_AT = 'reconcile.fluxcd.io/requestedAt';
 /**
  * Flux's artifact revisions (RFC-0005): `[<ref>@]<algorithm>:<hex digest>` — `main@sha1:<40 hex>`,
  * `sha1:<hex>`, `v1.2.0@sha1:...`, `latest@sha256:<64 hex>`, `sha256:<hex>` — and the older
- * `<branch>/<40 hex>`. A bare hex string is not matched: image tags are often short commit SHAs.
+ * `<branch>/<40 hex>`. Not matched: a bare hex string (image tags are often short commit SHAs),
+ * and an image reference pinned by digest (`ghcr.io/acme/app:1.2.3@sha256:…`: a Git ref or tag
+ * has no `:` before the `@`).
  */
-const ARTIFACT_REVISION = /^(?:[^@\s]+@)?(?:sha1|sha256|sha384|sha512|blake3):[0-9a-fA-F]{7,}$/;
+const ARTIFACT_REVISION = /^(?:[^@\s:]+@)?(?:sha1|sha256|sha384|sha512|blake3):[0-9a-fA-F]{7,}$/;
 const LEGACY_GIT_REVISION = /^[^@\s]+\/[0-9a-fA-F]{40}$/;
 
 /**
