@@ -112,6 +112,8 @@ export class FluxStandIn {
   readonly #lastRun = new Map<string, number>();
 
   constructor(options: FluxStandInOptions) {
+    const interval = options.kustomizationIntervalMs;
+    if (interval !== undefined && !(Number.isFinite(interval) && interval > 0)) throw new TypeError(`FluxStandIn option kustomizationIntervalMs must be a positive number of milliseconds, got ${interval}`);
     this.#options = options;
     this.#logger = options.logger ?? noopLogger;
     const kubeConfig = new KubeConfig();
