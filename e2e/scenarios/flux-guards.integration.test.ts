@@ -3,12 +3,13 @@
 // but moves observedGeneration), and a Kustomization's lastAppliedRevision is the Git commit, which
 // every commit — fleetcache's own included — changes. Against Flux's own controllers: a suspended
 // staging holds prod back, one human commit yields exactly one fleetcache commit per environment,
-// and a Pipeline that would promote the commit itself (no revisionPath) is refused, committing nothing.
+// a Pipeline that would promote the commit itself (no revisionPath) is refused, committing nothing,
+// and an approval holds prod back while staging runs the version.
 import assert from 'node:assert/strict';
 import { after, afterEach, before, describe, it } from 'node:test';
 import { APP_NAMESPACE, FLEET_SERVICE_ARGS, PIPELINE_NAME, PIPELINE_NAMESPACE, readPipeline, updateObject, type Fleet } from '../fleet.ts';
 import type { FluxControllers } from '../flux/controllers.ts';
-import { appliedConfigVersion, childKustomization, FLUX_NAMESPACE, FLUX_REPOSITORY, GIT_REPOSITORIES, KUSTOMIZATIONS, releaseToDevInGit, setUpFluxFleet } from '../flux/fleet.ts';
+import { appliedConfigVersion, childKustomization, FLUX_NAMESPACE, FLUX_REPOSITORY, GIT_REPOSITORIES, KUSTOMIZATIONS, releaseToDevInGit, setUpFluxFleet, VERSION_PATH } from '../flux/fleet.ts';
 import { git, GitServer } from '../git/server.ts';
 import { eventually, useClusters, type TestCluster } from '../harness/index.ts';
 import { startService, type ServiceProcess } from '../service.ts';
@@ -147,5 +148,26 @@ describe('scenario: real Flux behaviour a promotion must see through', () => {
     const log = (await git(server.bare(FLUX_REPOSITORY), 'log', '--format=%an|%s', `${head}..main`)).trim().split('\n');
     assert.deepEqual(log, ['seed|release podinfo 1.3.0 to dev'], 'no fleetcache commit');
     assert.equal(await appliedConfigVersion(fleet.staging), '1.2.0');
+  });
+
+  it('with requireApproval on prod, prod waits for the approval while staging runs the version', async () => {
+    // revisionPath back (the test before removed it), and prod behind an approval.
+    await updateObject(fleet.management, PIPELINE_PATH, (current) => {
+      const object = current as { spec: { environments: Record<string, unknown>[] } & Record<string, unknown> };
+      const environments = object.spec.environments.map((e) => (e.name === 'prod' ? { ...e, requireApproval: true } : e));
+      return { ...object, spec: { ...object.spec, revisionPath: VERSION_PATH, environments } };
+    });
+    await eventually('Flux applied 1.3.0 in staging', async () => await appliedConfigVersion(fleet.staging) === '1.3.0', 120_000);
+    await eventually('prod\'s promotion awaits approval', async () => (await readPipeline(fleet)).status?.promotions?.some((r) => r.environment === 'prod' && r.revision === '1.3.0' && r.state === 'AwaitingApproval') === true, 60_000);
+    await eventually('Flux settled at HEAD in every cluster', () => settledAtHead(fleet, server), 120_000);
+    assert.ok(!(await commitLog(server)).some((l) => l.includes('to prod: 1.3.0')), 'no commit for prod before the approval');
+    assert.equal(await appliedConfigVersion(fleet.prod), '1.2.0');
+
+    await updateObject(fleet.management, PIPELINE_PATH, (current) => {
+      const object = current as { metadata: { annotations?: Record<string, string> } };
+      return { ...object, metadata: { ...object.metadata, annotations: { ...object.metadata.annotations, 'fleetcache.dev/approve-prod': '1.3.0' } } };
+    });
+    await eventually('Flux applied 1.3.0 in prod', async () => await appliedConfigVersion(fleet.prod) === '1.3.0', 120_000);
+    assert.equal((await commitLog(server)).filter((l) => l.includes('to prod: 1.3.0')).length, 1);
   });
 });
