@@ -12,6 +12,17 @@ describe('PipelineController options', () => {
   const registry = new Registry({ provider });
   after(() => registry.close());
 
+  it('checks the Flux options, naming each', () => {
+    assert.doesNotThrow(() => new PipelineController({ registry, progressingGraceMs: 0, applyTimeoutMs: 1, promotionLoop: { maxPerEnvironment: 1 } }));
+    const refused = (options: Record<string, unknown>, name: string): void => {
+      assert.throws(() => new PipelineController({ registry, ...options }), (err: unknown) => err instanceof TypeError && err.message.includes(name), name);
+    };
+    refused({ progressingGraceMs: -1 }, 'option progressingGraceMs');
+    refused({ applyTimeoutMs: 0 }, 'option applyTimeoutMs');
+    refused({ promotionLoop: { maxPerEnvironment: 0 } }, 'option promotionLoop.maxPerEnvironment');
+    refused({ promotionLoop: { windowMs: Number.NaN } }, 'option promotionLoop.windowMs');
+  });
+
   it('takes a ServiceAccount name as defaultServiceAccount, and refuses anything else naming the option', () => {
     assert.doesNotThrow(() => new PipelineController({ registry, defaultServiceAccount: 'pipeline-runner' }));
     for (const bad of ['', 'Runner', 'system:serviceaccount:a:b', 'a'.repeat(254), 7]) {

@@ -80,7 +80,7 @@ export class ProgressingGrace {
     this.#since.delete(owner);
   }
 
-  /** Pipelines with a target Progressing now (for tests of the invariant). */
+  /** How many Pipelines have a target Progressing now: what is remembered, bounded by the Pipelines. */
   get size(): number {
     return this.#since.size;
   }

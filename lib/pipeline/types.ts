@@ -64,7 +64,7 @@ export interface GitPromotion {
      * API with pull requests); or `identity` + `known_hosts` (SSH). Unset: no credentials.
      */
     readonly secretRef?: { readonly name: string };
-    /** Open a pull request (counted done when merged) instead of pushing to `branch`. */
+    /** Open a pull request (committed when merged, done when the environment runs it) instead of pushing to `branch`. */
     readonly pullRequest?: { readonly provider: 'github' | 'gitlab'; readonly apiUrl?: string };
   };
 }
@@ -182,7 +182,7 @@ export interface PromotionRecord {
   readonly commit?: string;
   /** When the commit reached the branch (git strategy): the apply timeout counts from here. */
   readonly committedAt?: string;
-  /** The pull request that carries it (git strategy with pull requests); done when merged. */
+  /** The pull request that carries it (git strategy with pull requests); committed when merged. */
   readonly pullRequest?: { readonly number: number; readonly url: string };
   /** Set when the environment requires approval and the approval named this revision. */
   readonly approved?: boolean;
