@@ -10,7 +10,7 @@
 // `flux-system/fleet` applying ./clusters/<env>. The Pipeline targets the child with
 // `revisionPath: /spec/postBuild/substitute/version`.
 import { pipelineCrd } from '../../fixtures/crds/index.ts';
-import { APP_NAMESPACE, ENVIRONMENTS, PIPELINE_NAME, PIPELINE_NAMESPACE, updateObject, type Fleet } from '../fleet.ts';
+import { APP_NAMESPACE, ENVIRONMENTS, PIPELINE_NAME, PIPELINE_NAMESPACE, type Fleet } from '../fleet.ts';
 import type { GitServer } from '../git/server.ts';
 import { type TestCluster } from '../harness/index.ts';
 import { startFluxControllers, type FluxControllers } from './controllers.ts';
@@ -137,10 +137,3 @@ export async function releaseToDevInGit(server: GitServer, version: string): Pro
   return server.commit(FLUX_REPOSITORY, { 'clusters/dev/podinfo.yaml': childKustomization('dev', version) }, `release podinfo ${version} to dev`);
 }
 
-/** Sets `spec.suspend` on a cluster's child Kustomization directly (as `flux suspend` does). */
-export async function suspendChild(cluster: TestCluster, suspend: boolean): Promise<void> {
-  await updateObject(cluster, `${KUSTOMIZATIONS}/namespaces/${APP_NAMESPACE}/kustomizations/podinfo`, (current) => {
-    const object = current as { spec: Record<string, unknown> };
-    return { ...object, spec: { ...object.spec, suspend } };
-  });
-}
