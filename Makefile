@@ -27,8 +27,9 @@ node_modules/.installed: package.json package-lock.json
 
 deps: node_modules/.installed ## Install npm dependencies, including the pinned Node.
 
-assets: ## Build (or reuse) kube-apiserver and etcd for the integration tests; prints their directory.
+assets: ## Build (or reuse) kube-apiserver and etcd, then Flux's source- and kustomize-controller, for the integration tests; prints their directories.
 	@e2e/build-binaries.sh
+	@e2e/build-binaries.sh flux
 
 browser: ## Install Debian's chromium for the dashboard's browser test (no-op when present).
 	@tools/install-chromium.sh
@@ -45,8 +46,8 @@ typecheck: deps ## tsc --noEmit over sources, tests and benchmarks.
 test-unit: deps ## Unit tests (no cluster needed).
 	$(NODE_TEST) $(UNIT_TESTS)
 
-test-integration: deps browser ## Tests against real kube-apiservers (built on first use, then cached) and the dashboard in headless chromium.
-	KUBEBUILDER_ASSETS="$$(e2e/build-binaries.sh)" $(NODE_TEST) --test-concurrency=$(INTEGRATION_CONCURRENCY) $(INTEGRATION_TESTS)
+test-integration: deps browser ## Tests against real kube-apiservers and Flux controllers (built on first use, then cached) and the dashboard in headless chromium.
+	KUBEBUILDER_ASSETS="$$(e2e/build-binaries.sh)" FLUX_ASSETS="$$(e2e/build-binaries.sh flux)" $(NODE_TEST) --test-concurrency=$(INTEGRATION_CONCURRENCY) $(INTEGRATION_TESTS)
 
 test: lint typecheck build test-unit test-integration ## Everything: lint, typecheck, build, unit and integration tests.
 

@@ -1,8 +1,12 @@
 #!/usr/bin/env bash
 # Builds kube-apiserver and etcd from their Go modules (e2e/gomod/*) and prints the directory that
 # holds both, in the layout envtest uses for KUBEBUILDER_ASSETS. stdout is only that directory.
+# `build-binaries.sh flux` does the same for Flux's source-controller and kustomize-controller
+# (e2e/gomod/source-controller, e2e/gomod/kustomize-controller), with FLUX_ASSETS in the place of
+# KUBEBUILDER_ASSETS; their CRDs (the modules' config/crd/bases) are copied into crds/ beside them.
 #
-# - KUBEBUILDER_ASSETS pointing at a directory with both binaries wins: nothing is built.
+# - KUBEBUILDER_ASSETS pointing at a directory with both binaries (FLUX_ASSETS: both and crds/) wins:
+#   nothing is built.
 # - Binaries are cached under ${XDG_CACHE_HOME:-~/.cache}/fleetcache, keyed by the versions pinned in
 #   the go.mod files, and reused when present (then nothing but the directory is printed).
 #   Nothing is written inside the repository.
@@ -17,27 +21,57 @@
 set -euo pipefail
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
-
-if [[ -n "${KUBEBUILDER_ASSETS:-}" && -x "$KUBEBUILDER_ASSETS/kube-apiserver" && -x "$KUBEBUILDER_ASSETS/etcd" ]]; then
-  echo "$KUBEBUILDER_ASSETS"
-  exit 0
-fi
+target="${1:-apiserver}"
 
 required_version() { # module go.mod -> version required for that module
   awk -v m="$1" '$1 == "require" && $2 == m { print $3 } $1 == m && $2 ~ /^v/ { print $2 }' "$2" | head -n 1
 }
 
-k8s_version="$(required_version k8s.io/kubernetes "$here/gomod/kube-apiserver/go.mod")"
-etcd_version="$(required_version go.etcd.io/etcd/server/v3 "$here/gomod/etcd/go.mod")"
-[[ -n "$k8s_version" && -n "$etcd_version" ]] || { echo "build-binaries: cannot read pinned versions from e2e/gomod/*/go.mod" >&2; exit 1; }
+case "$target" in
+  apiserver)
+    if [[ -n "${KUBEBUILDER_ASSETS:-}" && -x "$KUBEBUILDER_ASSETS/kube-apiserver" && -x "$KUBEBUILDER_ASSETS/etcd" ]]; then
+      echo "$KUBEBUILDER_ASSETS"
+      exit 0
+    fi
+    k8s_version="$(required_version k8s.io/kubernetes "$here/gomod/kube-apiserver/go.mod")"
+    etcd_version="$(required_version go.etcd.io/etcd/server/v3 "$here/gomod/etcd/go.mod")"
+    [[ -n "$k8s_version" && -n "$etcd_version" ]] || { echo "build-binaries: cannot read pinned versions from e2e/gomod/*/go.mod" >&2; exit 1; }
+    out="${XDG_CACHE_HOME:-$HOME/.cache}/fleetcache/assets/kube-apiserver-${k8s_version}_etcd-${etcd_version}"
+    binaries="etcd kube-apiserver"
+    described="kube-apiserver and etcd"
+    gomods=("$here/gomod/etcd" "$here/gomod/kube-apiserver")
+    assets_variable=KUBEBUILDER_ASSETS
+    ;;
+  flux)
+    if [[ -n "${FLUX_ASSETS:-}" && -x "$FLUX_ASSETS/source-controller" && -x "$FLUX_ASSETS/kustomize-controller" && -d "$FLUX_ASSETS/crds" ]]; then
+      echo "$FLUX_ASSETS"
+      exit 0
+    fi
+    source_version="$(required_version github.com/fluxcd/source-controller "$here/gomod/source-controller/go.mod")"
+    kustomize_version="$(required_version github.com/fluxcd/kustomize-controller "$here/gomod/kustomize-controller/go.mod")"
+    [[ -n "$source_version" && -n "$kustomize_version" ]] || { echo "build-binaries: cannot read pinned versions from e2e/gomod/{source,kustomize}-controller/go.mod" >&2; exit 1; }
+    out="${XDG_CACHE_HOME:-$HOME/.cache}/fleetcache/assets/flux-source-controller-${source_version}_kustomize-controller-${kustomize_version}"
+    binaries="source-controller kustomize-controller"
+    described="source-controller and kustomize-controller"
+    gomods=("$here/gomod/source-controller" "$here/gomod/kustomize-controller")
+    assets_variable=FLUX_ASSETS
+    ;;
+  *)
+    echo "build-binaries: unknown target '$target' (usage: build-binaries.sh [apiserver|flux])" >&2
+    exit 2
+    ;;
+esac
 
-out="${XDG_CACHE_HOME:-$HOME/.cache}/fleetcache/assets/kube-apiserver-${k8s_version}_etcd-${etcd_version}"
-if [[ -x "$out/etcd" && -x "$out/kube-apiserver" ]]; then
+cached=true
+for name in $binaries; do [[ -x "$out/$name" ]] || cached=false; done
+# Flux's CRDs go beside its binaries, from the same modules (config/crd/bases), so the two match.
+if [[ "$target" == flux && ! -d "$out/crds" ]]; then cached=false; fi
+if $cached; then
   echo "$out"
   exit 0
 fi
 if ! command -v go >/dev/null 2>&1; then
-  echo "build-binaries: go is not on PATH: install Go (https://go.dev/dl/), or set KUBEBUILDER_ASSETS to a directory holding kube-apiserver and etcd" >&2
+  echo "build-binaries: go is not on PATH: install Go (https://go.dev/dl/), or set $assets_variable to a directory holding $described" >&2
   exit 1
 fi
 mkdir -p "$out"
@@ -151,7 +185,7 @@ missing_zips() {
         print cache "/cache/download/" esc(f[1]) "/@v/" esc(f[2]) ".zip"
       }
     }
-  ' "$here/gomod/etcd/go.mod" "$here/gomod/kube-apiserver/go.mod" | sort -u)
+  ' "${gomods[@]/%//go.mod}" | sort -u)
   echo "$n"
 }
 
@@ -174,14 +208,13 @@ compile() { # dir ldflags output package
 missing="$(missing_zips)" || { echo "build-binaries: go env GOMODCACHE failed" >&2; exit 1; }
 steps=0
 ((missing > 0)) && steps=$((steps + 1))
-[[ -x "$out/etcd" ]] || steps=$((steps + 1))
-[[ -x "$out/kube-apiserver" ]] || steps=$((steps + 1))
+for name in $binaries; do [[ -x "$out/$name" ]] || steps=$((steps + 1)); done
 step=0
-echo "build-binaries: building etcd and kube-apiserver from source, first run only (several minutes; cached in $out)" >&2
+echo "build-binaries: building ${binaries// / and } from source, first run only (several minutes; cached in $out)" >&2
 
 if ((missing > 0)); then
   step=$((step + 1))
-  if ! with_ticks download "$here/gomod/etcd" "$here/gomod/kube-apiserver" | progress "$step/$steps" "downloading Go modules" download "$missing"; then
+  if ! with_ticks download "${gomods[@]}" | progress "$step/$steps" "downloading Go modules" download "$missing"; then
     echo "build-binaries: downloading Go modules failed (go's output above)" >&2
     exit 1
   fi
@@ -201,6 +234,28 @@ build() { # name module-dir package ldflags
   mv -f "$out/.$name.tmp" "$out/$name" # atomic: a half-written binary is never picked up
   echo "build-binaries: built $name in $(duration $((SECONDS - started)))" >&2
 }
+
+copy_crds() { # the CRDs of the pinned controllers, from the module cache into $out/crds
+  local tmp="$out/.crds.tmp" module dir
+  rm -rf "$tmp" && mkdir -p "$tmp"
+  for module in source-controller kustomize-controller; do
+    dir="$(cd "$here/gomod/$module" && go list -m -f '{{.Dir}}' "github.com/fluxcd/$module")" || return
+    cp "$dir"/config/crd/bases/*.yaml "$tmp/" || return
+  done
+  chmod -R u+w "$tmp" # the module cache's files are read-only
+  rm -rf "$out/crds" && mv "$tmp" "$out/crds"
+}
+
+if [[ "$target" == flux ]]; then
+  build source-controller "$here/gomod/source-controller" github.com/fluxcd/source-controller "-s -w"
+  build kustomize-controller "$here/gomod/kustomize-controller" github.com/fluxcd/kustomize-controller "-s -w"
+  if [[ ! -d "$out/crds" ]] && ! copy_crds; then
+    echo "build-binaries: copying Flux's CRDs from the Go module cache failed" >&2
+    exit 1
+  fi
+  echo "$out"
+  exit 0
+fi
 
 minor="${k8s_version#v1.}"; minor="${minor%%.*}"
 version_flags=""

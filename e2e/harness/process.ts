@@ -23,11 +23,12 @@ export class ManagedProcess {
   readonly exited: Promise<number | null>;
   #exitCode: number | null | undefined;
 
-  constructor(name: string, command: string, args: readonly string[], maxLines = 400) {
+  /** `env` is added to this process's environment (e.g. KUBECONFIG for a controller). Default none. */
+  constructor(name: string, command: string, args: readonly string[], maxLines = 400, env: Readonly<Record<string, string>> = {}) {
     this.name = name;
     this.#maxLines = maxLines;
     const [file, argv] = setpriv === undefined ? [command, args] : [setpriv, ['--pdeathsig', 'SIGKILL', '--', command, ...args]];
-    const child = spawn(file, argv, { stdio: ['ignore', 'pipe', 'pipe'] });
+    const child = spawn(file, argv, { stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, ...env } });
     this.#child = child;
     live.add(child);
     const onData = (chunk: Buffer): void => { this.#append(chunk.toString('utf8')); };

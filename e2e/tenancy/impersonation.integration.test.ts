@@ -4,7 +4,7 @@
 // the service itself could reach. And a remote cluster reached with a ServiceAccount that has a
 // namespaced Role only.
 import assert from 'node:assert/strict';
-import { randomUUID } from 'node:crypto';
+import { randomBytes, randomUUID } from 'node:crypto';
 import { after, afterEach, before, describe, it } from 'node:test';
 import { helmReleaseCrd, kustomizationCrd, pipelineCrd } from '../../fixtures/crds/index.ts';
 import { FluxStandIn, HELM_RELEASE, KUSTOMIZATION } from '../flux/standin.ts';
@@ -16,7 +16,8 @@ const OTHER = 'team-b';
 const KS = '/apis/kustomize.toolkit.fluxcd.io/v1';
 const PIPELINES = `/apis/fleetcache.dev/v1alpha1/namespaces/${TENANT}/pipelines`;
 /** Revision-shaped markers where team-a's accounts cannot read (the service itself could). */
-const MARK_KS = `marker-ks-${randomUUID().replaceAll('-', '')}`;
+/** A commit SHA: the Kustomization reports `main@sha1:<it>` as Flux does. */
+const MARK_KS = randomBytes(20).toString('hex');
 const MARK_OTHER = `marker-other-${randomUUID().replaceAll('-', '')}`;
 
 interface PipelineView {
@@ -81,7 +82,7 @@ describe('Pipelines acting as their ServiceAccount', () => {
     await must(mgmt, 'POST', '/api/v1/namespaces', { metadata: { name: OTHER } }, [409]);
     await must(remote, 'POST', '/api/v1/namespaces', { metadata: { name: 'apps' } }, [409]);
     await must(mgmt, 'POST', `${HR}/namespaces/${OTHER}/helmreleases`, helmRelease(OTHER, MARK_OTHER));
-    await must(mgmt, 'POST', `${KS}/namespaces/${TENANT}/kustomizations`, { apiVersion: 'kustomize.toolkit.fluxcd.io/v1', kind: 'Kustomization', metadata: { name: 'podinfo', namespace: TENANT }, spec: { revision: MARK_KS } });
+    await must(mgmt, 'POST', `${KS}/namespaces/${TENANT}/kustomizations`, { apiVersion: 'kustomize.toolkit.fluxcd.io/v1', kind: 'Kustomization', metadata: { name: 'podinfo', namespace: TENANT }, spec: { interval: '10m', path: './apps', prune: true, sourceRef: { kind: 'GitRepository', name: 'fleet' } } });
     await must(mgmt, 'POST', `${HR}/namespaces/${TENANT}/helmreleases`, helmRelease(TENANT, '1.0.0'));
     for (const ns of ['apps', 'edge']) await must(remote, 'POST', `${HR}/namespaces/${ns}/helmreleases`, helmRelease(ns, '1.0.0'));
     for (const name of ['web', 'api']) {
@@ -89,11 +90,12 @@ describe('Pipelines acting as their ServiceAccount', () => {
       await must(remote, 'POST', `${HR}/namespaces/apps/helmreleases`, helmRelease('apps', '1.0.0', name));
     }
     for (const [cluster, kinds] of [[mgmt, [HELM_RELEASE, KUSTOMIZATION]], [remote, [HELM_RELEASE]]] as const) {
-      const flux = new FluxStandIn({ name: cluster.name, kubeconfig: cluster.adminKubeconfig, kinds });
+      const flux = new FluxStandIn({ name: cluster.name, kubeconfig: cluster.adminKubeconfig, kinds, sourceRevision: () => `main@sha1:${MARK_KS}` });
       fluxes.push(flux);
       await flux.start();
     }
     await eventually('team-b\'s app is ready at its marker', async () => (await release(mgmt, OTHER)).status?.history?.[0]?.chartVersion === MARK_OTHER, 40_000);
+    await eventually('team-a\'s Kustomization reports its marker commit', async () => ((await must(mgmt, 'GET', `${KS}/namespaces/${TENANT}/kustomizations/podinfo`)).body as { status?: { lastAppliedRevision?: string } }).status?.lastAppliedRevision === `main@sha1:${MARK_KS}`, 40_000);
     otherGeneration = (await release(mgmt, OTHER)).metadata.generation;
 
     service = await runService('impersonation', serviceKubeconfig, ['--default-service-account=deployer', '--allow-cross-namespace-targets']);
@@ -109,7 +111,7 @@ describe('Pipelines acting as their ServiceAccount', () => {
       environments: [{ name: 'dev', targets: [{ namespace: TENANT }] }, { name: 'prod', targets: [{ namespace: 'apps', clusterRef: { kind: 'Secret', name: 'remote-kubeconfig' } }] }],
       promotion: { strategy: 'webhook', webhook: { secretRef: { name: 'hook-url' } } },
     }));
-    await must(tenant, 'POST', PIPELINES, pipeline('kust', { appRef: { apiVersion: 'kustomize.toolkit.fluxcd.io/v1', kind: 'Kustomization', name: 'podinfo' }, revisionPath: '/spec/revision', environments: [{ name: 'dev', targets: [{ namespace: TENANT }] }] }));
+    await must(tenant, 'POST', PIPELINES, pipeline('kust', { appRef: { apiVersion: 'kustomize.toolkit.fluxcd.io/v1', kind: 'Kustomization', name: 'podinfo' }, revisionPath: '/spec/postBuild/substitute/version', environments: [{ name: 'dev', targets: [{ namespace: TENANT }] }] }));
     await must(tenant, 'POST', PIPELINES, pipeline('push', { environments: [{ name: 'dev', targets: [{ namespace: 'apps', clusterRef: { kind: 'Secret', name: 'remote-kubeconfig' } }] }, { name: 'prod', targets: [{ namespace: OTHER }] }] }));
     await must(tenant, 'POST', PIPELINES, pipeline('edge', { serviceAccountName: 'deployer', environments: [{ name: 'dev', targets: [{ namespace: TENANT }] }, { name: 'prod', targets: [{ namespace: 'edge', clusterRef: { kind: 'Secret', name: 'edge-kubeconfig' } }] }] }));
   }, { timeout: 300_000 });

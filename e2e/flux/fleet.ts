@@ -1,0 +1,139 @@
+// A promotion fleet reconciled by real Flux: each cluster runs source-controller and
+// kustomize-controller (see controllers.ts) against one Git repository (git http-backend on
+// loopback) with a folder per environment. The layout is the one that promotes under Flux:
+//
+//   clusters/<env>/podinfo.yaml   a child Kustomization `apps/podinfo` whose
+//                                 spec.postBuild.substitute.version carries the promotion marker
+//   apps/podinfo/configmap.yaml   what the child applies: ConfigMap `apps/podinfo`, data.version ${version}
+//
+// and in each cluster a GitRepository `flux-system/fleet` plus a parent Kustomization
+// `flux-system/fleet` applying ./clusters/<env>. The Pipeline targets the child with
+// `revisionPath: /spec/postBuild/substitute/version`.
+import { pipelineCrd } from '../../fixtures/crds/index.ts';
+import { APP_NAMESPACE, ENVIRONMENTS, PIPELINE_NAME, PIPELINE_NAMESPACE, type Fleet } from '../fleet.ts';
+import type { GitServer } from '../git/server.ts';
+import { type TestCluster } from '../harness/index.ts';
+import { startFluxControllers, type FluxControllers } from './controllers.ts';
+
+export const FLUX_NAMESPACE = 'flux-system';
+export const FLUX_REPOSITORY = 'acme/fleet';
+export const KUSTOMIZATIONS = '/apis/kustomize.toolkit.fluxcd.io/v1';
+export const GIT_REPOSITORIES = '/apis/source.toolkit.fluxcd.io/v1';
+/** Where the Pipeline reads (and Git carries) the version of a child Kustomization. */
+export const VERSION_PATH = '/spec/postBuild/substitute/version';
+
+/** The child Kustomization of `env`, as committed to `clusters/<env>/podinfo.yaml`. */
+export function childKustomization(env: string, version: string, extra: { readonly suspend?: boolean } = {}): string {
+  const marker = env === 'dev' ? '' : ` # {"$promotion": "${PIPELINE_NAMESPACE}:${PIPELINE_NAME}:${env}"}`;
+  return [
+    'apiVersion: kustomize.toolkit.fluxcd.io/v1',
+    'kind: Kustomization',
+    'metadata:',
+    '  name: podinfo',
+    `  namespace: ${APP_NAMESPACE}`,
+    'spec:',
+    '  interval: 10m',
+    '  prune: true',
+    ...(extra.suspend === true ? ['  suspend: true'] : []),
+    '  path: ./apps/podinfo',
+    `  targetNamespace: ${APP_NAMESPACE}`,
+    `  sourceRef: { kind: GitRepository, name: fleet, namespace: ${FLUX_NAMESPACE} }`,
+    '  postBuild:',
+    '    substitute:',
+    `      version: "${version}"${marker}`,
+    '',
+  ].join('\n');
+}
+
+const CONFIGMAP = 'apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: podinfo\ndata:\n  version: "${version}"\n';
+
+/** The repository's files with every environment at `version`. */
+export function fleetFiles(version: string): Record<string, string> {
+  const files: Record<string, string> = { 'apps/podinfo/configmap.yaml': CONFIGMAP };
+  for (const env of ENVIRONMENTS) files[`clusters/${env}/podinfo.yaml`] = childKustomization(env, version);
+  return files;
+}
+
+async function must(cluster: TestCluster, method: string, path: string, body: unknown, ok: readonly number[] = [200, 201]): Promise<unknown> {
+  const res = await cluster.request(method, path, body);
+  if (!ok.includes(res.statusCode)) throw new Error(`${cluster.name}: ${method} ${path} → HTTP ${res.statusCode}: ${JSON.stringify(res.body)}`);
+  return res.body;
+}
+
+/** The Pipeline of a Flux fleet: the child Kustomizations, promoted by commits to `url`. */
+export function fluxPipelineObject(url: string): object {
+  const target = (env: string): object => (env === 'dev'
+    ? { namespace: APP_NAMESPACE }
+    : { namespace: APP_NAMESPACE, clusterRef: { kind: 'Secret', name: `${env}-kubeconfig` } });
+  return {
+    apiVersion: 'fleetcache.dev/v1alpha1',
+    kind: 'Pipeline',
+    metadata: { name: PIPELINE_NAME, namespace: PIPELINE_NAMESPACE },
+    spec: {
+      appRef: { apiVersion: 'kustomize.toolkit.fluxcd.io/v1', kind: 'Kustomization', name: 'podinfo' },
+      environments: ENVIRONMENTS.map((env) => ({ name: env, targets: [target(env)] })),
+      promotion: { strategy: 'git', git: { url, branch: 'main', path: 'clusters' } },
+      revisionPath: VERSION_PATH,
+    },
+  };
+}
+
+/** Options of {@link setUpFluxFleet}. */
+export interface FluxFleetOptions {
+  /** GitRepository `spec.interval`: how often Flux polls Git. Default 5s. */
+  readonly gitInterval?: string;
+}
+
+/**
+ * Seeds the repository (every environment at `initialVersion`), starts a Flux pair in each
+ * cluster with the GitRepository and parent Kustomization for its environment, and installs the
+ * Pipeline CRD, the kubeconfig Secrets of staging and prod and the Pipeline in the management
+ * cluster. The result stops the controllers.
+ */
+export async function setUpFluxFleet(fleet: Fleet, server: GitServer, initialVersion: string, options: FluxFleetOptions = {}): Promise<FluxControllers[]> {
+  await server.seed(FLUX_REPOSITORY, fleetFiles(initialVersion));
+  await fleet.management.installCRDs([pipelineCrd]);
+  const controllers: FluxControllers[] = [];
+  try {
+    for (const [env, cluster] of [['dev', fleet.management], ['staging', fleet.staging], ['prod', fleet.prod]] as const) {
+      controllers.push(await startFluxControllers(cluster));
+      for (const ns of [FLUX_NAMESPACE, APP_NAMESPACE]) await must(cluster, 'POST', '/api/v1/namespaces', { metadata: { name: ns } }, [201, 409]);
+      await must(cluster, 'POST', `${GIT_REPOSITORIES}/namespaces/${FLUX_NAMESPACE}/gitrepositories`, {
+        apiVersion: 'source.toolkit.fluxcd.io/v1',
+        kind: 'GitRepository',
+        metadata: { name: 'fleet', namespace: FLUX_NAMESPACE },
+        spec: { url: server.url(FLUX_REPOSITORY), ref: { branch: 'main' }, interval: options.gitInterval ?? '5s' },
+      });
+      await must(cluster, 'POST', `${KUSTOMIZATIONS}/namespaces/${FLUX_NAMESPACE}/kustomizations`, {
+        apiVersion: 'kustomize.toolkit.fluxcd.io/v1',
+        kind: 'Kustomization',
+        metadata: { name: 'fleet', namespace: FLUX_NAMESPACE },
+        spec: { interval: '10m', prune: true, path: `./clusters/${env}`, sourceRef: { kind: 'GitRepository', name: 'fleet' } },
+      });
+    }
+    await must(fleet.management, 'POST', '/api/v1/namespaces', { metadata: { name: PIPELINE_NAMESPACE } }, [201, 409]);
+    for (const [env, cluster] of [['staging', fleet.staging], ['prod', fleet.prod]] as const) {
+      await must(fleet.management, 'POST', `/api/v1/namespaces/${PIPELINE_NAMESPACE}/secrets`, {
+        metadata: { name: `${env}-kubeconfig`, namespace: PIPELINE_NAMESPACE },
+        data: { value: Buffer.from(cluster.adminKubeconfig).toString('base64') },
+      }, [201, 409]);
+    }
+    await must(fleet.management, 'POST', `/apis/fleetcache.dev/v1alpha1/namespaces/${PIPELINE_NAMESPACE}/pipelines`, fluxPipelineObject(server.url(FLUX_REPOSITORY)));
+    return controllers;
+  } catch (err) {
+    await Promise.all(controllers.map((c) => c.stop()));
+    throw err;
+  }
+}
+
+/** The version Flux applied in `cluster`: ConfigMap `apps/podinfo`'s data.version. */
+export async function appliedConfigVersion(cluster: TestCluster): Promise<string | undefined> {
+  const res = await cluster.request('GET', `/api/v1/namespaces/${APP_NAMESPACE}/configmaps/podinfo`);
+  return res.statusCode === 200 ? (res.body as { data?: { version?: string } }).data?.version : undefined;
+}
+
+/** A human's release: commits `version` into dev's folder (one commit). Returns its SHA. */
+export async function releaseToDevInGit(server: GitServer, version: string): Promise<string> {
+  return server.commit(FLUX_REPOSITORY, { 'clusters/dev/podinfo.yaml': childKustomization('dev', version) }, `release podinfo ${version} to dev`);
+}
+
