@@ -163,9 +163,12 @@ describe('scenario: real Flux behaviour a promotion must see through', () => {
     assert.ok(!(await commitLog(server)).some((l) => l.includes('to prod: 1.3.0')), 'no commit for prod before the approval');
     assert.equal(await appliedConfigVersion(fleet.prod), '1.2.0');
 
-    await updateObject(fleet.management, PIPELINE_PATH, (current) => {
-      const object = current as { metadata: { annotations?: Record<string, string> } };
-      return { ...object, metadata: { ...object.metadata, annotations: { ...object.metadata.annotations, 'fleetcache.dev/approve-prod': '1.3.0' } } };
+    // What the service's approval endpoint writes once the approver's right is checked (the
+    // endpoint itself is proven in e2e/tenancy/approval.integration.test.ts): an approval in status.
+    await updateObject(fleet.management, `${PIPELINE_PATH}/status`, (current) => {
+      const object = current as { status?: { approvals?: readonly object[] } };
+      const approval = { environment: 'prod', revision: '1.3.0', approver: { username: 'alice' }, approvedAt: new Date().toISOString().replace(/\.\d+Z$/, 'Z') };
+      return { ...object, status: { ...object.status, approvals: [...(object.status?.approvals ?? []), approval] } };
     });
     await eventually('Flux applied 1.3.0 in prod', async () => await appliedConfigVersion(fleet.prod) === '1.3.0', 120_000);
     assert.equal((await commitLog(server)).filter((l) => l.includes('to prod: 1.3.0')).length, 1);
