@@ -2,6 +2,8 @@
 // provides the pseudo-terminal), through to Ctrl-C. Checks that every long wait is shown while it
 // lasts, that the dashboard's address is printed when the service is up, and that a kept-running
 // demo says nothing more — even while the pipeline promotes again — and stops cleanly on Ctrl-C.
+// And `make demo DEMO_FLAGS=--git`, through to its end: real Flux (source- and kustomize-controller
+// in each cluster) applies the commits fleetcache pushes, and the narration tells each step.
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
 import { existsSync } from 'node:fs';
@@ -89,5 +91,46 @@ describe('make demo --keep-running on a terminal', () => {
     assert.doesNotMatch(output, /demo failed/);
     assert.equal(existsSync(kubeconfig), false, 'the demo removed its work directory');
     await assert.rejects(management.request('GET', '/readyz'), 'the management apiserver is stopped');
+  });
+});
+
+describe('make demo --git, through real Flux', () => {
+  it('promotes dev → staging → prod by commits that Flux applies, and tells each step', async () => {
+    const child = spawn(process.execPath, [demo, '--git', '--timeout-seconds', '300'], { stdio: ['ignore', 'pipe', 'pipe'] });
+    let output = '';
+    child.stdout.on('data', (chunk: Buffer) => { output += chunk.toString('utf8'); });
+    child.stderr.on('data', (chunk: Buffer) => { output += chunk.toString('utf8'); });
+    const exited = new Promise<number | null>((resolve) => { child.once('exit', (code) => { resolve(code); }); });
+    after(async () => {
+      if (child.exitCode !== null) return;
+      child.kill('SIGTERM');
+      await exited;
+    });
+    assert.equal(await exited, 0, output);
+    const text = plain(output);
+    assert.match(text, /Flux source-controller and kustomize-controller in \S+/);
+    assert.match(text, /git +a human pushed [0-9a-f]{7} to main: clusters\/dev\/podinfo\.yaml asks for 1\.1\.0/);
+    // From the service's log, in the order it acts: each promotion is Committed, then Succeeded once Flux runs it.
+    const at = (pattern: RegExp): number => {
+      const found = pattern.exec(text);
+      assert.ok(found !== null, `no line matching ${String(pattern)} in:\n${text}`);
+      return found.index;
+    };
+    const steps = [
+      at(/fleetcache +pushed commit [0-9a-f]{7} to main \(staging ← 1\.1\.0\): promotion Committed/),
+      at(/fleetcache +staging runs 1\.1\.0 \(commit [0-9a-f]{7} applied\): promotion Succeeded/),
+      at(/fleetcache +pushed commit [0-9a-f]{7} to main \(prod ← 1\.1\.0\): promotion Committed/),
+      at(/fleetcache +prod runs 1\.1\.0 \(commit [0-9a-f]{7} applied\): promotion Succeeded/),
+    ];
+    assert.deepEqual(steps, [...steps].sort((a, b) => a - b), `promotions told out of order:\n${text}`);
+    // From Flux's objects in each cluster: the reconcile request, the new folder applied, what runs.
+    for (const cluster of ['staging', 'prod']) {
+      at(new RegExp(`${cluster} +fleetcache asked Flux to reconcile Kustomization apps/podinfo now`));
+      at(new RegExp(`${cluster} +flux: the parent Kustomization applied the new commit's folder: Kustomization apps/podinfo now asks for 1\\.1\\.0`));
+      at(new RegExp(`${cluster} +flux: kustomize-controller applied main@sha1:[0-9a-f]{7}: ConfigMap apps/podinfo now at 1\\.1\\.0`));
+    }
+    assert.match(text, /promotions recorded: 1\.1\.0 → staging Succeeded, 1\.1\.0 → prod Succeeded/);
+    assert.match(text, /fleetcache: promote delivery\/podinfo to prod: 1\.1\.0\n +[0-9a-f]{7} fleetcache: promote delivery\/podinfo to staging: 1\.1\.0\n +[0-9a-f]{7} seed: release podinfo 1\.1\.0 to dev/);
+    assert.match(text, /✔ 1\.1\.0 promoted dev → staging → prod across three real apiservers by real Flux/);
   });
 });

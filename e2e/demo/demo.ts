@@ -2,8 +2,11 @@
 // planes (management = dev, staging, prod), installs a Pipeline for the podinfo HelmRelease, runs the
 // fleetcache service against the management cluster, and plays a release: dev gets 1.1.0, a Flux
 // stand-in applies it, fleetcache sees it ready and promotes it to staging, then to prod.
-// With --git, staging and prod are reconciled from a Git repository (a local git http-backend and
-// a stand-in for Flux's kustomize-controller) and fleetcache promotes by committing to it.
+// With --git, every cluster runs Flux's own source-controller and kustomize-controller against a
+// Git repository (a local git http-backend) with one folder per environment: a parent Kustomization
+// applies the folder, a child Kustomization's spec.postBuild.substitute.version carries the version.
+// A human commits 1.1.0 into dev's folder; fleetcache promotes by committing into staging's, then
+// prod's folder and asking Flux to reconcile; a promotion is Committed until Flux has applied it.
 // Every long wait shows what it waits for and for how long (e2e/demo/narrator.ts). Once the service
 // is up the demo prints its dashboard's address; with --keep-running it then stays up, silent, until
 // Ctrl-C.
@@ -16,10 +19,13 @@ import { join } from 'node:path';
 import { setTimeout as delay } from 'node:timers/promises';
 import { parseArgs } from 'node:util';
 import { git, GitServer } from '../git/server.ts';
-import { startGitSync } from '../git/sync.ts';
-import { appliedVersion, ENVIRONMENTS, FLEET_SERVICE_ARGS, PIPELINE_NAME, PIPELINE_NAMESPACE, readPipeline, releaseToDev, setUpFleet, startFlux, type Fleet, type PipelineStatusView } from '../fleet.ts';
+import { resolveFluxAssets } from '../flux/assets.ts';
+import type { FluxControllers } from '../flux/controllers.ts';
+import { appliedConfigVersion, FLUX_REPOSITORY, KUSTOMIZATIONS, releaseToDevInGit, setUpFluxFleet, VERSION_PATH } from '../flux/fleet.ts';
+import { appliedVersion, APP_NAMESPACE, ENVIRONMENTS, FLEET_SERVICE_ARGS, readPipeline, releaseToDev, setUpFleet, startFlux, type Fleet, type PipelineStatusView } from '../fleet.ts';
 import { freePort, resolveAssets, startCluster, type TestCluster } from '../harness/index.ts';
 import { dashboardLine } from './dashboard.ts';
+import { fluxChanges, kustomizationView, type KustomizationView } from './flux-narration.ts';
 import { Narrator, type Wait } from './narrator.ts';
 
 const { values: args } = parseArgs({
@@ -68,35 +74,35 @@ async function main(): Promise<void> {
   const fleet: Fleet = { management, staging, prod };
   const envCluster: Record<string, string> = { dev: 'management', staging: 'staging', prod: 'prod' };
 
-  step('Installing CRDs, podinfo 1.0.0 in every cluster, kubeconfig Secrets and the Pipeline');
-  await narrator.wait('the CRDs, Secrets, HelmReleases and the Pipeline to be created', () => setUpFleet(fleet, '1.0.0'));
-  say('management', 'Pipeline delivery/podinfo: dev (local) → staging (Secret) → prod (Secret), strategy patch /spec/chart/spec/version');
   let gitServer: GitServer | undefined;
+  let fluxWatch: FluxWatch | undefined;
   if (args.git) {
-    step('Starting a Git server (git http-backend on loopback) that staging and prod are reconciled from');
-    const auth = { username: 'fleetcache', password: 'demo-token' };
-    gitServer = await GitServer.start({ auth });
+    // Built from source on the very first run (minutes; progress on stderr), before any spinner.
+    say('assets', `Flux source-controller and kustomize-controller in ${resolveFluxAssets().dir}`);
+    step('Starting a Git server (git http-backend on loopback) with a folder per environment');
+    gitServer = await GitServer.start();
     const server = gitServer;
     stoppers.push(() => server.close());
-    const file = (env: string): string => `apiVersion: helm.toolkit.fluxcd.io/v2\nkind: HelmRelease\nmetadata:\n  name: podinfo\n  namespace: apps\nspec:\n  chart:\n    spec:\n      chart: podinfo\n      version: 1.0.0 # {"$promotion": "${PIPELINE_NAMESPACE}:${PIPELINE_NAME}:${env}"}\n`;
-    await server.seed('acme/fleet', { 'clusters/staging/podinfo.yaml': file('staging'), 'clusters/prod/podinfo.yaml': file('prod') });
-    const path = `/apis/fleetcache.dev/v1alpha1/namespaces/${PIPELINE_NAMESPACE}/pipelines/${PIPELINE_NAME}`;
-    const current = (await management.request('GET', path)).body as { spec: Record<string, unknown> };
-    await management.request('PUT', path, { ...current, spec: { ...current.spec, promotion: { strategy: 'git', git: { url: server.url('acme/fleet'), path: 'clusters', secretRef: { name: 'fleet-git' } } } } });
-    await management.request('POST', `/api/v1/namespaces/${PIPELINE_NAMESPACE}/secrets`, { metadata: { name: 'fleet-git' }, stringData: auth });
-    stoppers.push(startGitSync(server, 'acme/fleet', 'main', [
-      { file: 'clusters/staging/podinfo.yaml', cluster: staging, namespace: 'apps', name: 'podinfo' },
-      { file: 'clusters/prod/podinfo.yaml', cluster: prod, namespace: 'apps', name: 'podinfo' },
-    ]));
-    say('git', `${server.url('acme/fleet')}: clusters/{staging,prod}/podinfo.yaml at 1.0.0, marked # {"$promotion": "delivery:podinfo:<env>"}`);
-    say('management', 'Pipeline delivery/podinfo now promotes with strategy git (commit + push to main)');
+    step("Starting Flux's source-controller and kustomize-controller in each cluster, then the Pipeline");
+    let flux: FluxControllers[] = [];
+    stoppers.push(async () => { await Promise.all(flux.map((f) => f.stop())); });
+    flux = await narrator.wait("Flux's controllers to start in management, staging and prod, and the Pipeline to be created", () => setUpFluxFleet(fleet, server, '1.0.0'));
+    say('git', `${server.url(FLUX_REPOSITORY)}: clusters/{dev,staging,prod}/podinfo.yaml, child Kustomization apps/podinfo at 1.0.0, marked # {"$promotion": "delivery:podinfo:<env>"}`);
+    say('flux', 'in each cluster: GitRepository flux-system/fleet (polled every 5 s), parent Kustomization flux-system/fleet applying ./clusters/<env>');
+    say('management', `Pipeline delivery/podinfo: Kustomization apps/podinfo in dev (local) → staging (Secret) → prod (Secret), revisionPath ${VERSION_PATH}, strategy git (commit + push to main)`);
+    const watch = watchFlux(clusters);
+    fluxWatch = watch;
+    stoppers.push(() => watch.stop());
+  } else {
+    step('Installing CRDs, podinfo 1.0.0 in every cluster, kubeconfig Secrets and the Pipeline');
+    await narrator.wait('the CRDs, Secrets, HelmReleases and the Pipeline to be created', () => setUpFleet(fleet, '1.0.0'));
+    say('management', 'Pipeline delivery/podinfo: dev (local) → staging (Secret) → prod (Secret), strategy patch /spec/chart/spec/version');
+    step('Starting a Flux stand-in in each cluster (applies the chart version a HelmRelease asks for)');
+    stoppers.push(await narrator.wait('the Flux stand-ins to start watching', () => startFlux(clusters, {
+      applyDelayMs: 1500,
+      onReconciled: (e) => { say(e.cluster, `flux: HelmRelease ${e.namespace}/${e.name} applied ${color(33, e.revision)}, Ready`); },
+    })));
   }
-
-  step('Starting a Flux stand-in in each cluster (applies the chart version a HelmRelease asks for)');
-  stoppers.push(await narrator.wait('the Flux stand-ins to start watching', () => startFlux(clusters, {
-    applyDelayMs: 1500,
-    onReconciled: (e) => { say(e.cluster, `flux: HelmRelease ${e.namespace}/${e.name} applied ${color(33, e.revision)}, Ready`); },
-  })));
 
   step('Starting the fleetcache service against the management cluster');
   const work = await mkdtemp(join(tmpdir(), 'fleetcache-demo-'));
@@ -122,8 +128,10 @@ async function main(): Promise<void> {
       serviceLog.push(line);
       if (serviceLog.length > 200) serviceLog.shift();
       try {
-        const entry = JSON.parse(line) as { msg?: string; level?: string; environment?: string; revision?: string };
-        if (entry.msg !== undefined && /promot/i.test(entry.msg)) say('fleetcache', entry.msg + (entry.environment === undefined ? '' : ` (${entry.environment}${entry.revision === undefined ? '' : ` ← ${entry.revision}`})`));
+        const entry = JSON.parse(line) as { msg?: string; level?: string; environment?: string; revision?: string; commit?: string };
+        if (entry.msg !== undefined && entry.commit !== undefined && entry.msg.startsWith('committed')) say('fleetcache', `pushed commit ${entry.commit.slice(0, 7)} to main (${entry.environment ?? '?'} ← ${entry.revision ?? '?'}): promotion Committed, ${entry.msg.replace(/^committed; /, '')}`);
+        else if (entry.msg === 'promoted' && entry.commit !== undefined) say('fleetcache', `${entry.environment ?? '?'} runs ${entry.revision ?? '?'} (commit ${entry.commit.slice(0, 7)} applied): promotion Succeeded`);
+        else if (entry.msg !== undefined && /promot/i.test(entry.msg)) say('fleetcache', entry.msg + (entry.environment === undefined ? '' : ` (${entry.environment}${entry.revision === undefined ? '' : ` ← ${entry.revision}`})`));
         else if (entry.level === 'error') say('fleetcache', color(31, entry.msg ?? line));
       } catch { /* not JSON: keep it for the failure report only */ }
     }
@@ -144,8 +152,14 @@ async function main(): Promise<void> {
 
   step(`Releasing podinfo ${release} to dev`);
   const releasedAt = Date.now();
-  await releaseToDev(fleet, release);
-  say('management', `HelmRelease apps/podinfo now asks for chart ${color(33, release)}`);
+  if (gitServer === undefined) {
+    await releaseToDev(fleet, release);
+    say('management', `HelmRelease apps/podinfo now asks for chart ${color(33, release)}`);
+  } else {
+    const commit = await releaseToDevInGit(gitServer, release);
+    say('git', `a human pushed ${commit.slice(0, 7)} to main: clusters/dev/podinfo.yaml asks for ${color(33, release)}`);
+  }
+  const appliedInProd = gitServer === undefined ? appliedVersion : appliedConfigVersion;
 
   const reached: Record<string, number> = {};
   let last = '';
@@ -156,13 +170,14 @@ async function main(): Promise<void> {
       last = line;
       say('pipeline', line);
     }
-    wait.update(awaiting(status, release));
+    wait.update(awaiting(status, release, gitServer !== undefined));
     for (const env of status?.environments ?? []) {
       if (env.ready && env.revision === release && reached[env.name] === undefined) reached[env.name] = Date.now() - releasedAt;
     }
-    return reached.prod !== undefined && await appliedVersion(prod) === release;
+    return reached.prod !== undefined && await appliedInProd(prod) === release;
   });
 
+  await fluxWatch?.flush(); // tell prod's apply before the summary
   step('Summary');
   console.log(`\n  ${'environment'.padEnd(12)} ${'cluster'.padEnd(12)} ${'revision'.padEnd(10)} ready after release`);
   for (const env of ENVIRONMENTS) {
@@ -170,8 +185,8 @@ async function main(): Promise<void> {
   }
   const promotions = (await readPipeline(fleet)).status?.promotions ?? [];
   console.log(`\n  promotions recorded: ${promotions.map((p) => `${p.revision} → ${p.environment} ${p.state}`).join(', ')}`);
-  if (gitServer !== undefined) console.log(`\n  git log main:\n${(await git(gitServer.bare('acme/fleet'), 'log', '--format=    %h %an: %s', 'main')).trimEnd()}`);
-  console.log(color(32, `\n✔ ${release} promoted dev → staging → prod across three real apiservers in ${((Date.now() - releasedAt) / 1000).toFixed(1)} s\n`));
+  if (gitServer !== undefined) console.log(`\n  git log main:\n${(await git(gitServer.bare(FLUX_REPOSITORY), 'log', '--format=    %h %an: %s', 'main')).trimEnd()}`);
+  console.log(color(32, `\n✔ ${release} promoted dev → staging → prod across three real apiservers${gitServer === undefined ? '' : ' by real Flux'} in ${((Date.now() - releasedAt) / 1000).toFixed(1)} s\n`));
 
   if (args['keep-running']) {
     quiet = true;
@@ -186,14 +201,15 @@ async function main(): Promise<void> {
 }
 
 // What the release waits for now: the first environment not yet ready at it, and its promotion's state.
-function awaiting(status: PipelineStatusView | undefined, revision: string): string {
+function awaiting(status: PipelineStatusView | undefined, revision: string, realFlux: boolean): string {
   const env = ENVIRONMENTS.find((name) => {
     const e = status?.environments?.find((x) => x.name === name);
     return !(e?.ready === true && e.revision === revision);
   });
-  if (env === undefined) return `prod's Flux stand-in to report ${revision} applied`;
+  if (env === undefined) return realFlux ? `Flux in prod to apply ${revision} (ConfigMap apps/podinfo)` : `prod's Flux stand-in to report ${revision} applied`;
   const promotion = (status?.promotions ?? []).find((p) => p.environment === env && p.revision === revision);
   if (env === 'dev' || promotion?.state === 'Succeeded') return `${env} to apply ${revision} and report ready`;
+  if (promotion?.state === 'Committed') return `Flux in ${env} to fetch and apply the commit of ${revision} (promotion Committed)`;
   return `${revision} to be promoted to ${env}${promotion === undefined ? '' : ` (promotion ${promotion.state})`}`;
 }
 
@@ -201,6 +217,38 @@ function describe(status: PipelineStatusView | undefined): string {
   const envs = (status?.environments ?? []).map((e) => `${e.name} ${e.revision ?? '?'}${e.ready ? ' ✓' : ' …'}`).join('  │  ');
   const pending = (status?.promotions ?? []).filter((p) => p.state !== 'Succeeded').map((p) => `${p.revision}→${p.environment} ${p.state}`);
   return pending.length === 0 ? envs : `${envs}  │  promoting: ${pending.join(', ')}`;
+}
+
+/** Narration of real Flux in each cluster, from polling its child Kustomization (flux-narration.ts). */
+interface FluxWatch {
+  /** Polls once more now, after any poll in progress: what happened so far is told when it resolves. */
+  flush(): Promise<void>;
+  stop(): Promise<void>;
+}
+
+function watchFlux(clusters: readonly TestCluster[]): FluxWatch {
+  const controller = new AbortController();
+  const seen = new Map<string, KustomizationView>();
+  const poll = async (): Promise<void> => {
+    for (const cluster of clusters) {
+      const res = await cluster.request('GET', `${KUSTOMIZATIONS}/namespaces/${APP_NAMESPACE}/kustomizations/podinfo`).catch(() => undefined);
+      if (res?.statusCode !== 200) continue;
+      // The ConfigMap after the Kustomization: what runs is at least as new as the status read.
+      const view = kustomizationView(res.body, await appliedConfigVersion(cluster).catch(() => undefined));
+      for (const line of fluxChanges(seen.get(cluster.name), view)) say(cluster.name, line);
+      seen.set(cluster.name, view);
+    }
+  };
+  // Polls one at a time, so that each compares with the view the previous one left.
+  let last = Promise.resolve();
+  const next = (): Promise<void> => (last = last.then(poll).catch(() => undefined));
+  const loop = (async () => {
+    while (!controller.signal.aborted) {
+      await next();
+      await delay(200, undefined, { signal: controller.signal }).catch(() => undefined);
+    }
+  })();
+  return { flush: next, stop: async () => { controller.abort(); await loop; } };
 }
 
 async function waitFor(what: string, check: (wait: Wait) => Promise<boolean>): Promise<void> {
