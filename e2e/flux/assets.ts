@@ -1,8 +1,7 @@
-import { execFileSync } from 'node:child_process';
-import { accessSync, constants, readdirSync, readFileSync, statSync } from 'node:fs';
+import { readdirSync, readFileSync, statSync } from 'node:fs';
 import { join } from 'node:path';
-import { fileURLToPath } from 'node:url';
 import { loadAll } from 'js-yaml';
+import { buildBinaries, executable } from '../harness/assets.ts';
 
 /** Where Flux's source-controller and kustomize-controller binaries and their CRDs are. */
 export interface FluxAssets {
@@ -11,15 +10,6 @@ export interface FluxAssets {
   readonly kustomizeController: string;
   /** The CRDs of both controllers (GitRepository, Kustomization, …), from the same release. */
   readonly crds: readonly object[];
-}
-
-function executable(path: string): boolean {
-  try {
-    accessSync(path, constants.X_OK);
-    return true;
-  } catch {
-    return false;
-  }
 }
 
 function isDirectory(path: string): boolean {
@@ -34,10 +24,6 @@ function complete(dir: string): boolean {
   return executable(join(dir, 'source-controller')) && executable(join(dir, 'kustomize-controller')) && isDirectory(join(dir, 'crds'));
 }
 
-// Beside the sources (e2e/flux → e2e/), or from the compiled copy (dist/e2e/flux → e2e/).
-const buildScript = ['../build-binaries.sh', '../../../e2e/build-binaries.sh']
-  .map((relative) => fileURLToPath(new URL(relative, import.meta.url)))
-  .find((candidate) => executable(candidate)) ?? fileURLToPath(new URL('../build-binaries.sh', import.meta.url));
 let cached: FluxAssets | undefined;
 
 /**
@@ -50,7 +36,7 @@ export function resolveFluxAssets(): FluxAssets {
   const fromEnv = process.env.FLUX_ASSETS;
   const dir = fromEnv !== undefined && fromEnv !== '' && complete(fromEnv)
     ? fromEnv
-    : execFileSync(buildScript, ['flux'], { encoding: 'utf8', stdio: ['ignore', 'pipe', 'inherit'] }).trim().split('\n').pop() ?? '';
+    : buildBinaries(['flux']);
   if (!complete(dir)) throw new Error(`flux: ${dir} lacks source-controller, kustomize-controller or crds/ (set FLUX_ASSETS or run e2e/build-binaries.sh flux)`);
   const crds: object[] = [];
   for (const file of readdirSync(join(dir, 'crds')).filter((f) => f.endsWith('.yaml')).sort()) {

@@ -10,7 +10,8 @@ export interface Assets {
   readonly etcd: string;
 }
 
-function executable(path: string): boolean {
+/** True when `path` exists and may be executed. */
+export function executable(path: string): boolean {
   try {
     accessSync(path, constants.X_OK);
     return true;
@@ -23,6 +24,14 @@ function executable(path: string): boolean {
 const buildScript = ['../build-binaries.sh', '../../../e2e/build-binaries.sh']
   .map((relative) => fileURLToPath(new URL(relative, import.meta.url)))
   .find((candidate) => executable(candidate)) ?? fileURLToPath(new URL('../build-binaries.sh', import.meta.url));
+
+/**
+ * Runs `e2e/build-binaries.sh` with `args` and returns the directory it prints (its last line of
+ * stdout). stderr is inherited so that a first build shows its progress.
+ */
+export function buildBinaries(args: readonly string[] = []): string {
+  return execFileSync(buildScript, args, { encoding: 'utf8', stdio: ['ignore', 'pipe', 'inherit'] }).trim().split('\n').pop() ?? '';
+}
 let cached: Assets | undefined;
 
 /**
@@ -37,8 +46,7 @@ export function resolveAssets(): Assets {
   if (fromEnv !== undefined && fromEnv !== '' && executable(join(fromEnv, 'kube-apiserver')) && executable(join(fromEnv, 'etcd'))) {
     dir = fromEnv;
   } else {
-    // stderr is inherited so a first build shows its progress.
-    dir = execFileSync(buildScript, { encoding: 'utf8', stdio: ['ignore', 'pipe', 'inherit'] }).trim().split('\n').pop() ?? '';
+    dir = buildBinaries();
   }
   const assets = { dir, kubeApiserver: join(dir, 'kube-apiserver'), etcd: join(dir, 'etcd') };
   for (const bin of [assets.kubeApiserver, assets.etcd]) {
