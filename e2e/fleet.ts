@@ -41,6 +41,17 @@ function helmRelease(version: string): object {
 
 /** The Pipeline the fleet runs: dev (local) → staging → prod (kubeconfig Secrets), patch strategy. */
 export function pipelineObject(environments: readonly string[] = ENVIRONMENTS): object {
+  return fleetPipeline({
+    appRef: { apiVersion: 'helm.toolkit.fluxcd.io/v2', kind: 'HelmRelease', name: APP_NAME },
+    promotion: { strategy: 'patch', patch: { path: '/spec/chart/spec/version' } },
+  }, environments);
+}
+
+/**
+ * A Pipeline over the fleet's environments — dev on the management cluster, the others through
+ * their kubeconfig Secrets — with `spec` (app, promotion, …) completing it.
+ */
+export function fleetPipeline(spec: Readonly<Record<string, unknown>>, environments: readonly string[] = ENVIRONMENTS): object {
   const target = (env: string): object => (env === 'dev'
     ? { namespace: APP_NAMESPACE }
     : { namespace: APP_NAMESPACE, clusterRef: { kind: 'Secret', name: `${env}-kubeconfig` } });
@@ -48,11 +59,7 @@ export function pipelineObject(environments: readonly string[] = ENVIRONMENTS): 
     apiVersion: 'fleetcache.dev/v1alpha1',
     kind: 'Pipeline',
     metadata: { name: PIPELINE_NAME, namespace: PIPELINE_NAMESPACE },
-    spec: {
-      appRef: { apiVersion: 'helm.toolkit.fluxcd.io/v2', kind: 'HelmRelease', name: APP_NAME },
-      environments: environments.map((env) => ({ name: env, targets: [target(env)] })),
-      promotion: { strategy: 'patch', patch: { path: '/spec/chart/spec/version' } },
-    },
+    spec: { ...spec, environments: environments.map((env) => ({ name: env, targets: [target(env)] })) },
   };
 }
 

@@ -10,7 +10,7 @@
 // `flux-system/fleet` applying ./clusters/<env>. The Pipeline targets the child with
 // `revisionPath: /spec/postBuild/substitute/version`.
 import { pipelineCrd } from '../../fixtures/crds/index.ts';
-import { APP_NAMESPACE, ENVIRONMENTS, PIPELINE_NAME, PIPELINE_NAMESPACE, type Fleet } from '../fleet.ts';
+import { APP_NAMESPACE, ENVIRONMENTS, fleetPipeline, PIPELINE_NAME, PIPELINE_NAMESPACE, type Fleet } from '../fleet.ts';
 import type { GitServer } from '../git/server.ts';
 import { type TestCluster } from '../harness/index.ts';
 import { startFluxControllers, type FluxControllers } from './controllers.ts';
@@ -62,20 +62,11 @@ async function must(cluster: TestCluster, method: string, path: string, body: un
 
 /** The Pipeline of a Flux fleet: the child Kustomizations, promoted by commits to `url`. */
 export function fluxPipelineObject(url: string): object {
-  const target = (env: string): object => (env === 'dev'
-    ? { namespace: APP_NAMESPACE }
-    : { namespace: APP_NAMESPACE, clusterRef: { kind: 'Secret', name: `${env}-kubeconfig` } });
-  return {
-    apiVersion: 'fleetcache.dev/v1alpha1',
-    kind: 'Pipeline',
-    metadata: { name: PIPELINE_NAME, namespace: PIPELINE_NAMESPACE },
-    spec: {
-      appRef: { apiVersion: 'kustomize.toolkit.fluxcd.io/v1', kind: 'Kustomization', name: 'podinfo' },
-      environments: ENVIRONMENTS.map((env) => ({ name: env, targets: [target(env)] })),
-      promotion: { strategy: 'git', git: { url, branch: 'main', path: 'clusters' } },
-      revisionPath: VERSION_PATH,
-    },
-  };
+  return fleetPipeline({
+    appRef: { apiVersion: 'kustomize.toolkit.fluxcd.io/v1', kind: 'Kustomization', name: 'podinfo' },
+    promotion: { strategy: 'git', git: { url, branch: 'main', path: 'clusters' } },
+    revisionPath: VERSION_PATH,
+  });
 }
 
 /** Options of {@link setUpFluxFleet}. */
