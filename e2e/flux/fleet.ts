@@ -23,7 +23,7 @@ export const GIT_REPOSITORIES = '/apis/source.toolkit.fluxcd.io/v1';
 export const VERSION_PATH = '/spec/postBuild/substitute/version';
 
 /** The child Kustomization of `env`, as committed to `clusters/<env>/podinfo.yaml`. */
-export function childKustomization(env: string, version: string, extra: { readonly suspend?: boolean } = {}): string {
+export function childKustomization(env: string, version: string, extra: { readonly suspend?: boolean; readonly interval?: string } = {}): string {
   const marker = env === 'dev' ? '' : ` # {"$promotion": "${PIPELINE_NAMESPACE}:${PIPELINE_NAME}:${env}"}`;
   return [
     'apiVersion: kustomize.toolkit.fluxcd.io/v1',
@@ -32,7 +32,7 @@ export function childKustomization(env: string, version: string, extra: { readon
     '  name: podinfo',
     `  namespace: ${APP_NAMESPACE}`,
     'spec:',
-    '  interval: 10m',
+    `  interval: ${extra.interval ?? '10m'}`,
     '  prune: true',
     ...(extra.suspend === true ? ['  suspend: true'] : []),
     '  path: ./apps/podinfo',
@@ -47,10 +47,10 @@ export function childKustomization(env: string, version: string, extra: { readon
 
 const CONFIGMAP = 'apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: podinfo\ndata:\n  version: "${version}"\n';
 
-/** The repository's files with every environment at `version`. */
-export function fleetFiles(version: string): Record<string, string> {
+/** The repository's files with every environment at `version` (children reconciled every `interval`, default 10m). */
+export function fleetFiles(version: string, interval?: string): Record<string, string> {
   const files: Record<string, string> = { 'apps/podinfo/configmap.yaml': CONFIGMAP };
-  for (const env of ENVIRONMENTS) files[`clusters/${env}/podinfo.yaml`] = childKustomization(env, version);
+  for (const env of ENVIRONMENTS) files[`clusters/${env}/podinfo.yaml`] = childKustomization(env, version, interval === undefined ? {} : { interval });
   return files;
 }
 
@@ -73,6 +73,10 @@ export function fluxPipelineObject(url: string): object {
 export interface FluxFleetOptions {
   /** GitRepository `spec.interval`: how often Flux polls Git. Default 5s. */
   readonly gitInterval?: string;
+  /** `spec.interval` of every Kustomization, parents and children: how often Flux re-applies with no change. Default 10m. */
+  readonly kustomizationInterval?: string;
+  /** The Pipeline to create, given the repository URL. Default {@link fluxPipelineObject}. */
+  readonly pipeline?: (url: string) => object;
 }
 
 /**
@@ -82,7 +86,7 @@ export interface FluxFleetOptions {
  * cluster. The result stops the controllers.
  */
 export async function setUpFluxFleet(fleet: Fleet, server: GitServer, initialVersion: string, options: FluxFleetOptions = {}): Promise<FluxControllers[]> {
-  await server.seed(FLUX_REPOSITORY, fleetFiles(initialVersion));
+  await server.seed(FLUX_REPOSITORY, fleetFiles(initialVersion, options.kustomizationInterval));
   await fleet.management.installCRDs([pipelineCrd]);
   const controllers: FluxControllers[] = [];
   try {
@@ -99,7 +103,7 @@ export async function setUpFluxFleet(fleet: Fleet, server: GitServer, initialVer
         apiVersion: 'kustomize.toolkit.fluxcd.io/v1',
         kind: 'Kustomization',
         metadata: { name: 'fleet', namespace: FLUX_NAMESPACE },
-        spec: { interval: '10m', prune: true, path: `./clusters/${env}`, sourceRef: { kind: 'GitRepository', name: 'fleet' } },
+        spec: { interval: options.kustomizationInterval ?? '10m', prune: true, path: `./clusters/${env}`, sourceRef: { kind: 'GitRepository', name: 'fleet' } },
       });
     }
     await must(fleet.management, 'POST', '/api/v1/namespaces', { metadata: { name: PIPELINE_NAMESPACE } }, [201, 409]);
@@ -109,7 +113,7 @@ export async function setUpFluxFleet(fleet: Fleet, server: GitServer, initialVer
         data: { value: Buffer.from(cluster.adminKubeconfig).toString('base64') },
       }, [201, 409]);
     }
-    await must(fleet.management, 'POST', `/apis/fleetcache.dev/v1alpha1/namespaces/${PIPELINE_NAMESPACE}/pipelines`, fluxPipelineObject(server.url(FLUX_REPOSITORY)));
+    await must(fleet.management, 'POST', `/apis/fleetcache.dev/v1alpha1/namespaces/${PIPELINE_NAMESPACE}/pipelines`, (options.pipeline ?? fluxPipelineObject)(server.url(FLUX_REPOSITORY)));
     return controllers;
   } catch (err) {
     await Promise.all(controllers.map((c) => c.stop()));
@@ -123,8 +127,8 @@ export async function appliedConfigVersion(cluster: TestCluster): Promise<string
   return res.statusCode === 200 ? (res.body as { data?: { version?: string } }).data?.version : undefined;
 }
 
-/** A human's release: commits `version` into dev's folder (one commit). Returns its SHA. */
-export async function releaseToDevInGit(server: GitServer, version: string): Promise<string> {
-  return server.commit(FLUX_REPOSITORY, { 'clusters/dev/podinfo.yaml': childKustomization('dev', version) }, `release podinfo ${version} to dev`);
+/** A human's release: commits `version` into dev's folder (one commit, the child reconciled every `interval`). Returns its SHA. */
+export async function releaseToDevInGit(server: GitServer, version: string, interval?: string): Promise<string> {
+  return server.commit(FLUX_REPOSITORY, { 'clusters/dev/podinfo.yaml': childKustomization('dev', version, interval === undefined ? {} : { interval }) }, `release podinfo ${version} to dev`);
 }
 

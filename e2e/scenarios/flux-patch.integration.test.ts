@@ -1,0 +1,82 @@
+// Scenario: the patch strategy under real Flux. The Pipeline patches each environment's child
+// Kustomization (spec.postBuild.substitute.version) in place, but that child is itself applied from
+// Git by the parent Kustomization `flux-system/fleet` (it carries kustomize.toolkit.fluxcd.io/name),
+// so kustomize-controller puts Git's value back on its next reconcile. fleetcache must say so — a
+// `Drifted` condition (reason RevertedByFlux) and a Warning Event — instead of leaving the promotion
+// `Succeeded` and the Pipeline Ready and idle while the environment silently runs the old version.
+import assert from 'node:assert/strict';
+import { after, afterEach, before, describe, it } from 'node:test';
+import { APP_NAMESPACE, FLEET_SERVICE_ARGS, PIPELINE_NAME, PIPELINE_NAMESPACE, readPipeline, type Fleet } from '../fleet.ts';
+import type { FluxControllers } from '../flux/controllers.ts';
+import { fluxPipelineObject, KUSTOMIZATIONS, releaseToDevInGit, setUpFluxFleet, VERSION_PATH } from '../flux/fleet.ts';
+import { GitServer } from '../git/server.ts';
+import { eventually, useClusters, type TestCluster } from '../harness/index.ts';
+import { startService, type ServiceProcess } from '../service.ts';
+
+/** Parents and children re-apply from Git this often: the revert comes within one interval. */
+const INTERVAL = '5s';
+
+/** The Flux Pipeline, promoting by patching the child Kustomization in each target. */
+function patchPipeline(url: string): object {
+  const object = fluxPipelineObject(url) as { spec: Record<string, unknown> };
+  return { ...object, spec: { ...object.spec, promotion: { strategy: 'patch', patch: { path: VERSION_PATH } } } };
+}
+
+async function pipelineEvents(cluster: TestCluster): Promise<{ type: string; reason: string; message: string }[]> {
+  const res = await cluster.request('GET', `/api/v1/namespaces/${PIPELINE_NAMESPACE}/events?fieldSelector=involvedObject.name%3D${PIPELINE_NAME}`);
+  return (res.body as { items?: { type: string; reason: string; message: string }[] }).items ?? [];
+}
+
+describe('scenario: the patch strategy under real Flux', () => {
+  const env = useClusters(3, { namePrefix: 'flux-patch' });
+  let fleet: Fleet;
+  let server: GitServer;
+  let service: ServiceProcess | undefined;
+  let flux: FluxControllers[] = [];
+
+  before(async () => {
+    const [management, staging, prod] = env.clusters as [TestCluster, TestCluster, TestCluster];
+    fleet = { management, staging, prod };
+    server = await GitServer.start();
+    flux = await setUpFluxFleet(fleet, server, '1.0.0', { kustomizationInterval: INTERVAL, pipeline: patchPipeline });
+    service = await startService('flux-patch', management.adminKubeconfig, [...FLEET_SERVICE_ARGS, '--allow-private-git-hosts', '--allow-insecure-git-http']);
+    await eventually('every environment is ready at 1.0.0', async () => {
+      const envs = (await readPipeline(fleet)).status?.environments ?? [];
+      return envs.length === 3 && envs.every((e) => e.ready && e.revision === '1.0.0');
+    }, 180_000);
+  }, { timeout: 600_000 });
+
+  afterEach((t) => {
+    if (!('passed' in t) || t.passed) return;
+    for (const f of flux) process.stderr.write(`\n=== Flux in ${f.cluster} after failed test "${t.name}" ===\n${f.logs(40)}\n`);
+    process.stderr.write(`\n=== fleetcache service ===\n${service?.logs() ?? ''}\n`);
+  });
+
+  after(async () => {
+    await service?.stop();
+    await Promise.all(flux.map((f) => f.stop()));
+    await server.close();
+  });
+
+  it('a patched value the parent Kustomization puts back is reported: Drifted/RevertedByFlux and a Warning Event', async () => {
+    const child = await fleet.staging.request('GET', `${KUSTOMIZATIONS}/namespaces/${APP_NAMESPACE}/kustomizations/podinfo`);
+    assert.equal((child.body as { metadata: { labels?: Record<string, string> } }).metadata.labels?.['kustomize.toolkit.fluxcd.io/name'], 'fleet', 'the patched object is managed by the parent');
+    assert.equal((await readPipeline(fleet)).status?.conditions?.find((c) => c.type === 'Drifted'), undefined, 'no drift before any patch');
+
+    await releaseToDevInGit(server, '1.1.0', INTERVAL);
+    await eventually('fleetcache patched staging and recorded it Succeeded', async () => (await readPipeline(fleet)).status?.promotions?.some((r) => r.environment === 'staging' && r.revision === '1.1.0' && r.state === 'Succeeded') === true, 120_000);
+
+    // Flux re-applies Git's 1.0.0 over the patch within an interval; fleetcache must say so.
+    const drifted = await eventually('the Pipeline reports the revert', async () => {
+      const condition = (await readPipeline(fleet)).status?.conditions?.find((c) => c.type === 'Drifted');
+      return condition?.status === 'True' && condition;
+    }, 30_000);
+    assert.equal(drifted.reason, 'RevertedByFlux');
+    assert.match(drifted.message, /staging: /);
+    assert.match(drifted.message, /git strategy/);
+    const event = await eventually('a Warning Event Drifted', async () => (await pipelineEvents(fleet.management)).find((e) => e.reason === 'Drifted'), 30_000);
+    assert.equal(event.type, 'Warning');
+    assert.match(event.message, /put back by the Flux Kustomization/);
+
+  });
+});
