@@ -7,7 +7,7 @@ import { join } from 'node:path';
 import { setTimeout as delay } from 'node:timers/promises';
 import { freePort, type TestCluster } from '../harness/index.ts';
 import { ManagedProcess } from '../harness/process.ts';
-import { resolveFluxAssets } from './assets.ts';
+import { resolveFluxAssets, type FluxAssets } from './assets.ts';
 
 /** One cluster's pair of Flux controllers. Stop it where you start it. */
 export interface FluxControllers {
@@ -48,6 +48,21 @@ async function waitReady(proc: ManagedProcess, healthUrl: string, deadline: numb
 export async function startFluxControllers(cluster: TestCluster, options: StartFluxOptions = {}): Promise<FluxControllers> {
   const assets = resolveFluxAssets();
   await cluster.installCRDs(assets.crds);
+  // A port picked free may be taken before the controller binds it (an outgoing connection's
+  // ephemeral port): the harness's race, not the test's failure; start again on new ports.
+  for (let attempt = 1; ; attempt++) {
+    try {
+      return await startControllers(cluster, assets, options);
+    } catch (err) {
+      if (attempt >= PORT_RACE_ATTEMPTS || !(err as Error).message.includes('address already in use')) throw err;
+    }
+  }
+}
+
+/** Starts tried when a port picked free was taken before a controller bound it. */
+const PORT_RACE_ATTEMPTS = 3;
+
+async function startControllers(cluster: TestCluster, assets: FluxAssets, options: StartFluxOptions): Promise<FluxControllers> {
   const dir = await mkdtemp(join(tmpdir(), `fleetcache-flux-${cluster.name}-`));
   const kubeconfig = join(dir, 'kubeconfig');
   await writeFile(kubeconfig, cluster.adminKubeconfig, { mode: 0o600 });
