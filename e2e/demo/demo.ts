@@ -93,6 +93,15 @@ async function main(): Promise<void> {
     const watch = watchFlux(clusters);
     fluxWatch = watch;
     stoppers.push(() => watch.stop());
+    // Flux applies the seed in each cluster in its own time: a service started before prod ran it
+    // would see staging at 1.0.0 and prod not yet, and promote 1.0.0 to prod (a commit with nothing
+    // to change). The demo starts from a settled fleet.
+    await waitFor('Flux to apply 1.0.0 in management, staging and prod', async (wait) => {
+      const versions = await Promise.all(clusters.map((c) => appliedConfigVersion(c).catch(() => undefined)));
+      const pending = clusters.filter((_, i) => versions[i] !== '1.0.0').map((c) => c.name);
+      if (pending.length > 0) wait.update(`Flux to apply 1.0.0 in ${pending.join(', ')}`);
+      return pending.length === 0;
+    });
   } else {
     step('Installing CRDs, podinfo 1.0.0 in every cluster, kubeconfig Secrets and the Pipeline');
     await narrator.wait('the CRDs, Secrets, HelmReleases and the Pipeline to be created', () => setUpFleet(fleet, '1.0.0'));
