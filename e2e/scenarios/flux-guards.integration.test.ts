@@ -6,13 +6,12 @@
 // a Pipeline that would promote the commit itself (no revisionPath) is refused, committing nothing,
 // and an approval holds prod back while staging runs the version.
 import assert from 'node:assert/strict';
-import { after, afterEach, before, describe, it } from 'node:test';
-import { APP_NAMESPACE, FLEET_SERVICE_ARGS, PIPELINE_NAME, PIPELINE_NAMESPACE, readPipeline, updateObject, type Fleet } from '../fleet.ts';
-import type { FluxControllers } from '../flux/controllers.ts';
-import { appliedConfigVersion, childKustomization, FLUX_NAMESPACE, FLUX_REPOSITORY, GIT_REPOSITORIES, KUSTOMIZATIONS, releaseToDevInGit, setUpFluxFleet, VERSION_PATH } from '../flux/fleet.ts';
-import { git, GitServer } from '../git/server.ts';
-import { eventually, useClusters, type TestCluster } from '../harness/index.ts';
-import { startService, type ServiceProcess } from '../service.ts';
+import { before, describe, it } from 'node:test';
+import { APP_NAMESPACE, PIPELINE_NAME, PIPELINE_NAMESPACE, readPipeline, updateObject, type Fleet } from '../fleet.ts';
+import { appliedConfigVersion, childKustomization, FLUX_NAMESPACE, FLUX_REPOSITORY, GIT_REPOSITORIES, KUSTOMIZATIONS, releaseToDevInGit, VERSION_PATH } from '../flux/fleet.ts';
+import { git, type GitServer } from '../git/server.ts';
+import { eventually, type TestCluster } from '../harness/index.ts';
+import { useFluxFleet } from '../flux/scenario.ts';
 
 const PIPELINE_PATH = `/apis/fleetcache.dev/v1alpha1/namespaces/${PIPELINE_NAMESPACE}/pipelines/${PIPELINE_NAME}`;
 
@@ -50,35 +49,10 @@ async function settledAtHead(fleet: Fleet, server: GitServer): Promise<boolean> 
 }
 
 describe('scenario: real Flux behaviour a promotion must see through', () => {
-  const env = useClusters(3, { namePrefix: 'flux-guards' });
+  const scenario = useFluxFleet('flux-guards');
   let fleet: Fleet;
   let server: GitServer;
-  let service: ServiceProcess | undefined;
-  let flux: FluxControllers[] = [];
-
-  before(async () => {
-    const [management, staging, prod] = env.clusters as [TestCluster, TestCluster, TestCluster];
-    fleet = { management, staging, prod };
-    server = await GitServer.start();
-    flux = await setUpFluxFleet(fleet, server, '1.0.0');
-    service = await startService('flux-guards', management.adminKubeconfig, [...FLEET_SERVICE_ARGS, '--allow-private-git-hosts', '--allow-insecure-git-http']);
-    await eventually('every environment is ready at 1.0.0', async () => {
-      const envs = (await readPipeline(fleet)).status?.environments ?? [];
-      return envs.length === 3 && envs.every((e) => e.ready && e.revision === '1.0.0');
-    }, 180_000);
-  }, { timeout: 600_000 });
-
-  afterEach((t) => {
-    if (!('passed' in t) || t.passed) return;
-    for (const f of flux) process.stderr.write(`\n=== Flux in ${f.cluster} after failed test "${t.name}" ===\n${f.logs(40)}\n`);
-    process.stderr.write(`\n=== fleetcache service ===\n${service?.logs() ?? ''}\n`);
-  });
-
-  after(async () => {
-    await service?.stop();
-    await Promise.all(flux.map((f) => f.stop()));
-    await server.close();
-  });
+  before(() => { ({ fleet, server } = scenario); });
 
   it('one human commit yields exactly one fleetcache commit per environment, and none once Flux applied them', async () => {
     const before = (await commitLog(server)).length;

@@ -5,13 +5,12 @@
 // `Drifted` condition (reason RevertedByFlux) and a Warning Event — instead of leaving the promotion
 // `Succeeded` and the Pipeline Ready and idle while the environment silently runs the old version.
 import assert from 'node:assert/strict';
-import { after, afterEach, before, describe, it } from 'node:test';
-import { APP_NAMESPACE, FLEET_SERVICE_ARGS, PIPELINE_NAME, PIPELINE_NAMESPACE, readPipeline, type Fleet } from '../fleet.ts';
-import type { FluxControllers } from '../flux/controllers.ts';
-import { fluxPipelineObject, KUSTOMIZATIONS, releaseToDevInGit, setUpFluxFleet, VERSION_PATH } from '../flux/fleet.ts';
-import { GitServer } from '../git/server.ts';
-import { eventually, useClusters, type TestCluster } from '../harness/index.ts';
-import { startService, type ServiceProcess } from '../service.ts';
+import { before, describe, it } from 'node:test';
+import { APP_NAMESPACE, PIPELINE_NAME, PIPELINE_NAMESPACE, readPipeline, type Fleet } from '../fleet.ts';
+import { fluxPipelineObject, KUSTOMIZATIONS, releaseToDevInGit, VERSION_PATH } from '../flux/fleet.ts';
+import type { GitServer } from '../git/server.ts';
+import { eventually, type TestCluster } from '../harness/index.ts';
+import { useFluxFleet } from '../flux/scenario.ts';
 
 /** Parents and children re-apply from Git this often: the revert comes within one interval. */
 const INTERVAL = '5s';
@@ -28,35 +27,10 @@ async function pipelineEvents(cluster: TestCluster): Promise<{ type: string; rea
 }
 
 describe('scenario: the patch strategy under real Flux', () => {
-  const env = useClusters(3, { namePrefix: 'flux-patch' });
+  const scenario = useFluxFleet('flux-patch', { fleet: { kustomizationInterval: INTERVAL, pipeline: patchPipeline } });
   let fleet: Fleet;
   let server: GitServer;
-  let service: ServiceProcess | undefined;
-  let flux: FluxControllers[] = [];
-
-  before(async () => {
-    const [management, staging, prod] = env.clusters as [TestCluster, TestCluster, TestCluster];
-    fleet = { management, staging, prod };
-    server = await GitServer.start();
-    flux = await setUpFluxFleet(fleet, server, '1.0.0', { kustomizationInterval: INTERVAL, pipeline: patchPipeline });
-    service = await startService('flux-patch', management.adminKubeconfig, [...FLEET_SERVICE_ARGS, '--allow-private-git-hosts', '--allow-insecure-git-http']);
-    await eventually('every environment is ready at 1.0.0', async () => {
-      const envs = (await readPipeline(fleet)).status?.environments ?? [];
-      return envs.length === 3 && envs.every((e) => e.ready && e.revision === '1.0.0');
-    }, 180_000);
-  }, { timeout: 600_000 });
-
-  afterEach((t) => {
-    if (!('passed' in t) || t.passed) return;
-    for (const f of flux) process.stderr.write(`\n=== Flux in ${f.cluster} after failed test "${t.name}" ===\n${f.logs(40)}\n`);
-    process.stderr.write(`\n=== fleetcache service ===\n${service?.logs() ?? ''}\n`);
-  });
-
-  after(async () => {
-    await service?.stop();
-    await Promise.all(flux.map((f) => f.stop()));
-    await server.close();
-  });
+  before(() => { ({ fleet, server } = scenario); });
 
   it('a patched value the parent Kustomization puts back is reported: Drifted/RevertedByFlux and a Warning Event', async () => {
     const child = await fleet.staging.request('GET', `${KUSTOMIZATIONS}/namespaces/${APP_NAMESPACE}/kustomizations/podinfo`);

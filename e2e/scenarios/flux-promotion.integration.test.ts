@@ -3,40 +3,18 @@
 // new version into dev's folder; the fleetcache service promotes it dev → staging → prod by
 // committing into staging's and then prod's folder, and real Flux applies each commit.
 import assert from 'node:assert/strict';
-import { after, afterEach, before, describe, it } from 'node:test';
-import { FLEET_SERVICE_ARGS, readPipeline, type Fleet } from '../fleet.ts';
-import type { FluxControllers } from '../flux/controllers.ts';
-import { appliedConfigVersion, FLUX_REPOSITORY, releaseToDevInGit, setUpFluxFleet } from '../flux/fleet.ts';
-import { git, GitServer } from '../git/server.ts';
-import { eventually, useClusters, type TestCluster } from '../harness/index.ts';
-import { startService, type ServiceProcess } from '../service.ts';
+import { before, describe, it } from 'node:test';
+import { readPipeline, type Fleet } from '../fleet.ts';
+import { appliedConfigVersion, FLUX_REPOSITORY, releaseToDevInGit } from '../flux/fleet.ts';
+import { git, type GitServer } from '../git/server.ts';
+import { eventually } from '../harness/index.ts';
+import { useFluxFleet } from '../flux/scenario.ts';
 
 describe('scenario: promotion through Git, applied by real Flux', () => {
-  const env = useClusters(3, { namePrefix: 'flux' });
+  const scenario = useFluxFleet('flux', { waitReady: false });
   let fleet: Fleet;
   let server: GitServer;
-  let service: ServiceProcess | undefined;
-  let flux: FluxControllers[] = [];
-
-  before(async () => {
-    const [management, staging, prod] = env.clusters as [TestCluster, TestCluster, TestCluster];
-    fleet = { management, staging, prod };
-    server = await GitServer.start();
-    flux = await setUpFluxFleet(fleet, server, '1.0.0');
-    service = await startService('flux', management.adminKubeconfig, [...FLEET_SERVICE_ARGS, '--allow-private-git-hosts', '--allow-insecure-git-http']);
-  }, { timeout: 600_000 });
-
-  afterEach((t) => {
-    if (!('passed' in t) || t.passed) return;
-    for (const f of flux) process.stderr.write(`\n=== Flux in ${f.cluster} after failed test "${t.name}" ===\n${f.logs(40)}\n`);
-    process.stderr.write(`\n=== fleetcache service ===\n${service?.logs() ?? ''}\n`);
-  });
-
-  after(async () => {
-    await service?.stop();
-    await Promise.all(flux.map((f) => f.stop()));
-    await server.close();
-  });
+  before(() => { ({ fleet, server } = scenario); });
 
   it('promotes dev → staging → prod through commits that Flux applies in each cluster', async () => {
     await eventually('Flux applied 1.0.0 in every cluster', async () => {

@@ -1,0 +1,77 @@
+// One scenario's fleet under real Flux, as node:test hooks: three clusters, a Git server, Flux's
+// controllers in each cluster, the fleetcache service; on a failed test, Flux's and the service's
+// last log lines; everything stopped after the suite.
+import { after, afterEach, before } from 'node:test';
+import { FLEET_SERVICE_ARGS, readPipeline, type Fleet } from '../fleet.ts';
+import { GitServer } from '../git/server.ts';
+import { eventually, useClusters, type TestCluster } from '../harness/index.ts';
+import { startService, type ServiceProcess } from '../service.ts';
+import type { FluxControllers } from './controllers.ts';
+import { setUpFluxFleet, type FluxFleetOptions } from './fleet.ts';
+
+/** What a scenario reads once its `before` hook ran. */
+export interface FluxScenario {
+  readonly fleet: Fleet;
+  readonly server: GitServer;
+  readonly service: ServiceProcess | undefined;
+}
+
+/** Options of {@link useFluxFleet}. */
+export interface FluxScenarioOptions {
+  /** Passed to {@link setUpFluxFleet}. Default: its defaults. */
+  readonly fleet?: FluxFleetOptions;
+  /**
+   * Wait in `before` until the Pipeline sees every environment ready at 1.0.0 (a scenario that
+   * checks the start itself says false). Default true.
+   */
+  readonly waitReady?: boolean;
+}
+
+/**
+ * Registers the hooks of a scenario under real Flux in the current `describe`: `namePrefix` names
+ * its clusters and the service. The result's fields are set once `before` ran.
+ */
+export function useFluxFleet(namePrefix: string, options: FluxScenarioOptions = {}): FluxScenario {
+  const env = useClusters(3, { namePrefix });
+  let fleet: Fleet | undefined;
+  let server: GitServer | undefined;
+  let service: ServiceProcess | undefined;
+  let flux: FluxControllers[] = [];
+
+  before(async () => {
+    const [management, staging, prod] = env.clusters as [TestCluster, TestCluster, TestCluster];
+    const started = { management, staging, prod };
+    fleet = started;
+    server = await GitServer.start();
+    flux = await setUpFluxFleet(started, server, '1.0.0', options.fleet);
+    service = await startService(namePrefix, management.adminKubeconfig, [...FLEET_SERVICE_ARGS, '--allow-private-git-hosts', '--allow-insecure-git-http']);
+    if (options.waitReady ?? true) {
+      await eventually('every environment is ready at 1.0.0', async () => {
+        const envs = (await readPipeline(started)).status?.environments ?? [];
+        return envs.length === 3 && envs.every((e) => e.ready && e.revision === '1.0.0');
+      }, 180_000);
+    }
+  }, { timeout: 600_000 });
+
+  afterEach((t) => {
+    if (!('passed' in t) || t.passed) return;
+    for (const f of flux) process.stderr.write(`\n=== Flux in ${f.cluster} after failed test "${t.name}" ===\n${f.logs(40)}\n`);
+    process.stderr.write(`\n=== fleetcache service ===\n${service?.logs() ?? ''}\n`);
+  });
+
+  after(async () => {
+    await service?.stop();
+    await Promise.all(flux.map((f) => f.stop()));
+    await server?.close();
+  });
+
+  const started = <T>(value: T | undefined, what: string): T => {
+    if (value === undefined) throw new Error(`useFluxFleet: ${what} is read before the suite's before hook ran`);
+    return value;
+  };
+  return {
+    get fleet() { return started(fleet, 'fleet'); },
+    get server() { return started(server, 'server'); },
+    get service() { return service; },
+  };
+}
