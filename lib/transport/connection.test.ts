@@ -6,7 +6,8 @@ import { after, before, describe, it } from 'node:test';
 import { KubeConfig } from '@kubernetes/client-node';
 import { eventually } from '../../e2e/harness/index.ts';
 import { FakeClock, KubeApiError, TransportError, UnknownKindError, WatchDecodeError } from '../util/index.ts';
-import { ClusterConnection, verbSet } from './connection.ts';
+import { ClusterConnection } from './connection.ts';
+import { verbSet } from './discovery.ts';
 import { createListLimiter, resourcePath, type WatchEvent } from './index.ts';
 
 const TOKEN = 'secret-token-never-logged';

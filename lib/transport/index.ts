@@ -6,9 +6,18 @@
  * The one way out to a host a tenant names (resolve once, refuse inside addresses, pin, bound,
  * one deadline) and the one reader of a capped body live here too.
  * Knows nothing about who a cluster is: `lib/cluster` decides that.
+ *
+ * Layout of the connection: `connection.ts` (options, limiters, observation, close), `transport.ts`
+ * (HTTP/2 or HTTP/1.1 to the server), `discovery.ts` (GVK → resource and scope),
+ * `resource-client.ts` (paginated LIST with a page fetched ahead, and WATCH), `path.ts` (API paths,
+ * pasted only from segments `segments.ts` has checked), `read-limits.ts` (the bounds on what an
+ * answer may make this process hold).
  */
-export { ClusterConnection, DEFAULT_READ_LIMITS, readLimitsOf, resourcePath } from './connection.ts';
-export type { ClusterConnectionOptions, ReadLimits, RequestObservation, RequestOptions } from './connection.ts';
+export { ClusterConnection } from './connection.ts';
+export type { ClusterConnectionOptions, RequestObservation, RequestOptions } from './connection.ts';
+export { DEFAULT_READ_LIMITS, readLimitsOf } from './read-limits.ts';
+export type { ReadLimits } from './read-limits.ts';
+export { resourcePath } from './path.ts';
 export { PEEK_BYTES, readBounded } from './bounded.ts';
 export type { BoundedRead, Peek } from './bounded.ts';
 export { checkAddress, OutboundError, resolveHost, sendOutbound } from './outbound.ts';

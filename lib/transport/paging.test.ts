@@ -7,7 +7,7 @@ import { after, before, describe, it } from 'node:test';
 import { KubeConfig } from '@kubernetes/client-node';
 import { eventually } from '../../e2e/harness/index.ts';
 import { ClusterConnection, createListLimiter } from './index.ts';
-import { continueTokenOf } from './connection.ts';
+import { continueTokenOf } from './resource-client.ts';
 
 const configMaps = { gvk: { group: '', version: 'v1', kind: 'ConfigMap' }, resource: 'configmaps', namespaced: true, verbs: ['list'] } as const;
 const PAGES = 5;
