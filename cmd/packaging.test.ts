@@ -8,6 +8,7 @@ import { setTimeout as delay } from 'node:timers/promises';
 import { after, before, describe, it } from 'node:test';
 import { fileURLToPath } from 'node:url';
 import { loadAll } from 'js-yaml';
+import ts from 'typescript';
 import { SimulatedCluster } from '../fixtures/index.ts';
 import { usage } from './flags.ts';
 import { staleManifests } from './gen-manifests.ts';
@@ -191,6 +192,60 @@ interface PackageJson {
   readonly peerDependencies: Record<string, string>;
 }
 
+/**
+ * The root entry's public names: what `fleetcache` exports at run time, and the types it exports
+ * besides. A change here is a change of the public API: README's "Entry points" states the count,
+ * and the test below holds the two to each other. Util internals (`raceAbort`, `sleep`, `toError`,
+ * `FakeClock`…) and the service's controller and Git machinery (`fleetcache/pipeline`) never
+ * belong here.
+ */
+const ROOT_VALUES = [
+  'CacheGoneError', 'ClosedError', 'ClusterChangedError', 'ClusterSet', 'CompositeProvider', 'CoreV1SecretReader',
+  'FleetAccumulator', 'FleetcacheError', 'InvalidClusterRefError', 'InvalidPathSegmentError', 'KubeApiError',
+  'KubeconfigInvalidError', 'KubeconfigRefusedError', 'KubeconfigSecretNotFoundError', 'LimitExceededError', 'LocalProvider',
+  'OWN_IDENTITY', 'ObjectSkippedError', 'RateLimitingWorkQueue', 'Registry', 'SecretProvider', 'SocketBudget',
+  'SocketReclaimedError', 'StaticProvider', 'TransportError', 'UnknownKindError', 'WatchDecodeError', 'createListLimiter',
+  'defaultControllerRateLimiter', 'defaultSocketBudget', 'fieldMatcher', 'fromPino', 'fromWinston', 'identityTransform',
+  'labelMatcher', 'loadKubeconfig', 'localKubeConfig', 'noopLogger', 'ownerKey', 'parseOwnerKey', 'registrySource', 'runWorkers',
+  'serviceAccountIdentity', 'snapshotQuery', 'stripManagedFields', 'watchOwners',
+];
+const ROOT_TYPES = [
+  'AccumulatorOptions', 'AccumulatorStatus', 'AcquireOptions', 'BackoffOptions', 'CacheInfo', 'CacheInformerOptions',
+  'CacheReader', 'CacheScope', 'Clock', 'ClusterAccess', 'ClusterChange', 'ClusterConnection', 'ClusterLease', 'ClusterProvider',
+  'ClusterRef', 'ClusterSetOptions', 'Clusters', 'CompositeProviderOptions', 'ConcurrencyLimiter', 'ConnectionKey',
+  'ConnectionOptions', 'CoreV1SecretReaderOptions', 'DefaultControllerRateLimiterOptions', 'DeltaOf', 'FleetSnapshot',
+  'GroupVersionKind', 'HeldReader', 'Identity', 'InformerHandler', 'KubeList', 'KubeObject', 'KubeStatus', 'KubeconfigRule',
+  'ListOptions', 'ListReason', 'LoadKubeconfigOptions', 'LocalKubeConfigOptions', 'LocalProviderOptions', 'LogFields', 'Logger',
+  'ObjectMatcher', 'ObjectMeta', 'ObjectOf', 'ObjectTargetRef', 'OwnerKey', 'OwnerRef', 'PatchOptions', 'PathSegmentField',
+  'PinoLike', 'QuerySet', 'QueryStatus', 'QueueMetricsProvider', 'QueueStats', 'RateLimiter', 'RateLimitingQueue',
+  'RateLimitingQueueOptions', 'ReadLimit', 'ReadLimits', 'ReaderOptions', 'ReconcileObservation', 'ReconcileResult',
+  'RegistryOptions', 'RelistSummary', 'RequestObservation', 'RequestOptions', 'RequeueAfter', 'ResolveContext', 'ResourceClient',
+  'ResourceInfo', 'RunWorkersOptions', 'SecretData', 'SecretProviderOptions', 'SecretReader', 'SelectorOptions', 'SetTargetRef',
+  'SnapshotClient', 'SnapshotDelta', 'SnapshotQuery', 'SnapshotSource', 'SocketBudgetOptions', 'SourceQuery', 'SourceReader',
+  'StaticProviderOptions', 'TargetRef', 'Timer', 'Transform', 'WatchEvent', 'WatchOptions', 'WatchOwnersOptions', 'WinstonLike',
+  'WorkContext', 'WorkHandler', 'WriteConnection', 'WriteOptions',
+];
+
+/** `actual` is `expected` (both sorted), or the assertion names what was added and what removed. */
+function assertSameNames(actual: readonly string[], expected: readonly string[], what: string): void {
+  const added = actual.filter((n) => !expected.includes(n));
+  const removed = expected.filter((n) => !actual.includes(n));
+  assert.deepEqual({ added, removed }, { added: [], removed: [] }, `${what} changed: update the list in cmd/packaging.test.ts and README's count, or undo the change`);
+  assert.deepEqual(actual, [...expected].sort(), `${what}: keep the list sorted`);
+}
+
+/** The names each declaration file exports, types included, as a TypeScript consumer of the package sees them. */
+function declaredExports(files: readonly string[]): Map<string, string[]> {
+  const program = ts.createProgram(files, { module: ts.ModuleKind.NodeNext, moduleResolution: ts.ModuleResolutionKind.NodeNext, target: ts.ScriptTarget.ES2023, types: ['node'], skipLibCheck: true, noEmit: true });
+  const checker = program.getTypeChecker();
+  return new Map(files.map((file) => {
+    const source = program.getSourceFile(file);
+    const module = source === undefined ? undefined : checker.getSymbolAtLocation(source);
+    assert.ok(module !== undefined, `${file} is not a module`);
+    return [file, checker.getExportsOfModule(module).map((symbol) => symbol.getName()).sort()];
+  }));
+}
+
 // The package as `npm pack` makes it: a copy of the working tree (what git tracks or would track),
 // compiled as `npm run build` does, inside node_modules so that the compiled files resolve the
 // installed packages.
@@ -259,21 +314,65 @@ describe('the npm package', () => {
     for (const binary of ['etcd', 'kube-apiserver']) for (const file of ['go.mod', 'go.sum']) assert.ok(packed.has(`e2e/gomod/${binary}/${file}`), `${binary}/${file}`);
   });
 
-  it('resolves the manager kit by name: `fleetcache/manager` loads from the compiled package, beside `fleetcache`', () => {
-    assert.ok(packed.has('dist/lib/manager/index.js') && packed.has('dist/lib/manager/index.d.ts'));
-    // A consumer next to the package, importing it by name as an embedder does.
-    mkdirSync(path.join(scratch, 'node_modules'), { recursive: true });
-    symlinkSync(pkgDir, path.join(scratch, 'node_modules/fleetcache'), 'dir');
-    const script = [
-      "const kit = await import('fleetcache/manager');",
-      "const lib = await import('fleetcache');",
-      "console.log(JSON.stringify({ kit: Object.keys(kit).sort(), manager: typeof kit.Manager, registry: typeof lib.Registry, watchOwners: typeof lib.watchOwners }));",
-    ].join('\n');
+  /** Runs `script` as an ES module beside the package, importing it by name as an embedder does; its stdout as JSON. */
+  const consumer = (script: string): unknown => {
+    const link = path.join(scratch, 'node_modules/fleetcache');
+    if (!existsSync(link)) {
+      mkdirSync(path.dirname(link), { recursive: true });
+      symlinkSync(pkgDir, link, 'dir');
+    }
     const run = spawnSync(process.execPath, ['--input-type=module', '-e', script], { cwd: scratch, encoding: 'utf8' });
     assert.equal(run.status, 0, run.stderr);
-    const seen = JSON.parse(run.stdout) as { kit: string[]; manager: string; registry: string; watchOwners: string };
+    return JSON.parse(run.stdout);
+  };
+  /** The packed file of an export (`.`, `./manager`…): its declarations or its JavaScript. */
+  const exportFile = (entry: string, kind: 'types' | 'default'): string => {
+    const target = pkg.exports[entry];
+    assert.ok(target !== undefined && typeof target !== 'string', entry);
+    return path.posix.normalize(target[kind]);
+  };
+
+  it('resolves the manager kit and the pipeline controller by name: `fleetcache/manager` and `fleetcache/pipeline` load from the compiled package, beside `fleetcache`', () => {
+    assert.ok(packed.has('dist/lib/manager/index.js') && packed.has('dist/lib/manager/index.d.ts'));
+    const seen = consumer([
+      "const kit = await import('fleetcache/manager');",
+      "const lib = await import('fleetcache');",
+      "const pipeline = await import('fleetcache/pipeline');",
+      "console.log(JSON.stringify({ kit: Object.keys(kit).sort(), manager: typeof kit.Manager, registry: typeof lib.Registry, watchOwners: typeof lib.watchOwners, pipeline: Object.keys(pipeline).sort() }));",
+    ].join('\n')) as { kit: string[]; manager: string; registry: string; watchOwners: string; pipeline: string[] };
     assert.deepEqual([seen.manager, seen.registry, seen.watchOwners], ['function', 'function', 'function']);
     for (const name of ['Manager', 'signalHandler', 'syncedCheck', 'LeaderElector', 'KubeAuthFilter', 'ManagerMetrics', 'HttpServer']) assert.ok(seen.kit.includes(name), `fleetcache/manager exports ${name}`);
+    for (const name of ['PipelineController', 'PIPELINE_GVK', 'validatePipelineSpec', 'recordApproval', 'PromotionError']) assert.ok(seen.pipeline.includes(name), `fleetcache/pipeline exports ${name}`);
+  });
+
+  it('exports from `fleetcache` exactly its listed names, values and types, and loads none of the service\'s controller, Git or manager code', () => {
+    const values = consumer("const lib = await import('fleetcache'); console.log(JSON.stringify(Object.keys(lib).sort()));") as string[];
+    const declarations = path.join(pkgDir, exportFile('.', 'types'));
+    const declared = declaredExports([declarations]).get(declarations) ?? [];
+    assertSameNames(values, ROOT_VALUES, 'the values `fleetcache` exports');
+    assertSameNames(declared.filter((name) => !values.includes(name)), ROOT_TYPES, 'the types `fleetcache` exports');
+    const loaded = closure([exportFile('.', 'default')], packed, readPacked).files;
+    assert.deepEqual([...loaded].filter((file) => /^dist\/lib\/(pipeline|gitops|manager)\//.test(file)), [], 'modules `import \'fleetcache\'` loads');
+    const stated = /^The root entry exports (\d+) names\b/m.exec(readPacked('README.md'))?.[1];
+    assert.equal(Number(stated), ROOT_VALUES.length + ROOT_TYPES.length, 'README\'s count of the root entry\'s names ("The root entry exports N names")');
+  });
+
+  it('documents every entry point in README\'s table, and every name README imports from one is exported by it', () => {
+    const readme = readPacked('README.md');
+    const section = readme.indexOf('\n### Entry points\n');
+    assert.ok(section >= 0, 'README has an "Entry points" section');
+    const table = readme.slice(section, readme.indexOf('\n\n', readme.indexOf('\n| ', section)));
+    const documented = [...table.matchAll(/^\| `(fleetcache(?:\/[a-z]+)?)` \|/gm)].map((m) => m[1] ?? '');
+    const entries = Object.keys(pkg.exports).filter((e) => e !== './package.json');
+    assert.deepEqual(documented.sort(), entries.map((e) => (e === '.' ? 'fleetcache' : `fleetcache/${e.slice(2)}`)).sort());
+    const declarations = new Map(entries.map((e) => [e === '.' ? 'fleetcache' : `fleetcache/${e.slice(2)}`, path.join(pkgDir, exportFile(e, 'types'))]));
+    const exported = declaredExports([...declarations.values()]);
+    const imports = [...readme.matchAll(/^```ts\n([\s\S]*?)^```$/gm)]
+      .flatMap((block) => [...(block[1] ?? '').matchAll(/^import\s+(?:type\s+)?\{([^}]*)\}\s+from\s+'([^']+)';$/gm)])
+      .filter((m) => declarations.has(m[2] ?? ''))
+      .flatMap((m) => (m[1] ?? '').split(',').map((name) => ({ entry: m[2] ?? '', name: name.trim().replace(/^type\s+/, '') })).filter((i) => i.name !== ''));
+    assert.ok(imports.length >= 20, `${imports.length} names imported from the package in README's examples`);
+    for (const { entry, name } of imports) assert.ok(exported.get(declarations.get(entry) ?? '')?.includes(name), `README imports ${name} from '${entry}', which does not export it`);
   });
 });
 

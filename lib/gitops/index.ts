@@ -2,6 +2,8 @@
  * Promotion through Git: set a revision on the YAML lines a marker comment names, commit, and push
  * to the branch a GitOps tool reconciles from, or open a pull request (GitHub, GitLab) — with the
  * `git` command, under the rules for tenant input (checked and pinned URLs, bounded everything).
+ * Internal: the pipeline controller is its one user, and `fleetcache/pipeline` names only the
+ * options it takes for Git.
  */
 export { GitOpsError } from './errors.ts';
 export type { GitOpsReason } from './errors.ts';

@@ -1,16 +1,14 @@
 // The README's manager-kit example, kept compiling and passing on a real kube-apiserver: the code
-// between the README markers below is the README's block, word for word (the test checks it); in
-// an operator's own repository the imports are `from 'fleetcache'` and `from 'fleetcache/manager'`.
+// between the README markers below is the README's block, word for word (the test checks it). Its
+// names come from the package's root entry (`../index.ts`) and the manager kit's (`./index.ts`), as
+// an operator's `from 'fleetcache'` and `from 'fleetcache/manager'` do.
 import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
 import { describe, it } from 'node:test';
 import type { KubeConfig } from '@kubernetes/client-node';
 import { eventually, useClusters } from '../../e2e/harness/index.ts';
 import { openCrd } from '../../fixtures/crds/index.ts';
-import { ClusterSet, CompositeProvider, LocalProvider, SecretProvider, type ClusterRef } from '../cluster/index.ts';
-import { parseOwnerKey, Registry, watchOwners } from '../registry/index.ts';
-import type { KubeObject } from '../transport/index.ts';
-import { noopLogger, type Logger } from '../util/index.ts';
+import { ClusterSet, CompositeProvider, LocalProvider, noopLogger, parseOwnerKey, Registry, SecretProvider, watchOwners, type ClusterRef, type KubeObject, type Logger } from '../index.ts';
 import { Manager, syncedCheck } from './index.ts';
 
 // README:begin

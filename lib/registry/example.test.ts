@@ -1,16 +1,12 @@
 // The README's library example, kept compiling and passing: the code between the README markers
-// below is the README's block, word for word (the test checks it); in an operator's own repository
-// the imports are `from 'fleetcache'`.
+// below is the README's block, word for word (the test checks it). Its names come from the
+// package's root entry (`../index.ts`), as an operator's `from 'fleetcache'` does.
 import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
 import { describe, it } from 'node:test';
 import { KubeConfig } from '@kubernetes/client-node';
 import { SimulatedCluster } from '../../fixtures/index.ts';
-import { ClusterSet, CompositeProvider, CoreV1SecretReader, LocalProvider, SecretProvider, type ClusterRef } from '../cluster/index.ts';
-import { runWorkers } from '../queue/index.ts';
-import type { KubeObject } from '../transport/index.ts';
-import { noopLogger, type Logger } from '../util/index.ts';
-import { parseOwnerKey, Registry, watchOwners } from './index.ts';
+import { ClusterSet, CompositeProvider, CoreV1SecretReader, LocalProvider, noopLogger, parseOwnerKey, Registry, runWorkers, SecretProvider, watchOwners, type ClusterRef, type KubeObject, type Logger } from '../index.ts';
 
 // README:begin
 interface Pipeline extends KubeObject {

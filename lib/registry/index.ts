@@ -9,6 +9,7 @@
  */
 export { Registry } from './registry.ts';
 export type { CacheInfo, ReaderOptions, RegistryOptions } from './registry.ts';
+export type { CacheInformerOptions } from './wiring.ts';
 export { CacheGoneError } from './reader.ts';
 export type { CacheReader, HeldReader } from './reader.ts';
 export { ownerKey, parseOwnerKey } from './keys.ts';

@@ -1,15 +1,12 @@
 // The README's fleet-snapshot example, kept compiling and passing: the code between the README
-// markers below is the README's block, word for word (the test checks it); in an operator's own
-// repository the imports are `from 'fleetcache'`.
+// markers below is the README's block, word for word (the test checks it). Its names come from the
+// package's root entry (`../index.ts`), as an operator's `from 'fleetcache'` does.
 import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
 import { describe, it } from 'node:test';
 import { startSimulatedClusters, type SimulatedCluster } from '../../fixtures/index.ts';
-import { StaticProvider } from '../cluster/index.ts';
-import type { Registry } from '../registry/index.ts';
+import { FleetAccumulator, registrySource, snapshotQuery, StaticProvider, type KubeObject, type Registry } from '../index.ts';
 import { registryWithKeeper } from '../registry/testing.ts';
-import type { KubeObject } from '../transport/index.ts';
-import { FleetAccumulator, registrySource, snapshotQuery } from './index.ts';
 
 // README:begin
 interface ConfigMap extends KubeObject {

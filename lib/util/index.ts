@@ -1,7 +1,9 @@
 /**
  * Small pieces shared by every part of fleetcache: typed errors, group/version/kind helpers, an
  * injectable clock, abort-signal helpers, backoff, the logger interface and what makes outside text
- * safe to print. Imports nothing else from the project.
+ * safe to print. Imports nothing else from the project. Internal: the package's root entry names
+ * only the typed errors, the logger interface and its adapters, and the clock, backoff-options and
+ * GVK types; `fleetcache/testing` adds `FakeClock`. The rest stays inside the package.
  */
 export * from './errors.ts';
 export * from './gvk.ts';
