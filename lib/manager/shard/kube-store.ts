@@ -2,7 +2,7 @@
 import { checkNamespace, type ClusterConnection } from '../../transport/index.ts';
 import { KubeApiError } from '../../util/index.ts';
 import { leaseBody, storedLease } from '../leader.ts';
-import { checkGroup, GROUP_LABEL, KEY_ANNOTATION, ROLE_LABEL, WEIGHT_ANNOTATION } from './names.ts';
+import { checkGroup, SHARD_GROUP_LABEL, SHARD_KEY_ANNOTATION, SHARD_ROLE_LABEL, SHARD_WEIGHT_ANNOTATION } from './names.ts';
 import type { ShardLease, ShardLeaseDraft, ShardLeaseStore } from './store.ts';
 
 /** Options of {@link KubeShardLeaseStore}. */
@@ -40,10 +40,10 @@ function parseLease(body: unknown): ShardLease | undefined {
   const name = meta.metadata?.name;
   if (name === undefined) return undefined;
   const { resourceVersion, record } = storedLease(body);
-  const role = meta.metadata?.labels?.[ROLE_LABEL];
+  const role = meta.metadata?.labels?.[SHARD_ROLE_LABEL];
   const annotations = meta.metadata?.annotations ?? {};
-  if (role === 'peer') return { role, name, weight: parseWeight(annotations[WEIGHT_ANNOTATION]), record, resourceVersion };
-  const key = annotations[KEY_ANNOTATION];
+  if (role === 'peer') return { role, name, weight: parseWeight(annotations[SHARD_WEIGHT_ANNOTATION]), record, resourceVersion };
+  const key = annotations[SHARD_KEY_ANNOTATION];
   if (role === 'fence' && key !== undefined) return { role, name, key, record, resourceVersion };
   return undefined;
 }
@@ -87,7 +87,7 @@ export class KubeShardLeaseStore implements ShardLeaseStore {
     const leases: ShardLease[] = [];
     let next: string | undefined;
     for (let page = 0; page < this.#maxPages; page++) {
-      const query = { labelSelector: `${GROUP_LABEL}=${this.#group}`, limit: this.#pageSize, continue: next };
+      const query = { labelSelector: `${SHARD_GROUP_LABEL}=${this.#group}`, limit: this.#pageSize, continue: next };
       const body = (await this.#connection.request({ method: 'GET', path: this.#collection, query, signal })) as LeaseList | undefined;
       for (const item of body?.items ?? []) {
         const lease = parseLease(item);
@@ -102,8 +102,8 @@ export class KubeShardLeaseStore implements ShardLeaseStore {
 
   #body(draft: ShardLeaseDraft, resourceVersion?: string): object {
     const lease = leaseBody(this.#namespace, draft.name, draft.record, resourceVersion) as { metadata: object };
-    const annotations = draft.role === 'peer' ? { [WEIGHT_ANNOTATION]: String(draft.weight) } : { [KEY_ANNOTATION]: draft.key };
-    return { ...lease, metadata: { ...lease.metadata, labels: { [GROUP_LABEL]: this.#group, [ROLE_LABEL]: draft.role }, annotations } };
+    const annotations = draft.role === 'peer' ? { [SHARD_WEIGHT_ANNOTATION]: String(draft.weight) } : { [SHARD_KEY_ANNOTATION]: draft.key };
+    return { ...lease, metadata: { ...lease.metadata, labels: { [SHARD_GROUP_LABEL]: this.#group, [SHARD_ROLE_LABEL]: draft.role }, annotations } };
   }
 
   async create(draft: ShardLeaseDraft, signal: AbortSignal): Promise<ShardLease> {

@@ -3,13 +3,13 @@
 import { createHash } from 'node:crypto';
 
 /** Every Lease of a group carries it: one LIST by label selector reads the group's whole state. */
-export const GROUP_LABEL = 'fleetcache.io/shard-group';
+export const SHARD_GROUP_LABEL = 'fleetcache.io/shard-group';
 /** `peer` or `fence`. */
-export const ROLE_LABEL = 'fleetcache.io/shard-role';
+export const SHARD_ROLE_LABEL = 'fleetcache.io/shard-role';
 /** On a peer Lease: its weight, a positive integer. */
-export const WEIGHT_ANNOTATION = 'fleetcache.io/shard-weight';
+export const SHARD_WEIGHT_ANNOTATION = 'fleetcache.io/shard-weight';
 /** On a fence Lease: the shard key it fences (the name holds only a hash of it). */
-export const KEY_ANNOTATION = 'fleetcache.io/shard-key';
+export const SHARD_KEY_ANNOTATION = 'fleetcache.io/shard-key';
 
 function sha256Hex(text: string): string {
   return createHash('sha256').update(text, 'utf8').digest('hex');
