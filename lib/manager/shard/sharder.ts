@@ -244,11 +244,11 @@ export class Sharder implements ShardOwnership {
     if (this.#renewedAt !== undefined) peers.push({ identity: this.identity, weight: this.#weight, live: fresh, self: true });
     peers.sort((a, b) => (a.identity < b.identity ? -1 : a.identity > b.identity ? 1 : 0));
     const owned = [...this.#held.keys()].filter((k) => this.owns(k)).sort();
-    const handoff = [...this.#keys].filter((k) => this.#ownerOf(k) === this.identity && !this.owns(k));
-    for (const [key, held] of this.#held) if (held.leaving && !this.#keys.has(key)) handoff.push(key);
+    const handoff = new Set([...this.#keys].filter((k) => this.#ownerOf(k) === this.identity && !this.owns(k)));
+    for (const [key, held] of this.#held) if (held.leaving) handoff.add(key);
     const boundMs = this.#boundMs();
     const unowned = this.#unowned.unowned(now);
-    return { identity: this.identity, joined: this.joined, peers, owned, handoff: handoff.sort(), unowned, boundMs, orphaned: unowned.filter((u) => u.forMs > boundMs).map((u) => u.key) };
+    return { identity: this.identity, joined: this.joined, peers, owned, handoff: [...handoff].sort(), unowned, boundMs, orphaned: unowned.filter((u) => u.forMs > boundMs).map((u) => u.key) };
   }
 
   #boundMs(): number {
