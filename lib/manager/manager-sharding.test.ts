@@ -8,7 +8,7 @@ import { ClusterSet, LocalProvider } from '../cluster/index.ts';
 import { defaultControllerRateLimiter, RateLimitingWorkQueue } from '../queue/index.ts';
 import { Registry } from '../registry/index.ts';
 import { noopLogger } from '../util/index.ts';
-import { Manager, rendezvousOwner, SHARD_GROUP_LABEL, type ManagerOptions } from './index.ts';
+import { Manager, rendezvousOwner, SHARD_GROUP_LABEL, ShutdownTimeoutError, type ManagerOptions } from './index.ts';
 
 const leaseKind = { group: 'coordination.k8s.io', version: 'v1', kind: 'Lease', plural: 'leases' } as const;
 const loopback = { host: '127.0.0.1', port: 0 };
@@ -99,5 +99,30 @@ describe('Manager with sharding', () => {
     }
     const left = cluster.store.list({ apiVersion: 'coordination.k8s.io/v1', kind: 'Lease' }, { namespace: 'ops', labelSelector: `${SHARD_GROUP_LABEL}=widgets` });
     assert.deepEqual(left, [], 'a clean stop leaves no Lease behind');
+  });
+
+  it('stops after the grace period with a reconcile that ignores its signal, keeping that key\'s fence while the work runs', async () => {
+    const manager = new Manager({
+      clusters,
+      registry,
+      gracefulShutdownTimeoutMs: 300,
+      sharding: { group: 'stuck', namespace: 'ops', identity: 'only', keys: () => ['k'], ...shardTiming },
+    });
+    const queue = new RateLimitingWorkQueue<string>({ name: 'stuck', rateLimiter: defaultControllerRateLimiter() });
+    const sharder = manager.sharder;
+    assert.ok(sharder !== undefined);
+    sharder.subscribe((change) => { for (const key of change.gained) queue.add(key); });
+    let started = false;
+    let finish = (): void => undefined;
+    manager.add({ name: 'stuck', queue, shardKeyOf: (key) => key, reconcile: () => new Promise<void>((resolve) => { started = true; finish = resolve; }) });
+    const controller = new AbortController();
+    const done = manager.start(controller.signal);
+    await eventually('the reconcile to start', () => (started ? true : undefined), 20_000);
+    controller.abort();
+    const hung = new Promise<never>((_, reject) => { setTimeout(() => { reject(new Error('start did not resolve after the grace period')); }, 10_000).unref(); });
+    await assert.rejects(Promise.race([done, hung]), ShutdownTimeoutError);
+    const fence = (): unknown => cluster.store.list({ apiVersion: 'coordination.k8s.io/v1', kind: 'Lease' }, { namespace: 'ops', labelSelector: `${SHARD_GROUP_LABEL}=stuck,fleetcache.io/shard-role=fence` })[0];
+    assert.ok(fence() !== undefined, 'the fence stays while the work it guards runs');
+    finish();
   });
 });

@@ -584,7 +584,10 @@ export class Manager {
     election.abort();
     sharding.abort(); // after the drain: fences are released once the work under them settled
     await electing; // the Lease released, its connection let go
-    await sharded; // fences released, the peer Lease deleted
+    // Fences released, then the peer Lease deleted. Not awaited after a timed-out drain: the sharder
+    // releases a fence only once the work under it settles, and that work ignored its signal.
+    if (timedOut === undefined) await sharded;
+    else void sharded?.then(() => { this.#logger.info('sharding stopped after the work that outlived the grace period'); });
     await this.#closeRegistry();
     await closeServers();
     this.#logger.info('stopped', { graceful: reason.kind === 'signal' && timedOut === undefined });
