@@ -34,3 +34,14 @@ export class ShutdownTimeoutError extends FleetcacheError {
     this.gracePeriodMs = gracePeriodMs;
   }
 }
+
+/** This replica's peer Lease could not be renewed within the renew deadline: it stopped acting for every shard key, and others take them. */
+export class ShardGroupLostError extends FleetcacheError {
+  /** `namespace/group` of the shard group. */
+  readonly group: string;
+
+  constructor(group: string) {
+    super('ERR_SHARD_GROUP_LOST', `sharding lost: the peer Lease in ${group} could not be renewed in time`);
+    this.group = group;
+  }
+}

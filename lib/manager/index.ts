@@ -1,6 +1,6 @@
 /**
  * The manager kit (`fleetcache/manager`): what runs around an operator's controllers in
- * production, after controller-runtime's manager: Lease leader election, health and readiness
+ * production, after controller-runtime's manager: Lease leader election or sharding on Leases, health and readiness
  * probes, Prometheus metrics with controller-runtime's and client-go's names, an authenticated
  * metrics server that embedders can add routes to, signal handling and graceful shutdown.
  */
@@ -17,8 +17,38 @@ export {
   type ManagedClusters,
   type RegistryWiring,
   type Runnable,
+  type ShardingOptions,
 } from './manager.ts';
-export { LeadershipLostError, RunnableFailedError, ShutdownTimeoutError } from './errors.ts';
+export { LeadershipLostError, RunnableFailedError, ShardGroupLostError, ShutdownTimeoutError } from './errors.ts';
+export {
+  fenceLeaseName,
+  KubeShardLeaseStore,
+  MemoryLeaseClient,
+  MemoryLeases,
+  peerLeaseName,
+  rendezvousOwner,
+  Sharder,
+  SHARD_GROUP_LABEL,
+  SHARD_KEY_ANNOTATION,
+  SHARD_ROLE_LABEL,
+  SHARD_WEIGHT_ANNOTATION,
+  type FenceLeaseDraft,
+  type KubeShardLeaseStoreOptions,
+  type MemoryWrite,
+  type PartitionMode,
+  type PeerLeaseDraft,
+  type ShardChange,
+  type SharderOptions,
+  type ShardLease,
+  type ShardLeaseDraft,
+  type ShardLeaseStore,
+  type ShardOutcome,
+  type ShardOwnership,
+  type ShardPeerStatus,
+  type ShardStatus,
+  type UnownedKey,
+  type WeightedPeer,
+} from './shard/index.ts';
 export { signalHandler, type SignalHandlerOptions } from './signals.ts';
 export {
   KubeLeaseClient,

@@ -43,7 +43,7 @@ interface LeaseObject {
   };
 }
 
-function storedLease(body: unknown): StoredLease {
+export function storedLease(body: unknown): StoredLease {
   const lease = (typeof body === 'object' && body !== null ? body : {}) as LeaseObject;
   const spec = lease.spec ?? {};
   return {
@@ -58,7 +58,7 @@ function storedLease(body: unknown): StoredLease {
   };
 }
 
-function leaseBody(namespace: string, name: string, record: LeaseRecord, resourceVersion?: string): object {
+export function leaseBody(namespace: string, name: string, record: LeaseRecord, resourceVersion?: string): object {
   return {
     apiVersion: 'coordination.k8s.io/v1',
     kind: 'Lease',
@@ -126,7 +126,7 @@ export class KubeLeaseClient implements LeaseClient {
 }
 
 /** Kubernetes MicroTime: RFC 3339 with exactly six fractional digits. */
-function microTime(ms: number): string {
+export function microTime(ms: number): string {
   return new Date(ms).toISOString().replace(/\.(\d{3})Z$/, '.$1000Z');
 }
 
@@ -189,7 +189,7 @@ function validTransitions(value: number): number {
  * and the update would fail validation forever, leaving the lease untakeable); it counts
  * hand-overs for humans, nothing orders by it.
  */
-function nextTransitions(value: number): number {
+export function nextTransitions(value: number): number {
   const current = validTransitions(value);
   return current === MAX_INT32 ? 0 : current + 1;
 }

@@ -1,18 +1,20 @@
-// The Manager: what runs around an embedder's controllers (leader election, probes, metrics and
-// their server, shutdown), after controller-runtime's manager.
+// The Manager: what runs around an embedder's controllers (leader election or sharding, probes,
+// metrics and their server, shutdown), after controller-runtime's manager.
 import { randomUUID } from 'node:crypto';
 import { hostname } from 'node:os';
 import type { ClusterLease, Clusters } from '../cluster/index.ts';
 import { defaultControllerRateLimiter, RateLimitingWorkQueue, runWorkers, type RateLimitingQueue, type RequeueAfter, type WorkContext } from '../queue/index.ts';
 import { Registry, type OwnerKey } from '../registry/index.ts';
 import type { RequestObservation } from '../transport/index.ts';
-import { noopLogger, realClock, toError, type Clock, type Logger } from '../util/index.ts';
+import { childController, noopLogger, onAbort, realClock, toError, type Clock, type Logger } from '../util/index.ts';
 import { KubeAuthFilter } from './auth.ts';
 import { readCertificate, selfSignedCertificate, watchCertificate, type CertificateFiles, type ServingCertificate } from './certificate.ts';
-import { LeadershipLostError, RunnableFailedError, ShutdownTimeoutError } from './errors.ts';
+import { LeadershipLostError, RunnableFailedError, ShardGroupLostError, ShutdownTimeoutError } from './errors.ts';
 import { KubeLeaseClient, LeaderElector, type ElectionOutcome, type LeaseClient, type LeaseRecord, type StoredLease } from './leader.ts';
 import { ManagerMetrics, type ManagerMetricsOptions } from './metrics.ts';
 import { checksRoute, HttpServer, metricsRoute, type BindAddress, type Check, type CheckFunction, type Route, type RouteHandler } from './server.ts';
+import { DeferredShardLeaseStore } from './shard/deferred-store.ts';
+import { KubeShardLeaseStore, Sharder } from './shard/index.ts';
 
 /** Leader election on a coordination.k8s.io/v1 Lease in the management cluster (client-go's timings). */
 export interface LeaderElectionOptions {
@@ -35,6 +37,35 @@ export interface LeaderElectionOptions {
    * retry period instead of a lease duration. Default true.
    */
   readonly releaseOnCancel?: boolean | undefined;
+  /** Jitter source in [0, 1). Default Math.random. */
+  readonly random?: (() => number) | undefined;
+}
+
+/**
+ * Sharding: every replica runs the controllers, and each acts only for the shard keys it owns
+ * (see `Sharder`). Peer and fence Leases live in `namespace` of the management cluster.
+ */
+export interface ShardingOptions {
+  /** The shard group: replicas with the same group split the keys. A DNS label of at most 40 characters. Required. */
+  readonly group: string;
+  /** Where the group's Leases live (usually the pod's namespace). Required. */
+  readonly namespace: string;
+  /** Every live shard key, group-wide; read each retry period and after `manager.sharder.keysChanged()`. Required. */
+  readonly keys: () => Iterable<string>;
+  /** This replica's identity, unique among replicas. Default `<hostname>_<random UUID>`. */
+  readonly identity?: string | undefined;
+  /** This replica's share of the keys relative to the others' (a positive integer). Default 1. */
+  readonly weight?: number | undefined;
+  /** Default 30 000. */
+  readonly leaseDurationMs?: number | undefined;
+  /** Default 10 000. */
+  readonly renewDeadlineMs?: number | undefined;
+  /** Default 2 000. */
+  readonly retryPeriodMs?: number | undefined;
+  /** Fence takes per second at most. Default 20. */
+  readonly maxFenceTakesPerSecond?: number | undefined;
+  /** Fence takes at once before the rate applies. Default 50. */
+  readonly fenceTakeBurst?: number | undefined;
   /** Jitter source in [0, 1). Default Math.random. */
   readonly random?: (() => number) | undefined;
 }
@@ -89,8 +120,10 @@ export interface ManagerOptions {
    * it stops. Pass a factory to have its queue counted in the manager's metrics. Required.
    */
   readonly registry: Registry | ((wiring: RegistryWiring) => Registry);
-  /** Default: off (every replica runs every controller). */
+  /** Default: off (every replica runs every controller). Not with `sharding`. */
   readonly leaderElection?: LeaderElectionOptions | undefined;
+  /** Default: off. Not with an enabled `leaderElection`: one active replica, or a share each. */
+  readonly sharding?: ShardingOptions | undefined;
   /** The prom-client registry and runtime metrics. Default: a new registry with the Node runtime metrics. */
   readonly metrics?: ManagerMetricsOptions | undefined;
   /** Default: no metrics server. */
@@ -130,6 +163,13 @@ export interface Controller<K = OwnerKey> {
   readonly queue?: RateLimitingQueue<K> | undefined;
   /** See `RunWorkersOptions.maxRetries`. Default: never drop a key. */
   readonly maxRetries?: number | undefined;
+  /**
+   * With sharding: the shard key a queue key belongs to. `reconcile` then runs only inside
+   * `manager.sharder.whileOwned(shardKeyOf(key))`, its signal aborting when ownership ends; a key
+   * this replica does not own is dropped quietly (success). Its owner reconciles it: subscribe
+   * to `manager.sharder` and enqueue the keys of every shard key gained. Default: not sharded.
+   */
+  readonly shardKeyOf?: ((key: K) => string) | undefined;
 }
 
 /** Anything else the manager runs until it stops (a controller with its own loop, a cache warmer). */
@@ -207,7 +247,8 @@ function isCertificateFiles(value: CertificateFiles | ServingCertificate): value
 /**
  * Runs an embedder's controllers with what a production operator needs around them, as
  * controller-runtime's manager does: opt-in Lease leader election (controllers run only on the
- * leader; the Lease is released on stop so a follower takes over at once), `/healthz` and
+ * leader; the Lease is released on stop so a follower takes over at once) or opt-in sharding on
+ * Leases (every replica runs, each acting for its share of the keys), `/healthz` and
  * `/readyz` with added checks, `/metrics` with controller-runtime's and client-go's names in a
  * prom-client registry (the embedder's own, if given), served over HTTPS behind TokenReview +
  * SubjectAccessReview together with any added routes, and a graceful stop.
@@ -223,6 +264,8 @@ export class Manager {
   readonly registry: Registry;
   /** The prom-client registry every metric is in: register the embedder's own metrics here. */
   readonly metrics: ManagerMetrics;
+  /** With the `sharding` option: which shard keys this replica acts for (run by `start`). */
+  readonly sharder: Sharder | undefined;
   readonly #logger: Logger;
   readonly #clock: Clock;
   readonly #leaderElection: LeaderElectionOptions | undefined;
@@ -243,6 +286,9 @@ export class Manager {
   readonly #elector: LeaderElector | undefined;
   /** The elector's Lease API, connected at start. */
   readonly #leases: DeferredLeaseClient | undefined;
+  readonly #sharding: ShardingOptions | undefined;
+  /** The sharder's Lease store, connected at start. */
+  readonly #shardLeases: DeferredShardLeaseStore | undefined;
   #started = false;
   #stopping = false;
   #servers: HttpServer[] = [];
@@ -265,9 +311,15 @@ export class Manager {
         throw new TypeError(`Manager option leaderElection.namespace must be a non-empty string, got ${JSON.stringify(election.namespace)}`);
       }
     }
+    const sharding = options.sharding;
+    if (sharding !== undefined) {
+      if (election !== undefined && election.enabled !== false) throw new TypeError('Manager options leaderElection and sharding exclude each other: one active replica, or every replica acting for its share');
+      if (typeof sharding.namespace !== 'string' || sharding.namespace === '') throw new TypeError(`Manager option sharding.namespace must be a non-empty string, got ${JSON.stringify(sharding.namespace)}`);
+    }
     this.#logger = options.logger ?? noopLogger;
     this.#clock = options.clock ?? realClock;
     this.#leaderElection = election;
+    this.#sharding = sharding;
     this.#metricsServer = options.metricsServer;
     this.#probeAddress = options.healthProbeBindAddress;
     this.#gracePeriodMs = grace;
@@ -284,6 +336,27 @@ export class Manager {
         logger: this.#logger,
         clock: this.#clock,
         random: election.random,
+      });
+    }
+    if (sharding === undefined) {
+      this.sharder = undefined;
+    } else {
+      this.#shardLeases = new DeferredShardLeaseStore(`${sharding.namespace}/${sharding.group}`);
+      // Built here so that invalid options throw now, not at start.
+      this.sharder = new Sharder({
+        leases: this.#shardLeases,
+        group: sharding.group,
+        identity: sharding.identity ?? `${hostname()}_${randomUUID()}`,
+        weight: sharding.weight,
+        leaseDurationMs: sharding.leaseDurationMs,
+        renewDeadlineMs: sharding.renewDeadlineMs,
+        retryPeriodMs: sharding.retryPeriodMs,
+        keys: sharding.keys,
+        maxFenceTakesPerSecond: sharding.maxFenceTakesPerSecond,
+        fenceTakeBurst: sharding.fenceTakeBurst,
+        logger: this.#logger,
+        clock: this.#clock,
+        random: sharding.random,
       });
     }
     this.metrics = new ManagerMetrics(options.metrics);
@@ -304,8 +377,14 @@ export class Manager {
       { name: 'shutdown', check: () => (this.#stopping ? 'shutting down' : undefined) },
       { name: 'leader-election', check: () => (this.#elector?.state === 'unknown' ? 'the Lease has not been read yet' : undefined) },
     ];
+    if (this.sharder !== undefined) {
+      const sharder = this.sharder;
+      this.#readyChecks.push({ name: 'sharding', check: () => (sharder.joined ? undefined : 'the peer Lease has not been written yet') });
+      sharder.subscribe((change) => { this.metrics.observeShardChange(change); });
+    }
     const registry = this.registry;
-    this.metrics.bind({ caches: () => registry.caches(), leader: () => this.isLeader, leaseName: election?.name ?? '' });
+    const sharder = this.sharder;
+    this.metrics.bind({ caches: () => registry.caches(), leader: () => this.isLeader, leaseName: election?.name ?? '', ...(sharder === undefined ? {} : { shard: () => sharder.status() }) });
   }
 
   /** True while this replica leads (always, without leader election). */
@@ -314,9 +393,9 @@ export class Manager {
     return this.#elector?.isLeader ?? false;
   }
 
-  /** This replica's identity in the Lease, once started with leader election. */
+  /** This replica's identity in the leader Lease or the shard group. */
   get identity(): string | undefined {
-    return this.#elector?.identity;
+    return this.#elector?.identity ?? this.sharder?.identity;
   }
 
   /** `http(s)://host:port` of the probe server, once started. */
@@ -349,6 +428,9 @@ export class Manager {
       return;
     }
     if (typeof item.reconcile !== 'function') throw new TypeError('Manager.add: a controller needs reconcile(key, context), a runnable start(signal)');
+    const shardKeyOf = item.shardKeyOf;
+    if (shardKeyOf !== undefined && (typeof shardKeyOf !== 'function' || this.sharder === undefined)) throw new TypeError('Manager.add: shardKeyOf needs the sharding option, and must be a function');
+    const reconcile = shardKeyOf === undefined || this.sharder === undefined ? item.reconcile.bind(item) : shardedReconcile(this.sharder, shardKeyOf, item.reconcile.bind(item));
     // Without a queue of its own, K is OwnerKey (the documented default).
     const queue = item.queue ?? (this.registry.queue as unknown as RateLimitingQueue<K>);
     if (item.queue === undefined) this.#queueController ??= item.name;
@@ -368,7 +450,7 @@ export class Manager {
         logger,
         clock,
         onReconcile,
-        handler: (key, workSignal, context) => item.reconcile(key, { ...context, signal: workSignal }),
+        handler: (key, workSignal, context) => reconcile(key, { ...context, signal: workSignal }),
       }),
     });
   }
@@ -422,14 +504,15 @@ export class Manager {
   }
 
   /**
-   * Starts the servers, the runnables that run on every replica, and leader election (or, without
-   * it, everything), then runs until `signal` aborts. Resolves once everything has stopped, in
-   * this order: readiness fails; controllers stop taking keys and their in-flight reconciles
-   * finish (up to the grace period); the Lease is released; the registry closes (caches,
-   * connections); the servers close.
+   * Starts the servers, the runnables that run on every replica, sharding, and leader election
+   * (or, without it, everything), then runs until `signal` aborts. Resolves once everything has
+   * stopped, in this order: readiness fails; controllers stop taking keys and their in-flight
+   * reconciles finish (up to the grace period); the Lease is released, or the shard fences and
+   * then the peer Lease; the registry closes (caches, connections); the servers close.
    *
    * @throws {LeadershipLostError} the Lease could not be renewed (in-flight reconciles are not
    *   awaited then: another replica may lead already).
+   * @throws {ShardGroupLostError} the peer Lease could not be renewed (likewise: others take the keys).
    * @throws {RunnableFailedError} a controller or runnable rejected.
    * @throws {ShutdownTimeoutError} reconciles were still running after the grace period.
    * A server that cannot bind rejects at once, after releasing what was started.
@@ -472,6 +555,12 @@ export class Manager {
         },
       ).finally(() => { running.delete(m.name); }));
     };
+    // Sharding runs on every replica, not gated on leadership; controllers drop keys until it owns some.
+    const sharding = new AbortController();
+    let sharded: Promise<void> | undefined;
+    if (this.sharder !== undefined && this.#shardLeases !== undefined && this.#sharding !== undefined) {
+      sharded = this.#shard(this.sharder, this.#shardLeases, this.#sharding, sharding.signal, reportStop);
+    }
     for (const m of this.#managed) if (!m.needLeaderElection) launch(m);
     const startLeading = (): void => { for (const m of this.#managed) if (m.needLeaderElection) launch(m); };
 
@@ -487,13 +576,18 @@ export class Manager {
     const reason = await stopped;
     signal.removeEventListener('abort', onSignal);
     this.#stopping = true;
-    const lost = reason.kind === 'failed' && reason.error instanceof LeadershipLostError;
+    const lost = reason.kind === 'failed' && (reason.error instanceof LeadershipLostError || reason.error instanceof ShardGroupLostError);
     this.#logger.info(reason.kind === 'signal' ? 'stopping: waiting for reconciles in flight' : `stopping: ${reason.error.message}`);
     work.abort(new Error('the manager is stopping'));
     let timedOut: ShutdownTimeoutError | undefined;
     if (!lost) timedOut = await this.#drain(running);
     election.abort();
+    sharding.abort(); // after the drain: fences are released once the work under them settled
     await electing; // the Lease released, its connection let go
+    // Fences released, then the peer Lease deleted. Not awaited after a timed-out drain: the sharder
+    // releases a fence only once the work under it settles, and that work ignored its signal.
+    if (timedOut === undefined) await sharded;
+    else void sharded?.then(() => { this.#logger.info('sharding stopped after the work that outlived the grace period'); });
     await this.#closeRegistry();
     await closeServers();
     this.#logger.info('stopped', { graceful: reason.kind === 'signal' && timedOut === undefined });
@@ -539,6 +633,29 @@ export class Manager {
       leases.connect(new KubeLeaseClient({ connection: hold.connection, namespace, name: options.name }));
       const outcome: ElectionOutcome = await elector.run(signal, { onStartedLeading: startLeading });
       if (outcome === 'lost') reportStop({ kind: 'failed', error: new LeadershipLostError(leases.description) });
+    } catch (err) {
+      reportStop({ kind: 'failed', error: toError(err) });
+    } finally {
+      hold.release();
+    }
+  }
+
+  /**
+   * Runs the sharder until `signal` aborts; resolves once it released its fences and peer Lease and
+   * let its connection go. Never rejects: a lost group or an unreachable cluster goes to `reportStop`.
+   */
+  async #shard(sharder: Sharder, leases: DeferredShardLeaseStore, options: ShardingOptions, signal: AbortSignal, reportStop: (reason: StopReason) => void): Promise<void> {
+    let hold: ClusterLease;
+    try {
+      // A connection of its own, like leader election's: renewals never queue behind the caches.
+      hold = await this.clusters.acquire({ kind: 'local' }, { ownerNamespace: options.namespace, purpose: 'sharding', signal });
+    } catch (err) {
+      if (!signal.aborted) reportStop({ kind: 'failed', error: toError(err) });
+      return;
+    }
+    try {
+      leases.connect(new KubeShardLeaseStore({ connection: hold.connection, namespace: options.namespace, group: options.group }));
+      if ((await sharder.run(signal)) === 'lost') reportStop({ kind: 'failed', error: new ShardGroupLostError(leases.description) });
     } catch (err) {
       reportStop({ kind: 'failed', error: toError(err) });
     } finally {
@@ -592,6 +709,27 @@ export class Manager {
       setStopCertificates(watchCertificate({ files: given, current: tls, onChange: (next) => { server.setCertificate(next); }, logger: this.#logger }));
     }
   }
+}
+
+/**
+ * `reconcile` run only while this replica owns the key's shard key; its signal aborts on stop or
+ * when ownership ends. A key owned elsewhere resolves as a success: its owner reconciles it.
+ */
+function shardedReconcile<K>(sharder: Sharder, shardKeyOf: (key: K) => string, reconcile: Controller<K>['reconcile']): Controller<K>['reconcile'] {
+  return async (key, context) => {
+    const outcome = await sharder.whileOwned(shardKeyOf(key), async (owned) => {
+      // One child of the worker's signal, aborted by either: no per-item listener on a shared signal.
+      const { controller, dispose } = childController(context.signal);
+      const detach = onAbort(owned, () => { controller.abort(owned.reason); });
+      try {
+        return await reconcile(key, { ...context, signal: controller.signal });
+      } finally {
+        detach();
+        dispose();
+      }
+    });
+    return outcome.owned ? outcome.value : undefined;
+  };
 }
 
 function isManagedClusters(value: unknown): value is ManagedClusters {

@@ -2,6 +2,7 @@ import { collectDefaultMetrics, Counter, Gauge, Histogram, Registry } from 'prom
 import type { QueueMetricsProvider, QueueStats, ReconcileObservation } from '../queue/index.ts';
 import type { CacheInfo } from '../registry/index.ts';
 import type { RequestObservation } from '../transport/index.ts';
+import type { ShardChange, ShardStatus } from './shard/index.ts';
 
 /** The Content-Type of the Prometheus text exposition format (0.0.4) that `/metrics` answers. */
 export const metricsContentType: string = Registry.PROMETHEUS_CONTENT_TYPE;
@@ -28,6 +29,8 @@ export interface MetricsSources {
   readonly leader: () => boolean;
   /** The Lease's name: `leader_election_master_status{name}`; '' leaves that series out (no leader election). */
   readonly leaseName: string;
+  /** The sharder's status, with sharding (`fleetcache_shard_*`). Default: no shard series. */
+  readonly shard?: (() => ShardStatus) | undefined;
 }
 
 /** controller-runtime's workqueue buckets: 10 ns to 1000 s, ×10 each (`ExponentialBuckets(10e-9, 10, 12)`). */
@@ -82,6 +85,7 @@ export class ManagerMetrics {
   readonly #workDuration: Histogram<'controller' | 'name'>;
   readonly #requests: Counter<'cluster' | 'code' | 'method'>;
   readonly #requestDuration: Histogram<'cluster' | 'verb'>;
+  readonly #handoffs: Counter<'direction'>;
 
   constructor(options: ManagerMetricsOptions = {}) {
     if (options.registry !== undefined && !(options.registry instanceof Registry)) throw new TypeError('ManagerMetrics option registry must be a prom-client Registry');
@@ -135,6 +139,8 @@ export class ManagerMetrics {
     });
 
     this.#cacheMetrics(registers, sources);
+    this.#handoffs = new Counter({ name: 'fleetcache_shard_handoffs_total', help: 'Shard keys this replica gained (fence taken) or lost (stopped acting for), with sharding.', labelNames: ['direction'], registers });
+    this.#shardMetrics(registers, sources);
 
     if (options.defaultMetrics ?? true) collectDefaultMetrics({ register: registry });
   }
@@ -162,10 +168,28 @@ export class ManagerMetrics {
     perCache('fleetcache_watch_errors_total', 'Errors the cache\'s list/watch loop met.', 'counter', (c) => c.watchErrors);
   }
 
-  /** Sets what scrape-time metrics read (caches, leadership). Until then they are empty. */
+  /** `fleetcache_shard_*`, read from the sharder's status at scrape time; absent without sharding. */
+  #shardMetrics(registers: Registry[], sources: () => MetricsSources | undefined): void {
+    const shardGauge = (name: string, help: string, read: (s: ShardStatus) => number): void => {
+      new Gauge({ name, help, registers, collect() { const status = sources()?.shard?.(); if (status !== undefined) this.set(read(status)); } });
+    };
+    shardGauge('fleetcache_shard_peers', 'Live replicas of the shard group this replica sees, itself included.', (s) => s.peers.filter((p) => p.live).length);
+    shardGauge('fleetcache_shard_owned_keys', 'Shard keys this replica acts for.', (s) => s.owned.length);
+    shardGauge('fleetcache_shard_unowned_keys', 'Live shard keys no live replica acts for, group-wide (handoffs in progress).', (s) => s.unowned.length);
+    shardGauge('fleetcache_shard_orphaned_keys', 'Live shard keys no live replica has acted for longer than the no-orphan bound: an error.', (s) => s.orphaned.length);
+  }
+
+  /** Sets what scrape-time metrics read (caches, leadership, sharding). Until then they are empty. */
   bind(sources: MetricsSources): void {
     this.#sources = sources;
+    if (sources.shard !== undefined) for (const direction of ['gained', 'lost']) this.#handoffs.inc({ direction }, 0);
   }
+
+  /** A sharder's change: counts `fleetcache_shard_handoffs_total{direction}`. */
+  readonly observeShardChange = (change: ShardChange): void => {
+    if (change.gained.length > 0) this.#handoffs.inc({ direction: 'gained' }, change.gained.length);
+    if (change.lost.length > 0) this.#handoffs.inc({ direction: 'lost' }, change.lost.length);
+  };
 
   /**
    * Declares a controller: `workers` is its `controller_runtime_max_concurrent_reconciles`, and its

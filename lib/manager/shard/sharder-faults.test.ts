@@ -1,0 +1,139 @@
+import assert from 'node:assert/strict';
+import { describe, it } from 'node:test';
+import { Group, timing } from './group.test-util.ts';
+import { fenceLeaseName, peerLeaseName } from './names.ts';
+import { rendezvousOwner } from './rendezvous.ts';
+import type { PartitionMode } from './memory-store.ts';
+
+const tenants = (n: number): string[] => Array.from({ length: n }, (_, i) => `tenant-${i}`);
+
+describe('Sharder under faults', () => {
+  for (const mode of ['hanging', 'failing'] as const satisfies readonly PartitionMode[]) {
+    it(`stops a partitioned replica (${mode}) within renewDeadline; the others take its keys only after leaseDuration`, async () => {
+      const group = new Group(tenants(45));
+      const replicas = ['a', 'b', 'c'].map((name) => group.start(name));
+      await group.until('convergence', () => group.converged());
+      await group.advance(2_000);
+      const c = replicas[2];
+      assert.ok(c !== undefined);
+      const ofC = group.ownedBy('c');
+      assert.ok(ofC.length > 5);
+      c.changes.length = 0;
+      const cutAt = group.clock.now();
+      c.client.mode = mode;
+      const stoppedAfter = await group.until('c to stop acting', () => group.ownedBy('c').length === 0);
+      assert.ok(stoppedAfter <= timing.renewDeadlineMs, `c stopped acting ${stoppedAfter} ms after the cut`);
+      assert.deepEqual(c.changes.flatMap((ch) => ch.lost).sort(), ofC, 'c was told it lost every key');
+      await group.until('c\'s run to end', () => c.settled() !== undefined);
+      assert.equal(c.settled(), 'lost');
+      await group.until('c\'s keys to be owned again', () => group.converged());
+      const sinceCut = group.clock.now() - cutAt;
+      // c's last renewal started at most a retry period before the cut; the others count its lease from when they saw it.
+      for (const key of ofC) {
+        const history = group.history.get(key) ?? [];
+        assert.equal(history.at(-2), 'c', `${key}: ${history.join(' → ')}`);
+      }
+      assert.ok(sinceCut >= timing.leaseDurationMs - timing.retryPeriodMs, `taken ${sinceCut} ms after the cut: before c's lease could lapse`);
+      assert.ok(sinceCut <= timing.leaseDurationMs + 2 * timing.retryPeriodMs, `taken ${sinceCut} ms after the cut: past the bound`);
+      for (const r of replicas) r.stop();
+      c.client.mode = 'connected';
+      await group.advance(2_000);
+    });
+  }
+
+  it('aborts whileOwned\'s signal when the key moves, and releases the fence only after the work settled', async () => {
+    const group = new Group(tenants(30));
+    const a = group.start('a');
+    const b = group.start('b');
+    await group.until('convergence', () => group.converged());
+    const both = [{ identity: 'a', weight: 1 }, { identity: 'b', weight: 1 }];
+    const withC = [...both, { identity: 'c', weight: 1 }];
+    const key = [...group.keys].find((k) => rendezvousOwner(k, both) === 'a' && rendezvousOwner(k, withC) === 'c');
+    assert.ok(key !== undefined);
+    assert.deepEqual(await b.sharder.whileOwned(key, () => { throw new Error('must not run'); }), { owned: false });
+
+    let finish = (): void => undefined;
+    let reason: unknown;
+    const work = a.sharder.whileOwned(key, (signal) => new Promise<number>((resolve) => {
+      signal.addEventListener('abort', () => { reason = signal.reason; });
+      finish = () => { resolve(7); };
+    }));
+    group.start('c');
+    await group.until('a to stop acting for the key', () => !a.sharder.owns(key));
+    assert.match(String(reason), /moved to another replica/);
+    await group.advance(3 * timing.retryPeriodMs);
+    assert.deepEqual(group.actors(key), [], 'nobody acts while the old owner\'s work runs');
+    assert.equal(group.leases.snapshot().find((l) => l.role === 'fence' && l.key === key)?.record.holderIdentity, 'a', 'the fence stays with a');
+    assert.ok(a.sharder.status().handoff.includes(key), 'a reports the key in handoff while its work settles');
+    assert.ok(group.replicas.get('c')?.sharder.status().handoff.includes(key), 'c reports it in handoff until it takes the fence');
+    finish();
+    assert.deepEqual(await work, { owned: true, value: 7 });
+    await group.until('c to own the key', () => group.actors(key)[0] === 'c', 3 * timing.retryPeriodMs);
+    for (const r of group.replicas.values()) r.stop();
+    await group.advance(2_000);
+  });
+
+  it('bounds fence takes by the rate limit, and widens the no-orphan bound by its delay', async () => {
+    const group = new Group(tenants(40));
+    const a = group.start('a', { maxFenceTakesPerSecond: 2, fenceTakeBurst: 5 });
+    // 40 keys at 2/s after a burst of 5: 17.5 s of delay on top of the lease bound.
+    group.boundMs = timing.leaseDurationMs + 2 * timing.retryPeriodMs + 17_500;
+    const start = group.clock.now();
+    const creates = (): number => group.leases.writes.filter((w) => w.verb === 'create' && w.name !== peerLeaseName('test', 'a')).length;
+    let worst = 0;
+    while (creates() < 40) {
+      await group.advance(500);
+      const elapsed = (group.clock.now() - start) / 1000;
+      worst = Math.max(worst, creates() - (5 + 2 * elapsed));
+      assert.ok(creates() <= 5 + 2 * elapsed + 1e-9, `${creates()} fences taken after ${elapsed} s`);
+      assert.ok(elapsed < 60, 'every fence taken eventually');
+    }
+    assert.equal(a.sharder.status().boundMs, group.boundMs);
+    assert.deepEqual(a.sharder.status().orphaned, []);
+    a.stop();
+    await group.advance(2_000);
+  });
+
+  it('collects the peer Lease of a replica that died, once it was not renewed for 10 lease durations', async () => {
+    const group = new Group(tenants(10));
+    const a = group.start('a');
+    const b = group.start('b');
+    await group.until('convergence', () => group.converged());
+    b.client.mode = 'failing';
+    await group.until('b\'s keys to be owned again', () => group.ownedBy('a').length === 10);
+    assert.ok(group.leases.get(peerLeaseName('test', 'b')) !== undefined, 'kept while it could still come back');
+    assert.deepEqual(a.sharder.status().peers.map((p) => [p.identity, p.live]), [['a', true], ['b', false]]);
+    const gone = await group.until('b\'s peer Lease to be collected', () => group.leases.get(peerLeaseName('test', 'b')) === undefined, 20 * timing.leaseDurationMs, 1_000);
+    assert.ok(gone >= 10 * timing.leaseDurationMs - 2 * timing.leaseDurationMs, `collected after ${gone} ms`);
+    assert.ok(group.leases.writes.some((w) => w.by === 'a' && w.verb === 'delete' && w.name === peerLeaseName('test', 'b')));
+    await group.advance(2 * timing.retryPeriodMs);
+    assert.deepEqual(a.sharder.status().peers.map((p) => p.identity), ['a']);
+    a.stop();
+    await group.advance(2_000);
+  });
+
+  it('reports a key nobody can take as unowned, then orphaned past the bound, logging it once', async () => {
+    const group = new Group(['stuck', 'fine']);
+    group.boundMs = Infinity; // this test makes an orphan on purpose
+    const errors: string[] = [];
+    const logger = { debug: () => undefined, info: () => undefined, warn: () => undefined, error: (msg: string) => { errors.push(msg); }, child: () => logger };
+    const a = group.start('a', { logger });
+    a.client.refuse = (verb, name) => verb === 'create' && name === fenceLeaseName('test', 'stuck');
+    await group.until('fine to be owned', () => group.actors('fine').length === 1);
+    let status = a.sharder.status();
+    assert.deepEqual(status.unowned.map((u) => u.key), ['stuck']);
+    assert.deepEqual(status.handoff, ['stuck']);
+    assert.deepEqual(status.orphaned, []);
+    await group.advance(status.boundMs + timing.retryPeriodMs);
+    status = a.sharder.status();
+    assert.deepEqual(status.orphaned, ['stuck']);
+    assert.ok((status.unowned[0]?.forMs ?? 0) > status.boundMs);
+    assert.deepEqual(errors.filter((e) => e.includes('no owner')).length, 1, 'logged once, not at every tick');
+    a.client.refuse = undefined;
+    await group.advance(2 * timing.retryPeriodMs);
+    assert.deepEqual(a.sharder.status().orphaned, []);
+    assert.deepEqual(group.actors('stuck'), ['a']);
+    a.stop();
+    await group.advance(2_000);
+  });
+});

@@ -1,0 +1,585 @@
+// The Sharder: membership, assignment and fences run together, and what a controller asks of them.
+import { noopLogger, onAbort, realClock, sleep, toError, type Clock, type Logger, type Timer } from '../../util/index.ts';
+import { FenceWriter, type FenceLease } from './fences.ts';
+import { HeldFence } from './held.ts';
+import { OwnPeerLease, PeerView, type PeerLease } from './membership.ts';
+import { checkGroup } from './names.ts';
+import { rendezvousOwner, type WeightedPeer } from './rendezvous.ts';
+import type { ShardLeaseStore } from './store.ts';
+import { TakeLimiter } from './take-limiter.ts';
+import { UnownedTracker, type UnownedKey } from './unowned.ts';
+
+/** Keys gained (fence taken: reconcile them now) and lost (this replica stopped acting for them). */
+export interface ShardChange {
+  readonly gained: readonly string[];
+  readonly lost: readonly string[];
+}
+
+/** What a controller needs of sharding. */
+export interface ShardOwnership {
+  /** True while this replica may act for `key` (assigned, fence held, peer Lease fresh). No I/O. */
+  owns(key: string): boolean;
+  /**
+   * Runs `fn` while this replica owns `key`; resolves { owned: false } without calling it otherwise.
+   * `signal` aborts when ownership ends (key moved, fence lost, peer Lease not renewed in time). A key
+   * moving away has its fence released only after every whileOwned(key) in flight has settled.
+   */
+  whileOwned<T>(key: string, fn: (signal: AbortSignal) => Promise<T>): Promise<{ readonly owned: true; readonly value: T } | { readonly owned: false }>;
+  /** Told of keys gained (fence taken: reconcile them now) and lost (stopped acting). Returns unsubscribe. */
+  subscribe(listener: (change: ShardChange) => void): () => void;
+}
+
+/** A peer in {@link ShardStatus}. */
+export interface ShardPeerStatus {
+  readonly identity: string;
+  readonly weight: number;
+  /** Its peer Lease changed within its lease duration, as this replica saw it (for itself: renewed within renewDeadline). */
+  readonly live: boolean;
+  readonly self: boolean;
+}
+
+/** A Sharder's view, for metrics and the dashboard. */
+export interface ShardStatus {
+  readonly identity: string;
+  /** This replica's peer Lease has been written (it takes part in the assignment). */
+  readonly joined: boolean;
+  readonly peers: readonly ShardPeerStatus[];
+  /** Keys this replica acts for now, sorted. */
+  readonly owned: readonly string[];
+  /** Keys in handoff here: assigned to this replica but not fenced yet, or leaving (work settling, fence being released). */
+  readonly handoff: readonly string[];
+  /** Live keys no live replica acts for, group-wide, longest first. */
+  readonly unowned: readonly UnownedKey[];
+  /** The no-orphan bound now (lease duration + 2 retry periods + the rate limit's delay for the live keys). */
+  readonly boundMs: number;
+  /** Unowned keys past `boundMs`: each is an error. */
+  readonly orphaned: readonly string[];
+}
+
+/** How {@link Sharder.run} ended. */
+export type ShardOutcome =
+  /** Stopped by its signal: fences released after in-flight work settled, then the peer Lease deleted. */
+  | 'released'
+  /** The peer Lease could not be renewed within renewDeadline: this replica stopped acting; others take its keys after leaseDuration. */
+  | 'lost';
+
+/** Options of {@link Sharder}. Durations in milliseconds; leader election's rules apply: lease > renew deadline > 1.2 × retry. */
+export interface SharderOptions {
+  /** The group's Leases. Required. */
+  readonly leases: ShardLeaseStore;
+  /** The shard group (a DNS label of at most 40 characters). Required. */
+  readonly group: string;
+  /** This replica's identity, unique in the group (`hostname_uuid`). Required. */
+  readonly identity: string;
+  /** This replica's share relative to the others': a positive integer. Default 1. */
+  readonly weight?: number | undefined;
+  /** How long a peer Lease not seen to change stays live. Whole seconds. Default 30 000. */
+  readonly leaseDurationMs?: number | undefined;
+  /** This replica stops acting for every key once its peer Lease has not been renewed for this long. Default 10 000. */
+  readonly renewDeadlineMs?: number | undefined;
+  /** Between renewals, and between reads of the group (plus up to 20 % jitter). Default 2 000. */
+  readonly retryPeriodMs?: number | undefined;
+  /** Every live key, group-wide (not only this replica's); read on each tick and after {@link Sharder.keysChanged}. Required. */
+  readonly keys: () => Iterable<string>;
+  /** Fences this replica takes per second at most (a rolling restart must not stampede). Default 20. */
+  readonly maxFenceTakesPerSecond?: number | undefined;
+  /** Fences taken at once before the rate applies. Default 50. */
+  readonly fenceTakeBurst?: number | undefined;
+  /** Default: discards everything. */
+  readonly logger?: Logger | undefined;
+  /** Default: the wall clock. */
+  readonly clock?: Clock | undefined;
+  /** Jitter source in [0, 1). Default Math.random. */
+  readonly random?: (() => number) | undefined;
+}
+
+const jitterFactor = 0.2;
+
+function positive(option: string, value: number, integer = false): number {
+  if (!Number.isFinite(value) || value <= 0 || (integer && !Number.isSafeInteger(value))) throw new TypeError(`Sharder option ${option} must be a positive ${integer ? 'integer' : 'number'}, got ${value}`);
+  return value;
+}
+
+/** A few keys for a log line. */
+function sample(keys: readonly string[]): string {
+  return keys.length <= 10 ? keys.join(', ') : `${keys.slice(0, 10).join(', ')} and ${keys.length - 10} more`;
+}
+
+/**
+ * Shards keys over the replicas of a group on Kubernetes Leases (see this folder's index.ts for
+ * the bound and the safety argument). `run(signal)` joins, then two loops run until it stops: one
+ * renews this replica's peer Lease every retry period, the other reads the group (one LIST), moves
+ * to the assignment of the live peers (weighted rendezvous hashing), releases the fences of keys
+ * that moved away and takes those of keys that moved here. The constructor does no I/O.
+ *
+ * Invariants: `#held` has an entry for exactly the keys whose fence our last write made ours and
+ * that we have neither released nor seen taken (its `leaving` entries are being released);
+ * `#owners` is the assignment of the peers named by `#peersSignature`, for keys of `#keys` only.
+ * One `run` at a time.
+ */
+export class Sharder implements ShardOwnership {
+  readonly identity: string;
+  readonly #store: ShardLeaseStore;
+  readonly #weight: number;
+  readonly #leaseDurationMs: number;
+  readonly #renewDeadlineMs: number;
+  readonly #retryPeriodMs: number;
+  readonly #keysOf: () => Iterable<string>;
+  readonly #logger: Logger;
+  readonly #clock: Clock;
+  readonly #random: () => number;
+  readonly #self: OwnPeerLease;
+  readonly #view: PeerView;
+  readonly #fences: FenceWriter;
+  readonly #limiter: TakeLimiter;
+  readonly #unowned = new UnownedTracker();
+  readonly #held = new Map<string, HeldFence>();
+  readonly #listeners = new Set<(change: ShardChange) => void>();
+  /** Releases in flight (each waits for its key's work to settle); `run` awaits them before resolving. */
+  readonly #releases = new Set<Promise<void>>();
+  #keys: ReadonlySet<string> = new Set();
+  #peers: readonly WeightedPeer[] = [];
+  #peersSignature = '';
+  #owners = new Map<string, string | undefined>();
+  /** When the last successful renewal of our peer Lease started (our clock); undefined until joined. */
+  #renewedAt: number | undefined;
+  #expiry: Timer | undefined;
+  /** Set once the renew deadline passed: this run acts for nothing any more. */
+  #expired = false;
+  #running = false;
+  /** The run's inner controller: aborted by the caller's signal or by expiry. */
+  #inner: AbortController | undefined;
+  #wake: (() => void) | undefined;
+  #nudged = false;
+  #gained: string[] = [];
+  #lost: string[] = [];
+
+  constructor(options: SharderOptions) {
+    const leases: unknown = options.leases;
+    if (typeof leases !== 'object' || leases === null || typeof (leases as Partial<ShardLeaseStore>).list !== 'function') throw new TypeError('Sharder option leases must be a ShardLeaseStore');
+    const group = checkGroup(options.group);
+    if (typeof options.identity !== 'string' || options.identity === '') throw new TypeError(`Sharder option identity must be a non-empty string, got ${JSON.stringify(options.identity)}`);
+    if (typeof options.keys !== 'function') throw new TypeError('Sharder option keys must be a function returning the live keys');
+    const weight = positive('weight', options.weight ?? 1, true);
+    const lease = positive('leaseDurationMs', options.leaseDurationMs ?? 30_000);
+    const renew = positive('renewDeadlineMs', options.renewDeadlineMs ?? 10_000);
+    const retry = positive('retryPeriodMs', options.retryPeriodMs ?? 2_000);
+    if (lease < 1000 || lease % 1000 !== 0) throw new TypeError(`Sharder option leaseDurationMs must be a whole number of seconds (the Lease stores seconds), got ${lease}`);
+    if (lease <= renew) throw new TypeError(`Sharder option leaseDurationMs (${lease}) must be greater than renewDeadlineMs (${renew})`);
+    if (renew <= retry * (1 + jitterFactor)) throw new TypeError(`Sharder option renewDeadlineMs (${renew}) must be greater than 1.2 × retryPeriodMs (${retry})`);
+    this.identity = options.identity;
+    this.#store = options.leases;
+    this.#weight = weight;
+    this.#leaseDurationMs = lease;
+    this.#renewDeadlineMs = renew;
+    this.#retryPeriodMs = retry;
+    this.#keysOf = options.keys;
+    this.#logger = (options.logger ?? noopLogger).child({ shardGroup: options.leases.description, identity: options.identity });
+    this.#clock = options.clock ?? realClock;
+    this.#random = options.random ?? Math.random;
+    this.#self = new OwnPeerLease({ store: options.leases, group, identity: options.identity, weight, leaseDurationMs: lease, clock: this.#clock });
+    this.#view = new PeerView(group, lease);
+    this.#fences = new FenceWriter({ store: options.leases, group, identity: options.identity, leaseDurationMs: lease, clock: this.#clock });
+    this.#limiter = new TakeLimiter(options.maxFenceTakesPerSecond ?? 20, options.fenceTakeBurst ?? 50, this.#clock);
+  }
+
+  /** True once this replica's peer Lease has been written (readiness). */
+  get joined(): boolean {
+    return this.#renewedAt !== undefined;
+  }
+
+  /** Read through a method: `#expired` changes across awaits, which flow analysis does not see. */
+  #hasExpired(): boolean {
+    return this.#expired;
+  }
+
+  /** Our peer Lease was renewed by a request that started less than renewDeadline ago. */
+  #fresh(): boolean {
+    return this.#running && !this.#expired && this.#renewedAt !== undefined && this.#clock.now() - this.#renewedAt < this.#renewDeadlineMs;
+  }
+
+  #ownerOf(key: string): string | undefined {
+    if (this.#owners.has(key)) return this.#owners.get(key);
+    const owner = rendezvousOwner(key, this.#peers);
+    if (this.#keys.has(key)) this.#owners.set(key, owner);
+    return owner;
+  }
+
+  owns(key: string): boolean {
+    const held = this.#held.get(key);
+    return held !== undefined && !held.leaving && this.#fresh() && this.#ownerOf(key) === this.identity;
+  }
+
+  async whileOwned<T>(key: string, fn: (signal: AbortSignal) => Promise<T>): Promise<{ readonly owned: true; readonly value: T } | { readonly owned: false }> {
+    const held = this.#held.get(key);
+    if (held === undefined || !this.owns(key)) return { owned: false };
+    held.enter();
+    try {
+      return { owned: true, value: await fn(held.ownership.signal) };
+    } finally {
+      held.exit();
+    }
+  }
+
+  subscribe(listener: (change: ShardChange) => void): () => void {
+    if (typeof listener !== 'function') throw new TypeError('Sharder.subscribe: listener must be a function');
+    // A wrapper, so subscribing the same function twice is two subscriptions.
+    const entry = (change: ShardChange): void => { listener(change); };
+    this.#listeners.add(entry);
+    return () => { this.#listeners.delete(entry); };
+  }
+
+  /** Re-read the keys now rather than at the next tick (a key appeared or vanished). */
+  keysChanged(): void {
+    this.#nudged = true;
+    this.#wake?.();
+  }
+
+  status(): ShardStatus {
+    const now = this.#clock.now();
+    const fresh = this.#fresh();
+    const peers: ShardPeerStatus[] = this.#view.peers(now)
+      .filter((p) => p.identity !== this.identity)
+      .map((p) => ({ ...p, self: false }));
+    if (this.#renewedAt !== undefined) peers.push({ identity: this.identity, weight: this.#weight, live: fresh, self: true });
+    peers.sort((a, b) => (a.identity < b.identity ? -1 : a.identity > b.identity ? 1 : 0));
+    const owned = [...this.#held.keys()].filter((k) => this.owns(k)).sort();
+    const handoff = new Set([...this.#keys].filter((k) => this.#ownerOf(k) === this.identity && !this.owns(k)));
+    for (const [key, held] of this.#held) if (held.leaving) handoff.add(key);
+    const boundMs = this.#boundMs();
+    const unowned = this.#unowned.unowned(now);
+    return { identity: this.identity, joined: this.joined, peers, owned, handoff: [...handoff].sort(), unowned, boundMs, orphaned: unowned.filter((u) => u.forMs > boundMs).map((u) => u.key) };
+  }
+
+  #boundMs(): number {
+    return this.#leaseDurationMs + 2 * this.#retryPeriodMs + this.#limiter.delayMs(this.#keys.size);
+  }
+
+  /**
+   * Joins the group and shards until `signal` aborts (→ 'released': ownership ends, fences are
+   * released once the work under them settled, then the peer Lease is deleted) or the peer Lease
+   * could not be renewed within renewDeadline (→ 'lost': nothing is released; others take the keys
+   * after leaseDuration). Never rejects.
+   */
+  async run(signal: AbortSignal): Promise<ShardOutcome> {
+    if (this.#running) throw new Error('Sharder.run is already running');
+    this.#running = true;
+    this.#expired = false;
+    const inner = new AbortController();
+    this.#inner = inner;
+    const detach = onAbort(signal, () => { inner.abort(signal.reason); });
+    try {
+      await Promise.all([this.#renewLoop(inner.signal), this.#reconcileLoop(inner.signal)]);
+      if (this.#hasExpired()) {
+        await this.#settleReleases();
+        return 'lost';
+      }
+      await this.#stop();
+      return 'released';
+    } finally {
+      detach();
+      this.#expiry?.cancel();
+      this.#running = false;
+      this.#inner = undefined;
+      this.#renewedAt = undefined;
+      this.#held.clear();
+    }
+  }
+
+  /** A request on its own deadline: never cut by the run's signal, so a write's outcome is known. */
+  async #bounded<T>(ms: number, op: (signal: AbortSignal) => Promise<T>): Promise<T> {
+    const controller = new AbortController();
+    const timer = this.#clock.setTimer(ms, () => { controller.abort(new Error(`shard Lease request timed out after ${Math.round(ms)} ms`)); });
+    try {
+      return await op(controller.signal);
+    } finally {
+      timer.cancel();
+    }
+  }
+
+  async #renewLoop(signal: AbortSignal): Promise<void> {
+    while (!signal.aborted && !this.#expired) {
+      const started = this.#clock.now();
+      const budget = this.#renewedAt === undefined ? this.#renewDeadlineMs : this.#renewedAt + this.#renewDeadlineMs - started;
+      if (budget <= 0) {
+        this.#expire();
+        return;
+      }
+      try {
+        await this.#bounded(budget, (s) => this.#self.renew(s));
+        if (this.#hasExpired()) return;
+        const first = this.#renewedAt === undefined;
+        // Measured from the request's START: others saw the write later, so they count our
+        // lease from later still, and we stop acting (renewDeadline) before they take (leaseDuration).
+        this.#renewedAt = started;
+        this.#armExpiry(started);
+        if (first) {
+          this.#logger.info('joined the shard group', { weight: this.#weight });
+          this.keysChanged();
+        }
+      } catch (err) {
+        if (this.#renewedAt !== undefined && this.#clock.now() - this.#renewedAt >= this.#renewDeadlineMs) {
+          this.#expire();
+          return;
+        }
+        this.#logger.warn(`could not renew the peer Lease; retrying: ${toError(err).message}`, { error: toError(err) });
+      }
+      try {
+        await sleep(this.#retryPeriodMs * (1 + jitterFactor * this.#random()), signal, this.#clock);
+      } catch {
+        return;
+      }
+    }
+  }
+
+  /** Ends every ownership the moment the renew deadline passes, not at the next tick. */
+  #armExpiry(renewedAt: number): void {
+    this.#expiry?.cancel();
+    this.#expiry = this.#clock.setTimer(renewedAt + this.#renewDeadlineMs - this.#clock.now(), () => { this.#expire(); });
+  }
+
+  /** The peer Lease went unrenewed for renewDeadline: stop acting for everything, end the run. */
+  #expire(): void {
+    if (this.#expired || !this.#running) return;
+    this.#expired = true;
+    this.#expiry?.cancel();
+    const reason = new Error(`the peer Lease was not renewed within ${this.#renewDeadlineMs} ms`);
+    for (const [key, held] of this.#held) {
+      if (held.leaving) continue; // its release runs on: deleting our own fence is always safe
+      held.leave(reason);
+      this.#held.delete(key);
+      this.#lost.push(key);
+    }
+    this.#logger.error(`lost the shard group: ${reason.message}; stopped acting for every key`);
+    this.#flush();
+    this.#inner?.abort(reason);
+  }
+
+  async #reconcileLoop(signal: AbortSignal): Promise<void> {
+    while (await this.#pause(signal)) {
+      if (this.#renewedAt === undefined) continue;
+      try {
+        await this.#tick();
+      } catch (err) {
+        this.#logger.error(`shard tick failed: ${toError(err).message}`, { error: toError(err) });
+      }
+    }
+  }
+
+  /** Waits a retry period, or until nudged; false once `signal` aborted. */
+  #pause(signal: AbortSignal): Promise<boolean> {
+    if (signal.aborted) return Promise.resolve(false);
+    if (this.#nudged) {
+      this.#nudged = false;
+      return Promise.resolve(true);
+    }
+    return new Promise((resolve) => {
+      let detach = (): void => undefined;
+      const done = (): void => {
+        timer.cancel();
+        detach();
+        this.#wake = undefined;
+        this.#nudged = false;
+        resolve(!signal.aborted);
+      };
+      const timer = this.#clock.setTimer(this.#retryPeriodMs * (1 + jitterFactor * this.#random()), done);
+      detach = onAbort(signal, done);
+      this.#wake = done;
+    });
+  }
+
+  /** One read of the group and the moves it calls for. */
+  async #tick(): Promise<void> {
+    let leases;
+    try {
+      leases = await this.#bounded(this.#renewDeadlineMs, (s) => this.#store.list(s));
+    } catch (err) {
+      this.#logger.warn(`could not read the shard group; retrying: ${toError(err).message}`, { error: toError(err) });
+      return;
+    }
+    if (this.#expired) return;
+    const now = this.#clock.now();
+    const peers: PeerLease[] = [];
+    const fences = new Map<string, FenceLease>();
+    for (const lease of leases) {
+      if (lease.role === 'peer') peers.push(lease);
+      else fences.set(lease.key, lease);
+    }
+    this.#self.adopt(peers.find((p) => p.name === this.#self.name));
+    this.#view.observe(peers, now);
+    this.#assign(now);
+    this.#checkHeld(fences);
+    await this.#take(fences, now);
+    await this.#collectGarbage(fences, now);
+    this.#account(fences, this.#clock.now());
+    this.#flush();
+  }
+
+  /** The assignment of the live peers (ourselves while fresh) to the keys read now. */
+  #assign(now: number): void {
+    this.#keys = new Set(this.#keysOf());
+    const live: WeightedPeer[] = this.#view.peers(now)
+      .filter((p) => p.live && p.identity !== this.identity)
+      .map((p) => ({ identity: p.identity, weight: p.weight }));
+    if (this.#fresh()) live.push({ identity: this.identity, weight: this.#weight });
+    live.sort((a, b) => (a.identity < b.identity ? -1 : 1));
+    const signature = live.map((p) => `${p.identity}=${p.weight}`).join(',');
+    if (signature !== this.#peersSignature) this.#logger.info('shard peers changed', { peers: signature });
+    this.#peers = live;
+    this.#peersSignature = signature;
+    this.#owners = new Map();
+  }
+
+  /** Checks our fences against the listing: lost ones are dropped, moved ones released. */
+  #checkHeld(fences: ReadonlyMap<string, FenceLease>): void {
+    for (const [key, held] of this.#held) {
+      const fence = fences.get(key);
+      const ours = fence?.record.holderIdentity === this.identity;
+      if (held.leaving) {
+        if (held.releasing) continue;
+        if (ours) this.#release(key, held); // the last release failed: again
+        else this.#held.delete(key);
+        continue;
+      }
+      if (!ours) {
+        // Not while we are fresh, by the safety argument; seen only if the store was tampered with.
+        this.#logger.error(`shard key ${key}: the fence was taken or deleted by someone else`, { key });
+        held.leave(new Error(`shard key ${key}: the fence was taken or deleted by someone else`));
+        this.#held.delete(key);
+        this.#lost.push(key);
+        continue;
+      }
+      held.resourceVersion = fence.resourceVersion;
+      if (!this.#keys.has(key)) this.#leave(key, held, 'the key is gone');
+      else if (this.#ownerOf(key) !== this.identity) this.#leave(key, held, 'the key moved to another replica');
+    }
+  }
+
+  #leave(key: string, held: HeldFence, why: string): void {
+    held.leave(new Error(`shard key ${key}: ${why}`));
+    this.#lost.push(key);
+    this.#release(key, held);
+  }
+
+  /** Deletes the fence once every whileOwned(key) in flight has settled. */
+  #release(key: string, held: HeldFence): void {
+    held.releasing = true;
+    const done = (async (): Promise<void> => {
+      await held.idle();
+      try {
+        await this.#bounded(this.#renewDeadlineMs, (s) => this.#fences.release(held, s));
+        if (this.#held.get(key) === held) this.#held.delete(key);
+      } catch (err) {
+        this.#logger.warn(`could not release the fence of ${key}; retrying: ${toError(err).message}`, { key, error: toError(err) });
+      } finally {
+        held.releasing = false;
+      }
+    })();
+    this.#releases.add(done);
+    void done.finally(() => { this.#releases.delete(done); });
+  }
+
+  async #settleReleases(): Promise<void> {
+    while (this.#releases.size > 0) await Promise.all(this.#releases);
+  }
+
+  /** Takes the fences of keys assigned here that are free or held by a peer that is not live. */
+  async #take(fences: Map<string, FenceLease>, now: number): Promise<void> {
+    if (!this.#fresh()) return;
+    const takes: Promise<void>[] = [];
+    for (const key of [...this.#keys].sort()) {
+      if (this.#held.has(key) || this.#ownerOf(key) !== this.identity) continue;
+      const fence = fences.get(key);
+      const holder = fence?.record.holderIdentity ?? '';
+      if (fence !== undefined && holder === this.identity) {
+        // Ours already: a take whose answer was lost.
+        this.#held.set(key, new HeldFence(fence.name, fence.resourceVersion));
+        this.#gained.push(key);
+        continue;
+      }
+      if (holder !== '' && this.#view.isLive(holder, now)) continue; // its holder lets go when it sees the move
+      if (!this.#limiter.tryTake()) break;
+      takes.push(this.#takeOne(key, fence, fences));
+    }
+    await Promise.all(takes);
+  }
+
+  async #takeOne(key: string, fence: FenceLease | undefined, fences: Map<string, FenceLease>): Promise<void> {
+    try {
+      const taken = await this.#bounded(this.#renewDeadlineMs, (s) => this.#fences.take(key, fence, s));
+      fences.set(key, taken);
+      // Taken after the run ended: left for the others, who take it once our peer Lease lapses.
+      if (this.#expired || !this.#running) return;
+      this.#held.set(key, new HeldFence(taken.name, taken.resourceVersion));
+      this.#gained.push(key);
+      this.#logger.debug(fence === undefined ? 'took a free fence' : 'took the fence of a peer that is not live', { key, from: fence?.record.holderIdentity });
+    } catch (err) {
+      this.#logger.debug(`could not take the fence of ${key}: ${toError(err).message}`, { key });
+    }
+  }
+
+  /** Deletes peer Leases dead for 10 lease durations, and fences of gone keys whose holder is not live. */
+  async #collectGarbage(fences: ReadonlyMap<string, FenceLease>, now: number): Promise<void> {
+    const garbage: { readonly name: string; readonly resourceVersion: string }[] = this.#view.garbage(now).filter((p) => p.name !== this.#self.name);
+    for (const fence of fences.values()) {
+      const holder = fence.record.holderIdentity;
+      if (this.#keys.has(fence.key) || holder === this.identity || (holder !== '' && this.#view.isLive(holder, now))) continue;
+      // One collector per fence: the replica the key would go to.
+      if (rendezvousOwner(fence.key, this.#peers) === this.identity) garbage.push(fence);
+    }
+    await Promise.all(garbage.map(async (lease) => {
+      try {
+        await this.#bounded(this.#renewDeadlineMs, (s) => this.#store.delete(lease.name, lease.resourceVersion, s));
+        this.#logger.info('deleted an abandoned shard Lease', { lease: lease.name });
+      } catch (err) {
+        this.#logger.debug(`could not delete the abandoned shard Lease ${lease.name}: ${toError(err).message}`);
+      }
+    }));
+  }
+
+  /** Feeds the no-orphan check: keys whose fence is free, or held by a peer not acting. */
+  #account(fences: ReadonlyMap<string, FenceLease>, now: number): void {
+    const unowned = new Map<string, number | undefined>();
+    for (const key of this.#keys) {
+      const holder = fences.get(key)?.record.holderIdentity ?? '';
+      const acting = holder === this.identity ? this.owns(key) : holder !== '' && this.#view.isLive(holder, now);
+      if (!acting) unowned.set(key, holder === '' || holder === this.identity ? undefined : this.#view.lastChange(holder));
+    }
+    const boundMs = this.#boundMs();
+    for (const key of this.#unowned.update(unowned, now, boundMs)) {
+      this.#logger.error(`shard key ${key} has had no owner for longer than the bound (${boundMs} ms)`, { key, boundMs });
+    }
+  }
+
+  /** Tells the subscribers what this tick changed. */
+  #flush(): void {
+    const gained = [...new Set(this.#gained)].filter((k) => this.owns(k)).sort();
+    const lost = [...new Set(this.#lost)].sort();
+    this.#gained = [];
+    this.#lost = [];
+    if (gained.length > 0) this.#logger.info(`gained ${gained.length} shard key(s): ${sample(gained)}`, { gained: gained.length });
+    if (lost.length > 0) this.#logger.info(`lost ${lost.length} shard key(s): ${sample(lost)}`, { lost: lost.length });
+    if (gained.length === 0 && lost.length === 0) return;
+    const change: ShardChange = { gained, lost };
+    for (const listener of this.#listeners) {
+      try {
+        listener(change);
+      } catch (err) {
+        this.#logger.error(`a shard change listener failed: ${toError(err).message}`, { error: toError(err) });
+      }
+    }
+  }
+
+  /** A clean stop: end every ownership, release every fence once its work settled, delete the peer Lease. */
+  async #stop(): Promise<void> {
+    for (const [key, held] of this.#held) if (!held.leaving) this.#leave(key, held, 'this replica is stopping');
+    this.#flush();
+    await this.#settleReleases();
+    try {
+      await this.#bounded(this.#renewDeadlineMs, (s) => this.#self.delete(s));
+      this.#logger.info('left the shard group');
+    } catch (err) {
+      this.#logger.warn(`could not delete the peer Lease; it will lapse: ${toError(err).message}`, { error: toError(err) });
+    }
+  }
+}
