@@ -2,11 +2,13 @@
  * The pipeline-promotion controller built on the registry: the `Pipeline` API (fleetcache.dev/
  * v1alpha1) and its validation, status computed level-triggered from the registry's caches, and
  * promotion of a revision from each environment to the next (patch, webhook, or a commit or pull
- * request in Git), restart-safe, with optional approval gates.
+ * request in Git), restart-safe, with optional approval gates, optionally sharded across replicas.
  */
 export { PipelineController } from './controller.ts';
 export type { PipelineControllerOptions, PipelineControllerStats, PromotionRequest } from './controller.ts';
 export { PromotionError, WebhookRefusedError } from './errors.ts';
+export { NotShardOwnerError, pipelineShardKey } from './shard.ts';
+export type { PipelineShardBy, PipelineShardChange, PipelineShardOptions, PipelineShardOwnership } from './shard.ts';
 export { APPROVE_VERB, ApprovalError, approvalEvent, LEGACY_APPROVAL_PREFIX, recordApproval } from './approval.ts';
 export type { ApprovalClient, ApprovalRefusal, ApprovalRequest, RecordApprovalOptions, RecordedApproval } from './approval.ts';
 export type { WebhookRefusal } from './errors.ts';
