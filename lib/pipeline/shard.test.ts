@@ -177,7 +177,7 @@ const B1: Ref = { namespace: 'team-b', name: 'one' };
 const B2: Ref = { namespace: 'team-b', name: 'two' };
 
 describe('PipelineController sharded', () => {
-  it('names a Pipeline\'s shard key by namespace or by namespace/name, and refuses a malformed shard option', async (t) => {
+  it('names a Pipeline\'s shard key by namespace or by namespace/name, and refuses a malformed shard option', (t) => {
     assert.equal(pipelineShardKey('namespace', A1), 'team-a');
     assert.equal(pipelineShardKey('pipeline', A1), 'team-a/one');
     const registry = registryWithKeeper({ provider: new StaticProvider({ clusters: {} }) });
