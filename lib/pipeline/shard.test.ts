@@ -211,7 +211,7 @@ describe('PipelineController sharded', () => {
 
         // No resync, no event on team-b's objects: only the gain can start their reconciles.
         a.ownership.gain(...new Set([B1, B2].map(key)));
-        await eventually('team-b promoted once gained', () => [B1, B2].every((p) => version(p, 'prod') === '1.1.0' && status(p)?.promotions?.[0]?.state === 'Succeeded'), 10_000);
+        await eventually('team-b promoted once gained', () => [B1, B2].every((p) => version(p, 'prod') === '1.1.0' && status(p)?.promotions?.[0]?.state === 'Succeeded' && events(p).length > 0), 10_000);
         for (const p of [B1, B2]) assert.deepEqual(events(p), ['Promoted'], `${p.name}: its Event`);
       });
 
@@ -262,7 +262,7 @@ describe('PipelineController sharded', () => {
 
     fresh.start();
     fresh.ownership.gain('team-a');
-    await eventually('the new owner completed the promotion', () => status(A1)?.promotions?.find((r) => r.environment === 'prod')?.state === 'Succeeded');
+    await eventually('the new owner completed the promotion', () => status(A1)?.promotions?.find((r) => r.environment === 'prod')?.state === 'Succeeded' && events(A1).length > 0);
     assert.equal(prodPatches(A1), 1, 'prod was patched once, by the old owner: the new owner found it done');
     assert.match(status(A1)?.promotions?.[0]?.message ?? '', /0 target\(s\), 1 already at it/);
     assert.deepEqual(events(A1), ['Promoted'], 'one Event, from the new owner');
