@@ -361,8 +361,15 @@ export class PipelineController {
     // A deleted Pipeline's memory goes whoever owns it (no write): its key may have no owner any more.
     const ref = parseOwnerKey(key);
     const pipeline = this.#pipelines?.get(ref.namespace, ref.name) as Pipeline | undefined;
-    if (pipeline === undefined || pipeline.metadata?.deletionTimestamp !== undefined) return this.#reconcileOnce(key, signal, context.logger);
-    return shard.run(ref, signal, context.logger, (owned) => this.#counted(owned, () => this.#reconcileOnce(key, owned, context.logger)));
+    if (pipeline === undefined || pipeline.metadata?.deletionTimestamp !== undefined) return this.#counted(signal, () => this.#reconcileOnce(key, signal, context.logger));
+    const reconcile = { ran: false };
+    const result = await shard.run(ref, signal, context.logger, (owned) => {
+      reconcile.ran = true;
+      return this.#counted(owned, () => this.#reconcileOnce(key, owned, context.logger));
+    });
+    // Lost while it ran: what the reconcile remembered after the loss was forgotten goes too.
+    if (reconcile.ran && !shard.owns(ref)) this.#forget(ref);
+    return result;
   }
 
   /** Runs a reconcile for the stats. Not async: `reconcile` starts synchronously (see PipelineShard.run). */

@@ -3,6 +3,9 @@
 // gains at once, forgets a key it loses, and a promotion handed over in the middle (Pending written,
 // the action done, the outcome not yet recorded) is completed exactly once by the new owner.
 import assert from 'node:assert/strict';
+import { once } from 'node:events';
+import { createServer } from 'node:http';
+import type { AddressInfo } from 'node:net';
 import { describe, it, type TestContext } from 'node:test';
 import { KubeConfig } from '@kubernetes/client-node';
 import { SimulatedCluster } from '../../fixtures/index.ts';
@@ -96,7 +99,7 @@ interface Fleet {
 }
 
 /** Pipelines promoting their app from dev (1.1.0, Ready) to prod (1.0.0, Ready): each one's next step is promoting 1.1.0 to prod. */
-async function fleet(t: TestContext, pipelines: readonly Ref[]): Promise<Fleet> {
+async function fleet(t: TestContext, pipelines: readonly Ref[], options: { readonly webhook?: string } = {}): Promise<Fleet> {
   const namespaces = [...new Set(pipelines.map((p) => p.namespace))];
   const sim = await SimulatedCluster.start({
     namespaces: [...namespaces, 'dev', 'prod'],
@@ -113,12 +116,17 @@ async function fleet(t: TestContext, pipelines: readonly Ref[]): Promise<Fleet> 
       sim.store.create({ ...HR, metadata: { namespace, name: appOf(p) }, spec: { chart: { spec: { chart: 'podinfo', version } } } });
       sim.store.patch({ ...HR, namespace, name: appOf(p) }, { status: { observedGeneration: 1, conditions: [{ type: 'Ready', status: 'True' }], history: [{ chartVersion: version }] } }, { subresource: 'status' });
     }
+    if (options.webhook !== undefined) {
+      sim.store.create({ apiVersion: 'v1', kind: 'Secret', metadata: { namespace: p.namespace, name: `${p.name}-hook` }, data: { url: Buffer.from(options.webhook).toString('base64') } });
+    }
     sim.store.create({
       ...PIPELINE,
       metadata: { namespace: p.namespace, name: p.name },
       spec: {
         appRef: { ...HR, name: appOf(p) },
-        promotion: { strategy: 'patch', patch: { path: '/spec/chart/spec/version' } },
+        promotion: options.webhook === undefined
+          ? { strategy: 'patch', patch: { path: '/spec/chart/spec/version' } }
+          : { strategy: 'webhook', webhook: { secretRef: { name: `${p.name}-hook` } } },
         environments: [{ name: 'dev', targets: [{ namespace: 'dev' }] }, { name: 'prod', targets: [{ namespace: 'prod' }] }],
       },
     });
@@ -153,7 +161,7 @@ function replica(t: TestContext, sim: SimulatedCluster, by: PipelineShardBy, opt
   t.after(() => registry.close());
   const ownership = new FakeOwnership();
   let reconciles = 0;
-  const controller = new PipelineController({ registry, workers: 2, allowCrossNamespaceTargets: true, shard: { ownership, by }, onReconcile: () => { reconciles += 1; } });
+  const controller = new PipelineController({ registry, workers: 2, allowCrossNamespaceTargets: true, allowPrivateWebhooks: true, shard: { ownership, by }, onReconcile: () => { reconciles += 1; } });
   const abort = new AbortController();
   let running: Promise<void> | undefined;
   const start = (): void => { running ??= controller.run(abort.signal); };
@@ -242,32 +250,68 @@ describe('PipelineController sharded', () => {
     });
   }
 
-  it('hands a promotion over in the middle: the old owner does not record the outcome, the new owner completes it exactly once', async (t) => {
-    const { sim, version, status, prodPatches, events } = await fleet(t, [A1]);
-    const old = replica(t, sim, 'namespace');
-    const fresh = replica(t, sim, 'namespace', { start: false });
-    // The shard moves while the old owner's PATCH is on its way: its action completes, its fence is gone.
-    let handedOver: Promise<void> | undefined;
-    const removeHook = sim.faults.beforeServe((request) => {
-      if (request.method === 'PATCH' && request.path.endsWith(`/namespaces/prod/helmreleases/${appOf(A1)}`)) handedOver ??= old.ownership.lose('team-a');
+  for (const by of ['namespace', 'pipeline'] as const) {
+    it(`hands a patch promotion over in the middle (by ${by}): the old owner does not record the outcome, the new owner completes it exactly once`, async (t) => {
+      const { sim, version, status, prodPatches, events } = await fleet(t, [A1]);
+      const old = replica(t, sim, by);
+      const fresh = replica(t, sim, by, { start: false });
+      // The shard moves while the old owner's PATCH is on its way: its action completes, its fence is gone.
+      let handedOver: Promise<void> | undefined;
+      const removeHook = sim.faults.beforeServe((request) => {
+        if (request.method === 'PATCH' && request.path.endsWith(`/namespaces/prod/helmreleases/${appOf(A1)}`)) handedOver ??= old.ownership.lose(pipelineShardKey(by, A1));
+      });
+      t.after(removeHook);
+      old.ownership.gain(pipelineShardKey(by, A1));
+      await eventually('the old owner acted', () => handedOver !== undefined);
+      await handedOver; // its reconcile has ended (a Sharder releases the fence only then)
+      assert.equal(version(A1, 'prod'), '1.1.0', 'the action the old owner started completed');
+      assert.deepEqual(status(A1)?.promotions?.map((r) => [r.environment, r.revision, r.state]), [['prod', '1.1.0', 'Pending']], 'the outcome was not recorded by the old owner');
+      assert.deepEqual(events(A1), [], 'nor its Event');
+      assert.equal(old.controller.stats().reconcileErrors, 0, 'a refused write is not a reconcile error');
+
+      fresh.start();
+      fresh.ownership.gain(pipelineShardKey(by, A1));
+      await eventually('the new owner completed the promotion', () => status(A1)?.promotions?.find((r) => r.environment === 'prod')?.state === 'Succeeded' && events(A1).length > 0);
+      assert.equal(prodPatches(A1), 1, 'prod was patched once, by the old owner: the new owner found it done');
+      assert.match(status(A1)?.promotions?.[0]?.message ?? '', /0 target\(s\), 1 already at it/);
+      assert.deepEqual(events(A1), ['Promoted'], 'one Event, from the new owner');
+      assert.equal(old.controller.stats().promotions.succeeded, 0);
+      assert.equal(fresh.controller.stats().promotions.succeeded, 1);
     });
-    t.after(removeHook);
+  }
+
+  it('hands a webhook promotion over in the middle: the new owner sends it again with the same Idempotency-Key, and records it once', async (t) => {
+    const deliveries: string[] = [];
+    let handedOver: Promise<void> | undefined;
+    const holder: { old?: Replica } = {};
+    // The shard moves while the old owner's webhook is being answered: its delivery completes, its fence is gone.
+    const receiver = createServer((req, res) => {
+      deliveries.push(String(req.headers['idempotency-key']));
+      handedOver ??= holder.old?.ownership.lose('team-a');
+      req.resume();
+      res.writeHead(200).end();
+    });
+    receiver.listen(0, '127.0.0.1');
+    await once(receiver, 'listening');
+    t.after(() => new Promise<void>((resolve) => { receiver.closeAllConnections(); receiver.close(() => { resolve(); }); }));
+    const { sim, status, events } = await fleet(t, [A1], { webhook: `http://127.0.0.1:${(receiver.address() as AddressInfo).port}/hook` });
+    const old = replica(t, sim, 'namespace');
+    holder.old = old;
+    const fresh = replica(t, sim, 'namespace', { start: false });
     old.ownership.gain('team-a');
-    await eventually('the old owner acted', () => handedOver !== undefined);
-    await handedOver; // its reconcile has ended (a Sharder releases the fence only then)
-    assert.equal(version(A1, 'prod'), '1.1.0', 'the action the old owner started completed');
-    assert.deepEqual(status(A1)?.promotions?.map((r) => [r.environment, r.revision, r.state]), [['prod', '1.1.0', 'Pending']], 'the outcome was not recorded by the old owner');
-    assert.deepEqual(events(A1), [], 'nor its Event');
-    assert.equal(old.controller.stats().reconcileErrors, 0, 'a refused write is not a reconcile error');
+    await eventually('the old owner delivered', () => handedOver !== undefined);
+    await handedOver;
+    assert.deepEqual(status(A1)?.promotions?.map((r) => r.state), ['Pending'], 'the outcome was not recorded by the old owner');
+    assert.deepEqual(events(A1), []);
 
     fresh.start();
     fresh.ownership.gain('team-a');
-    await eventually('the new owner completed the promotion', () => status(A1)?.promotions?.find((r) => r.environment === 'prod')?.state === 'Succeeded' && events(A1).length > 0);
-    assert.equal(prodPatches(A1), 1, 'prod was patched once, by the old owner: the new owner found it done');
-    assert.match(status(A1)?.promotions?.[0]?.message ?? '', /0 target\(s\), 1 already at it/);
-    assert.deepEqual(events(A1), ['Promoted'], 'one Event, from the new owner');
-    assert.equal(old.controller.stats().promotions.succeeded, 0);
-    assert.equal(fresh.controller.stats().promotions.succeeded, 1);
+    await eventually('the new owner completed the promotion', () => status(A1)?.promotions?.[0]?.state === 'Succeeded' && events(A1).length > 0);
+    assert.equal(deliveries.length, 2, 'the old owner\'s delivery, and the new owner\'s resume');
+    assert.equal(new Set(deliveries).size, 1, `one Idempotency-Key: a receiver carries the promotion out once (${deliveries.join(', ')})`);
+    assert.ok(deliveries[0]?.endsWith('/prod/1.1.0'), deliveries[0]);
+    assert.deepEqual(events(A1), ['Promoted']);
+    assert.equal(old.controller.stats().promotions.succeeded + fresh.controller.stats().promotions.succeeded, 1);
   });
 
   it('refuses a write with NotShardOwnerError naming the shard', () => {

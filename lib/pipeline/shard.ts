@@ -99,6 +99,11 @@ export class PipelineShard {
     return pipelineShardKey(this.by, pipeline);
   }
 
+  /** Whether this replica owns the Pipeline's key now. */
+  owns(pipeline: PipelineName): boolean {
+    return this.#ownership.owns(this.keyOf(pipeline));
+  }
+
   /** Throws {@link NotShardOwnerError} unless this replica owns the Pipeline's key now: call it right before a write. */
   fence(pipeline: PipelineName, what: string): void {
     const key = this.keyOf(pipeline);
