@@ -42,7 +42,9 @@ describe('--help', () => {
       assert.ok(text.startsWith(flag.description), `--${flag.name}: ${text}`);
       if (flag.default !== undefined) assert.match(text, new RegExp(`\\(default "?${flag.default}"?\\)$`), flag.name);
       // The parser knows every flag of the table.
-      const sample = flag.type === 'boolean' ? [`--${flag.name}`] : [`--${flag.name}`, flag.name === 'log-level' ? 'debug' : flag.name === 'log-format' ? 'console' : flag.name.endsWith('address') ? ':9000' : flag.name === 'concurrency' ? '2' : flag.value === 'duration' || flag.name.startsWith('kube-api-') ? (flag.default ?? '') : 'x'];
+      const sample = flag.type === 'boolean' ? [`--${flag.name}`] : [`--${flag.name}`, flag.name === 'log-level' ? 'debug' : flag.name === 'log-format' ? 'console' : flag.name.endsWith('address') ? ':9000' : flag.name === 'concurrency' ? '2' : flag.value === 'duration' || flag.name.startsWith('kube-api-') || flag.name.startsWith('shard-') ? (flag.default ?? '') : 'x'];
+      // The shard settings go with --shard.
+      if (flag.name.startsWith('shard-')) sample.unshift('--shard');
       assert.doesNotThrow(() => parseFlags(sample), flag.name);
     }
   });
@@ -83,6 +85,12 @@ describe('--help', () => {
       [false, false, false, false, false, false, false, false],
     );
     assert.equal(config.defaultServiceAccount, undefined, 'no impersonation unless asked for');
+    assert.equal(String(config.shard), documented('shard'));
+    assert.equal(config.shard, false, 'one active replica (or leader election) unless sharding is asked for');
+    assert.equal(config.shardBy, documented('shard-by'));
+    assert.equal(String(config.shardWeight), documented('shard-weight'));
+    assert.equal(config.shardGroup, documented('shard-group'));
+    assert.deepEqual([config.shardBy, config.shardWeight, config.shardGroup], ['namespace', 1, 'fleetcache-shard'], 'the design\'s defaults');
   });
 
   it('keeps every line within 100 columns', () => {
@@ -124,6 +132,10 @@ describe('parseFlags', () => {
       allowCrossNamespaceTargets: true,
       appKinds: ['HelmRelease.helm.toolkit.fluxcd.io', '*.apps', 'ConfigMap'],
       defaultServiceAccount: 'pipeline-runner',
+      shard: false,
+      shardBy: 'namespace',
+      shardWeight: 1,
+      shardGroup: 'fleetcache-shard',
       leaseDurationMs: 90_000,
       renewDeadlineMs: 20_000,
       retryPeriodMs: 500,
@@ -132,6 +144,16 @@ describe('parseFlags', () => {
       kubeApiBurst: 12,
       kubeApiRequestTimeoutMs: 5_000,
     });
+  });
+
+  it('reads the shard flags, with the leader election timings and namespace for the shard Leases', () => {
+    const config = run(['--shard', '--shard-by=pipeline', '--shard-weight', '3', '--shard-group=payments-a', '--leader-election-namespace=ops', '--leader-elect-lease-duration=20s', '--leader-elect-renew-deadline=8s', '--leader-elect-retry-period=1s']);
+    assert.deepEqual(
+      [config.shard, config.shardBy, config.shardWeight, config.shardGroup, config.leaderElect, config.leaderElectionNamespace, config.leaseDurationMs, config.renewDeadlineMs, config.retryPeriodMs],
+      [true, 'pipeline', 3, 'payments-a', false, 'ops', 20_000, 8_000, 1_000],
+    );
+    assert.equal(run(['--shard', '--leader-elect=false']).shard, true, 'an explicit --leader-elect=false goes with --shard');
+    assert.equal(run(['--shard', '--shard-by', 'namespace']).shardBy, 'namespace');
   });
 
   it('takes Go-style durations, and keeps leader election timings in order', () => {
@@ -190,6 +212,16 @@ describe('parseFlags', () => {
       [['--app-kinds', 'Deployment/apps'], /^--app-kinds: "Deployment\/apps" is not a kind pattern/],
       [['--app-kinds', 'HelmRelease.Helm.toolkit'], /^--app-kinds: "HelmRelease.Helm.toolkit" is not a kind pattern/],
       [['--app-kinds', ' , '], /^--app-kinds must list at least one kind pattern$/],
+      [['--shard', '--leader-elect'], /^--shard and --leader-elect exclude each other/],
+      [['--leader-elect=true', '--shard=true'], /^--shard and --leader-elect exclude each other/],
+      [['--shard-by=pipeline'], /^--shard-by needs --shard$/],
+      [['--shard-weight', '2'], /^--shard-weight needs --shard$/],
+      [['--shard-group=g'], /^--shard-group needs --shard$/],
+      [['--shard', '--shard-by', 'cluster'], /^--shard-by must be one of namespace, pipeline, got "cluster"$/],
+      [['--shard', '--shard-weight', '0'], /^--shard-weight must be a positive integer, got "0"$/],
+      [['--shard', '--shard-weight', '1.5'], /^--shard-weight must be a positive integer, got "1.5"$/],
+      [['--shard', '--shard-group', 'Shard_A'], /^--shard-group must be a DNS label .*"Shard_A"$/],
+      [['--shard', `--shard-group=${'a'.repeat(64)}`], /^--shard-group must be a DNS label/],
     ];
     for (const [argv, message] of cases) {
       assert.throws(() => parseFlags(argv), (err: unknown) => err instanceof UsageError && message.test(err.message), argv.join(' '));

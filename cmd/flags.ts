@@ -13,6 +13,10 @@ function isLogLevel(value: unknown): value is LogLevel {
 export const logFormats = ['json', 'console'] as const;
 export type LogFormat = (typeof logFormats)[number];
 
+/** `--shard-by`: what one shard is. */
+export const shardKinds = ['namespace', 'pipeline'] as const;
+export type ShardBy = (typeof shardKinds)[number];
+
 /** Where an HTTP server listens. `host` '' means every interface. */
 export interface BindAddress {
   readonly host: string;
@@ -35,6 +39,14 @@ export interface Config {
   readonly leaderElectionId: string;
   /** undefined: the pod's namespace, else "default" (resolved by main, which may read files). */
   readonly leaderElectionNamespace: string | undefined;
+  /** Share the Pipelines among the replicas (Leases in the leader election namespace) instead of electing a leader. */
+  readonly shard: boolean;
+  /** What a shard is: a Pipeline's namespace, or the Pipeline. */
+  readonly shardBy: ShardBy;
+  /** This replica's weight in the assignment of shards. */
+  readonly shardWeight: number;
+  /** The group of replicas sharing the Pipelines: prefix of its Lease names, value of their `fleetcache.io/shard-group` label. */
+  readonly shardGroup: string;
   readonly concurrency: number;
   readonly logLevel: LogLevel;
   readonly logFormat: LogFormat;
@@ -154,7 +166,23 @@ export const flagTable: readonly FlagSpec[] = [
   },
   {
     name: 'leader-election-namespace', type: 'string', value: 'namespace',
-    description: 'Namespace of the Lease. When unset: $POD_NAMESPACE, else the namespace of the in-cluster service account, else "default".',
+    description: 'Namespace of the Lease (with --shard: of every shard Lease). When unset: $POD_NAMESPACE, else the namespace of the in-cluster service account, else "default".',
+  },
+  {
+    name: 'shard', type: 'boolean', default: 'false',
+    description: 'Share the Pipelines among every replica running with --shard, instead of electing one leader: each shard (see --shard-by) is reconciled by exactly one live replica, assigned by weighted rendezvous hashing over one peer Lease per replica and held through one fence Lease per shard, all in the --leader-election-namespace, with the --leader-elect-* timings. Excludes --leader-elect.',
+  },
+  {
+    name: 'shard-by', type: 'string', value: 'key', default: 'namespace',
+    description: 'What one shard is, with --shard: namespace (all of a namespace\'s Pipelines on one replica, so a tenant\'s caches are built once; one fence Lease per namespace) or pipeline (finer balance; one fence Lease per Pipeline, and a tenant\'s caches built on every replica holding one of its Pipelines).',
+  },
+  {
+    name: 'shard-weight', type: 'string', value: 'n', default: '1',
+    description: 'This replica\'s share of the shards relative to the other replicas\' (a positive integer), with --shard: weight 2 gets about twice the shards of weight 1.',
+  },
+  {
+    name: 'shard-group', type: 'string', value: 'name', default: 'fleetcache-shard',
+    description: 'The group of replicas sharing the Pipelines, with --shard: the prefix of its Leases\' names and the value of their fleetcache.io/shard-group label. Groups ignore each other.',
   },
   {
     name: 'concurrency', type: 'string', value: 'n', default: '4',
@@ -275,8 +303,8 @@ export function usage(): string {
   out.push(
     '',
     'Boolean flags also take an explicit value: --leader-elect=true, --leader-elect=false.',
-    'SIGTERM or SIGINT stops taking work, lets reconciles in flight finish, releases the Lease and',
-    'exits 0; a second signal exits at once with status 1.',
+    'SIGTERM or SIGINT stops taking work, lets reconciles in flight finish, releases the Lease (with',
+    '--shard: the fences, then the peer Lease) and exits 0; a second signal exits at once with status 1.',
     '',
   );
   return out.join('\n');
@@ -397,6 +425,21 @@ export function parseFlags(argv: readonly string[]): Invocation {
   if (!(retryPeriodMs < renewDeadlineMs && renewDeadlineMs < leaseDurationMs)) {
     throw new UsageError('leader election needs --leader-elect-retry-period < --leader-elect-renew-deadline < --leader-elect-lease-duration');
   }
+  const shard = bool('shard');
+  if (shard && bool('leader-elect')) throw new UsageError('--shard and --leader-elect exclude each other: with --shard every replica works, each on its own shards');
+  for (const name of ['shard-by', 'shard-weight', 'shard-group']) {
+    if (values[name] !== undefined && !shard) throw new UsageError(`--${name} needs --shard`);
+  }
+  const shardBy = shardKinds.find((k) => k === str('shard-by'));
+  if (shardBy === undefined) throw new UsageError(`--shard-by must be one of ${shardKinds.join(', ')}, got ${JSON.stringify(str('shard-by'))}`);
+  const shardWeightText = str('shard-weight') ?? '';
+  const shardWeight = /^\d+$/.test(shardWeightText) ? Number(shardWeightText) : Number.NaN;
+  if (!Number.isSafeInteger(shardWeight) || shardWeight < 1) throw new UsageError(`--shard-weight must be a positive integer, got ${JSON.stringify(shardWeightText)}`);
+  const shardGroup = str('shard-group') ?? '';
+  // A label value and the prefix of Lease names: a DNS label.
+  if (!/^[a-z0-9]([-a-z0-9]*[a-z0-9])?$/.test(shardGroup) || shardGroup.length > 63) {
+    throw new UsageError(`--shard-group must be a DNS label (lowercase letters, digits and '-', at most 63), got ${JSON.stringify(shardGroup)}`);
+  }
   const appKindsText = str('app-kinds');
   const appKinds = appKindsText === undefined ? [...DEFAULT_APP_KINDS] : appKindsText.split(',').map((k) => k.trim()).filter((k) => k !== '');
   try {
@@ -432,6 +475,10 @@ export function parseFlags(argv: readonly string[]): Invocation {
       leaderElect: bool('leader-elect'),
       leaderElectionId,
       leaderElectionNamespace,
+      shard,
+      shardBy,
+      shardWeight,
+      shardGroup,
       concurrency,
       logLevel,
       logFormat,

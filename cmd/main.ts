@@ -103,7 +103,10 @@ async function loadManagementKubeConfig(config: Config, env: ProcessIo['env'], l
   throw new Error('no kubeconfig: pass --kubeconfig, set KUBECONFIG, or run in a pod');
 }
 
-/** --leader-election-namespace, else $POD_NAMESPACE, else the service account's, else "default". */
+/**
+ * Where the Leases live (the leader's, or with --shard the peer and fence Leases):
+ * --leader-election-namespace, else $POD_NAMESPACE, else the service account's, else "default".
+ */
 async function leaseNamespace(config: Config, env: ProcessIo['env']): Promise<string> {
   if (config.leaderElectionNamespace !== undefined) return config.leaderElectionNamespace;
   if (env.POD_NAMESPACE !== undefined && env.POD_NAMESPACE !== '') return env.POD_NAMESPACE;
@@ -188,9 +191,23 @@ export function serviceRegistry(config: Config, parts: ServiceRegistryParts): Re
  * leader election, probes, metrics and their server, the shutdown order.
  */
 async function runService(config: Config, io: ProcessIo, logger: Logger): Promise<number> {
-  logger.info('starting', { version: version(), concurrency: config.concurrency, leaderElect: config.leaderElect });
+  logger.info('starting', {
+    version: version(),
+    concurrency: config.concurrency,
+    leaderElect: config.leaderElect,
+    shard: config.shard,
+    ...(config.shard ? { shardBy: config.shardBy, shardWeight: config.shardWeight, shardGroup: config.shardGroup } : {}),
+  });
   const kubeConfig = await loadManagementKubeConfig(config, io.env, logger);
-  const namespace = config.leaderElect ? await leaseNamespace(config, io.env) : undefined;
+  const namespace = config.leaderElect || config.shard ? await leaseNamespace(config, io.env) : undefined;
+  // TODO(issue 25, coordinator): wire the manager kit's Sharder here (group config.shardGroup in
+  // `namespace`, weight config.shardWeight, the --leader-elect-* timings, keys: controller.shardKeys())
+  // and pass it as the controller's `shard: { ownership, by: config.shardBy }`. Until then --shard
+  // is refused rather than running every replica unsharded.
+  if (config.shard) {
+    logger.error('--shard: this build has no Sharder wired in');
+    return 1;
+  }
   const dashboard = new Dashboard({ logger });
   const manager = new Manager({
     clusters: ({ onRequest }) => serviceClusters(config, { kubeConfig, logger, onRequest: (o) => { onRequest(o); dashboard.observeRequest(o); } }),

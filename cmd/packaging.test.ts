@@ -22,20 +22,20 @@ describe('config/', () => {
   });
 
   it('parses as YAML, and every kustomization lists files that exist', () => {
-    const dirs = ['config/crd', 'config/rbac', 'config/manager', 'config/network-policy', 'config/default'];
+    const dirs = ['config/crd', 'config/rbac', 'config/manager', 'config/network-policy', 'config/default', 'config/leader-election'];
     for (const dir of dirs) {
       for (const file of readdirSync(path.join(root, dir), { recursive: true, encoding: 'utf8' }).filter((f) => f.endsWith('.yaml'))) {
         const docs = loadAll(readFileSync(path.join(root, dir, file), 'utf8'));
         assert.ok(docs.length > 0, `${dir}/${file}`);
       }
-      const kustomization = loadAll(readFileSync(path.join(root, dir, 'kustomization.yaml'), 'utf8'))[0] as { resources: string[] };
-      for (const resource of kustomization.resources) assert.ok(existsSync(path.join(root, dir, resource)), `${dir}: ${resource}`);
+      const kustomization = loadAll(readFileSync(path.join(root, dir, 'kustomization.yaml'), 'utf8'))[0] as { resources: string[]; patches?: { path: string }[] };
+      for (const resource of [...kustomization.resources, ...(kustomization.patches ?? []).map((p) => p.path)]) assert.ok(existsSync(path.join(root, dir, resource)), `${dir}: ${resource}`);
     }
   });
 
   it('runs the manager non-root on a read-only root filesystem, with probes on the probe port', () => {
     const [deployment] = loadAll(readFileSync(path.join(root, 'config/manager/manager.yaml'), 'utf8')) as {
-      spec: { template: { spec: { securityContext: { runAsNonRoot: boolean }; containers: {
+      spec: { replicas: number; template: { spec: { securityContext: { runAsNonRoot: boolean }; containers: {
         args: string[]; securityContext: { readOnlyRootFilesystem: boolean; allowPrivilegeEscalation: boolean };
         livenessProbe: { httpGet: { path: string; port: string } }; readinessProbe: { httpGet: { path: string; port: string } };
         ports: { name: string; containerPort: number }[]; resources: { requests: object };
@@ -51,7 +51,9 @@ describe('config/', () => {
     const ports = Object.fromEntries(container.ports.map((p) => [p.name, p.containerPort]));
     assert.ok(container.args.includes(`--health-probe-bind-address=:${ports.probes}`));
     assert.ok(container.args.includes(`--metrics-bind-address=:${ports.metrics}`));
-    assert.ok(container.args.includes('--leader-elect'));
+    assert.ok(container.args.includes('--shard'), 'the replicas share the Pipelines');
+    assert.ok(!container.args.includes('--leader-elect'), '--shard excludes --leader-elect');
+    assert.equal(deployment?.spec.replicas, 3);
     // Every flag the manifest passes is one the binary accepts.
     for (const arg of container.args) assert.match(usage(), new RegExp(`  ${arg.replace(/=.*$/, '')}[ \\n]`), arg);
     assert.ok(!container.args.some((a) => a.startsWith('--metrics-secure')), 'metrics stay authenticated (the default)');
@@ -100,6 +102,40 @@ describe('config/', () => {
     const binding = rbac.find((d) => d.kind === 'ClusterRoleBinding' && d.roleRef?.name === 'fleetcache-metrics-auth');
     assert.deepEqual(binding?.subjects?.map((s) => s.name), ['fleetcache']);
     assert.deepEqual(role('fleetcache-metrics-reader'), [{ nonResourceURLs: ['/metrics', '/debug/caches', '/dashboard/events'], verbs: ['get'] }]);
+  });
+});
+
+describe('config/ and sharding', () => {
+  interface Doc { kind: string; metadata: { name: string; namespace?: string }; rules?: { apiGroups?: string[]; resources?: string[]; verbs: string[] }[]; roleRef?: { kind: string; name: string }; subjects?: { kind: string; name: string }[] }
+  const docs = (file: string): Doc[] => loadAll(readFileSync(path.join(root, file), 'utf8')) as Doc[];
+
+  it('grants the Lease verbs sharding needs in the service\'s own namespace only, to the service', () => {
+    const rbac = (loadAll(readFileSync(path.join(root, 'config/rbac/kustomization.yaml'), 'utf8'))[0] as { resources: string[] }).resources.flatMap((f) => docs(`config/rbac/${f}`));
+    const role = rbac.find((d) => d.metadata.name === 'fleetcache-shard' && d.kind === 'Role');
+    assert.ok(role !== undefined, 'config/rbac has the Role fleetcache-shard');
+    assert.equal(role.metadata.namespace, 'system', 'namespaced: config/default puts it in the service\'s namespace');
+    assert.deepEqual(role.rules, [{ apiGroups: ['coordination.k8s.io'], resources: ['leases'], verbs: ['get', 'list', 'watch', 'create', 'update', 'delete'] }]);
+    const binding = rbac.find((d) => d.kind === 'RoleBinding' && d.roleRef?.name === 'fleetcache-shard');
+    assert.deepEqual([binding?.roleRef?.kind, binding?.subjects?.map((s) => [s.kind, s.name])], ['Role', [['ServiceAccount', 'fleetcache']]]);
+    for (const d of rbac.filter((x) => x.kind === 'ClusterRole')) {
+      assert.ok(!(d.rules ?? []).some((r) => (r.resources ?? []).includes('leases')), `${d.metadata.name}: no Lease rights cluster-wide`);
+    }
+  });
+
+  it('keeps a leader-election overlay: two replicas with --leader-elect, without the shard Role', () => {
+    const kustomization = docs('config/leader-election/kustomization.yaml')[0] as unknown as { resources: string[]; patches: { path: string; target: { kind: string; name: string } }[] };
+    assert.deepEqual(kustomization.resources, ['../default']);
+    const patched = Object.fromEntries(kustomization.patches.map((p) => [`${p.target.kind}/${p.target.name}`, docs(`config/leader-election/${p.path}`)[0] as unknown as Record<string, unknown>]));
+    assert.deepEqual(Object.keys(patched).sort(), ['Deployment/fleetcache', 'Role/fleetcache-shard', 'RoleBinding/fleetcache-shard']);
+    assert.equal(patched['Role/fleetcache-shard']?.$patch, 'delete');
+    assert.equal(patched['RoleBinding/fleetcache-shard']?.$patch, 'delete');
+    const deployment = patched['Deployment/fleetcache'] as { spec: { replicas: number; template: { spec: { containers: { name: string; args: string[] }[] } } } };
+    const [manager] = deployment.spec.template.spec.containers;
+    const [base] = loadAll(readFileSync(path.join(root, 'config/manager/manager.yaml'), 'utf8')) as { spec: { template: { spec: { containers: { name: string; args: string[] }[] } } } }[];
+    assert.equal(manager?.name, base?.spec.template.spec.containers[0]?.name, 'patches the manager container');
+    assert.equal(deployment.spec.replicas, 2);
+    // The args replace the base's whole: the same ones, --leader-elect for the shard flags.
+    assert.deepEqual(manager?.args, ['--leader-elect', ...(base?.spec.template.spec.containers[0]?.args ?? []).filter((a) => !a.startsWith('--shard'))]);
   });
 });
 

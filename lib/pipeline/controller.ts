@@ -2,7 +2,7 @@ import { isDeepStrictEqual } from 'node:util';
 import type { ClusterConnection } from '../transport/index.ts';
 import { serviceAccountIdentity, type ClusterRef } from '../cluster/index.ts';
 import { runWorkers, type ReconcileObservation, type RequeueAfter, type WorkContext } from '../queue/index.ts';
-import { parseOwnerKey, watchOwners, type HeldReader, type OwnerRef, type Registry } from '../registry/index.ts';
+import { ownerKey, parseOwnerKey, watchOwners, type HeldReader, type OwnerRef, type Registry } from '../registry/index.ts';
 import { apiVersionOf, isAbortError, KubeApiError, noopLogger, realClock, sanitizeForDisplay, sleep, toError, type Clock, type Logger } from '../util/index.ts';
 import { DRIFTED, displayEnvironments, driftedCondition, invalidSpecCondition, MAX_STATUS_TEXT, plain, promotingCondition, readyCondition, sameStatus, setCondition, type ConditionInput } from './conditions.ts';
 import { GitPromoter, type GitPromoterOptions } from '../gitops/index.ts';
@@ -19,6 +19,7 @@ import { validatePipelineSpec, type ResolvedTarget, type ValidPipelineSpec } fro
 import { deliverWebhook } from './webhook.ts';
 import { promoteThroughGit, type GitActOutcome } from './git.ts';
 import { approvedFields, findApproval, howToApprove, legacyAnnotationNote } from './approval.ts';
+import { NotShardOwnerError, PipelineShard, type PipelineName, type PipelineShardOptions } from './shard.ts';
 
 /** A promotion about to act, as {@link PipelineControllerOptions.beforePromotion} sees it. */
 export interface PromotionRequest {
@@ -102,6 +103,13 @@ export interface PipelineControllerOptions {
    * more than `maxPerEnvironment` carried out within `windowMs`. Default 6 within 600 000.
    */
   readonly promotionLoop?: Partial<LoopPolicy>;
+  /**
+   * Share the Pipelines with other replicas (shard.ts): a Pipeline is reconciled only while
+   * `ownership` owns its shard key (its namespace, or `namespace/name`), every status write and
+   * Event is refused once it does not, a key gained is reconciled at once and a key lost
+   * forgotten. Default: none, every Pipeline is this controller's.
+   */
+  readonly shard?: PipelineShardOptions;
 }
 
 const LOCAL: ClusterRef = { kind: 'local' };
@@ -168,6 +176,11 @@ function pipelinePath(namespace: string, name: string, subresource = ''): string
  * the Pipeline's promotions until its spec changes (guard.ts); a brief Progressing does not count
  * as not ready (grace.ts); a patched value Flux puts back is reported (`Drifted`).
  *
+ * Sharded (option `shard`): a reconcile runs only inside the ownership of its Pipeline's shard key
+ * and every status write, Event and promotion start re-checks it first, so once a key moved the old
+ * replica writes nothing more; a promotion already acting finishes its action, and the new owner
+ * resumes its Pending record idempotently (as after a restart).
+ *
  * Concurrency: the queue never hands one Pipeline to two workers, so each reconcile owns its
  * Pipeline's status; `#stats` counters are only incremented.
  */
@@ -196,10 +209,10 @@ export class PipelineController {
    */
   readonly #patched = new Map<string, Map<string, { readonly revision: string; readonly generation: number | undefined }>>();
   readonly #stats = { reconciles: 0, reconcileErrors: 0, succeeded: 0, failed: 0 };
-  /** Set for the duration of `run`. */
   /** The registry's held reader of Pipelines (never collected while held); set for the duration of `run`. */
   #pipelines: HeldReader | undefined;
   #running = false;
+  readonly #shard: PipelineShard | undefined;
 
   constructor(options: PipelineControllerOptions) {
     const registry: unknown = options.registry;
@@ -241,6 +254,17 @@ export class PipelineController {
     this.#grace = new ProgressingGrace({ windowMs: graceMs });
     this.#applyTimeoutMs = positiveNumber('applyTimeoutMs', options.applyTimeoutMs ?? DEFAULT_APPLY_TIMEOUT_MS);
     this.#loop = loopPolicy('PipelineController option promotionLoop', options.promotionLoop);
+    this.#shard = options.shard === undefined ? undefined : new PipelineShard(options.shard);
+  }
+
+  /**
+   * The shard keys of the Pipelines in the controller's cache (what a Sharder's `keys` reads);
+   * empty before the cache exists and without the `shard` option.
+   */
+  shardKeys(): Iterable<string> {
+    const pipelines = this.#pipelines;
+    if (this.#shard === undefined || pipelines === undefined) return [];
+    return this.#shard.keysOf(pipelines.list().map((p) => ({ namespace: p.metadata?.namespace ?? '', name: p.metadata?.name ?? '' })));
   }
 
   /** True once the Pipeline cache has synced (what /readyz reports); false before and after `run`. */
@@ -262,6 +286,7 @@ export class PipelineController {
     if (this.#running) throw new Error('PipelineController is already running');
     this.#running = true;
     let pipelines: HeldReader | undefined;
+    const unsubscribe = this.#followShard();
     try {
       // Pipelines are one of the registry's caches, on the keeper's management-cluster connection
       // with the service's own identity: no connection or informer of the controller's own.
@@ -283,6 +308,7 @@ export class PipelineController {
     } catch (err) {
       if (!signal.aborted) throw err;
     } finally {
+      unsubscribe();
       this.#pipelines = undefined;
       pipelines?.release();
       this.#running = false;
@@ -307,14 +333,59 @@ export class PipelineController {
     }
   }
 
+  /**
+   * With sharding, on a gain every Pipeline of the keys gained is queued now; on a loss every
+   * Pipeline of the keys lost is forgotten (the registry collects its caches) with the
+   * controller's memory of it. Returns the unsubscribe function.
+   */
+  #followShard(): () => void {
+    const shard = this.#shard;
+    if (shard === undefined) return () => undefined;
+    const pipelinesOf = (key: string): PipelineName[] => {
+      const pipelines = this.#pipelines;
+      if (pipelines === undefined) return [];
+      const all = shard.by === 'namespace' ? pipelines.list({ namespace: key }) : [pipelines.get(key.slice(0, key.indexOf('/')), key.slice(key.indexOf('/') + 1))].filter((p) => p !== undefined);
+      return all.map((p) => ({ namespace: p.metadata?.namespace ?? '', name: p.metadata?.name ?? '' }));
+    };
+    const owner = (p: PipelineName): OwnerRef => ({ group: PIPELINE_GVK.group, kind: PIPELINE_GVK.kind, namespace: p.namespace, name: p.name });
+    return shard.follow({
+      pipelinesOf,
+      enqueue: (p) => { this.#registry.queue.add(ownerKey(owner(p))); },
+      forget: (p) => { this.#forget(owner(p)); },
+    }, this.#logger);
+  }
+
   async #reconcile(key: string, signal: AbortSignal, context: WorkContext): Promise<RequeueAfter | undefined> {
+    const shard = this.#shard;
+    if (shard === undefined) return this.#counted(signal, () => this.#reconcileOnce(key, signal, context.logger));
+    // A deleted Pipeline's memory goes whoever owns it (no write): its key may have no owner any more.
+    const ref = parseOwnerKey(key);
+    const pipeline = this.#pipelines?.get(ref.namespace, ref.name) as Pipeline | undefined;
+    if (pipeline === undefined || pipeline.metadata?.deletionTimestamp !== undefined) return this.#counted(signal, () => this.#reconcileOnce(key, signal, context.logger));
+    const reconcile = { ran: false };
+    const result = await shard.run(ref, signal, context.logger, (owned) => {
+      reconcile.ran = true;
+      return this.#counted(owned, () => this.#reconcileOnce(key, owned, context.logger));
+    });
+    // Lost while it ran: what the reconcile remembered after the loss was forgotten goes too.
+    if (reconcile.ran && !shard.owns(ref)) this.#forget(ref);
+    return result;
+  }
+
+  /** Runs a reconcile for the stats. Not async: `reconcile` starts synchronously (see PipelineShard.run). */
+  #counted(signal: AbortSignal, reconcile: () => Promise<RequeueAfter | undefined>): Promise<RequeueAfter | undefined> {
     this.#stats.reconciles += 1;
-    try {
-      return await this.#reconcileOnce(key, signal, context.logger);
-    } catch (err) {
-      if (!(signal.aborted && isAbortError(err))) this.#stats.reconcileErrors += 1;
+    return reconcile().catch((err: unknown) => {
+      if (!(signal.aborted && isAbortError(err)) && !(err instanceof NotShardOwnerError)) this.#stats.reconcileErrors += 1;
       throw err;
-    }
+    });
+  }
+
+  /** Forgets a Pipeline: its registry owner (its caches are collected) and the controller's memory of it. */
+  #forget(ref: OwnerRef): void {
+    this.#registry.forgetOwner(ref);
+    this.#grace.forget(pipelineKey(ref));
+    this.#patched.delete(pipelineKey(ref));
   }
 
   async #reconcileOnce(key: string, signal: AbortSignal, reconcileLogger: Logger): Promise<RequeueAfter | undefined> {
@@ -323,9 +394,7 @@ export class PipelineController {
     const ref = parseOwnerKey(key);
     const pipeline = pipelines.get(ref.namespace, ref.name) as Pipeline | undefined;
     if (pipeline === undefined || pipeline.metadata?.deletionTimestamp !== undefined) {
-      this.#registry.forgetOwner(ref);
-      this.#grace.forget(pipelineKey(ref));
-      this.#patched.delete(pipelineKey(ref));
+      this.#forget(ref);
       return undefined;
     }
     const log = reconcileLogger.child({ pipeline: `${ref.namespace}/${ref.name}` });
@@ -584,6 +653,8 @@ export class PipelineController {
       resumed: decision.resumed,
     };
     if (this.#beforePromotion !== undefined) await this.#beforePromotion(request, signal);
+    // Not started once the shard moved: the new owner resumes the Pending record.
+    this.#fence(pipeline, 'a promotion');
 
     // Not bound to `signal`: once acting, finish and record the outcome (each step has a timeout).
     let outcome: { readonly ok: boolean; readonly message: string; readonly git?: GitActOutcome };
@@ -766,6 +837,7 @@ export class PipelineController {
   /** PUT on the status subresource, conditional on the Pipeline's resourceVersion. */
   async #putStatus(pipeline: Pipeline, status: PipelineStatus): Promise<Pipeline> {
     const meta = pipeline.metadata ?? {};
+    this.#fence(pipeline, 'the status');
     const body = { ...plain(pipeline), status };
     try {
       return (await (await this.#management(pipeline)).request({ method: 'PUT', path: pipelinePath(meta.namespace ?? '', meta.name ?? '', '/status'), body, gvk: PIPELINE_GVK })) as Pipeline;
@@ -775,9 +847,13 @@ export class PipelineController {
     }
   }
 
-  /** Records a core/v1 Event on the Pipeline. Best effort: a failure is logged, never fatal. */
+  /**
+   * Records a core/v1 Event on the Pipeline. Best effort: a failure is logged, never fatal; a
+   * shard no longer owned throws NotShardOwnerError (the reconcile ends).
+   */
   async #event(pipeline: Pipeline, type: 'Normal' | 'Warning', reason: string, message: string, log: Logger): Promise<void> {
     const meta = pipeline.metadata ?? {};
+    this.#fence(pipeline, `the event ${reason}`);
     const namespace = meta.namespace ?? '';
     const now = this.#now();
     try {
@@ -801,6 +877,11 @@ export class PipelineController {
     } catch (err) {
       log.warn('could not record an event', { reason, error: toError(err).message });
     }
+  }
+
+  /** With sharding: throws NotShardOwnerError unless this replica owns the Pipeline's shard now. */
+  #fence(pipeline: Pipeline, what: string): void {
+    this.#shard?.fence({ namespace: pipeline.metadata?.namespace ?? '', name: pipeline.metadata?.name ?? '' }, what);
   }
 
   /**

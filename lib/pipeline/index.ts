@@ -2,7 +2,7 @@
  * The pipeline-promotion controller built on the registry: the `Pipeline` API (fleetcache.dev/
  * v1alpha1) and its validation, status computed level-triggered from the registry's caches, and
  * promotion of a revision from each environment to the next (patch, webhook, or a commit or pull
- * request in Git), restart-safe, with optional approval gates. Published as `fleetcache/pipeline`,
+ * request in Git), restart-safe, with optional approval gates, optionally sharded across replicas. Published as `fleetcache/pipeline`,
  * apart from the root, for those who embed the service's controller or read its API; an operator
  * writing its own controller needs only `fleetcache`. Git (`lib/gitops`) stays internal: only the
  * options the controller takes for it are named here.
@@ -11,6 +11,8 @@ export { PipelineController } from './controller.ts';
 export type { GitPromoterOptions, UrlPolicy } from '../gitops/index.ts';
 export type { PipelineControllerOptions, PipelineControllerStats, PromotionRequest } from './controller.ts';
 export { PromotionError, WebhookRefusedError } from './errors.ts';
+export { NotShardOwnerError, pipelineShardKey } from './shard.ts';
+export type { PipelineShardBy, PipelineShardChange, PipelineShardOptions, PipelineShardOwnership } from './shard.ts';
 export { APPROVE_VERB, ApprovalError, approvalEvent, LEGACY_APPROVAL_PREFIX, recordApproval } from './approval.ts';
 export type { ApprovalClient, ApprovalRefusal, ApprovalRequest, RecordApprovalOptions, RecordedApproval } from './approval.ts';
 export type { WebhookRefusal } from './errors.ts';
