@@ -1,5 +1,5 @@
-// The service's own debug route on the manager's metrics server: `/debug/caches`.
-import type { Route } from '../lib/manager/index.ts';
+// The service's own debug routes on the manager's metrics server: `/debug/caches`, `/debug/shards`.
+import type { Route, ShardStatus } from '../lib/manager/index.ts';
 import type { CacheInfo } from '../lib/registry/index.ts';
 import { formatGvk } from '../lib/util/index.ts';
 import { scrubText } from './logging.ts';
@@ -31,4 +31,13 @@ export function cachesRoute(caches: () => readonly CacheInfo[]): Route {
       .map(describeCache);
     return { status: 200, contentType: 'application/json', body: `${JSON.stringify({ caches: sorted }, null, 2)}\n` };
   };
+}
+
+/**
+ * `/debug/shards`: this replica's view of its shard group as JSON — its identity, the peers it
+ * sees (weight, live), the keys it acts for, those in handoff, and keys no live replica acts for
+ * (with how long, and those past the bound).
+ */
+export function shardsRoute(status: () => ShardStatus): Route {
+  return () => ({ status: 200, contentType: 'application/json', body: `${JSON.stringify(status(), null, 2)}\n` });
 }

@@ -13,7 +13,7 @@ import { Registry, type OwnerKey } from '../lib/registry/index.ts';
 import { toError, type Clock, type Logger } from '../lib/util/index.ts';
 import { parseFlags, usage, UsageError, type Config } from './flags.ts';
 import { Dashboard } from './dashboard/index.ts';
-import { cachesRoute } from './http.ts';
+import { cachesRoute, shardsRoute } from './http.ts';
 import { createLogger } from './logging.ts';
 import { registerServiceMetrics, type ControllerStats } from './metrics.ts';
 
@@ -33,6 +33,8 @@ export interface Controller {
   run(signal: AbortSignal): Promise<void>;
   readonly synced: boolean;
   stats(): ControllerStats;
+  /** The shard keys of the Pipelines it sees (what the Sharder's `keys` reads); empty unsharded. */
+  shardKeys(): Iterable<string>;
 }
 
 const serviceAccountDir = '/var/run/secrets/kubernetes.io/serviceaccount';
@@ -200,18 +202,23 @@ async function runService(config: Config, io: ProcessIo, logger: Logger): Promis
   });
   const kubeConfig = await loadManagementKubeConfig(config, io.env, logger);
   const namespace = config.leaderElect || config.shard ? await leaseNamespace(config, io.env) : undefined;
-  // TODO(issue 25, coordinator): wire the manager kit's Sharder here (group config.shardGroup in
-  // `namespace`, weight config.shardWeight, the --leader-elect-* timings, keys: controller.shardKeys())
-  // and pass it as the controller's `shard: { ownership, by: config.shardBy }`. Until then --shard
-  // is refused rather than running every replica unsharded.
-  if (config.shard) {
-    logger.error('--shard: this build has no Sharder wired in');
-    return 1;
-  }
   const dashboard = new Dashboard({ logger });
   const manager = new Manager({
     clusters: ({ onRequest }) => serviceClusters(config, { kubeConfig, logger, onRequest: (o) => { onRequest(o); dashboard.observeRequest(o); } }),
     registry: ({ queue, clusters }) => serviceRegistry(config, { clusters, queue, logger }),
+    // With --shard every replica acts, each for the Pipelines whose shard keys it holds the fences
+    // of; the keys are read from the controller's Pipeline cache (built below, read once running).
+    ...(config.shard && namespace !== undefined ? {
+      sharding: {
+        group: config.shardGroup,
+        namespace,
+        weight: config.shardWeight,
+        keys: () => controller.shardKeys(),
+        leaseDurationMs: config.leaseDurationMs,
+        renewDeadlineMs: config.renewDeadlineMs,
+        retryPeriodMs: config.retryPeriodMs,
+      },
+    } : {}),
     leaderElection: {
       enabled: config.leaderElect,
       name: config.leaderElectionId,
@@ -230,8 +237,10 @@ async function runService(config: Config, io: ProcessIo, logger: Logger): Promis
   });
   if (config.metricsBindAddress !== undefined && !config.metricsSecure) logger.warn('--metrics-secure=false: /metrics, /debug/caches and /dashboard/ are plain HTTP, unauthenticated');
   const registry = manager.registry;
+  const sharder = manager.sharder;
   const controller: Controller = new PipelineController({
     registry,
+    ...(sharder === undefined ? {} : { shard: { ownership: sharder, by: config.shardBy } }),
     logger,
     workers: config.concurrency,
     allowPrivateWebhooks: config.allowPrivateWebhooks,
@@ -248,13 +257,15 @@ async function runService(config: Config, io: ProcessIo, logger: Logger): Promis
     // Without a default, Pipelines that name no ServiceAccount act with the service's own identity.
     defaultServiceAccount: config.defaultServiceAccount ?? '',
   });
-  manager.add({ name: 'pipeline', start: (signal) => controller.run(signal), controller: { workers: config.concurrency } });
+  // Sharded, the controller runs on every replica (each acts only for what it holds the fences of).
+  manager.add({ name: 'pipeline', start: (signal) => controller.run(signal), controller: { workers: config.concurrency }, needLeaderElection: sharder === undefined });
   registerServiceMetrics(manager.metrics.registry, () => controller.stats());
   // A follower is ready: it serves probes and metrics, and would take over when needed.
   const pipelinesSynced = syncedCheck(controller);
-  manager.addReadyzCheck('pipelines', () => (manager.isLeader ? pipelinesSynced() : undefined));
+  manager.addReadyzCheck('pipelines', () => (manager.isLeader || sharder !== undefined ? pipelinesSynced() : undefined));
   if (config.metricsBindAddress !== undefined) {
     manager.addRoute('/debug/caches', cachesRoute(() => registry.caches()));
+    if (sharder !== undefined) manager.addRoute('/debug/shards', shardsRoute(() => sharder.status()));
     dashboard.mount(manager); // /dashboard/ on the metrics server, behind its authentication
   }
   try {

@@ -27,6 +27,10 @@ export interface ServiceProcess {
   stop(): Promise<number | null>;
   /** SIGKILL: a crash, no lease released. */
   kill(): Promise<void>;
+  /** SIGSTOP: frozen in place (a long GC pause, a stalled node), sockets and all. */
+  pause(): void;
+  /** SIGCONT after {@link pause}. */
+  resume(): void;
 }
 
 /** Options of {@link startService}. */
@@ -86,6 +90,12 @@ export async function startService(name: string, managementKubeconfig: string, e
     async kill() {
       if (child.exitCode === null) child.kill('SIGKILL');
       await exited;
+    },
+    pause() {
+      if (child.exitCode === null) child.kill('SIGSTOP');
+    },
+    resume() {
+      if (child.exitCode === null) child.kill('SIGCONT');
     },
   };
   const deadline = Date.now() + 60_000;
