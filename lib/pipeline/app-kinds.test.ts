@@ -1,6 +1,5 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { KubeConfig } from '@kubernetes/client-node';
 import { SimulatedCluster } from '../../fixtures/index.ts';
 import { eventually } from '../../e2e/harness/index.ts';
 import { StaticProvider } from '../cluster/index.ts';
@@ -8,6 +7,7 @@ import { registryWithKeeper } from '../registry/testing.ts';
 import { AppKinds, DEFAULT_APP_KINDS, kindName } from './app-kinds.ts';
 import { PipelineController } from './controller.ts';
 import type { Pipeline } from './types.ts';
+import { kubeConfigFrom } from '../../fixtures/support/index.ts';
 
 describe('AppKinds', () => {
   it('matches group and kind, never the version', () => {
@@ -52,8 +52,7 @@ describe('a Pipeline naming a kind outside the allow-list', () => {
         promotion: { strategy: 'patch', patch: { path: '/subjects/0/name' } },
       },
     });
-    const kubeConfig = new KubeConfig();
-    kubeConfig.loadFromString(sim.kubeconfig);
+    const kubeConfig = kubeConfigFrom(sim.kubeconfig);
     const registry = registryWithKeeper({ provider: new StaticProvider({ clusters: {} }), local: kubeConfig, credentialCheckIntervalMs: 0 });
     t.after(() => registry.close());
     const controller = new PipelineController({ registry, workers: 1 });

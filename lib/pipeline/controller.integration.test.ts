@@ -10,11 +10,12 @@ import { HOSTILE_INTERNAL_SECRET, HostileWebhookReceiver } from '../../fixtures/
 import { useClusters, type TestCluster } from '../../e2e/harness/index.ts';
 import { CompositeProvider, CoreV1SecretReader, LocalProvider, SecretProvider } from '../cluster/index.ts';
 import type { Registry } from '../registry/index.ts';
-import { abortReason, type Logger } from '../util/index.ts';
+import { abortReason } from '../util/index.ts';
 import { PipelineController, type Pipeline, type PipelineControllerOptions, type PromotionRecord, type PromotionRequest } from './index.ts';
 import { eventually } from '../../e2e/harness/index.ts';
 import { startFlux } from '../../e2e/fleet.ts';
 import { registryWithKeeper } from '../registry/testing.ts';
+import { RecordingLogger } from '../../fixtures/support/index.ts';
 
 const NS = 'team-a';
 const HR = '/apis/helm.toolkit.fluxcd.io/v2';
@@ -80,14 +81,6 @@ function condition(pipeline: Pipeline, type: string): { status: string; reason: 
 async function eventsOf(cluster: TestCluster, pipeline: string): Promise<{ reason: string; message: string; type: string }[]> {
   const body = (await ok(cluster, 'GET', `/api/v1/namespaces/${NS}/events?fieldSelector=involvedObject.name%3D${pipeline}`)) as { items: { reason: string; message: string; type: string; involvedObject: { kind: string } }[] };
   return body.items.filter((e) => e.involvedObject.kind === 'Pipeline');
-}
-
-/** A logger that keeps every line, fields included, as JSON. */
-function recordingLogger(lines: string[], fields: Record<string, unknown> = {}): Logger {
-  const write = (level: string) => (message: string, more?: Record<string, unknown>): void => {
-    lines.push(JSON.stringify({ level, message, ...fields, ...more }, (_key, value: unknown) => (value instanceof Error ? { message: value.message, stack: value.stack, cause: value.cause } : value)));
-  };
-  return { error: write('error'), warn: write('warn'), info: write('info'), debug: write('debug'), child: (more) => recordingLogger(lines, { ...fields, ...more }) };
 }
 
 /** The controller has nothing waiting, running or scheduled: whatever it was going to do, it did. */
@@ -233,8 +226,8 @@ describe('PipelineController on real clusters', () => {
     const port = new URL(receiver.url).port;
     await putSecret(mgmt, 'cart-hook', { url: `http://hook-user:hook-pass@127.0.0.1:${port}/promote?token=tok-4b1d` });
     for (const c of [mgmt, staging]) await createRelease(c, 'cart', '2.0.0');
-    const logged: string[] = [];
-    const running = startController({ allowPrivateWebhooks: true, logger: recordingLogger(logged) });
+    const logger = new RecordingLogger();
+    const running = startController({ allowPrivateWebhooks: true, logger });
     try {
       const spec = patchPipeline('cart', [['dev', undefined], ['staging', 'staging-kubeconfig']], 'cart') as { spec: Record<string, unknown> };
       spec.spec.promotion = { strategy: 'webhook', webhook: { secretRef: { name: 'cart-hook' } } };
@@ -275,8 +268,8 @@ describe('PipelineController on real clusters', () => {
       // webhook's path is its credential), in status, Events or logs.
       const seen = JSON.stringify([(await getPipeline(mgmt, 'cart')).status, events]);
       for (const leak of [HOSTILE_INTERNAL_SECRET, 'hook-pass', 'hook-user', 'tok-4b1d', '/promote', 'leader election lost', '\\u001b', '\\u202e']) assert.ok(!seen.includes(leak), leak);
-      assert.ok(logged.some((line) => line.includes('promotion failed')), 'the failure was logged');
-      for (const leak of ['hook-pass', 'hook-user', 'tok-4b1d', '/promote']) assert.ok(!logged.some((line) => line.includes(leak)), `${leak} in the logs`);
+      assert.ok(logger.json().some((line) => line.includes('promotion failed')), 'the failure was logged');
+      for (const leak of ['hook-pass', 'hook-user', 'tok-4b1d', '/promote']) assert.ok(!logger.json().some((line) => line.includes(leak)), `${leak} in the logs`);
     } finally {
       await mgmt.request('DELETE', `${PIPELINES}/cart`);
       await running.stop();
@@ -291,8 +284,8 @@ describe('PipelineController on real clusters', () => {
     const port = new URL(receiver.url).port;
     await putSecret(mgmt, 'inside-hook', { url: `http://127.1:${port}/debug?token=tok-77` });
     for (const c of [mgmt, staging]) for (const ns of ['inside', 'outside']) await createRelease(c, ns, '4.0.0');
-    const logged: string[] = [];
-    const running = startController({ logger: recordingLogger(logged) });
+    const logger = new RecordingLogger();
+    const running = startController({ logger });
     try {
       const spec = patchPipeline('inside', [['dev', undefined], ['staging', 'staging-kubeconfig']], 'inside') as { spec: Record<string, unknown> };
       spec.spec.promotion = { strategy: 'webhook', webhook: { secretRef: { name: 'inside-hook' } } };
@@ -304,7 +297,7 @@ describe('PipelineController on real clusters', () => {
       const failed = await eventually('the promotion is recorded as failed', async () => (await getPipeline(mgmt, 'inside')).status?.promotions?.find((r) => r.state === 'Failed'), 40_000);
       assert.equal(failed.message, `refused the webhook http://127.0.0.1:${port}: it resolves to a loopback address (private networks are allowed only with --allow-private-webhooks)`);
       const events = await eventually('the failure event is recorded', async () => { const all = await eventsOf(mgmt, 'inside'); return all.length > 0 && all; }, 10_000);
-      const seen = JSON.stringify([(await getPipeline(mgmt, 'inside')).status, events, logged]);
+      const seen = JSON.stringify([(await getPipeline(mgmt, 'inside')).status, events, logger.json()]);
       for (const leak of ['/debug', 'tok-77']) assert.ok(!seen.includes(leak), `${leak} in status, Events or logs`);
       assert.equal(receiver.received.length, 0, 'nothing reached the receiver');
       // A patch Pipeline reconciled by the same controller went on promoting.

@@ -10,6 +10,7 @@ import type { Registry } from '../registry/index.ts';
 import { registryWithKeeper } from '../registry/testing.ts';
 import type { KubeObject } from '../transport/index.ts';
 import { FleetAccumulator, registrySource, snapshotQuery } from './index.ts';
+import { eventually } from '../../fixtures/support/index.ts';
 
 // README:begin
 interface ConfigMap extends KubeObject {
@@ -47,14 +48,6 @@ async function mirrorSettings(registry: Registry, signal: AbortSignal): Promise<
 
 function settingsIn(cluster: SimulatedCluster): Record<string, string> | undefined {
   return (cluster.store.get({ apiVersion: 'v1', kind: 'ConfigMap', namespace: 'default', name: 'settings' }) as ConfigMap | undefined)?.data;
-}
-
-async function eventually(what: string, condition: () => boolean): Promise<void> {
-  const deadline = Date.now() + 20_000;
-  while (!condition()) {
-    if (Date.now() > deadline) assert.fail(`timed out waiting until ${what}`);
-    await new Promise((resolve) => setTimeout(resolve, 20));
-  }
 }
 
 describe('README: fleet snapshots', () => {
