@@ -12,6 +12,7 @@ import { git, GitServer } from '../../e2e/git/server.ts';
 import { startGitSync } from '../../e2e/git/sync.ts';
 import { CompositeProvider, LocalProvider } from '../cluster/index.ts';
 import { PipelineController, type Pipeline, type PipelineControllerOptions } from './index.ts';
+import type { Registry } from '../registry/index.ts';
 import { registryWithKeeper } from '../registry/testing.ts';
 
 const NS = 'team-git';
@@ -136,24 +137,26 @@ describe('PipelineController: the git strategy on a real apiserver', () => {
     await server.close();
   });
 
-  function startController(extra: Partial<PipelineControllerOptions> = {}): () => Promise<void> {
+  /** Runs a controller on a registry of its own; `stop` ends both, `registry` is read for the queue's stats. */
+  function startController(extra: Partial<PipelineControllerOptions> = {}): { readonly stop: () => Promise<void>; readonly registry: Registry } {
     const kubeConfig = mgmt.kubeConfig();
     const registry = registryWithKeeper({ provider: new CompositeProvider({ byKind: { local: new LocalProvider({ kubeConfig }) } }) });
     // team-git's Pipelines reach targets in other namespaces of mgmt: the opt-out from confinement.
     const controller = new PipelineController({ registry, allowCrossNamespaceTargets: true, git: { allowHttp: true, allowPrivateNetworks: true }, gitPollIntervalMs: 300, ...extra });
     const stopper = new AbortController();
     const done = controller.run(stopper.signal);
-    return async () => {
+    const stop = async (): Promise<void> => {
       stopper.abort();
       await done;
       await registry.close();
     };
+    return { stop, registry };
   }
 
   it('promotes by pushing a commit; status and the Event name the commit; Flux applies it from Git', async () => {
     await release(mgmt, 'shop-dev', 'shop', '1.0.0');
     await release(mgmt, 'shop-staging', 'shop', '1.0.0');
-    const stop = startController();
+    const { stop } = startController();
     try {
       await ok(mgmt, 'POST', PIPELINES, pipeline('shop', { url: server.url('org/fleet'), branch: 'main', path: 'apps/shop', secretRef: { name: 'fleet-git' } }));
       await eventually('both environments ready at 1.0.0', async () => (await pipelineOf(mgmt, 'shop')).status?.environments?.every((e) => e.ready && e.revision === '1.0.0') === true, 60_000);
@@ -195,7 +198,7 @@ describe('PipelineController: the git strategy on a real apiserver', () => {
       await release(mgmt, `${name}-dev`, name, '1.0.0');
       await release(mgmt, `${name}-staging`, name, '1.0.0');
     }
-    const stop = startController({ git: { allowHttp: true, allowPrivateNetworks: true, maxRepositoryBytes: 2 * 1_048_576 } });
+    const { stop } = startController({ git: { allowHttp: true, allowPrivateNetworks: true, maxRepositoryBytes: 2 * 1_048_576 } });
     try {
       await ok(mgmt, 'POST', PIPELINES, pipeline('big', { url: server.url('org/big'), path: 'apps/big', secretRef: { name: 'fleet-git' } }));
       await ok(mgmt, 'POST', PIPELINES, pipeline('lnk', { url: server.url('org/links'), path: 'apps/out/ssl', secretRef: { name: 'fleet-git' } }));
@@ -232,7 +235,7 @@ describe('PipelineController: the git strategy on a real apiserver', () => {
       await ok(mgmt, 'POST', `${GITREPOS}/namespaces/${namespace}/gitrepositories`, { apiVersion: 'source.toolkit.fluxcd.io/v1', kind: 'GitRepository', metadata: { name: 'fleet', namespace }, spec: { url: server.url('org/fleet'), ref: { branch: 'main' } } });
       await applyChild(mgmt, namespace, 'web', '1.0.0');
     }
-    const stop = startController();
+    const { stop } = startController();
     try {
       await ok(mgmt, 'POST', PIPELINES, {
         apiVersion: 'fleetcache.dev/v1alpha1',
@@ -288,7 +291,7 @@ describe('PipelineController: the git strategy on a real apiserver', () => {
   it('waits for approval, then opens a pull request and counts the promotion done only once it is merged', async () => {
     await release(mgmt, 'cart-dev', 'cart', '1.0.0');
     await release(mgmt, 'cart-staging', 'cart', '1.0.0');
-    const stop = startController();
+    const { stop, registry } = startController();
     try {
       await ok(mgmt, 'POST', PIPELINES, pipeline('cart', { url: server.url('org/fleet'), path: 'apps/cart', secretRef: { name: 'fleet-git' }, pullRequest: { provider: 'github', apiUrl: api.apiUrl } }, true));
       await eventually('both environments ready at 1.0.0', async () => (await pipelineOf(mgmt, 'cart')).status?.environments?.every((e) => e.ready && e.revision === '1.0.0') === true, 60_000);
@@ -300,9 +303,14 @@ describe('PipelineController: the git strategy on a real apiserver', () => {
       assert.equal(waiting.status?.conditions?.find((c) => c.type === 'Promoting')?.reason, 'AwaitingApproval');
       assert.equal(api.pulls.length, 0, 'nothing opened before the approval');
 
-      // An approval of another revision does not open the gate.
+      // An approval of another revision does not open the gate: once the controller has taken the
+      // change of status off its queue and reconciled it, still nothing is opened.
+      const addsBefore = registry.queue.stats().adds;
       await approve(mgmt, 'cart', 'staging', '1.9.9');
-      await new Promise((resolve) => setTimeout(resolve, 1_500));
+      await eventually('the approval is reconciled', () => {
+        const queue = registry.queue.stats();
+        return queue.adds > addsBefore && queue.depth === 0 && queue.processing === 0;
+      }, 30_000);
       assert.equal(api.pulls.length, 0);
       await approve(mgmt, 'cart', 'staging', '2.0.0');
 
@@ -317,8 +325,8 @@ describe('PipelineController: the git strategy on a real apiserver', () => {
       await eventually('the PullRequestOpened event', async () => (await eventsOf(mgmt, 'cart')).some((e) => e.reason === 'PullRequestOpened' && e.message.includes('pull/1')), 10_000);
       const before = await pipelineOf(mgmt, 'cart');
       const polls = api.requests.length;
-      await new Promise((resolve) => setTimeout(resolve, 1_500));
-      assert.ok(api.requests.length > polls, 'the request is polled');
+      // Two more polls: the second comes once the reconcile of the first (and any write of it) is over.
+      await eventually('the request is polled twice more', () => api.requests.length >= polls + 2, 10_000);
       assert.equal(api.pulls.length, 1, 'polling finds the request, never opens a second');
       const after = await pipelineOf(mgmt, 'cart');
       assert.equal(after.status?.promotions?.[0]?.state, 'Pending', 'not done before the merge');
