@@ -25,6 +25,11 @@ export interface FluxScenarioOptions {
    * checks the start itself says false). Default true.
    */
   readonly waitReady?: boolean;
+  /**
+   * Runs in `before` once the clusters and the Git server are up, before Flux, the Pipeline and the
+   * service start: what the scenario's Pipeline needs to find (a provider stand-in, a Secret).
+   */
+  readonly prepare?: (scenario: { readonly fleet: Fleet; readonly server: GitServer }) => Promise<void>;
 }
 
 /**
@@ -43,6 +48,7 @@ export function useFluxFleet(namePrefix: string, options: FluxScenarioOptions = 
     const started = { management, staging, prod };
     fleet = started;
     server = await GitServer.start();
+    await options.prepare?.({ fleet: started, server });
     flux = await setUpFluxFleet(started, server, '1.0.0', options.fleet);
     service = await startService(namePrefix, management.adminKubeconfig, [...FLEET_SERVICE_ARGS, '--allow-private-git-hosts', '--allow-insecure-git-http']);
     if (options.waitReady ?? true) {
