@@ -16,9 +16,8 @@ import { FakeClock, noopLogger } from '../lib/util/index.ts';
 import { parseExposition } from './exposition.test-util.ts';
 import { parseFlags, type Config } from './flags.ts';
 import { main, serviceClusters, serviceRegistry } from './main.ts';
-import { kubeConfigFrom } from '../fixtures/support/index.ts';
+import { kubeConfigFrom, PIPELINE_KIND } from '../fixtures/support/index.ts';
 
-const pipelineKind: KindDefinition = { group: 'fleetcache.dev', version: 'v1alpha1', kind: 'Pipeline', plural: 'pipelines', namespaced: true, status: true };
 const helmReleaseKind: KindDefinition = { group: 'helm.toolkit.fluxcd.io', version: 'v2', kind: 'HelmRelease', plural: 'helmreleases', namespaced: true, status: true };
 const eventKind: KindDefinition = { group: '', version: 'v1', kind: 'Event', plural: 'events', namespaced: true };
 const configMaps = { group: '', version: 'v1', kind: 'ConfigMap' };
@@ -74,7 +73,7 @@ describe('the service wiring', () => {
   const kubeconfigPath = path.join(dir, 'kubeconfig');
 
   before(async () => {
-    [management, remote] = await startSimulatedClusters(2, { namePrefix: 'wiring', namespaces: ['apps'], kinds: [pipelineKind, helmReleaseKind, eventKind] }) as [SimulatedCluster, SimulatedCluster];
+    [management, remote] = await startSimulatedClusters(2, { namePrefix: 'wiring', namespaces: ['apps'], kinds: [PIPELINE_KIND, helmReleaseKind, eventKind] }) as [SimulatedCluster, SimulatedCluster];
     writeFileSync(kubeconfigPath, management.kubeconfig, { mode: 0o600 });
     remote.store.create({ apiVersion: 'helm.toolkit.fluxcd.io/v2', kind: 'HelmRelease', metadata: { namespace: 'apps', name: 'podinfo' }, spec: { chart: { spec: { version: '1.0.0' } } } });
     // Cluster API's convention: the kubeconfig of Cluster `remote` is key `value` of Secret `remote-kubeconfig`.

@@ -7,7 +7,7 @@ import { registryWithKeeper } from '../registry/testing.ts';
 import { AppKinds, DEFAULT_APP_KINDS, kindName } from './app-kinds.ts';
 import { PipelineController } from './controller.ts';
 import type { Pipeline } from './types.ts';
-import { kubeConfigFrom } from '../../fixtures/support/index.ts';
+import { kubeConfigFrom, PIPELINE_KIND } from '../../fixtures/support/index.ts';
 
 describe('AppKinds', () => {
   it('matches group and kind, never the version', () => {
@@ -41,7 +41,7 @@ describe('a Pipeline naming a kind outside the allow-list', () => {
   it('is Ready=False InvalidSpec, the kind named, and nothing of that kind is watched', async (t) => {
     const sim = await SimulatedCluster.start({
       namespaces: ['apps'],
-      kinds: [{ group: 'fleetcache.dev', version: 'v1alpha1', kind: 'Pipeline', plural: 'pipelines', namespaced: true, status: true }],
+      kinds: [PIPELINE_KIND],
     });
     t.after(() => sim.close());
     sim.store.create({

@@ -9,7 +9,7 @@ import { eventually } from '../../e2e/harness/index.ts';
 import { StaticProvider } from '../cluster/index.ts';
 import { registryWithKeeper } from '../registry/testing.ts';
 import { PipelineController } from './controller.ts';
-import { kubeConfigFrom } from '../../fixtures/support/index.ts';
+import { kubeConfigFrom, PIPELINE_KIND } from '../../fixtures/support/index.ts';
 
 const NS = 'team-a';
 const HR = { apiVersion: 'helm.toolkit.fluxcd.io/v2', kind: 'HelmRelease' } as const;
@@ -45,7 +45,7 @@ async function start(t: TestContext, spec: Record<string, unknown>, approvals: r
   const sim = await SimulatedCluster.start({
     namespaces: [NS, 'dev', 'prod'],
     kinds: [
-      { group: 'fleetcache.dev', version: 'v1alpha1', kind: 'Pipeline', plural: 'pipelines', namespaced: true, status: true },
+      PIPELINE_KIND,
       { group: 'helm.toolkit.fluxcd.io', version: 'v2', kind: 'HelmRelease', plural: 'helmreleases', namespaced: true, status: true },
     ],
   });

@@ -5,7 +5,7 @@ import { eventually } from '../../e2e/harness/index.ts';
 import { StaticProvider, type ClusterProvider } from '../cluster/index.ts';
 import { PipelineController } from './controller.ts';
 import { registryWithKeeper } from '../registry/testing.ts';
-import { kubeConfigFrom } from '../../fixtures/support/index.ts';
+import { kubeConfigFrom, PIPELINE_KIND } from '../../fixtures/support/index.ts';
 
 describe('PipelineController options', () => {
   const provider: ClusterProvider = { resolve: () => Promise.reject(new Error('no cluster in this test')) };
@@ -35,7 +35,7 @@ describe('PipelineController on the registry', () => {
   it('reads Pipelines through one of the registry\'s caches and writes through the keeper: no connection of its own', async (t) => {
     const sim = await SimulatedCluster.start({
       namespaces: ['apps'],
-      kinds: [{ group: 'fleetcache.dev', version: 'v1alpha1', kind: 'Pipeline', plural: 'pipelines', namespaced: true, status: true }],
+      kinds: [PIPELINE_KIND],
     });
     t.after(() => sim.close());
     // An invalid spec: reconciling it only writes InvalidSpec to the status.

@@ -14,6 +14,7 @@ import { CompositeProvider, LocalProvider } from '../cluster/index.ts';
 import { PipelineController, type Pipeline, type PipelineControllerOptions } from './index.ts';
 import type { Registry } from '../registry/index.ts';
 import { registryWithKeeper } from '../registry/testing.ts';
+import { ensureNamespace, must } from '../../fixtures/support/index.ts';
 
 const NS = 'team-git';
 const HR = '/apis/helm.toolkit.fluxcd.io/v2';
@@ -24,21 +25,14 @@ function releaseFile(name: string, env: string, version: string): string {
   return `apiVersion: helm.toolkit.fluxcd.io/v2\nkind: HelmRelease\nmetadata:\n  name: ${name}\nspec:\n  chart:\n    spec:\n      chart: ${name}\n      version: ${version} # {"$promotion": "${NS}:${name}:${env}"}\n`;
 }
 
-async function ok(cluster: TestCluster, method: string, path: string, body?: unknown): Promise<unknown> {
-  const res = await cluster.request(method, path, body);
-  assert.ok(res.statusCode >= 200 && res.statusCode < 300, `${method} ${path}: HTTP ${res.statusCode} ${JSON.stringify(res.body)}`);
-  return res.body;
-}
-
 async function release(cluster: TestCluster, namespace: string, name: string, version: string): Promise<void> {
-  const res = await cluster.request('POST', '/api/v1/namespaces', { metadata: { name: namespace } });
-  assert.ok(res.statusCode === 201 || res.statusCode === 409);
-  await ok(cluster, 'POST', `${HR}/namespaces/${namespace}/helmreleases`, { apiVersion: 'helm.toolkit.fluxcd.io/v2', kind: 'HelmRelease', metadata: { name, namespace }, spec: { chart: { spec: { chart: name, version } } } });
+  await ensureNamespace(cluster, namespace);
+  await must(cluster, 'POST', `${HR}/namespaces/${namespace}/helmreleases`, { apiVersion: 'helm.toolkit.fluxcd.io/v2', kind: 'HelmRelease', metadata: { name, namespace }, spec: { chart: { spec: { chart: name, version } } } });
 }
 
 async function setVersion(cluster: TestCluster, namespace: string, name: string, version: string): Promise<void> {
   for (;;) {
-    const hr = (await ok(cluster, 'GET', `${HR}/namespaces/${namespace}/helmreleases/${name}`)) as { spec: { chart: { spec: { version: string } } } };
+    const hr = (await must(cluster, 'GET', `${HR}/namespaces/${namespace}/helmreleases/${name}`)) as { spec: { chart: { spec: { version: string } } } };
     hr.spec.chart.spec.version = version;
     const res = await cluster.request('PUT', `${HR}/namespaces/${namespace}/helmreleases/${name}`, hr);
     if (res.statusCode === 200) return;
@@ -47,7 +41,7 @@ async function setVersion(cluster: TestCluster, namespace: string, name: string,
 }
 
 async function pipelineOf(cluster: TestCluster, name: string): Promise<Pipeline> {
-  return (await ok(cluster, 'GET', `${PIPELINES}/${name}`)) as Pipeline;
+  return (await must(cluster, 'GET', `${PIPELINES}/${name}`)) as Pipeline;
 }
 
 /** What the service's approval endpoint writes once the approver's right is checked: an approval in status. */
@@ -62,7 +56,7 @@ async function approve(cluster: TestCluster, name: string, environment: string, 
 }
 
 async function eventsOf(cluster: TestCluster, name: string): Promise<{ reason: string; message: string }[]> {
-  const body = (await ok(cluster, 'GET', `/api/v1/namespaces/${NS}/events?fieldSelector=involvedObject.name%3D${name}`)) as { items: { reason: string; message: string }[] };
+  const body = (await must(cluster, 'GET', `/api/v1/namespaces/${NS}/events?fieldSelector=involvedObject.name%3D${name}`)) as { items: { reason: string; message: string }[] };
   return body.items;
 }
 
@@ -83,7 +77,7 @@ async function applyChild(cluster: TestCluster, namespace: string, name: string,
   const path = `${KS}/namespaces/${namespace}/kustomizations/${name}`;
   for (const sub of ['', '/status']) {
     for (;;) {
-      const ks = (await ok(cluster, 'GET', path)) as Kustomization;
+      const ks = (await must(cluster, 'GET', path)) as Kustomization;
       if (sub === '') ks.spec.postBuild.substitute.version = version;
       else ks.status = { observedGeneration: ks.metadata.generation, lastAppliedRevision: `main@sha1:${'0'.repeat(40)}`, conditions: [{ type: 'Ready', status: 'True', reason: 'ReconciliationSucceeded', message: 'applied', lastTransitionTime: '2026-01-01T00:00:00Z' }] };
       const res = await cluster.request('PUT', `${path}${sub}`, ks);
@@ -119,8 +113,8 @@ describe('PipelineController: the git strategy on a real apiserver', () => {
   before(async () => {
     [mgmt] = env.clusters as [TestCluster];
     await mgmt.installCRDs([pipelineCrd, helmReleaseCrd, kustomizationCrd, gitRepositoryCrd]);
-    await ok(mgmt, 'POST', '/api/v1/namespaces', { metadata: { name: NS } });
-    await ok(mgmt, 'POST', `/api/v1/namespaces/${NS}/secrets`, { metadata: { name: 'fleet-git' }, stringData: AUTH });
+    await must(mgmt, 'POST', '/api/v1/namespaces', { metadata: { name: NS } });
+    await must(mgmt, 'POST', `/api/v1/namespaces/${NS}/secrets`, { metadata: { name: 'fleet-git' }, stringData: AUTH });
     server = await GitServer.start({ auth: AUTH });
     await server.seed('org/fleet', { 'apps/shop/staging.yaml': releaseFile('shop', 'staging', '1.0.0'), 'apps/cart/staging.yaml': releaseFile('cart', 'staging', '1.0.0'), 'apps/web/staging.yaml': childFile('web', 'staging', '1.0.0') });
     api = await ProviderStandIn.start({ kind: 'github', project: 'org/fleet', token: AUTH.password, branchExists: async (b) => (await git(server.bare('org/fleet'), 'for-each-ref', `refs/heads/${b}`)).trim() !== '' });
@@ -158,7 +152,7 @@ describe('PipelineController: the git strategy on a real apiserver', () => {
     await release(mgmt, 'shop-staging', 'shop', '1.0.0');
     const { stop } = startController();
     try {
-      await ok(mgmt, 'POST', PIPELINES, pipeline('shop', { url: server.url('org/fleet'), branch: 'main', path: 'apps/shop', secretRef: { name: 'fleet-git' } }));
+      await must(mgmt, 'POST', PIPELINES, pipeline('shop', { url: server.url('org/fleet'), branch: 'main', path: 'apps/shop', secretRef: { name: 'fleet-git' } }));
       await eventually('both environments ready at 1.0.0', async () => (await pipelineOf(mgmt, 'shop')).status?.environments?.every((e) => e.ready && e.revision === '1.0.0') === true, 60_000);
       await setVersion(mgmt, 'shop-dev', 'shop', '1.1.0');
       const done = await eventually('staging runs 1.1.0, applied from Git', async () => {
@@ -200,8 +194,8 @@ describe('PipelineController: the git strategy on a real apiserver', () => {
     }
     const { stop } = startController({ git: { allowHttp: true, allowPrivateNetworks: true, maxRepositoryBytes: 2 * 1_048_576 } });
     try {
-      await ok(mgmt, 'POST', PIPELINES, pipeline('big', { url: server.url('org/big'), path: 'apps/big', secretRef: { name: 'fleet-git' } }));
-      await ok(mgmt, 'POST', PIPELINES, pipeline('lnk', { url: server.url('org/links'), path: 'apps/out/ssl', secretRef: { name: 'fleet-git' } }));
+      await must(mgmt, 'POST', PIPELINES, pipeline('big', { url: server.url('org/big'), path: 'apps/big', secretRef: { name: 'fleet-git' } }));
+      await must(mgmt, 'POST', PIPELINES, pipeline('lnk', { url: server.url('org/links'), path: 'apps/out/ssl', secretRef: { name: 'fleet-git' } }));
       for (const name of ['big', 'lnk']) {
         await eventually(`${name}: both environments ready at 1.0.0`, async () => (await pipelineOf(mgmt, name)).status?.environments?.every((e) => e.ready && e.revision === '1.0.0') === true, 60_000);
         await setVersion(mgmt, `${name}-dev`, name, '1.1.0');
@@ -230,14 +224,14 @@ describe('PipelineController: the git strategy on a real apiserver', () => {
   it('with Flux Kustomizations: Committed until staging runs the revision, then Succeeded; Flux asked to reconcile now', async () => {
     for (const env of ['dev', 'staging']) {
       const namespace = `web-${env}`;
-      await ok(mgmt, 'POST', '/api/v1/namespaces', { metadata: { name: namespace } });
-      await ok(mgmt, 'POST', `${KS}/namespaces/${namespace}/kustomizations`, { apiVersion: 'kustomize.toolkit.fluxcd.io/v1', kind: 'Kustomization', metadata: { name: 'web', namespace }, spec: { sourceRef: { kind: 'GitRepository', name: 'fleet' }, path: './apps/web/base', postBuild: { substitute: { version: '1.0.0' } } } });
-      await ok(mgmt, 'POST', `${GITREPOS}/namespaces/${namespace}/gitrepositories`, { apiVersion: 'source.toolkit.fluxcd.io/v1', kind: 'GitRepository', metadata: { name: 'fleet', namespace }, spec: { url: server.url('org/fleet'), ref: { branch: 'main' } } });
+      await must(mgmt, 'POST', '/api/v1/namespaces', { metadata: { name: namespace } });
+      await must(mgmt, 'POST', `${KS}/namespaces/${namespace}/kustomizations`, { apiVersion: 'kustomize.toolkit.fluxcd.io/v1', kind: 'Kustomization', metadata: { name: 'web', namespace }, spec: { sourceRef: { kind: 'GitRepository', name: 'fleet' }, path: './apps/web/base', postBuild: { substitute: { version: '1.0.0' } } } });
+      await must(mgmt, 'POST', `${GITREPOS}/namespaces/${namespace}/gitrepositories`, { apiVersion: 'source.toolkit.fluxcd.io/v1', kind: 'GitRepository', metadata: { name: 'fleet', namespace }, spec: { url: server.url('org/fleet'), ref: { branch: 'main' } } });
       await applyChild(mgmt, namespace, 'web', '1.0.0');
     }
     const { stop } = startController();
     try {
-      await ok(mgmt, 'POST', PIPELINES, {
+      await must(mgmt, 'POST', PIPELINES, {
         apiVersion: 'fleetcache.dev/v1alpha1',
         kind: 'Pipeline',
         metadata: { name: 'web', namespace: NS },
@@ -265,12 +259,12 @@ describe('PipelineController: the git strategy on a real apiserver', () => {
       // Flux is asked to fetch and apply now: the staging Kustomization and its GitRepository.
       for (const path of [`${KS}/namespaces/web-staging/kustomizations/web`, `${GITREPOS}/namespaces/web-staging/gitrepositories/fleet`]) {
         const annotated = await eventually(`${path} annotated`, async () => {
-          const at = ((await ok(mgmt, 'GET', path)) as Kustomization).metadata.annotations?.[REQUESTED_AT];
+          const at = ((await must(mgmt, 'GET', path)) as Kustomization).metadata.annotations?.[REQUESTED_AT];
           return at !== undefined && at;
         }, 10_000);
         assert.ok(!Number.isNaN(Date.parse(annotated)), `an RFC 3339 time: ${annotated}`);
       }
-      assert.equal(((await ok(mgmt, 'GET', `${KS}/namespaces/web-dev/kustomizations/web`)) as Kustomization).metadata.annotations?.[REQUESTED_AT], undefined, 'only the promoted environment');
+      assert.equal(((await must(mgmt, 'GET', `${KS}/namespaces/web-dev/kustomizations/web`)) as Kustomization).metadata.annotations?.[REQUESTED_AT], undefined, 'only the promoted environment');
       await eventually('the Committed event', async () => (await eventsOf(mgmt, 'web')).some((e) => e.reason === 'Committed' && e.message.includes(head)), 10_000);
       assert.ok(!(await eventsOf(mgmt, 'web')).some((e) => e.reason === 'Promoted'), 'not promoted before staging runs it');
 
@@ -293,7 +287,7 @@ describe('PipelineController: the git strategy on a real apiserver', () => {
     await release(mgmt, 'cart-staging', 'cart', '1.0.0');
     const { stop, registry } = startController();
     try {
-      await ok(mgmt, 'POST', PIPELINES, pipeline('cart', { url: server.url('org/fleet'), path: 'apps/cart', secretRef: { name: 'fleet-git' }, pullRequest: { provider: 'github', apiUrl: api.apiUrl } }, true));
+      await must(mgmt, 'POST', PIPELINES, pipeline('cart', { url: server.url('org/fleet'), path: 'apps/cart', secretRef: { name: 'fleet-git' }, pullRequest: { provider: 'github', apiUrl: api.apiUrl } }, true));
       await eventually('both environments ready at 1.0.0', async () => (await pipelineOf(mgmt, 'cart')).status?.environments?.every((e) => e.ready && e.revision === '1.0.0') === true, 60_000);
       await setVersion(mgmt, 'cart-dev', 'cart', '2.0.0');
       const waiting = await eventually('the promotion awaits approval', async () => {

@@ -11,14 +11,14 @@ import { ownerKey, type OwnerKey } from '../registry/index.ts';
 import { FakeClock } from '../util/index.ts';
 import { PipelineController } from './index.ts';
 import { registryWithKeeper } from '../registry/testing.ts';
-import { kubeConfigFrom, RecordingLogger } from '../../fixtures/support/index.ts';
+import { kubeConfigFrom, PIPELINE_KIND, RecordingLogger } from '../../fixtures/support/index.ts';
 
 
 describe('PipelineController retries', () => {
   it('retries a failing reconcile past 15 failures with capped backoff, and never drops the Pipeline', async (t) => {
     const sim = await SimulatedCluster.start({
       namespaces: ['apps'],
-      kinds: [{ group: 'fleetcache.dev', version: 'v1alpha1', kind: 'Pipeline', plural: 'pipelines', namespaced: true, status: true }],
+      kinds: [PIPELINE_KIND],
     });
     t.after(() => sim.close());
     // An invalid spec needs no target: each reconcile only writes InvalidSpec to the status, and

@@ -9,7 +9,7 @@ import { StaticProvider } from '../cluster/index.ts';
 import { registryWithKeeper } from '../registry/testing.ts';
 import { PipelineController } from './controller.ts';
 import type { Pipeline, PromotionRecord } from './types.ts';
-import { kubeConfigFrom, RecordingLogger } from '../../fixtures/support/index.ts';
+import { kubeConfigFrom, PIPELINE_KIND, RecordingLogger } from '../../fixtures/support/index.ts';
 
 const SECRET = 'XOXB9PathCredential';
 const NS = 'apps';
@@ -26,7 +26,7 @@ describe('a webhook URL read from a Secret', () => {
     sim = await SimulatedCluster.start({
       namespaces: [NS, 'dev', 'staging'],
       kinds: [
-        { group: 'fleetcache.dev', version: 'v1alpha1', kind: 'Pipeline', plural: 'pipelines', namespaced: true, status: true },
+        PIPELINE_KIND,
         { group: 'helm.toolkit.fluxcd.io', version: 'v2', kind: 'HelmRelease', plural: 'helmreleases', namespaced: true, status: true },
         { group: '', version: 'v1', kind: 'Event', plural: 'events', namespaced: true },
       ],
