@@ -5,7 +5,7 @@
 import { helmReleaseCrd, kustomizationCrd, pipelineCrd } from '../fixtures/crds/index.ts';
 import { FluxStandIn, HELM_RELEASE, type FluxStandInOptions } from './flux/standin.ts';
 import type { TestCluster } from './harness/index.ts';
-import { ensureNamespace, must, putKubeconfigSecret } from '../fixtures/support/index.ts';
+import { ensureNamespace, eventually, must, putKubeconfigSecret } from '../fixtures/support/index.ts';
 
 export const APP_NAMESPACE = 'apps';
 export const PIPELINE_NAMESPACE = 'delivery';
@@ -109,6 +109,14 @@ export async function releaseToDev(fleet: Fleet, version: string): Promise<void>
 /** The Pipeline as the API server has it now. */
 export async function readPipeline(fleet: Fleet): Promise<{ metadata: { generation?: number }; status?: PipelineStatusView }> {
   return await must(fleet.management, 'GET', `/apis/fleetcache.dev/v1alpha1/namespaces/${PIPELINE_NAMESPACE}/pipelines/${PIPELINE_NAME}`) as { metadata: { generation?: number }; status?: PipelineStatusView };
+}
+
+/** Waits until the Pipeline sees every environment ready at `version`; fails after `timeoutMs`. */
+export async function everyEnvironmentReady(fleet: Fleet, version: string, timeoutMs: number): Promise<void> {
+  await eventually(`every environment is ready at ${version}`, async () => {
+    const envs = (await readPipeline(fleet)).status?.environments ?? [];
+    return envs.length === ENVIRONMENTS.length && envs.every((e) => e.ready && e.revision === version);
+  }, timeoutMs);
 }
 
 /** The parts of the Pipeline status the demo and the scenarios read. */
