@@ -1,7 +1,7 @@
 import { request as httpRequest } from 'node:http';
 import { request as httpsRequest } from 'node:https';
 import { setTimeout as delay } from 'node:timers/promises';
-import { kubeconfigJson } from '../../fixtures/support/index.ts';
+import { kubeconfigJson } from '../../fixtures/support/kubeconfig.ts';
 
 /** An HTTP answer from {@link AdminApi.request}. */
 export interface AdminResponse {

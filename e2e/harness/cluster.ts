@@ -5,7 +5,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { setTimeout as delay } from 'node:timers/promises';
 import type { KubeConfig } from '@kubernetes/client-node';
-import { kubeconfigJson, kubeConfigFrom } from '../../fixtures/support/index.ts';
+import { kubeconfigJson, kubeConfigFrom } from '../../fixtures/support/kubeconfig.ts';
 import { resolveAssets } from './assets.ts';
 import { adminApi, rawRequest, type AdminApi } from './api.ts';
 import { ManagedProcess } from './process.ts';
