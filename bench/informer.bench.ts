@@ -15,10 +15,11 @@ import { createServer, get as httpGet, type ClientRequest, type IncomingMessage 
 import type { AddressInfo } from 'node:net';
 import { PerformanceObserver } from 'node:perf_hooks';
 import { fileURLToPath } from 'node:url';
-import { CoreV1Api, KubeConfig, makeInformer } from '@kubernetes/client-node';
+import { CoreV1Api, makeInformer, type KubeConfig } from '@kubernetes/client-node';
 import { ClusterConnection, createListLimiter, type KubeList, type KubeObject, type WatchEvent } from '../lib/transport/index.ts';
 import { parseEventDroppingManagedFields, parseListDroppingManagedFields } from '../lib/transport/strip.ts';
 import { identityTransform, ResourceInformer, stripManagedFields } from '../lib/informer/index.ts';
+import { kubeConfigFor } from '../fixtures/support/index.ts';
 
 /** Objects in the collection (what the cache retains). */
 const OBJECTS = 4_000;
@@ -120,17 +121,6 @@ async function serve(): Promise<void> {
   process.stdout.write(`${JSON.stringify({ url: `http://127.0.0.1:${(server.address() as AddressInfo).port}`, watchBytes: watch.length, listBytes: list.length })}\n`);
   process.stdin.resume();
   process.stdin.on('end', () => { process.exit(0); });
-}
-
-function kubeConfig(server: string): KubeConfig {
-  const kc = new KubeConfig();
-  kc.loadFromOptions({
-    clusters: [{ name: 'bench', server, skipTLSVerify: true }],
-    users: [{ name: 'bench', token: TOKEN }],
-    contexts: [{ name: 'bench', cluster: 'bench', user: 'bench' }],
-    currentContext: 'bench',
-  });
-  return kc;
 }
 
 function gc(): void {
@@ -252,7 +242,7 @@ function subject(variant: Variant, kc: KubeConfig, server: string): Subject {
 /** One variant, in this (child) process: time the stream, then weigh the cache. */
 async function runVariant(variant: Variant, server: string): Promise<Result> {
   const lastRv = String(FIRST_RV + EVENTS);
-  const kc = kubeConfig(server);
+  const kc = kubeConfigFor(server, { token: TOKEN, name: 'bench' });
   gc();
   const heapBefore = process.memoryUsage().heapUsed;
   let gcMs = 0;

@@ -3,7 +3,6 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
-import { setTimeout as delay } from 'node:timers/promises';
 import { after, before, describe, it } from 'node:test';
 import { fileURLToPath } from 'node:url';
 import { loadAll } from 'js-yaml';
@@ -37,12 +36,8 @@ class Service {
   }
 
   async url(server: 'probes' | 'metrics'): Promise<string> {
-    for (let i = 0; i < 400; i++) {
-      const line = this.lines.find((l) => l.msg === 'listening' && l.server === server);
-      if (line !== undefined) return String(line.url);
-      await delay(25);
-    }
-    throw new Error(`the ${server} server never listened:\n${this.stderr}`);
+    const line = await eventually(() => `the ${server} server listens:\n${this.stderr}`, () => this.lines.find((l) => l.msg === 'listening' && l.server === server), { timeoutMs: 10_000, pollMs: 25 });
+    return String(line.url);
   }
 }
 

@@ -16,8 +16,8 @@ import { after, before, describe, it } from 'node:test';
 import { fileURLToPath } from 'node:url';
 import { eventually } from '../e2e/harness/index.ts';
 import { SimulatedCluster, type KindDefinition, type RecordedRequest } from '../fixtures/index.ts';
+import { PIPELINE_KIND } from '../fixtures/support/index.ts';
 
-const pipelineKind: KindDefinition = { group: 'fleetcache.dev', version: 'v1alpha1', kind: 'Pipeline', plural: 'pipelines', namespaced: true, status: true };
 const helmReleaseKind: KindDefinition = { group: 'helm.toolkit.fluxcd.io', version: 'v2', kind: 'HelmRelease', plural: 'helmreleases', namespaced: true, status: true };
 const eventKind: KindDefinition = { group: '', version: 'v1', kind: 'Event', plural: 'events', namespaced: true };
 const leaseKind: KindDefinition = { group: 'coordination.k8s.io', version: 'v1', kind: 'Lease', plural: 'leases', namespaced: true };
@@ -28,7 +28,7 @@ describe('--kube-api-qps and --kube-api-burst', () => {
   const kubeconfigPath = path.join(dir, 'kubeconfig');
 
   before(async () => {
-    cluster = await SimulatedCluster.start({ name: 'limits', namespaces: ['apps'], kinds: [pipelineKind, helmReleaseKind, eventKind, leaseKind] });
+    cluster = await SimulatedCluster.start({ name: 'limits', namespaces: ['apps'], kinds: [PIPELINE_KIND, helmReleaseKind, eventKind, leaseKind] });
     writeFileSync(kubeconfigPath, cluster.kubeconfig, { mode: 0o600 });
     cluster.store.create({ apiVersion: 'helm.toolkit.fluxcd.io/v2', kind: 'HelmRelease', metadata: { namespace: 'apps', name: 'podinfo' }, spec: { chart: { spec: { version: '1.0.0' } } } });
     // A Pipeline on the management cluster itself: reconciling it makes the registry open a

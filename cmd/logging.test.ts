@@ -3,10 +3,10 @@ import { createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { PassThrough } from 'node:stream';
 import { after, describe, it } from 'node:test';
-import { KubeConfig } from '@kubernetes/client-node';
 import { ClusterConnection } from '../lib/transport/index.ts';
 import { FakeClock, toError } from '../lib/util/index.ts';
 import { createLogger } from './logging.ts';
+import { kubeConfigFor } from '../fixtures/support/index.ts';
 
 function capture(): { readonly stream: PassThrough; readonly text: () => string; readonly lines: () => Record<string, unknown>[] } {
   const stream = new PassThrough();
@@ -14,17 +14,6 @@ function capture(): { readonly stream: PassThrough; readonly text: () => string;
   stream.on('data', (c: Buffer) => chunks.push(c));
   const text = (): string => Buffer.concat(chunks).toString('utf8');
   return { stream, text, lines: () => text().split('\n').filter((l) => l !== '').map((l) => JSON.parse(l) as Record<string, unknown>) };
-}
-
-function kubeConfigFor(server: string, token: string): KubeConfig {
-  const kc = new KubeConfig();
-  kc.loadFromOptions({
-    clusters: [{ name: 'c', server, skipTLSVerify: server.startsWith('http:') }],
-    users: [{ name: 'u', token }],
-    contexts: [{ name: 'ctx', cluster: 'c', user: 'u' }],
-    currentContext: 'ctx',
-  });
-  return kc;
 }
 
 describe('createLogger', () => {
@@ -110,8 +99,8 @@ describe('a kubeconfig bearer token never reaches the logs', () => {
     const out = capture();
     const logger = createLogger({ level: 'debug', stream: out.stream });
 
-    const echoing = new ClusterConnection({ name: 'echo', kubeConfig: kubeConfigFor(`http://127.0.0.1:${port}`, token), logger });
-    const refused = new ClusterConnection({ name: 'refused', kubeConfig: kubeConfigFor('https://127.0.0.1:1', token), logger });
+    const echoing = new ClusterConnection({ name: 'echo', kubeConfig: kubeConfigFor(`http://127.0.0.1:${port}`, { token }), logger });
+    const refused = new ClusterConnection({ name: 'refused', kubeConfig: kubeConfigFor('https://127.0.0.1:1', { token, skipTLSVerify: false }), logger });
     after(async () => { await Promise.all([echoing.close(), refused.close()]); });
     for (const connection of [echoing, refused]) {
       const err = await connection.request({ method: 'GET', path: '/api/v1/namespaces' }).then(() => undefined, toError);

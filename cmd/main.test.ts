@@ -8,7 +8,6 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { PassThrough } from 'node:stream';
 import { after, before, describe, it } from 'node:test';
-import { KubeConfig } from '@kubernetes/client-node';
 import { startSimulatedClusters, type KindDefinition, type KubeObject, type SimulatedCluster } from '../fixtures/index.ts';
 import { eventually } from '../e2e/harness/index.ts';
 import { defaultControllerRateLimiter, RateLimitingWorkQueue } from '../lib/queue/index.ts';
@@ -17,8 +16,8 @@ import { FakeClock, noopLogger } from '../lib/util/index.ts';
 import { parseExposition } from './exposition.test-util.ts';
 import { parseFlags, type Config } from './flags.ts';
 import { main, serviceClusters, serviceRegistry } from './main.ts';
+import { kubeConfigFrom, PIPELINE_KIND } from '../fixtures/support/index.ts';
 
-const pipelineKind: KindDefinition = { group: 'fleetcache.dev', version: 'v1alpha1', kind: 'Pipeline', plural: 'pipelines', namespaced: true, status: true };
 const helmReleaseKind: KindDefinition = { group: 'helm.toolkit.fluxcd.io', version: 'v2', kind: 'HelmRelease', plural: 'helmreleases', namespaced: true, status: true };
 const eventKind: KindDefinition = { group: '', version: 'v1', kind: 'Event', plural: 'events', namespaced: true };
 const configMaps = { group: '', version: 'v1', kind: 'ConfigMap' };
@@ -74,7 +73,7 @@ describe('the service wiring', () => {
   const kubeconfigPath = path.join(dir, 'kubeconfig');
 
   before(async () => {
-    [management, remote] = await startSimulatedClusters(2, { namePrefix: 'wiring', namespaces: ['apps'], kinds: [pipelineKind, helmReleaseKind, eventKind] }) as [SimulatedCluster, SimulatedCluster];
+    [management, remote] = await startSimulatedClusters(2, { namePrefix: 'wiring', namespaces: ['apps'], kinds: [PIPELINE_KIND, helmReleaseKind, eventKind] }) as [SimulatedCluster, SimulatedCluster];
     writeFileSync(kubeconfigPath, management.kubeconfig, { mode: 0o600 });
     remote.store.create({ apiVersion: 'helm.toolkit.fluxcd.io/v2', kind: 'HelmRelease', metadata: { namespace: 'apps', name: 'podinfo' }, spec: { chart: { spec: { version: '1.0.0' } } } });
     // Cluster API's convention: the kubeconfig of Cluster `remote` is key `value` of Secret `remote-kubeconfig`.
@@ -189,8 +188,7 @@ describe('the service wiring', () => {
     management.store.create(secret('apps', 'rotating-kubeconfig', a.kubeconfig));
 
     const clock = new FakeClock(Date.now());
-    const kubeConfig = new KubeConfig();
-    kubeConfig.loadFromString(management.kubeconfig);
+    const kubeConfig = kubeConfigFrom(management.kubeconfig);
     const queue = new RateLimitingWorkQueue<OwnerKey>({ name: 'owners', clock, rateLimiter: defaultControllerRateLimiter({ clock }) });
     // The flags' defaults, as a bare `fleetcache` runs.
     const clusters = serviceClusters(config([]), { kubeConfig, logger: noopLogger, clock });
@@ -240,8 +238,7 @@ describe('--kube-api-request-timeout', () => {
     const [hung] = await startSimulatedClusters(1, { namePrefix: 'hung', namespaces: ['apps'] }) as [SimulatedCluster];
     t.after(() => hung.close());
     const clock = new FakeClock(Date.now());
-    const kubeConfig = new KubeConfig();
-    kubeConfig.loadFromString(hung.kubeconfig);
+    const kubeConfig = kubeConfigFrom(hung.kubeconfig);
     const queue = new RateLimitingWorkQueue<OwnerKey>({ name: 'owners', clock, rateLimiter: defaultControllerRateLimiter({ clock }) });
     const clusters = serviceClusters(config(['--kube-api-request-timeout=2s']), { kubeConfig, logger: noopLogger, clock });
     t.after(() => clusters.close());

@@ -13,6 +13,7 @@ import { SimulatedCluster } from '../fixtures/index.ts';
 import { usage } from './flags.ts';
 import { staleManifests } from './gen-manifests.ts';
 import { unsupportedNode } from './node-version.ts';
+import { PIPELINE_KIND } from '../fixtures/support/index.ts';
 
 const root = fileURLToPath(new URL('../', import.meta.url));
 
@@ -64,7 +65,7 @@ describe('config/', () => {
     const request = /^(\d+)Mi$/.exec(deployment?.spec.template.spec.containers[0]?.resources.requests.memory ?? '')?.[1];
     assert.ok(request !== undefined, 'memory request in Mi');
     const cluster = await SimulatedCluster.start({ name: 'idle', namespaces: ['fleetcache-system'], kinds: [
-      { group: 'fleetcache.dev', version: 'v1alpha1', kind: 'Pipeline', plural: 'pipelines', namespaced: true, status: true },
+      PIPELINE_KIND,
       { group: 'coordination.k8s.io', version: 'v1', kind: 'Lease', plural: 'leases', namespaced: true },
     ] });
     const kubeconfig = path.join(scratch, 'idle-kubeconfig');

@@ -5,6 +5,7 @@
 import { helmReleaseCrd, kustomizationCrd, pipelineCrd } from '../fixtures/crds/index.ts';
 import { FluxStandIn, HELM_RELEASE, type FluxStandInOptions } from './flux/standin.ts';
 import type { TestCluster } from './harness/index.ts';
+import { ensureNamespace, eventually, must, putKubeconfigSecret } from '../fixtures/support/index.ts';
 
 export const APP_NAMESPACE = 'apps';
 export const PIPELINE_NAMESPACE = 'delivery';
@@ -22,12 +23,6 @@ export interface Fleet {
   readonly management: TestCluster;
   readonly staging: TestCluster;
   readonly prod: TestCluster;
-}
-
-async function must(cluster: TestCluster, method: string, path: string, body: unknown, ok: readonly number[]): Promise<unknown> {
-  const res = await cluster.request(method, path, body);
-  if (!ok.includes(res.statusCode)) throw new Error(`${cluster.name}: ${method} ${path} → HTTP ${res.statusCode}: ${JSON.stringify(res.body)}`);
-  return res.body;
 }
 
 function helmRelease(version: string): object {
@@ -71,17 +66,19 @@ export async function setUpFleet(fleet: Fleet, initialVersion: string): Promise<
   await fleet.management.installCRDs([pipelineCrd, helmReleaseCrd, kustomizationCrd]);
   for (const cluster of [fleet.staging, fleet.prod]) await cluster.installCRDs([helmReleaseCrd, kustomizationCrd]);
   for (const cluster of [fleet.management, fleet.staging, fleet.prod]) {
-    await must(cluster, 'POST', '/api/v1/namespaces', { metadata: { name: APP_NAMESPACE } }, [201, 409]);
-    await must(cluster, 'POST', `/apis/helm.toolkit.fluxcd.io/v2/namespaces/${APP_NAMESPACE}/helmreleases`, helmRelease(initialVersion), [201, 409]);
+    await ensureNamespace(cluster, APP_NAMESPACE);
+    await must(cluster, 'POST', `/apis/helm.toolkit.fluxcd.io/v2/namespaces/${APP_NAMESPACE}/helmreleases`, helmRelease(initialVersion), [409]);
   }
-  await must(fleet.management, 'POST', '/api/v1/namespaces', { metadata: { name: PIPELINE_NAMESPACE } }, [201, 409]);
+  await putKubeconfigSecrets(fleet);
+  await must(fleet.management, 'POST', `/apis/fleetcache.dev/v1alpha1/namespaces/${PIPELINE_NAMESPACE}/pipelines`, pipelineObject(), [409]);
+}
+
+/** Namespace `delivery` in the management cluster, and in it the kubeconfig Secrets of staging and prod that the Pipeline names. */
+export async function putKubeconfigSecrets(fleet: Fleet): Promise<void> {
+  await ensureNamespace(fleet.management, PIPELINE_NAMESPACE);
   for (const [env, cluster] of [['staging', fleet.staging], ['prod', fleet.prod]] as const) {
-    await must(fleet.management, 'POST', `/api/v1/namespaces/${PIPELINE_NAMESPACE}/secrets`, {
-      metadata: { name: `${env}-kubeconfig`, namespace: PIPELINE_NAMESPACE },
-      data: { value: Buffer.from(cluster.adminKubeconfig).toString('base64') },
-    }, [201, 409]);
+    await putKubeconfigSecret(fleet.management, PIPELINE_NAMESPACE, `${env}-kubeconfig`, cluster.adminKubeconfig);
   }
-  await must(fleet.management, 'POST', `/apis/fleetcache.dev/v1alpha1/namespaces/${PIPELINE_NAMESPACE}/pipelines`, pipelineObject(), [201, 409]);
 }
 
 /**
@@ -92,7 +89,7 @@ export async function setUpFleet(fleet: Fleet, initialVersion: string): Promise<
 export async function updateObject(cluster: TestCluster, path: string, edit: (current: object) => object): Promise<void> {
   const attempts = 20;
   for (let attempt = 1; ; attempt++) {
-    const current = await must(cluster, 'GET', path, undefined, [200]) as object;
+    const current = await must(cluster, 'GET', path) as object;
     const res = await cluster.request('PUT', path, edit(current));
     if (res.statusCode === 200) return;
     if (res.statusCode !== 409 || attempt >= attempts) throw new Error(`${cluster.name}: PUT ${path} → HTTP ${res.statusCode} (attempt ${attempt}): ${JSON.stringify(res.body)}`);
@@ -111,7 +108,15 @@ export async function releaseToDev(fleet: Fleet, version: string): Promise<void>
 
 /** The Pipeline as the API server has it now. */
 export async function readPipeline(fleet: Fleet): Promise<{ metadata: { generation?: number }; status?: PipelineStatusView }> {
-  return await must(fleet.management, 'GET', `/apis/fleetcache.dev/v1alpha1/namespaces/${PIPELINE_NAMESPACE}/pipelines/${PIPELINE_NAME}`, undefined, [200]) as { metadata: { generation?: number }; status?: PipelineStatusView };
+  return await must(fleet.management, 'GET', `/apis/fleetcache.dev/v1alpha1/namespaces/${PIPELINE_NAMESPACE}/pipelines/${PIPELINE_NAME}`) as { metadata: { generation?: number }; status?: PipelineStatusView };
+}
+
+/** Waits until the Pipeline sees every environment ready at `version`; fails after `timeoutMs`. */
+export async function everyEnvironmentReady(fleet: Fleet, version: string, timeoutMs: number): Promise<void> {
+  await eventually(`every environment is ready at ${version}`, async () => {
+    const envs = (await readPipeline(fleet)).status?.environments ?? [];
+    return envs.length === ENVIRONMENTS.length && envs.every((e) => e.ready && e.revision === version);
+  }, timeoutMs);
 }
 
 /** The parts of the Pipeline status the demo and the scenarios read. */

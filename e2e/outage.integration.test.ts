@@ -3,7 +3,7 @@
 // release too — once. Local apiservers only: it stops one (kind cannot), so it is not in scenarios/.
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
-import { appliedVersion, FLEET_SERVICE_ARGS, readPipeline, releaseToDev, setUpFleet, startFlux, type Fleet } from './fleet.ts';
+import { appliedVersion, everyEnvironmentReady, FLEET_SERVICE_ARGS, readPipeline, releaseToDev, setUpFleet, startFlux, type Fleet } from './fleet.ts';
 import { useClusters, type TestCluster } from './harness/index.ts';
 import { startService, type ServiceProcess } from './service.ts';
 import { eventually } from './harness/index.ts';
@@ -28,10 +28,7 @@ describe('a target cluster down mid-pipeline', () => {
   });
 
   it('reports prod unreadable, keeps promoting to staging, and catches prod up when it returns', async () => {
-    await eventually('every environment is ready at 1.0.0', async () => {
-      const envs = (await readPipeline(fleet)).status?.environments ?? [];
-      return envs.length === 3 && envs.every((e) => e.ready && e.revision === '1.0.0');
-    }, 120_000);
+    await everyEnvironmentReady(fleet, '1.0.0', 120_000);
 
     await fleet.prod.stopApiserver();
     await releaseToDev(fleet, '1.1.0');

@@ -9,6 +9,7 @@ import { FakeClock, type GroupVersionKind } from '../../lib/util/index.ts';
 import { HttpServer } from '../../lib/manager/index.ts';
 import { Dashboard, type DashboardRegistry, type DashboardState } from './index.ts';
 import { appJs, pageHtml, securityHeaders } from './page.ts';
+import { eventually, EVERY_TURN } from '../../fixtures/support/index.ts';
 
 const PIPELINE_GVK: GroupVersionKind = { group: 'fleetcache.dev', version: 'v1alpha1', kind: 'Pipeline' };
 
@@ -100,14 +101,6 @@ async function events(url: string, headers: Record<string, string> = {}): Promis
   return { status: res.status, retryAfter: res.headers.get('retry-after'), documents, get reconnect() { return seen.reconnect; }, done, close };
 }
 
-async function until(what: string, check: () => boolean): Promise<void> {
-  for (let i = 0; i < 20_000; i++) {
-    if (check()) return;
-    await tick();
-  }
-  assert.fail(`never happened: ${what}`);
-}
-
 describe('the dashboard', () => {
   const clock = new FakeClock(Date.UTC(2026, 10, 23, 9));
   const dashboard = new Dashboard({ clock, stream: { minIntervalMs: 250 } });
@@ -161,7 +154,7 @@ describe('the dashboard', () => {
     assert.deepEqual(asked, ['/dashboard/events', '/dashboard/events']);
     const allowed = await events(`${server.url}/dashboard/events`, { authorization: 'Bearer good' });
     assert.equal(allowed.status, 200);
-    await until('the first document', () => allowed.documents.length === 1);
+    await eventually('the first document', () => allowed.documents.length === 1, EVERY_TURN);
     assert.deepEqual(allowed.documents[0]?.state.pipelines, [], 'not running yet: an empty state');
     await fetch(`${server.url}/dashboard/events`, { method: 'POST', headers: { authorization: 'Bearer good' } }).then(async (r) => {
       assert.equal(r.status, 405, 'read-only');
@@ -202,44 +195,44 @@ describe('the dashboard', () => {
     } finally {
       await own.close();
     }
-    await until('the stream is gone', () => dashboard.clients === streams);
+    await eventually('the stream is gone', () => dashboard.clients === streams, EVERY_TURN);
   });
 
   it('shows the Pipelines once their cache can be built, retrying with backoff until then, and pushes every change', async () => {
     assert.ok(server !== undefined);
     const client = await events(`${server.url}/dashboard/events`, { authorization: 'Bearer good' });
-    await until('the first document', () => client.documents.length === 1);
+    await eventually('the first document', () => client.documents.length === 1, EVERY_TURN);
     registry.pipelines.objects.push(pipeline('1.0.0'));
     running = dashboard.run(registry, stop.signal);
-    await until('the first attempt', () => registry.attempts === 1);
+    await eventually('the first attempt', () => registry.attempts === 1, EVERY_TURN);
     clock.advance(1_000);
-    await until('the second attempt', () => registry.attempts === 2);
+    await eventually('the second attempt', () => registry.attempts === 2, EVERY_TURN);
     clock.advance(1_999);
     await tick();
     assert.equal(registry.attempts, 2, 'the backoff doubled');
     clock.advance(1);
-    await until('the third attempt', () => registry.attempts === 3);
+    await eventually('the third attempt', () => registry.attempts === 3, EVERY_TURN);
     clock.advance(250);
-    await until('the Pipeline shown', () => client.documents.at(-1)?.state.pipelines[0]?.environments[0]?.revision === '1.0.0');
+    await eventually('the Pipeline shown', () => client.documents.at(-1)?.state.pipelines[0]?.environments[0]?.revision === '1.0.0', EVERY_TURN);
     await assert.rejects(dashboard.run(registry, stop.signal), /already running/);
 
     // An informer event: the page hears of it within the interval.
     registry.pipelines.objects[0] = pipeline('1.1.0');
     await registry.handler?.update?.(pipeline('1.0.0'), pipeline('1.1.0'));
     clock.advance(250);
-    await until('the change pushed', () => client.documents.at(-1)?.state.pipelines[0]?.environments[0]?.revision === '1.1.0');
+    await eventually('the change pushed', () => client.documents.at(-1)?.state.pipelines[0]?.environments[0]?.revision === '1.1.0', EVERY_TURN);
 
     // Requests to a cluster are counted.
     dashboard.observeRequest({ cluster: 'secret:delivery/prod-kubeconfig', method: 'GET', code: '2xx', durationMs: 3 });
     dashboard.observeRequest({ cluster: 'secret:delivery/prod-kubeconfig', method: 'GET', code: '<error>', durationMs: 3 });
     clock.advance(250);
-    await until('the requests counted', () => client.documents.at(-1)?.state.clusters.find((c) => c.name === 'secret:delivery/prod-kubeconfig')?.requests === 2);
+    await eventually('the requests counted', () => client.documents.at(-1)?.state.clusters.find((c) => c.name === 'secret:delivery/prod-kubeconfig')?.requests === 2, EVERY_TURN);
   });
 
   it('ends every stream and releases the Pipeline reader when its signal aborts', async () => {
     assert.ok(server !== undefined);
     const client = await events(`${server.url}/dashboard/events`, { authorization: 'Bearer good' });
-    await until('connected', () => client.documents.length === 1);
+    await eventually('connected', () => client.documents.length === 1, EVERY_TURN);
     assert.ok(dashboard.clients >= 1);
     stop.abort();
     await running;
@@ -312,11 +305,11 @@ describe('the dashboard under load and over time', () => {
       },
     });
     running = dashboard.run(registry, stop.signal);
-    await until('the Pipelines read', () => registry.attempts === 1);
+    await eventually('the Pipelines read', () => registry.attempts === 1, EVERY_TURN);
     const viewers = [await open('alice'), await open('bob')];
     for (const viewer of viewers) {
       assert.equal(viewer.status, 200);
-      await until('a first document', () => viewer.documents.some((d) => d.state.pipelines.length === 6));
+      await eventually('a first document', () => viewer.documents.some((d) => d.state.pipelines.length === 6), EVERY_TURN);
     }
     assert.equal(dashboard.clients, 2, 'no viewer dropped');
     const doc = viewers[0]?.documents.find((d) => d.state.pipelines.length === 6);
@@ -331,7 +324,7 @@ describe('the dashboard under load and over time', () => {
     assert.equal(shown + omitted, 12_000);
     assert.equal(marker.targets, omitted);
     for (const viewer of viewers) viewer.close();
-    await until('both gone', () => dashboard.clients === 0);
+    await eventually('both gone', () => dashboard.clients === 0, EVERY_TURN);
     registry.pipelines.objects.splice(0);
   });
 
@@ -346,16 +339,16 @@ describe('the dashboard under load and over time', () => {
     }
     const alice = await open('alice');
     assert.equal(alice.status, 200);
-    await until('alice served', () => alice.documents.length === 1);
+    await eventually('alice served', () => alice.documents.length === 1, EVERY_TURN);
     assert.equal(dashboard.clients, 5);
     for (const g of [...greedy, alice]) g.close();
-    await until('all gone', () => dashboard.clients === 0);
+    await eventually('all gone', () => dashboard.clients === 0, EVERY_TURN);
   });
 
   it('ends a stream after its lifetime; the reconnection is authorised again, so a viewer whose access was revoked is refused', async () => {
     const alice = await open('alice');
     const bob = await open('bob');
-    await until('both served', () => alice.documents.length === 1 && bob.documents.length === 1);
+    await eventually('both served', () => alice.documents.length === 1 && bob.documents.length === 1, EVERY_TURN);
     revoked.add('alice'); // her binding is deleted while her stream is open
     asked.splice(0);
     clock.advance(60_000);
@@ -368,9 +361,9 @@ describe('the dashboard under load and over time', () => {
     const bobAgain = await open('bob');
     assert.equal(bobAgain.status, 200);
     assert.deepEqual(asked, ['alice', 'bob'], 'each reconnection went through authorisation');
-    await until('bob served again', () => bobAgain.documents.length === 1);
+    await eventually('bob served again', () => bobAgain.documents.length === 1, EVERY_TURN);
     bobAgain.close();
-    await until('gone', () => dashboard.clients === 0);
+    await eventually('gone', () => dashboard.clients === 0, EVERY_TURN);
   });
 
   it('rejects a document bound too small for its marker, or a share that is not a positive integer, with a TypeError naming the option', () => {

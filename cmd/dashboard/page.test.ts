@@ -3,11 +3,11 @@
 // stream's lifetime ends or a user is over its share, and that no text from a peer is ever parsed as
 // HTML (the DOM's HTML sinks record and throw). The real browser test covers the rest.
 import assert from 'node:assert/strict';
-import { setImmediate as tick } from 'node:timers/promises';
 import { describe, it } from 'node:test';
 import { createContext, Script } from 'node:vm';
 import type { DashboardState } from './model.ts';
 import { appJs } from './page.ts';
+import { settle } from '../../fixtures/support/index.ts';
 
 /**
  * Every use of an HTML-parsing sink, an event-handler attribute or a script-bearing element the page
@@ -164,10 +164,6 @@ function frame(state: DashboardState): string {
   return `event: state\ndata: ${JSON.stringify({ now: Date.UTC(2026, 10, 23, 9), state })}\n\n`;
 }
 
-async function settle(): Promise<void> {
-  for (let i = 0; i < 50; i++) await tick();
-}
-
 const target = (i: number): DashboardState['pipelines'][number]['environments'][number]['targets'][number] => ({ cluster: `secret:team-a/c${i}`, namespace: 'apps', readable: false, ready: false, error: 'ERR_TRANSPORT' });
 
 const cut: DashboardState = {
@@ -194,7 +190,7 @@ describe('the dashboard page script', () => {
   it('says what a cut document left out, per environment and in all, and which clusters have no credentials', async () => {
     const page = loadPage([{ status: 200, frames: [frame(cut)] }]);
     page.ready();
-    await settle();
+    await settle(50);
     const pipelines = page.byId('pipelines');
     assert.equal(pipelines.querySelector('[data-field="truncated"]')?.textContent, 'Too much to show at once (the state is limited to 512 KiB): left out 2 Pipelines (team-b/a, team-c/b), 998 targets, 4 history records.');
     const env = pipelines.querySelector('[data-pipeline="team-a/shop"] [data-env="prod"]');
@@ -218,7 +214,7 @@ describe('the dashboard page script', () => {
     };
     const whole = loadPage([{ status: 200, frames: [frame(fits)] }]);
     whole.ready();
-    await settle();
+    await settle(50);
     assert.equal(whole.byId('pipelines').querySelector('[data-field="truncated"]'), null);
     assert.equal(whole.byId('pipelines').querySelector('li.omitted'), null);
   });
@@ -229,7 +225,7 @@ describe('the dashboard page script', () => {
       { status: 429, headers: { 'retry-after': '7' } },
     ]);
     page.ready();
-    await settle();
+    await settle(50);
     assert.equal(page.fetches(), 2, 'connected again');
     assert.deepEqual(page.timers, [7_000], 'no backoff for the reconnection; Retry-After honoured for the 429');
     assert.equal(page.byId('connection').getAttribute('data-state'), 'refused');
@@ -238,7 +234,7 @@ describe('the dashboard page script', () => {
     // A stream that ends without being asked to reconnect is a disconnection, retried with backoff.
     const cutOff = loadPage([{ status: 200, frames: [frame(cut)] }]);
     cutOff.ready();
-    await settle();
+    await settle(50);
     assert.equal(cutOff.fetches(), 1);
     assert.deepEqual(cutOff.timers, [1_000]);
     assert.equal(cutOff.byId('connection').getAttribute('data-state'), 'disconnected');
@@ -263,7 +259,7 @@ describe('the dashboard page script', () => {
     htmlSinks.length = 0;
     const page = loadPage([{ status: 200, frames: [frame(hostile)] }, { status: 403, json: { error: html('approve-answer') } }]);
     page.ready();
-    await settle();
+    await settle(50);
     const shown = (field: string): boolean => page.body.textContent.includes(html(field));
     for (const field of ['name', 'ready-message', 'env', 'target-error', 'inflight-revision', 'history-message', 'cluster', 'cluster-error', 'kind', 'cache-error']) {
       assert.ok(shown(field), `${field} is shown, as text`);
@@ -272,7 +268,7 @@ describe('the dashboard page script', () => {
     assert.ok(button !== null, 'the promotion waiting shows its Approve button');
     assert.equal(button.getAttribute('data-revision'), html('inflight-revision'), 'kept as an attribute value, not markup');
     button.click();
-    await settle();
+    await settle(50);
     assert.equal(page.fetches(), 2, 'the approval was posted');
     assert.ok(shown('approve-answer'), 'the endpoint\'s refusal is shown, as text');
     assert.deepEqual(htmlSinks, [], 'no HTML sink, handler attribute or active element was used');

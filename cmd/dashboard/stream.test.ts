@@ -5,6 +5,7 @@ import { setImmediate as tick } from 'node:timers/promises';
 import { afterEach, describe, it } from 'node:test';
 import { FakeClock } from '../../lib/util/index.ts';
 import { EventStream, type EventStreamOptions } from './stream.ts';
+import { eventually, EVERY_TURN } from '../../fixtures/support/index.ts';
 
 /** One SSE client over a real socket: the frames it received, parsed. */
 interface Client {
@@ -67,15 +68,6 @@ function open(url: string, method = 'GET', identity = 'viewer'): Promise<Client>
   });
 }
 
-/** Waits (on real I/O, never on time) until `check` holds. */
-async function until(what: string, check: () => boolean): Promise<void> {
-  for (let i = 0; i < 10_000; i++) {
-    if (check()) return;
-    await tick();
-  }
-  assert.fail(`never happened: ${what}`);
-}
-
 function setUp(options: EventStreamOptions = {}): { clock: FakeClock; stream: EventStream; set: (value: unknown) => void; reads: () => number } {
   const clock = new FakeClock(1_000_000);
   let document: unknown = { version: 0 };
@@ -91,7 +83,7 @@ describe('the dashboard event stream', () => {
     assert.equal(client.res.statusCode, 200);
     assert.equal(client.res.headers['content-type'], 'text/event-stream; charset=utf-8');
     assert.equal(client.res.headers['cache-control'], 'no-store');
-    await until('the first document', () => client.documents.length === 1);
+    await eventually('the first document', () => client.documents.length === 1, EVERY_TURN);
     assert.deepEqual(client.documents[0], { now: 1_000_000, state: { version: 0 } });
     assert.equal(stream.clients, 1);
   });
@@ -99,7 +91,7 @@ describe('the dashboard event stream', () => {
   it('coalesces: many changes within the interval go out as one update, an unchanged document not at all', async () => {
     const { clock, stream, set, reads } = setUp({ minIntervalMs: 250 });
     const client = await open(await serve(stream));
-    await until('the first document', () => client.documents.length === 1);
+    await eventually('the first document', () => client.documents.length === 1, EVERY_TURN);
     clock.advance(250);
     const readsBefore = reads();
     for (let i = 1; i <= 100; i++) {
@@ -108,7 +100,7 @@ describe('the dashboard event stream', () => {
     }
     assert.equal(reads(), readsBefore, 'nothing is read before the update is due');
     clock.advance(0);
-    await until('one update', () => client.documents.length === 2);
+    await eventually('one update', () => client.documents.length === 2, EVERY_TURN);
     assert.deepEqual(client.documents[1], { now: 1_000_250, state: { version: 100 } }, 'only the last state');
     assert.equal(reads(), readsBefore + 1, 'read once for a hundred notifications');
 
@@ -119,7 +111,7 @@ describe('the dashboard event stream', () => {
     await tick();
     assert.equal(client.documents.length, 2, 'not before the interval');
     clock.advance(1);
-    await until('the second update', () => client.documents.length === 3);
+    await eventually('the second update', () => client.documents.length === 3, EVERY_TURN);
 
     // Notified, but nothing changed: nothing is sent.
     stream.notify();
@@ -135,17 +127,17 @@ describe('the dashboard event stream', () => {
   it('reads the document again every refresh interval, and sends a heartbeat comment when idle', async () => {
     const { clock, stream, set } = setUp({ refreshMs: 1_000, heartbeatMs: 5_000 });
     const client = await open(await serve(stream));
-    await until('the first document', () => client.documents.length === 1);
+    await eventually('the first document', () => client.documents.length === 1, EVERY_TURN);
     clock.advance(0); // the update a connect schedules for the others: nothing new
     set({ version: 1 }); // changed without a notify (a counter)
     clock.advance(1_000);
-    await until('the refresh', () => client.documents.length === 2);
+    await eventually('the refresh', () => client.documents.length === 2, EVERY_TURN);
     assert.deepEqual(client.documents[1], { now: 1_001_000, state: { version: 1 } });
     clock.advance(4_000);
     for (let i = 0; i < 20; i++) await tick();
     assert.deepEqual(client.comments, []);
     clock.advance(1_000);
-    await until('a heartbeat', () => client.comments.length === 1);
+    await eventually('a heartbeat', () => client.comments.length === 1, EVERY_TURN);
     assert.equal(client.comments[0], ': keep-alive');
   });
 
@@ -158,7 +150,7 @@ describe('the dashboard event stream', () => {
     sockets.push(slow);
     slow.pause();
     slow.write(`GET / HTTP/1.1\r\nHost: ${url.host}\r\n\r\n`);
-    await until('both connected', () => stream.clients === 2);
+    await eventually('both connected', () => stream.clients === 2, EVERY_TURN);
     const slowClosed = new Promise<void>((resolve) => { slow.once('close', () => { resolve(); }); });
     const big = 'x'.repeat(64 * 1024);
     let version = 0;
@@ -167,7 +159,7 @@ describe('the dashboard event stream', () => {
       set({ version, big });
       stream.notify();
       clock.advance(10);
-      await until(`update ${version} reaches the fast client`, () => fast.documents.length >= version + 2 || stream.clients < 2);
+      await eventually(`update ${version} reaches the fast client`, () => fast.documents.length >= version + 2 || stream.clients < 2, EVERY_TURN);
     }
     assert.equal(stream.clients, 1, `the slow client was dropped after ${version} updates`);
     t.diagnostic(`the slow client was dropped after ${version} updates of 64 KiB (the rest sat in kernel buffers)`);
@@ -177,7 +169,7 @@ describe('the dashboard event stream', () => {
     set({ version: 'after' });
     stream.notify();
     clock.advance(10);
-    await until('the fast client still gets updates', () => (fast.documents.at(-1) as { state: { version: unknown } }).state.version === 'after');
+    await eventually('the fast client still gets updates', () => (fast.documents.at(-1) as { state: { version: unknown } }).state.version === 'after', EVERY_TURN);
   });
 
   it('answers 503 beyond maxClients, and headers only to HEAD', async () => {
@@ -185,26 +177,26 @@ describe('the dashboard event stream', () => {
     const url = await serve(stream);
     const a = await open(url);
     const b = await open(url);
-    await until('two clients', () => stream.clients === 2);
+    await eventually('two clients', () => stream.clients === 2, EVERY_TURN);
     const c = await open(url);
     assert.equal(c.res.statusCode, 503);
     assert.equal(c.res.headers['retry-after'], '5');
     await c.ended;
     a.close();
-    await until('one left', () => stream.clients === 1);
+    await eventually('one left', () => stream.clients === 1, EVERY_TURN);
     const head = await open(url, 'HEAD');
     assert.equal(head.res.statusCode, 200);
     await head.ended;
     assert.equal(stream.clients, 1, 'HEAD is not a client');
     b.close();
-    await until('none left', () => stream.clients === 0);
+    await eventually('none left', () => stream.clients === 0, EVERY_TURN);
   });
 
   it('close() ends every stream, refuses new ones and leaves no timer behind', async () => {
     const { clock, stream } = setUp();
     const url = await serve(stream);
     const clients = [await open(url), await open(url), await open(url)];
-    await until('three clients', () => stream.clients === 3);
+    await eventually('three clients', () => stream.clients === 3, EVERY_TURN);
     stream.notify();
     assert.ok(clock.pendingTimers > 0);
     stream.close();
@@ -220,10 +212,10 @@ describe('the dashboard event stream', () => {
   it('stops its timers when the last client leaves', async () => {
     const { clock, stream } = setUp();
     const client = await open(await serve(stream));
-    await until('connected', () => stream.clients === 1);
+    await eventually('connected', () => stream.clients === 1, EVERY_TURN);
     assert.ok(clock.pendingTimers > 0);
     client.close();
-    await until('gone', () => stream.clients === 0);
+    await eventually('gone', () => stream.clients === 0, EVERY_TURN);
     assert.equal(clock.pendingTimers, 0);
   });
 
@@ -232,14 +224,14 @@ describe('the dashboard event stream', () => {
     const big = { version: 1, big: 'x'.repeat(256 * 1024) };
     set(big);
     const client = await open(await serve(stream));
-    await until('the first document', () => client.documents.length === 1 || stream.clients === 0);
+    await eventually('the first document', () => client.documents.length === 1 || stream.clients === 0, EVERY_TURN);
     assert.deepEqual((client.documents[0] as { state: unknown } | undefined)?.state, big);
     assert.equal(stream.stats().dropped, 0);
     // And a later one as large, once the first is read.
     set({ ...big, version: 2 });
     stream.notify();
     clock.advance(10);
-    await until('the second document', () => client.documents.length === 2 || stream.clients === 0);
+    await eventually('the second document', () => client.documents.length === 2 || stream.clients === 0, EVERY_TURN);
     assert.equal(stream.clients, 1);
     assert.equal(stream.stats().dropped, 0);
   });
@@ -249,7 +241,7 @@ describe('the dashboard event stream', () => {
     const url = await serve(stream);
     const greedy: Client[] = [];
     for (let i = 0; i < 4; i++) greedy.push(await open(url, 'GET', 'user:greedy'));
-    await until('four streams', () => stream.clientsOf('user:greedy') === 4);
+    await eventually('four streams', () => stream.clientsOf('user:greedy') === 4, EVERY_TURN);
     for (let i = 0; i < 12; i++) {
       const over = await open(url, 'GET', 'user:greedy');
       assert.equal(over.res.statusCode, 429);
@@ -259,14 +251,14 @@ describe('the dashboard event stream', () => {
     assert.equal(stream.stats().refusedOverShare, 12);
     const others = [await open(url, 'GET', 'user:alice'), await open(url, 'GET', 'user:bob')];
     for (const other of others) assert.equal(other.res.statusCode, 200);
-    await until('the others served', () => others.every((o) => o.documents.length >= 1));
+    await eventually('the others served', () => others.every((o) => o.documents.length >= 1), EVERY_TURN);
     assert.equal(stream.clients, 6);
     // A stream of the identity ends: its slot is its own again.
     greedy[0]?.close();
-    await until('a slot freed', () => stream.clientsOf('user:greedy') === 3);
+    await eventually('a slot freed', () => stream.clientsOf('user:greedy') === 3, EVERY_TURN);
     const again = await open(url, 'GET', 'user:greedy');
     assert.equal(again.res.statusCode, 200);
-    await until('served again', () => again.documents.length === 1);
+    await eventually('served again', () => again.documents.length === 1, EVERY_TURN);
   });
 
   it('ends each stream after its lifetime, with jitter, telling the page to reconnect; the timer goes with the stream', async () => {
@@ -274,9 +266,9 @@ describe('the dashboard event stream', () => {
     const { clock, stream } = setUp({ lifetimeMs: 60_000, refreshMs: 1_000_000, heartbeatMs: 1_000_000, random: () => draws.shift() ?? 0 });
     const url = await serve(stream);
     const first = await open(url); // lives 60 s
-    await until('connected', () => stream.clients === 1);
+    await eventually('connected', () => stream.clients === 1, EVERY_TURN);
     const second = await open(url); // lives 90 s
-    await until('both connected', () => stream.clients === 2);
+    await eventually('both connected', () => stream.clients === 2, EVERY_TURN);
     clock.advance(59_999);
     for (let i = 0; i < 20; i++) await tick();
     assert.equal(stream.clients, 2, 'not before the lifetime');
@@ -295,9 +287,9 @@ describe('the dashboard event stream', () => {
     assert.equal(clock.pendingTimers, 0);
     // A client that leaves early takes its expiry with it.
     const third = await open(url);
-    await until('connected again', () => stream.clients === 1);
+    await eventually('connected again', () => stream.clients === 1, EVERY_TURN);
     third.close();
-    await until('gone', () => stream.clients === 0);
+    await eventually('gone', () => stream.clients === 0, EVERY_TURN);
     assert.equal(clock.pendingTimers, 0);
   });
 

@@ -1,8 +1,8 @@
 import { setTimeout as delay } from 'node:timers/promises';
-import { KubeConfig } from '@kubernetes/client-node';
 import { SimulatedCluster } from '../../fixtures/index.ts';
 import { RawClient } from '../../fixtures/sim/raw-client.ts';
 import type { TestCluster } from '../harness/index.ts';
+import { kubeConfigFrom } from '../../fixtures/support/index.ts';
 
 /** The custom resource every conformance case uses: namespaced, status subresource, a selectable field. */
 export const WIDGET = { group: 'conformance.fleetcache.dev', version: 'v1', kind: 'Widget', plural: 'widgets' } as const;
@@ -45,8 +45,7 @@ export interface Target {
 }
 
 function clientFor(kubeconfig: string): RawClient {
-  const kc = new KubeConfig();
-  kc.loadFromString(kubeconfig);
+  const kc = kubeConfigFrom(kubeconfig);
   const cluster = kc.getCurrentCluster();
   const user = kc.getCurrentUser();
   if (cluster === null || user?.token === undefined) throw new Error('conformance: the kubeconfig lacks a cluster or a token');

@@ -4,12 +4,12 @@
 // failure on the stand-in's side is a bug in the stand-in.
 import assert from 'node:assert/strict';
 import { after, afterEach, before, describe, it } from 'node:test';
-import { KubeConfig } from '@kubernetes/client-node';
 import { RawClient } from '../../fixtures/sim/raw-client.ts';
 import { git, GitServer } from '../git/server.ts';
 import { eventually, useClusters, type TestCluster } from '../harness/index.ts';
 import { startFluxControllers, type FluxControllers } from './controllers.ts';
 import { FluxStandIn, KUSTOMIZATION, RECONCILE_REQUESTED_AT } from './standin.ts';
+import { kubeConfigFrom } from '../../fixtures/support/index.ts';
 
 const NS = 'conformance';
 const KS = `/apis/kustomize.toolkit.fluxcd.io/v1/namespaces/${NS}/kustomizations`;
@@ -28,8 +28,7 @@ function ready(k: Kustomization): Condition | undefined {
 }
 
 function clientFor(cluster: TestCluster): RawClient {
-  const kc = new KubeConfig();
-  kc.loadFromString(cluster.adminKubeconfig);
+  const kc = kubeConfigFrom(cluster.adminKubeconfig);
   return new RawClient({ server: cluster.server, caPem: cluster.caData, token: kc.getCurrentUser()?.token });
 }
 

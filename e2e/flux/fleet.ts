@@ -10,10 +10,11 @@
 // `flux-system/fleet` applying ./clusters/<env>. The Pipeline targets the child with
 // `revisionPath: /spec/postBuild/substitute/version`.
 import { pipelineCrd } from '../../fixtures/crds/index.ts';
-import { APP_NAMESPACE, ENVIRONMENTS, fleetPipeline, PIPELINE_NAME, PIPELINE_NAMESPACE, type Fleet } from '../fleet.ts';
+import { APP_NAMESPACE, ENVIRONMENTS, fleetPipeline, PIPELINE_NAME, PIPELINE_NAMESPACE, putKubeconfigSecrets, type Fleet } from '../fleet.ts';
 import type { GitServer } from '../git/server.ts';
 import { type TestCluster } from '../harness/index.ts';
 import { startFluxControllers, type FluxControllers } from './controllers.ts';
+import { ensureNamespace, must } from '../../fixtures/support/index.ts';
 
 export const FLUX_NAMESPACE = 'flux-system';
 export const FLUX_REPOSITORY = 'acme/fleet';
@@ -54,12 +55,6 @@ export function fleetFiles(version: string, interval?: string): Record<string, s
   return files;
 }
 
-async function must(cluster: TestCluster, method: string, path: string, body: unknown, ok: readonly number[] = [200, 201]): Promise<unknown> {
-  const res = await cluster.request(method, path, body);
-  if (!ok.includes(res.statusCode)) throw new Error(`${cluster.name}: ${method} ${path} → HTTP ${res.statusCode}: ${JSON.stringify(res.body)}`);
-  return res.body;
-}
-
 /** The Pipeline of a Flux fleet: the child Kustomizations, promoted by commits to `url`. */
 export function fluxPipelineObject(url: string): object {
   return fleetPipeline({
@@ -92,7 +87,7 @@ export async function setUpFluxFleet(fleet: Fleet, server: GitServer, initialVer
   try {
     for (const [env, cluster] of [['dev', fleet.management], ['staging', fleet.staging], ['prod', fleet.prod]] as const) {
       controllers.push(await startFluxControllers(cluster));
-      for (const ns of [FLUX_NAMESPACE, APP_NAMESPACE]) await must(cluster, 'POST', '/api/v1/namespaces', { metadata: { name: ns } }, [201, 409]);
+      for (const ns of [FLUX_NAMESPACE, APP_NAMESPACE]) await ensureNamespace(cluster, ns);
       await must(cluster, 'POST', `${GIT_REPOSITORIES}/namespaces/${FLUX_NAMESPACE}/gitrepositories`, {
         apiVersion: 'source.toolkit.fluxcd.io/v1',
         kind: 'GitRepository',
@@ -106,13 +101,7 @@ export async function setUpFluxFleet(fleet: Fleet, server: GitServer, initialVer
         spec: { interval: options.kustomizationInterval ?? '10m', prune: true, path: `./clusters/${env}`, sourceRef: { kind: 'GitRepository', name: 'fleet' } },
       });
     }
-    await must(fleet.management, 'POST', '/api/v1/namespaces', { metadata: { name: PIPELINE_NAMESPACE } }, [201, 409]);
-    for (const [env, cluster] of [['staging', fleet.staging], ['prod', fleet.prod]] as const) {
-      await must(fleet.management, 'POST', `/api/v1/namespaces/${PIPELINE_NAMESPACE}/secrets`, {
-        metadata: { name: `${env}-kubeconfig`, namespace: PIPELINE_NAMESPACE },
-        data: { value: Buffer.from(cluster.adminKubeconfig).toString('base64') },
-      }, [201, 409]);
-    }
+    await putKubeconfigSecrets(fleet);
     await must(fleet.management, 'POST', `/apis/fleetcache.dev/v1alpha1/namespaces/${PIPELINE_NAMESPACE}/pipelines`, (options.pipeline ?? fluxPipelineObject)(server.url(FLUX_REPOSITORY)));
     return controllers;
   } catch (err) {

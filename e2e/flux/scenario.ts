@@ -2,9 +2,9 @@
 // controllers in each cluster, the fleetcache service; on a failed test, Flux's and the service's
 // last log lines; everything stopped after the suite.
 import { after, afterEach, before } from 'node:test';
-import { FLEET_SERVICE_ARGS, readPipeline, type Fleet } from '../fleet.ts';
+import { everyEnvironmentReady, FLEET_SERVICE_ARGS, type Fleet } from '../fleet.ts';
 import { GitServer } from '../git/server.ts';
-import { eventually, useClusters, type TestCluster } from '../harness/index.ts';
+import { useClusters, type TestCluster } from '../harness/index.ts';
 import { startService, type ServiceProcess } from '../service.ts';
 import type { FluxControllers } from './controllers.ts';
 import { setUpFluxFleet, type FluxFleetOptions } from './fleet.ts';
@@ -25,6 +25,11 @@ export interface FluxScenarioOptions {
    * checks the start itself says false). Default true.
    */
   readonly waitReady?: boolean;
+  /**
+   * Runs in `before` once the clusters and the Git server are up, before Flux, the Pipeline and the
+   * service start: what the scenario's Pipeline needs to find (a provider stand-in, a Secret).
+   */
+  readonly prepare?: (scenario: { readonly fleet: Fleet; readonly server: GitServer }) => Promise<void>;
 }
 
 /**
@@ -43,13 +48,11 @@ export function useFluxFleet(namePrefix: string, options: FluxScenarioOptions = 
     const started = { management, staging, prod };
     fleet = started;
     server = await GitServer.start();
+    await options.prepare?.({ fleet: started, server });
     flux = await setUpFluxFleet(started, server, '1.0.0', options.fleet);
     service = await startService(namePrefix, management.adminKubeconfig, [...FLEET_SERVICE_ARGS, '--allow-private-git-hosts', '--allow-insecure-git-http']);
     if (options.waitReady ?? true) {
-      await eventually('every environment is ready at 1.0.0', async () => {
-        const envs = (await readPipeline(started)).status?.environments ?? [];
-        return envs.length === 3 && envs.every((e) => e.ready && e.revision === '1.0.0');
-      }, 180_000);
+      await everyEnvironmentReady(started, '1.0.0', 180_000);
     }
   }, { timeout: 600_000 });
 

@@ -1,8 +1,8 @@
 import { setTimeout as delay } from 'node:timers/promises';
-import { KubeConfig } from '@kubernetes/client-node';
 import { ClusterConnection, resourcePath, type KubeObject, type ResourceInfo } from '../../lib/transport/index.ts';
 import { ResourceInformer } from '../../lib/informer/index.ts';
 import { KubeApiError, noopLogger, toError, type GroupVersionKind, type Logger } from '../../lib/util/index.ts';
+import { kubeConfigFrom } from '../../fixtures/support/index.ts';
 
 /** HelmRelease-like objects carry the wanted chart version here. */
 const HELM_VERSION = ['spec', 'chart', 'spec', 'version'] as const;
@@ -116,8 +116,7 @@ export class FluxStandIn {
     if (interval !== undefined && !(Number.isFinite(interval) && interval > 0)) throw new TypeError(`FluxStandIn option kustomizationIntervalMs must be a positive number of milliseconds, got ${interval}`);
     this.#options = options;
     this.#logger = options.logger ?? noopLogger;
-    const kubeConfig = new KubeConfig();
-    kubeConfig.loadFromString(options.kubeconfig);
+    const kubeConfig = kubeConfigFrom(options.kubeconfig);
     this.#connection = new ClusterConnection({ name: options.name, kubeConfig });
   }
 

@@ -1,6 +1,7 @@
 import { request as httpRequest } from 'node:http';
 import { request as httpsRequest } from 'node:https';
 import { setTimeout as delay } from 'node:timers/promises';
+import { kubeconfigJson } from '../../fixtures/support/kubeconfig.ts';
 
 /** An HTTP answer from {@link AdminApi.request}. */
 export interface AdminResponse {
@@ -56,18 +57,6 @@ export function rawRequest(url: string, init: RawRequestInit): Promise<RawRespon
   });
 }
 
-/** Kubeconfig YAML for one server, CA and bearer token (JSON is valid YAML; client-node and kubectl read it). */
-export function kubeconfigYaml(name: string, server: string, caData: string, user: string, token: string): string {
-  return JSON.stringify({
-    apiVersion: 'v1',
-    kind: 'Config',
-    clusters: [{ name, cluster: { server, 'certificate-authority-data': Buffer.from(caData).toString('base64') } }],
-    users: [{ name: user, user: { token } }],
-    contexts: [{ name, context: { cluster: name, user } }],
-    'current-context': name,
-  }, null, 2);
-}
-
 interface CrdShape {
   readonly metadata: { readonly name: string };
   readonly spec: { readonly group: string; readonly names: { readonly plural: string }; readonly versions: readonly { readonly name: string; readonly served: boolean }[] };
@@ -101,7 +90,7 @@ export function adminApi(
         { apiVersion: 'authentication.k8s.io/v1', kind: 'TokenRequest', spec: { expirationSeconds: 86_400 } }, [201]);
       const token = (res.body as { status?: { token?: string } }).status?.token;
       if (token === undefined) throw new Error('harness: TokenRequest returned no token');
-      return kubeconfigYaml(name, server, caData, `system:serviceaccount:${namespace}:${serviceAccount}`, token);
+      return kubeconfigJson({ name, server, caPem: caData, user: `system:serviceaccount:${namespace}:${serviceAccount}`, token });
     },
     async installCRDs(crds) {
       for (const crd of crds as readonly CrdShape[]) {

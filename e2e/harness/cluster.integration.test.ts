@@ -4,11 +4,11 @@ import { spawn } from 'node:child_process';
 import { existsSync, mkdtempSync, readdirSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { setTimeout as delay } from 'node:timers/promises';
 import { describe, it } from 'node:test';
 import { VersionApi } from '@kubernetes/client-node';
 import { sweepStaleClusterDirs } from './cluster.ts';
 import { startCluster } from './index.ts';
+import { eventually } from '../../fixtures/support/index.ts';
 
 function leftovers(name: string, base = '/dev/shm'): string[] {
   return readdirSync(base).filter((entry) => entry.startsWith(`fleetcache-${name}-`));
@@ -62,9 +62,8 @@ describe('harness: a local cluster', () => {
     });
     assert.equal(pids.length, 2);
     child.kill('SIGKILL'); // no 'exit' hook runs: only the parent-death signal can clean up
-    const deadline = Date.now() + 10_000;
     const alive = (): number[] => pids.filter((pid) => { try { process.kill(pid, 0); return true; } catch { return false; } });
-    while (alive().length > 0 && Date.now() < deadline) await delay(100);
+    await eventually('etcd and kube-apiserver are gone', () => alive().length === 0, { timeoutMs: 10_000, pollMs: 100 });
     assert.deepEqual(alive(), [], 'etcd and kube-apiserver died with their parent');
     assert.equal(leftovers('orphan-check', base).length, 1, 'only its files outlive it');
     const removed = await sweepStaleClusterDirs(base);

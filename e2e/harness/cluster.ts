@@ -4,9 +4,10 @@ import { mkdir, mkdtemp, readFile, readdir, rm, writeFile } from 'node:fs/promis
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { setTimeout as delay } from 'node:timers/promises';
-import { KubeConfig } from '@kubernetes/client-node';
+import type { KubeConfig } from '@kubernetes/client-node';
+import { kubeconfigJson, kubeConfigFrom } from '../../fixtures/support/kubeconfig.ts';
 import { resolveAssets } from './assets.ts';
-import { adminApi, kubeconfigYaml, rawRequest, type AdminApi } from './api.ts';
+import { adminApi, rawRequest, type AdminApi } from './api.ts';
 import { ManagedProcess } from './process.ts';
 import { freePort } from './wait.ts';
 
@@ -209,7 +210,7 @@ async function startClusterOnce(options: StartClusterOptions): Promise<TestClust
 
     // The apiserver wrote its self-signed serving certificate followed by the CA that signed it.
     const caData = await readFile(join(dir, 'certs', 'apiserver.crt'), 'utf8');
-    const adminKubeconfig = kubeconfigYaml(name, server, caData, 'fleetcache-admin', adminToken);
+    const adminKubeconfig = kubeconfigJson({ name, server, caPem: caData, user: 'fleetcache-admin', token: adminToken });
 
     const api = adminApi(name, server, caData, async (method, path, body) => {
       return rawRequest(`${server}${path}`, {
@@ -229,9 +230,7 @@ async function startClusterOnce(options: StartClusterOptions): Promise<TestClust
       caData,
       timings: { etcdMs, apiserverMs },
       kubeConfig() {
-        const kc = new KubeConfig();
-        kc.loadFromString(adminKubeconfig);
-        return kc;
+        return kubeConfigFrom(adminKubeconfig);
       },
       ...api,
       async stopApiserver() {

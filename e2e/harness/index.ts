@@ -12,3 +12,4 @@ export type { ClusterFixture } from './node-test.ts';
 export { resolveAssets } from './assets.ts';
 export type { Assets } from './assets.ts';
 export { eventually, freePort } from './wait.ts';
+export type { WaitOptions } from './wait.ts';

@@ -1,19 +1,9 @@
 import { createServer } from 'node:net';
-import { setTimeout as delay } from 'node:timers/promises';
 
-/**
- * Polls `check` every 50 ms until it returns something other than `false` or `undefined`, and
- * resolves with that; fails with `timed out … waiting until <what>` after `timeoutMs`.
- */
-export async function eventually<T>(what: string, check: () => T | false | undefined | Promise<T | false | undefined>, timeoutMs = 30_000): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const result = await check();
-    if (result !== false && result !== undefined) return result;
-    if (Date.now() > deadline) throw new Error(`timed out after ${timeoutMs / 1000} s waiting until ${what}`);
-    await delay(50);
-  }
-}
+// One condition-polling wait for the whole project (fixtures/support), published here as part of
+// `fleetcache/testing`; imported from its own file so that the package compiles no more of support.
+export { eventually } from '../../fixtures/support/wait.ts';
+export type { WaitOptions } from '../../fixtures/support/wait.ts';
 
 /** A TCP port on 127.0.0.1 that was free a moment ago (bind to it soon). */
 export async function freePort(): Promise<number> {

@@ -4,7 +4,7 @@
 // committing into staging's and then prod's folder, and real Flux applies each commit.
 import assert from 'node:assert/strict';
 import { before, describe, it } from 'node:test';
-import { readPipeline, type Fleet } from '../fleet.ts';
+import { everyEnvironmentReady, type Fleet } from '../fleet.ts';
 import { appliedConfigVersion, FLUX_REPOSITORY, releaseToDevInGit } from '../flux/fleet.ts';
 import { git, type GitServer } from '../git/server.ts';
 import { eventually } from '../harness/index.ts';
@@ -21,10 +21,7 @@ describe('scenario: promotion through Git, applied by real Flux', () => {
       const versions = await Promise.all([fleet.management, fleet.staging, fleet.prod].map(appliedConfigVersion));
       return versions.every((v) => v === '1.0.0');
     }, 120_000);
-    await eventually('every environment is ready at 1.0.0', async () => {
-      const envs = (await readPipeline(fleet)).status?.environments ?? [];
-      return envs.length === 3 && envs.every((e) => e.ready && e.revision === '1.0.0');
-    }, 120_000);
+    await everyEnvironmentReady(fleet, '1.0.0', 120_000);
 
     await releaseToDevInGit(server, '1.1.0');
     await eventually('Flux applied 1.1.0 in dev', async () => await appliedConfigVersion(fleet.management) === '1.1.0', 120_000);

@@ -5,14 +5,14 @@
 // along, the record Pending (never superseded and restarted); once a person merges it, the
 // promotion is Succeeded when Flux runs the revision.
 import assert from 'node:assert/strict';
-import { after, afterEach, before, describe, it } from 'node:test';
-import { APP_NAMESPACE, FLEET_SERVICE_ARGS, PIPELINE_NAMESPACE, readPipeline, type Fleet } from '../fleet.ts';
-import type { FluxControllers } from '../flux/controllers.ts';
-import { appliedConfigVersion, FLUX_REPOSITORY, fluxPipelineObject, KUSTOMIZATIONS, releaseToDevInGit, setUpFluxFleet } from '../flux/fleet.ts';
+import { after, describe, it } from 'node:test';
+import { APP_NAMESPACE, PIPELINE_NAMESPACE, readPipeline, type Fleet } from '../fleet.ts';
+import { appliedConfigVersion, FLUX_REPOSITORY, fluxPipelineObject, KUSTOMIZATIONS, releaseToDevInGit } from '../flux/fleet.ts';
+import { useFluxFleet } from '../flux/scenario.ts';
 import { ProviderStandIn } from '../git/providers.ts';
-import { git, GitServer } from '../git/server.ts';
-import { eventually, useClusters, type TestCluster } from '../harness/index.ts';
-import { startService, type ServiceProcess } from '../service.ts';
+import { git } from '../git/server.ts';
+import { eventually, type TestCluster } from '../harness/index.ts';
+import { ensureNamespace, putSecret } from '../../fixtures/support/index.ts';
 
 /** Every Kustomization reconciles (and so flickers Unknown/Progressing) this often. */
 const INTERVAL = '5s';
@@ -38,58 +38,37 @@ async function readyTransition(cluster: TestCluster): Promise<string | undefined
 }
 
 describe('scenario: a pull-request promotion under real Flux', () => {
-  const env = useClusters(3, { namePrefix: 'flux-pr' });
-  let fleet: Fleet;
-  let server: GitServer;
-  let api: ProviderStandIn;
-  let service: ServiceProcess | undefined;
-  let flux: FluxControllers[] = [];
-
-  before(async () => {
-    const [management, staging, prod] = env.clusters as [TestCluster, TestCluster, TestCluster];
-    fleet = { management, staging, prod };
-    server = await GitServer.start();
-    api = await ProviderStandIn.start({
-      kind: 'github',
-      project: FLUX_REPOSITORY,
-      token: TOKEN.password,
-      branchExists: async (b) => (await git(server.bare(FLUX_REPOSITORY), 'for-each-ref', `refs/heads/${b}`)).trim() !== '',
-    });
-    // The Secret holding the provider token, before the Pipeline that names it.
-    for (const [path, body] of [
-      ['/api/v1/namespaces', { metadata: { name: PIPELINE_NAMESPACE } }],
-      [`/api/v1/namespaces/${PIPELINE_NAMESPACE}/secrets`, { metadata: { name: 'fleet-git' }, stringData: TOKEN }],
-    ] as const) {
-      const res = await management.request('POST', path, body);
-      assert.ok(res.statusCode === 201, `POST ${path} → ${res.statusCode}`);
-    }
-    const pipeline = (url: string): object => {
-      const object = fluxPipelineObject(url) as { spec: { promotion: { git: Record<string, unknown> } } & Record<string, unknown> };
-      const gitSpec = { ...object.spec.promotion.git, secretRef: { name: 'fleet-git' }, pullRequest: { provider: 'github', apiUrl: api.apiUrl } };
-      return { ...object, spec: { ...object.spec, promotion: { strategy: 'git', git: gitSpec } } };
-    };
-    flux = await setUpFluxFleet(fleet, server, '1.0.0', { kustomizationInterval: INTERVAL, pipeline });
-    service = await startService('flux-pr', management.adminKubeconfig, [...FLEET_SERVICE_ARGS, '--allow-private-git-hosts', '--allow-insecure-git-http']);
-    await eventually('every environment is ready at 1.0.0', async () => {
-      const envs = (await readPipeline(fleet)).status?.environments ?? [];
-      return envs.length === 3 && envs.every((e) => e.ready && e.revision === '1.0.0');
-    }, 180_000);
-  }, { timeout: 600_000 });
-
-  afterEach((t) => {
-    if (!('passed' in t) || t.passed) return;
-    for (const f of flux) process.stderr.write(`\n=== Flux in ${f.cluster} after failed test "${t.name}" ===\n${f.logs(40)}\n`);
-    process.stderr.write(`\n=== fleetcache service ===\n${service?.logs() ?? ''}\n`);
+  let api: ProviderStandIn | undefined;
+  const github = (): ProviderStandIn => {
+    assert.ok(api !== undefined, 'the provider stand-in is started by prepare');
+    return api;
+  };
+  const scenario = useFluxFleet('flux-pr', {
+    fleet: {
+      kustomizationInterval: INTERVAL,
+      pipeline: (url) => {
+        const object = fluxPipelineObject(url) as { spec: { promotion: { git: Record<string, unknown> } } & Record<string, unknown> };
+        const gitSpec = { ...object.spec.promotion.git, secretRef: { name: 'fleet-git' }, pullRequest: { provider: 'github', apiUrl: github().apiUrl } };
+        return { ...object, spec: { ...object.spec, promotion: { strategy: 'git', git: gitSpec } } };
+      },
+    },
+    // The provider's API, and the Secret holding its token, before the Pipeline that names them.
+    prepare: async ({ fleet, server }) => {
+      api = await ProviderStandIn.start({
+        kind: 'github',
+        project: FLUX_REPOSITORY,
+        token: TOKEN.password,
+        branchExists: async (b) => (await git(server.bare(FLUX_REPOSITORY), 'for-each-ref', `refs/heads/${b}`)).trim() !== '',
+      });
+      await ensureNamespace(fleet.management, PIPELINE_NAMESPACE);
+      await putSecret(fleet.management, PIPELINE_NAMESPACE, 'fleet-git', { stringData: TOKEN });
+    },
   });
-
-  after(async () => {
-    await service?.stop();
-    await Promise.all(flux.map((f) => f.stop()));
-    await api.close();
-    await server.close();
-  });
+  after(async () => { await api?.close(); });
 
   it('a pull request waiting for its merge survives Flux\'s periodic reconciles, then completes once Flux runs the merge', async () => {
+    const { fleet, server } = scenario;
+    const api = github();
     await releaseToDevInGit(server, '1.1.0', INTERVAL);
     const opened = await eventually('a pull request for staging is opened and recorded', async () => {
       const r = (await records(fleet)).find((x) => x.environment === 'staging' && x.revision === '1.1.0');

@@ -4,7 +4,7 @@
 // that repository (git http-backend on loopback) rather than by patching the clusters.
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
-import { appliedVersion, FLEET_SERVICE_ARGS, PIPELINE_NAME, PIPELINE_NAMESPACE, readPipeline, releaseToDev, setUpFleet, startFlux, type Fleet } from '../fleet.ts';
+import { appliedVersion, everyEnvironmentReady, FLEET_SERVICE_ARGS, PIPELINE_NAME, PIPELINE_NAMESPACE, readPipeline, releaseToDev, setUpFleet, startFlux, type Fleet } from '../fleet.ts';
 import { git, GitServer } from '../git/server.ts';
 import { startGitSync } from '../git/sync.ts';
 import { eventually, useClusters, type TestCluster } from '../harness/index.ts';
@@ -51,10 +51,7 @@ describe('scenario: promotion through Git', () => {
   });
 
   it('promotes dev → staging → prod through commits that Flux applies', async () => {
-    await eventually('every environment is ready at 1.0.0', async () => {
-      const envs = (await readPipeline(fleet)).status?.environments ?? [];
-      return envs.length === 3 && envs.every((e) => e.ready && e.revision === '1.0.0');
-    }, 90_000);
+    await everyEnvironmentReady(fleet, '1.0.0', 90_000);
     await releaseToDev(fleet, '1.1.0');
     await eventually('1.1.0 reaches prod', async () => await appliedVersion(fleet.prod) === '1.1.0', 90_000);
     assert.equal(await appliedVersion(fleet.staging), '1.1.0');

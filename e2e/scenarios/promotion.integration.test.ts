@@ -4,7 +4,7 @@
 // apiservers (make test) and on kind (make e2e-kind).
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
-import { appliedVersion, FLEET_SERVICE_ARGS, PIPELINE_NAME, PIPELINE_NAMESPACE, pipelineObject, readPipeline, releaseToDev, setUpFleet, startFlux, updateObject, type Fleet } from '../fleet.ts';
+import { appliedVersion, everyEnvironmentReady, FLEET_SERVICE_ARGS, PIPELINE_NAME, PIPELINE_NAMESPACE, pipelineObject, readPipeline, releaseToDev, setUpFleet, startFlux, updateObject, type Fleet } from '../fleet.ts';
 import { useClusters, type TestCluster } from '../harness/index.ts';
 import { startService, type ServiceProcess } from '../service.ts';
 import { eventually } from '../harness/index.ts';
@@ -54,10 +54,7 @@ describe('scenario: pipeline promotion across clusters', () => {
   it('promotes a release dev → staging → prod, once per environment, with exactly one replica leading', async () => {
     const [first] = await eventually('one replica leads', async () => { const l = await leaders(); return l.length === 1 ? l : undefined; }, 90_000);
     const before = await lease();
-    await eventually('every environment is ready at 1.0.0', async () => {
-      const envs = (await readPipeline(fleet)).status?.environments ?? [];
-      return envs.length === 3 && envs.every((e) => e.ready && e.revision === '1.0.0');
-    }, 90_000);
+    await everyEnvironmentReady(fleet, '1.0.0', 90_000);
     await releaseToDev(fleet, '1.1.0');
     await eventually('1.1.0 reaches prod', async () => await appliedVersion(fleet.prod) === '1.1.0', 90_000);
     assert.equal(await appliedVersion(fleet.staging), '1.1.0');

@@ -13,11 +13,9 @@ import { after, afterEach, before, describe, it } from 'node:test';
 import { helmReleaseCrd, pipelineCrd } from '../../fixtures/crds/index.ts';
 import { FluxStandIn, HELM_RELEASE } from '../flux/standin.ts';
 import { eventually, freePort, useClusters, type AdminApi, type TestCluster } from '../harness/index.ts';
-import { apiAs, dumpServiceLogOnFailure, helmRelease, HR, installServiceRbac, must, namespacedAccount, release, runService, setVersion, type PolicyRule, type ServiceRun } from './tenants.ts';
+import { apiAs, dumpServiceLogOnFailure, helmRelease, HR, installServiceRbac, must, namespacedAccount, PIPELINES, release, runService, setVersion, TENANT, type PolicyRule, type ServiceRun } from './tenants.ts';
 
 const root = new URL('../../', import.meta.url).pathname;
-const TENANT = 'team-a';
-const PIPELINES = `/apis/fleetcache.dev/v1alpha1/namespaces/${TENANT}/pipelines`;
 const APPROVER = `system:serviceaccount:${TENANT}:approver`;
 
 interface Record_ { readonly environment: string; readonly revision: string; readonly state: string; readonly message?: string; readonly approved?: boolean; readonly approvedBy?: { readonly username: string; readonly uid?: string }; readonly approvedAt?: string }

@@ -9,11 +9,8 @@ import { after, afterEach, before, describe, it } from 'node:test';
 import { helmReleaseCrd, kustomizationCrd, pipelineCrd } from '../../fixtures/crds/index.ts';
 import { FluxStandIn, HELM_RELEASE } from '../flux/standin.ts';
 import { eventually, useClusters, type AdminApi, type TestCluster } from '../harness/index.ts';
-import { apiAs, everythingShown, helmRelease, HR, installServiceRbac, must, namespacedAccount, dumpServiceLogOnFailure, runService, shippedClusterRoleRules, release, setVersion, type ServiceRun } from './tenants.ts';
+import { apiAs, dumpServiceLogOnFailure, everythingShown, helmRelease, HR, installServiceRbac, must, namespacedAccount, OTHER, PIPELINES, release, runService, setVersion, shippedClusterRoleRules, TENANT, tenantPipeline, type ServiceRun } from './tenants.ts';
 
-const TENANT = 'team-a';
-const OTHER = 'team-b';
-const PIPELINES = `/apis/fleetcache.dev/v1alpha1/namespaces/${TENANT}/pipelines`;
 /** Unique, revision-shaped (so only confinement can keep them out of status), planted where team-a cannot read. */
 const MARK_SECRET = `marker-secret-${randomUUID().replaceAll('-', '')}`;
 const MARK_OTHER = `marker-other-${randomUUID().replaceAll('-', '')}`;
@@ -28,19 +25,6 @@ interface PipelineView {
   };
 }
 
-
-function pipeline(name: string, spec: Record<string, unknown>): object {
-  return {
-    apiVersion: 'fleetcache.dev/v1alpha1',
-    kind: 'Pipeline',
-    metadata: { name, namespace: TENANT },
-    spec: {
-      appRef: { apiVersion: 'helm.toolkit.fluxcd.io/v2', kind: 'HelmRelease', name: 'podinfo' },
-      promotion: { strategy: 'patch', patch: { path: '/spec/chart/spec/version' } },
-      ...spec,
-    },
-  };
-}
 
 const remoteTarget = { namespace: 'apps', clusterRef: { kind: 'Secret', name: 'remote-kubeconfig' } };
 
@@ -98,10 +82,10 @@ describe('tenants confined on a shared management cluster', () => {
     service = await runService('tenancy', serviceKubeconfig, []);
     // Everything below is created by the tenant, with the tenant's own token.
     await must(tenant, 'POST', `/api/v1/namespaces/${TENANT}/secrets`, { metadata: { name: 'remote-kubeconfig' }, data: { value: Buffer.from(remote.adminKubeconfig).toString('base64') } });
-    await must(tenant, 'POST', PIPELINES, pipeline('shop', { serviceAccountName: 'deployer', environments: [{ name: 'dev', targets: [remoteTarget] }, { name: 'prod', targets: [{ namespace: TENANT }] }] }));
-    await must(tenant, 'POST', PIPELINES, pipeline('peek', { appRef: { apiVersion: 'helm.toolkit.fluxcd.io/v2', kind: 'HelmRelease', name: 'billing' }, environments: [{ name: 'dev', targets: [{ namespace: OTHER }] }] }));
-    await must(tenant, 'POST', PIPELINES, pipeline('borrow', { environments: [{ name: 'dev', targets: [{ namespace: 'apps', clusterRef: { kind: 'Secret', name: 'remote-kubeconfig', namespace: OTHER } }] }] }));
-    await must(tenant, 'POST', PIPELINES, pipeline('push', { environments: [{ name: 'dev', targets: [remoteTarget] }, { name: 'prod', targets: [{ namespace: OTHER }] }] }));
+    await must(tenant, 'POST', PIPELINES, tenantPipeline('shop', { serviceAccountName: 'deployer', environments: [{ name: 'dev', targets: [remoteTarget] }, { name: 'prod', targets: [{ namespace: TENANT }] }] }));
+    await must(tenant, 'POST', PIPELINES, tenantPipeline('peek', { appRef: { apiVersion: 'helm.toolkit.fluxcd.io/v2', kind: 'HelmRelease', name: 'billing' }, environments: [{ name: 'dev', targets: [{ namespace: OTHER }] }] }));
+    await must(tenant, 'POST', PIPELINES, tenantPipeline('borrow', { environments: [{ name: 'dev', targets: [{ namespace: 'apps', clusterRef: { kind: 'Secret', name: 'remote-kubeconfig', namespace: OTHER } }] }] }));
+    await must(tenant, 'POST', PIPELINES, tenantPipeline('push', { environments: [{ name: 'dev', targets: [remoteTarget] }, { name: 'prod', targets: [{ namespace: OTHER }] }] }));
   }, { timeout: 300_000 });
 
   afterEach((t) => { dumpServiceLogOnFailure(t, service); });
@@ -134,7 +118,7 @@ describe('tenants confined on a shared management cluster', () => {
 
   it('(a) refuses the flux-system Secret trick: core Secrets never, other namespaces of the management cluster not by default', async () => {
     for (const targets of [[{ namespace: 'flux-system' }], [{ namespace: TENANT }]]) {
-      const trick = await tenant.request('POST', PIPELINES, pipeline('deploy-key', {
+      const trick = await tenant.request('POST', PIPELINES, tenantPipeline('deploy-key', {
         appRef: { apiVersion: 'v1', kind: 'Secret', name: 'flux-system' },
         revisionPath: '/data/identity',
         environments: [{ name: 'dev', targets }],

@@ -9,12 +9,9 @@ import { after, afterEach, before, describe, it } from 'node:test';
 import { helmReleaseCrd, kustomizationCrd, pipelineCrd } from '../../fixtures/crds/index.ts';
 import { FluxStandIn, HELM_RELEASE, KUSTOMIZATION } from '../flux/standin.ts';
 import { eventually, useClusters, type AdminApi, type TestCluster } from '../harness/index.ts';
-import { apiAs, everythingShown, helmRelease, HR, installServiceRbac, must, namespacedAccount, dumpServiceLogOnFailure, runService, release, setVersion, type ServiceRun } from './tenants.ts';
+import { apiAs, everythingShown, helmRelease, HR, installServiceRbac, must, namespacedAccount, dumpServiceLogOnFailure, runService, release, setVersion, OTHER, PIPELINES, TENANT, tenantPipeline, type ServiceRun } from './tenants.ts';
 
-const TENANT = 'team-a';
-const OTHER = 'team-b';
 const KS = '/apis/kustomize.toolkit.fluxcd.io/v1';
-const PIPELINES = `/apis/fleetcache.dev/v1alpha1/namespaces/${TENANT}/pipelines`;
 /** Revision-shaped markers where team-a's accounts cannot read (the service itself could). */
 /** A commit SHA: the Kustomization reports `main@sha1:<it>` as Flux does. */
 const MARK_KS = randomBytes(20).toString('hex');
@@ -28,19 +25,6 @@ interface PipelineView {
   };
 }
 
-
-function pipeline(name: string, spec: Record<string, unknown>): object {
-  return {
-    apiVersion: 'fleetcache.dev/v1alpha1',
-    kind: 'Pipeline',
-    metadata: { name, namespace: TENANT },
-    spec: {
-      appRef: { apiVersion: 'helm.toolkit.fluxcd.io/v2', kind: 'HelmRelease', name: 'podinfo' },
-      promotion: { strategy: 'patch', patch: { path: '/spec/chart/spec/version' } },
-      ...spec,
-    },
-  };
-}
 
 
 
@@ -104,16 +88,16 @@ describe('Pipelines acting as their ServiceAccount', () => {
     await must(tenant, 'POST', `/api/v1/namespaces/${TENANT}/secrets`, { metadata: { name: 'hook-url' }, data: { url: Buffer.from('http://127.0.0.1:9/never-called').toString('base64') } });
     const web = { apiVersion: 'helm.toolkit.fluxcd.io/v2', kind: 'HelmRelease', name: 'web' };
     const api = { apiVersion: 'helm.toolkit.fluxcd.io/v2', kind: 'HelmRelease', name: 'api' };
-    await must(tenant, 'POST', PIPELINES, pipeline('ro', { appRef: web, serviceAccountName: 'viewer', environments: [{ name: 'dev', targets: [{ namespace: 'apps', clusterRef: { kind: 'Secret', name: 'remote-kubeconfig' } }] }, { name: 'prod', targets: [{ namespace: TENANT }] }] }));
-    await must(tenant, 'POST', PIPELINES, pipeline('hook', {
+    await must(tenant, 'POST', PIPELINES, tenantPipeline('ro', { appRef: web, serviceAccountName: 'viewer', environments: [{ name: 'dev', targets: [{ namespace: 'apps', clusterRef: { kind: 'Secret', name: 'remote-kubeconfig' } }] }, { name: 'prod', targets: [{ namespace: TENANT }] }] }));
+    await must(tenant, 'POST', PIPELINES, tenantPipeline('hook', {
       appRef: api,
       serviceAccountName: 'viewer',
       environments: [{ name: 'dev', targets: [{ namespace: TENANT }] }, { name: 'prod', targets: [{ namespace: 'apps', clusterRef: { kind: 'Secret', name: 'remote-kubeconfig' } }] }],
       promotion: { strategy: 'webhook', webhook: { secretRef: { name: 'hook-url' } } },
     }));
-    await must(tenant, 'POST', PIPELINES, pipeline('kust', { appRef: { apiVersion: 'kustomize.toolkit.fluxcd.io/v1', kind: 'Kustomization', name: 'podinfo' }, revisionPath: '/spec/postBuild/substitute/version', environments: [{ name: 'dev', targets: [{ namespace: TENANT }] }] }));
-    await must(tenant, 'POST', PIPELINES, pipeline('push', { environments: [{ name: 'dev', targets: [{ namespace: 'apps', clusterRef: { kind: 'Secret', name: 'remote-kubeconfig' } }] }, { name: 'prod', targets: [{ namespace: OTHER }] }] }));
-    await must(tenant, 'POST', PIPELINES, pipeline('edge', { serviceAccountName: 'deployer', environments: [{ name: 'dev', targets: [{ namespace: TENANT }] }, { name: 'prod', targets: [{ namespace: 'edge', clusterRef: { kind: 'Secret', name: 'edge-kubeconfig' } }] }] }));
+    await must(tenant, 'POST', PIPELINES, tenantPipeline('kust', { appRef: { apiVersion: 'kustomize.toolkit.fluxcd.io/v1', kind: 'Kustomization', name: 'podinfo' }, revisionPath: '/spec/postBuild/substitute/version', environments: [{ name: 'dev', targets: [{ namespace: TENANT }] }] }));
+    await must(tenant, 'POST', PIPELINES, tenantPipeline('push', { environments: [{ name: 'dev', targets: [{ namespace: 'apps', clusterRef: { kind: 'Secret', name: 'remote-kubeconfig' } }] }, { name: 'prod', targets: [{ namespace: OTHER }] }] }));
+    await must(tenant, 'POST', PIPELINES, tenantPipeline('edge', { serviceAccountName: 'deployer', environments: [{ name: 'dev', targets: [{ namespace: TENANT }] }, { name: 'prod', targets: [{ namespace: 'edge', clusterRef: { kind: 'Secret', name: 'edge-kubeconfig' } }] }] }));
   }, { timeout: 300_000 });
 
   afterEach((t) => { dumpServiceLogOnFailure(t, service); });

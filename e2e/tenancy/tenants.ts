@@ -176,3 +176,22 @@ export async function setVersion(cluster: TestCluster, namespace: string, versio
     assert.equal(res.statusCode, 409, JSON.stringify(res.body));
   }
 }
+
+/** The tenant whose Pipelines the tenancy scenarios run, and its neighbour. */
+export const TENANT = 'team-a';
+export const OTHER = 'team-b';
+export const PIPELINES = `/apis/fleetcache.dev/v1alpha1/namespaces/${TENANT}/pipelines`;
+
+/** A Pipeline of the tenant promoting its HelmRelease `podinfo` by patch; `spec` completes it (environments…). */
+export function tenantPipeline(name: string, spec: Record<string, unknown>): object {
+  return {
+    apiVersion: 'fleetcache.dev/v1alpha1',
+    kind: 'Pipeline',
+    metadata: { name, namespace: TENANT },
+    spec: {
+      appRef: { apiVersion: 'helm.toolkit.fluxcd.io/v2', kind: 'HelmRelease', name: 'podinfo' },
+      promotion: { strategy: 'patch', patch: { path: '/spec/chart/spec/version' } },
+      ...spec,
+    },
+  };
+}

@@ -13,6 +13,7 @@ import {
   type ClusterProvider,
   type ClusterRef,
 } from './providers.ts';
+import { kubeConfigFor } from '../../fixtures/support/index.ts';
 
 const ctx = { ownerNamespace: 'team-a' };
 
@@ -23,12 +24,6 @@ function yamlFor(server: string, token: string): string {
     `users: [{ name: admin, user: { token: ${token} } }]`,
     'contexts: [{ name: c, context: { cluster: x, user: admin } }]',
   ].join('\n');
-}
-
-function kubeConfigFor(server: string): KubeConfig {
-  const kc = new KubeConfig();
-  kc.loadFromClusterAndUser({ name: 'x', server, skipTLSVerify: false }, { name: 'admin', token: 't' });
-  return kc;
 }
 
 describe('clusterKey', () => {
@@ -70,7 +65,7 @@ describe('fingerprintOf', () => {
 
 describe('LocalProvider', () => {
   it('hands out the embedder’s KubeConfig for the local reference, with a stable fingerprint', async () => {
-    const kc = kubeConfigFor('https://local.example');
+    const kc = kubeConfigFor('https://local.example', { skipTLSVerify: false });
     const provider = new LocalProvider({ kubeConfig: kc });
     const first = await provider.resolve({ kind: 'local' }, ctx);
     assert.equal(first.name, 'local');
@@ -81,7 +76,7 @@ describe('LocalProvider', () => {
   });
 
   it('refuses other kinds and a KubeConfig without a usable current context', async () => {
-    const provider = new LocalProvider({ kubeConfig: kubeConfigFor('https://local.example') });
+    const provider = new LocalProvider({ kubeConfig: kubeConfigFor('https://local.example', { skipTLSVerify: false }) });
     await assert.rejects(provider.resolve({ kind: 'secret', name: 'x' }, ctx), /LocalProvider does not resolve references of this kind/);
     assert.throws(() => new LocalProvider({ kubeConfig: new KubeConfig() }), /LocalProvider option kubeConfig has no current context/);
   });
@@ -89,7 +84,7 @@ describe('LocalProvider', () => {
 
 describe('StaticProvider', () => {
   it('resolves registered clusters from YAML or a KubeConfig, each with its own instance', async () => {
-    const b = kubeConfigFor('https://b.example');
+    const b = kubeConfigFor('https://b.example', { skipTLSVerify: false });
     const provider = new StaticProvider({ clusters: new Map<string, string | KubeConfig>([['a', yamlFor('https://a.example', 'ta')], ['b', b]]) });
     assert.deepEqual(provider.names, ['a', 'b']);
     const a = await provider.resolve({ kind: 'static', name: 'a' }, ctx);

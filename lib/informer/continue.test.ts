@@ -4,11 +4,11 @@
 // included, goes through the LIST limiter given to the connection.
 import assert from 'node:assert/strict';
 import { describe, it, type TestContext } from 'node:test';
-import { KubeConfig } from '@kubernetes/client-node';
 import { eventually } from '../../e2e/harness/index.ts';
 import { SimulatedCluster } from '../../fixtures/index.ts';
 import { ClusterConnection, createListLimiter, type ConcurrencyLimiter, type ResourceClient } from '../transport/index.ts';
 import { ResourceInformer } from './index.ts';
+import { kubeConfigFrom } from '../../fixtures/support/index.ts';
 
 const configMaps = { group: '', version: 'v1', kind: 'ConfigMap' };
 
@@ -33,8 +33,7 @@ async function setup(t: TestContext, objects: number): Promise<Setup> {
   const sim = await SimulatedCluster.start({ namespaces: ['apps'] });
   t.after(() => sim.close());
   for (let i = 0; i < objects; i++) sim.store.create({ apiVersion: 'v1', kind: 'ConfigMap', metadata: { name: `cm-${i}`, namespace: 'apps' } });
-  const kubeConfig = new KubeConfig();
-  kubeConfig.loadFromString(sim.kubeconfig);
+  const kubeConfig = kubeConfigFrom(sim.kubeconfig);
   const listLimiter = createListLimiter(2);
   t.after(() => listLimiter.stop());
   const lists = countSchedules(listLimiter);

@@ -7,6 +7,7 @@ import { FakeResourceClient } from '../transport/testing.ts';
 import type { KubeObject } from '../transport/index.ts';
 import { KubeApiError, ObjectSkippedError, type GroupVersionKind } from '../util/index.ts';
 import { deepFreeze, ResourceInformer, stripManagedFields, type InformerHandler } from './index.ts';
+import { settle } from '../../fixtures/support/index.ts';
 
 const HELMRELEASE: GroupVersionKind = { group: 'helm.toolkit.fluxcd.io', version: 'v2', kind: 'HelmRelease' };
 const info = { gvk: HELMRELEASE, resource: 'helmreleases', namespaced: true, verbs: ['list', 'watch'] } as const;
@@ -32,10 +33,6 @@ function bottom(value: unknown): { readonly obj: Record<string, unknown>; readon
 
 function release(name: string, spec: Record<string, unknown> = { chart: 'web' }): KubeObject {
   return { metadata: { namespace: 'flux-system', name }, spec };
-}
-
-async function settle(rounds = 20): Promise<void> {
-  for (let i = 0; i < rounds; i++) await new Promise<void>((resolve) => { setImmediate(resolve); });
 }
 
 const running: ResourceInformer[] = [];

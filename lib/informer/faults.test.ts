@@ -2,12 +2,12 @@
 // one cannot: 410 mid-watch, 429 with Retry-After, a stalled or cut stream, a malformed line.
 import assert from 'node:assert/strict';
 import { describe, it, type TestContext } from 'node:test';
-import { KubeConfig } from '@kubernetes/client-node';
 import { SimulatedCluster } from '../../fixtures/index.ts';
 import { ClusterConnection, type KubeObject } from '../transport/index.ts';
 import { KubeApiError, WatchDecodeError } from '../util/index.ts';
 import { ResourceInformer, type InformerOptions } from './index.ts';
 import { eventually } from '../../e2e/harness/index.ts';
+import { kubeConfigFrom } from '../../fixtures/support/index.ts';
 
 const configMaps = { group: '', version: 'v1', kind: 'ConfigMap' };
 
@@ -26,8 +26,7 @@ async function setup(t: TestContext, options: Partial<InformerOptions> = {}): Pr
   const sim = await SimulatedCluster.start({ namespaces: ['apps'], bookmarkIntervalMs: 60_000 });
   t.after(() => sim.close());
   for (const name of ['a', 'b']) sim.store.create({ apiVersion: 'v1', kind: 'ConfigMap', metadata: { name, namespace: 'apps' }, data: { v: '0' } });
-  const kubeConfig = new KubeConfig();
-  kubeConfig.loadFromString(sim.kubeconfig);
+  const kubeConfig = kubeConfigFrom(sim.kubeconfig);
   const connection = new ClusterConnection({ name: sim.name, kubeConfig });
   t.after(() => connection.close());
   const informer = new ResourceInformer({

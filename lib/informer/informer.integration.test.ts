@@ -2,13 +2,14 @@
 // apiserver restart, a CRD installed late, selectors, and RBAC errors that heal.
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { KubeConfig } from '@kubernetes/client-node';
+import type { KubeConfig } from '@kubernetes/client-node';
 import { openCrd } from '../../fixtures/crds/index.ts';
 import { useClusters, type TestCluster } from '../../e2e/harness/index.ts';
 import { ClusterConnection, createListLimiter, resourcePath, type KubeObject, type ResourceClient } from '../transport/index.ts';
 import { KubeApiError, UnknownKindError, type GroupVersionKind } from '../util/index.ts';
 import { ResourceInformer, type InformerHandler, type InformerOptions } from './index.ts';
 import { eventually } from '../../e2e/harness/index.ts';
+import { kubeConfigFrom } from '../../fixtures/support/index.ts';
 
 const CONFIGMAP: GroupVersionKind = { group: '', version: 'v1', kind: 'ConfigMap' };
 const WIDGET: GroupVersionKind = { group: 'example.com', version: 'v1', kind: 'Widget' };
@@ -226,8 +227,7 @@ describe('ResourceInformer against a real kube-apiserver', () => {
     try {
       const conn = admin();
       const yaml = await c.restrictedKubeconfig({ namespace: 'rbac', serviceAccount: 'reader' });
-      const kc = new KubeConfig();
-      kc.loadFromString(yaml);
+      const kc = kubeConfigFrom(yaml);
       const restricted = connect(c, kc);
       connections.push(restricted);
       await createConfigMap(conn, 'rbac', 'visible', { ok: 'yes' });

@@ -10,15 +10,9 @@ import {
   UnknownKindError,
   WatchDecodeError,
   type GroupVersionKind,
-  type Logger,
-  type LogFields,
 } from '../util/index.ts';
 import { labelIndex, LAST_APPLIED_ANNOTATION, ResourceInformer, type InformerHandler, type InformerOptions } from './index.ts';
-
-/** Lets the informer's async loop run until it waits on something only the test can provide. */
-async function settle(rounds = 20): Promise<void> {
-  for (let i = 0; i < rounds; i++) await new Promise<void>((resolve) => { setImmediate(resolve); });
-}
+import { RecordingLogger, settle } from '../../fixtures/support/index.ts';
 
 type Seen = readonly [string, ...unknown[]];
 
@@ -34,15 +28,6 @@ function recorder(): { readonly seen: Seen[]; readonly handler: InformerHandler 
       delete: (o, unknown) => { seen.push(['delete', name(o), unknown]); },
     },
   };
-}
-
-class MemoryLogger implements Logger {
-  readonly lines: { level: string; message: string; fields: LogFields }[] = [];
-  error(message: string, fields: LogFields = {}): void { this.lines.push({ level: 'error', message, fields }); }
-  warn(message: string, fields: LogFields = {}): void { this.lines.push({ level: 'warn', message, fields }); }
-  info(message: string, fields: LogFields = {}): void { this.lines.push({ level: 'info', message, fields }); }
-  debug(message: string, fields: LogFields = {}): void { this.lines.push({ level: 'debug', message, fields }); }
-  child(): Logger { return this; }
 }
 
 function cm(ns: string, name: string, data: Record<string, string> = {}, labels: Record<string, string> = {}): KubeObject {
@@ -471,7 +456,7 @@ describe('ResourceInformer: lifecycle', () => {
 
 describe('ResourceInformer: handlers', () => {
   it('isolates a handler that throws or rejects from the informer and from other handlers', async () => {
-    const logger = new MemoryLogger();
+    const logger = new RecordingLogger();
     const { client, informer } = setup({ logger });
     const unhandled: unknown[] = [];
     const onUnhandled = (reason: unknown): void => { unhandled.push(reason); };

@@ -7,11 +7,7 @@ import type { KubeObject, ListOptions } from '../transport/index.ts';
 import { FakeClock, KubeApiError } from '../util/index.ts';
 import { seededRandom } from '../util/seeded-random.ts';
 import { ResourceInformer, type InformerHandler, type InformerOptions } from './index.ts';
-
-/** Lets the informer's async loop run until it waits on something only the test can provide. */
-async function settle(rounds = 20): Promise<void> {
-  for (let i = 0; i < rounds; i++) await new Promise<void>((resolve) => { setImmediate(resolve); });
-}
+import { settle } from '../../fixtures/support/index.ts';
 
 function cm(name: string, data: Record<string, string> = {}): KubeObject {
   return { metadata: { namespace: 'ns', name }, data };

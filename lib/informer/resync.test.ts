@@ -4,11 +4,7 @@ import { FakeResourceClient } from '../transport/testing.ts';
 import type { KubeObject } from '../transport/index.ts';
 import { FakeClock, TransportError } from '../util/index.ts';
 import { ResourceInformer, type InformerOptions } from './index.ts';
-
-/** Lets the informer's async loop run until it waits on something only the test can provide. */
-async function settle(rounds = 20): Promise<void> {
-  for (let i = 0; i < rounds; i++) await new Promise<void>((resolve) => { setImmediate(resolve); });
-}
+import { settle } from '../../fixtures/support/index.ts';
 
 function cm(name: string, data: Record<string, string> = {}): KubeObject {
   return { metadata: { namespace: 'ns', name }, data };

@@ -5,6 +5,7 @@ import { FakeClock } from '../util/index.ts';
 import { KubeAuthFilter, type ReviewClient } from './auth.ts';
 import { selfSignedCertificate } from './certificate.ts';
 import { HttpServer, probeRoutes } from './server.ts';
+import { settle } from '../../fixtures/support/index.ts';
 
 /** A fake management cluster: `tokens` map to users; `allowed` lists "user path verb". */
 function fakeReviews(tokens: Record<string, string>, allowed: readonly string[]): { readonly reviews: ReviewClient; readonly made: { path: string; body: Record<string, unknown> }[] } {
@@ -59,10 +60,6 @@ function serialReviews(tokens: Record<string, string>, allowed: readonly string[
   return { reviews, calls, answerNext: () => { const next = queue.shift(); next?.(); return next !== undefined; }, pending: () => queue.length };
 }
 
-async function flush(): Promise<void> {
-  for (let i = 0; i < 5; i++) await new Promise((resolve) => setImmediate(resolve));
-}
-
 function fromPeer(address: string, token: string): Parameters<KubeAuthFilter['check']>[0] {
   return { method: 'GET', headers: { authorization: `Bearer ${token}` }, socket: { remoteAddress: address } } as unknown as Parameters<KubeAuthFilter['check']>[0];
 }
@@ -75,14 +72,14 @@ describe('failed reviews do not starve good ones', () => {
     const apiserver = serialReviews({ 'reader-token': PROMETHEUS }, [`${PROMETHEUS} /metrics get`]);
     const filter = new KubeAuthFilter({ reviews: apiserver.reviews, clock });
     const flood = Array.from({ length: 300 }, (_, i) => filter.check(fromPeer('10.0.0.66', `made-up-${i}`), '/metrics'));
-    await flush();
+    await settle(5);
     let decided: Awaited<ReturnType<KubeAuthFilter['check']>> | undefined;
     void filter.check(fromPeer('10.0.0.7', 'reader-token'), '/metrics').then((d) => { decided = d; });
-    await flush();
+    await settle(5);
     let answered = 0;
     while (decided === undefined && apiserver.answerNext()) {
       answered += 1;
-      await flush();
+      await settle(5);
     }
     assert.deepEqual(decided, { allowed: true, user: PROMETHEUS });
     // Each of the valid token's two reviews waits for the 4 reviews in flight and at most two turns
@@ -91,7 +88,7 @@ describe('failed reviews do not starve good ones', () => {
     assert.equal(apiserver.calls.indexOf('TokenReview reader-token'), 5, apiserver.calls.slice(0, 12).join(', '));
     assert.ok(apiserver.calls.indexOf(`SubjectAccessReview ${PROMETHEUS}`) <= 11, apiserver.calls.slice(0, 12).join(', '));
     assert.ok(answered <= 12, `the valid token waited for ${answered} answers`);
-    while (apiserver.answerNext()) await flush();
+    while (apiserver.answerNext()) await settle(5);
     const results = await Promise.all(flood);
     assert.equal(results.filter((r) => !r.allowed && r.status === 401).length, 10, 'the peer\'s budget of 10 failed reviews was reviewed');
     assert.equal(results.filter((r) => !r.allowed && r.status === 429).length, 290, 'the rest were refused without a review');
@@ -105,7 +102,7 @@ describe('failed reviews do not starve good ones', () => {
     const filter = new KubeAuthFilter({ reviews: apiserver.reviews, clock, failedReviewBurst: 2 });
     const check = async (token: string): Promise<number | 'allowed'> => {
       const pending = filter.check(fromPeer('10.0.0.66', token), '/metrics');
-      for (let i = 0; i < 5; i++) { await flush(); apiserver.answerNext(); }
+      for (let i = 0; i < 5; i++) { await settle(5); apiserver.answerNext(); }
       const d = await pending;
       return d.allowed ? 'allowed' : d.status;
     };
@@ -124,8 +121,8 @@ describe('failed reviews do not starve good ones', () => {
     const apiserver = serialReviews({ 'reader-token': PROMETHEUS }, [`${PROMETHEUS} /metrics get`]);
     const filter = new KubeAuthFilter({ reviews: apiserver.reviews, clock: new FakeClock() });
     const all = Array.from({ length: 20 }, (_, i) => filter.check(fromPeer(`10.0.1.${i}`, 'reader-token'), '/metrics'));
-    await flush();
-    while (apiserver.answerNext()) await flush();
+    await settle(5);
+    while (apiserver.answerNext()) await settle(5);
     assert.ok((await Promise.all(all)).every((d) => d.allowed));
     assert.deepEqual(apiserver.calls, ['TokenReview reader-token', `SubjectAccessReview ${PROMETHEUS}`]);
   });
@@ -135,7 +132,7 @@ describe('failed reviews do not starve good ones', () => {
     const filter = new KubeAuthFilter({ reviews: apiserver.reviews, clock: new FakeClock(), cacheSize: 4 });
     const run = async (address: string, token: string): Promise<void> => {
       const pending = filter.check(fromPeer(address, token), '/metrics');
-      for (let i = 0; i < 3; i++) { await flush(); apiserver.answerNext(); }
+      for (let i = 0; i < 3; i++) { await settle(5); apiserver.answerNext(); }
       await pending;
     };
     await run('10.0.0.7', 'reader-token');
@@ -152,7 +149,7 @@ describe('failed reviews do not starve good ones', () => {
     const over = await filter.check(fromPeer('10.0.0.66', 't-3'), '/metrics');
     assert.equal(over.allowed ? 0 : over.status, 429);
     assert.equal(apiserver.calls.length, 1);
-    while (apiserver.answerNext()) await flush();
+    while (apiserver.answerNext()) await settle(5);
     assert.deepEqual((await Promise.all(waiting)).map((d) => (d.allowed ? 0 : d.status)), [401, 401, 401]);
   });
 });

@@ -6,10 +6,10 @@ import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { describe, it } from 'node:test';
-import { eventually } from '../../e2e/harness/index.ts';
-import { FakeClock, noopLogger, type Logger } from '../util/index.ts';
+import { FakeClock } from '../util/index.ts';
 import { selfSignedCertificate, watchCertificate, type ServingCertificate } from './certificate.ts';
 import { HttpServer } from './server.ts';
+import { eventually, EVERY_TURN, RecordingLogger } from '../../fixtures/support/index.ts';
 
 describe('selfSignedCertificate', () => {
   const { cert, key } = selfSignedCertificate({ commonName: 'fleetcache-metrics', hosts: ['localhost', 'fleetcache.example', '127.0.0.1', '::1'], now: new Date('2026-01-01T00:00:00Z'), validDays: 30 });
@@ -75,14 +75,14 @@ describe('certificate rotation in --metrics-cert-path', () => {
     write(first);
     const server = await HttpServer.start({ name: 'metrics', address: { host: '127.0.0.1', port: 0 }, routes: { '/metrics': () => ({ status: 200, contentType: 'text/plain', body: '' }) }, tls: first });
     const clock = new FakeClock();
-    const warnings: string[] = [];
-    const logger: Logger = { ...noopLogger, warn: (message) => { warnings.push(message); } };
+    const logger = new RecordingLogger();
     let loaded = 0;
     const stop = watchCertificate({ files, current: first, clock, logger, onChange: (tls) => { server.setCertificate(tls); loaded += 1; } });
     try {
       assert.equal(await tryGet(`${server.url}/metrics`, first.cert), 200);
       clock.advance(10_000);
-      await new Promise((resolve) => setTimeout(resolve, 50));
+      // The poll reads the files, then schedules the next one: once it has, it has decided.
+      await eventually('the poll read the unchanged files', () => clock.pendingTimers === 1, EVERY_TURN);
       assert.equal(loaded, 0, 'unchanged files are not reloaded');
 
       write(second);
@@ -98,7 +98,7 @@ describe('certificate rotation in --metrics-cert-path', () => {
       writeFileSync(path.join(dir, 'tls.crt'), first.cert);
       await eventually('the mismatch is reported', () => {
         clock.advance(10_000);
-        return warnings.length > 0;
+        return logger.messages('warn').length > 0;
       });
       assert.equal(loaded, 1);
       assert.equal(await tryGet(`${server.url}/metrics`, second.cert), 200);

@@ -1,10 +1,7 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { FairSlots, SlotQueueFullError, type ReleaseSlot } from './fair-slots.ts';
-
-async function flush(): Promise<void> {
-  for (let i = 0; i < 3; i++) await new Promise((resolve) => setImmediate(resolve));
-}
+import { settle } from '../../fixtures/support/index.ts';
 
 describe('FairSlots', () => {
   it('hands freed slots round-robin across keys, FIFO within one key', async () => {
@@ -32,12 +29,12 @@ describe('FairSlots', () => {
     const b = await slots.acquire('k');
     const got: ReleaseSlot[] = [];
     void slots.acquire('k').then((release) => { got.push(release); });
-    await flush();
+    await settle(3);
     assert.equal(slots.held, 2);
     assert.equal(got.length, 0);
     a();
     a();
-    await flush();
+    await settle(3);
     assert.equal(got.length, 1);
     assert.equal(slots.held, 2, 'the slot passed straight to the waiter');
     b();

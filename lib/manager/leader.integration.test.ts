@@ -1,9 +1,9 @@
 import assert from 'node:assert/strict';
-import { setTimeout as delay } from 'node:timers/promises';
 import { after, describe, it } from 'node:test';
 import { ClusterConnection } from '../transport/index.ts';
 import { useClusters } from '../../e2e/harness/index.ts';
 import { KubeLeaseClient, LeaderElector, type ElectionOutcome, type LeaderElectorOptions, type LeaseClient } from './leader.ts';
+import { eventually } from '../../fixtures/support/index.ts';
 
 // Nothing here asserts how long something took: each step waits for a condition (bounded only so a
 // failure ends with a message), and the ordering claims are read from the Lease and the callbacks.
@@ -14,15 +14,6 @@ type Timing = Pick<LeaderElectorOptions, 'leaseDurationMs' | 'renewDeadlineMs' |
 const steady: Timing = { leaseDurationMs: 30_000, renewDeadlineMs: 20_000, retryPeriodMs: 250 };
 const medium: Timing = { leaseDurationMs: 6_000, renewDeadlineMs: 4_000, retryPeriodMs: 250 };
 const quick: Timing = { leaseDurationMs: 3_000, renewDeadlineMs: 2_000, retryPeriodMs: 250 };
-
-/** Polls `condition`; fails with `what` after `timeoutMs` (a bound on waiting, not a claim about speed). */
-async function until(what: string, condition: () => boolean | Promise<boolean>, timeoutMs = 60_000): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  while (!(await condition())) {
-    if (Date.now() > deadline) throw new Error(`timed out after ${timeoutMs / 1000} s waiting for ${what}`);
-    await delay(25);
-  }
-}
 
 interface LeaseSpec { holderIdentity?: string; leaseTransitions?: number; renewTime?: string; acquireTime?: string }
 
@@ -58,12 +49,12 @@ describe('leader election on a real Lease', () => {
 
   it('lets one candidate lead, hands over on release, and only after expiry on a crash', async () => {
     const a = candidate('a', true, steady);
-    await until('a to lead', () => a.elector.isLeader);
+    await eventually('a to lead', () => a.elector.isLeader, 60_000);
     const b = candidate('b', false, medium);
-    await until('b to read the lease', () => b.elector.state !== 'unknown');
+    await eventually('b to read the lease', () => b.elector.state !== 'unknown', 60_000);
     // b stays a follower while a renews: watch three renewals go by rather than sleeping.
     const renewals = new Set<string>();
-    await until('three renewals by a', async () => { renewals.add((await lease()).renewTime ?? ''); return renewals.size >= 3; });
+    await eventually('three renewals by a', async () => { renewals.add((await lease()).renewTime ?? ''); return renewals.size >= 3; }, 60_000);
     assert.equal(a.elector.isLeader, true);
     assert.equal(b.elector.state, 'following');
     assert.equal(b.elector.holder, 'a');
@@ -72,7 +63,7 @@ describe('leader election on a real Lease', () => {
     // Graceful stop: a empties the holder, and b takes the lease because it is free, well before
     // its 30 s expiry: b saw the empty holder before becoming the holder itself.
     assert.equal(await a.stop(), 'released');
-    await until('b to lead after the release', () => b.elector.isLeader);
+    await eventually('b to lead after the release', () => b.elector.isLeader, 60_000);
     assert.deepEqual(b.leaders, ['a', '', 'b'], 'b saw a, then the released lease, then itself');
     const afterRelease = await lease();
     assert.equal(afterRelease.holderIdentity, 'b');
@@ -81,11 +72,11 @@ describe('leader election on a real Lease', () => {
     // Crash: b stops renewing without releasing; c must wait a whole lease duration past b's last
     // renewal: b's recorded 6 s, not c's own 3 s.
     const c = candidate('c', true, quick);
-    await until('c to read the lease', () => c.elector.state === 'following');
+    await eventually('c to read the lease', () => c.elector.state === 'following', 60_000);
     assert.equal(await b.stop(), 'released');
     const abandoned = await lease();
     assert.equal(abandoned.holderIdentity, 'b', 'no release on a crash');
-    await until('c to lead after the lease expired', () => c.elector.isLeader);
+    await eventually('c to lead after the lease expired', () => c.elector.isLeader, 60_000);
     const taken = await lease();
     assert.equal(taken.holderIdentity, 'c');
     assert.equal(taken.leaseTransitions, 2);
@@ -108,7 +99,7 @@ describe('leader election on a real Lease', () => {
     const reads: number[] = [];
     const d = candidate('d', true, quick, 'held-for-an-hour', () => reads.push(Date.now()));
     // Wait for reads spread over three of d's own lease durations: d had every chance to take it.
-    await until('d to read the lease over 9 s', () => reads.length > 1 && (reads.at(-1) ?? 0) - (reads[0] ?? 0) > 3 * (quick.leaseDurationMs ?? 0));
+    await eventually('d to read the lease over 9 s', () => reads.length > 1 && (reads.at(-1) ?? 0) - (reads[0] ?? 0) > 3 * (quick.leaseDurationMs ?? 0), 60_000);
     assert.equal(d.elector.isLeader, false);
     assert.equal(d.elector.state, 'following');
     const held = await lease('held-for-an-hour');

@@ -2,6 +2,7 @@ import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { FakeClock, KubeApiError } from '../util/index.ts';
 import { LeaderElector, type ElectionOutcome, type LeaseClient, type LeaseRecord, type LeaderElectorOptions, type StoredLease } from './leader.ts';
+import { settle } from '../../fixtures/support/index.ts';
 
 /** One Lease in memory with the API server's optimistic concurrency; `failing` makes every call reject. */
 class FakeLeases implements LeaseClient {
@@ -39,15 +40,11 @@ class FakeLeases implements LeaseClient {
   }
 }
 
-async function flush(): Promise<void> {
-  for (let i = 0; i < 5; i++) await new Promise((resolve) => setImmediate(resolve));
-}
-
 /** Moves the fake clock in small steps, letting the loops run between them. */
 async function advance(clock: FakeClock, ms: number, step = 100): Promise<void> {
   for (let t = 0; t < ms; t += step) {
     clock.advance(Math.min(step, ms - t));
-    await flush();
+    await settle(5);
   }
 }
 
@@ -80,7 +77,7 @@ describe('LeaderElector', () => {
     const leases = new FakeLeases();
     const a = candidate('a', leases, clock);
     assert.equal(a.elector.state, 'unknown');
-    await flush();
+    await settle(5);
     assert.equal(a.elector.isLeader, true);
     assert.deepEqual(a.events, ['leader=a', 'started']);
     assert.equal(leases.stored?.record.holderIdentity, 'a');
@@ -105,7 +102,7 @@ describe('LeaderElector', () => {
     const clock = new FakeClock();
     const leases = new FakeLeases();
     const a = candidate('a', leases, clock);
-    await flush();
+    await settle(5);
     const b = candidate('b', leases, clock);
     await advance(clock, 20_000);
     assert.equal(a.elector.isLeader, true);
@@ -126,7 +123,7 @@ describe('LeaderElector', () => {
     const clock = new FakeClock();
     const leases = new FakeLeases();
     const a = candidate('a', leases, clock, { releaseOnCancel: false });
-    await flush();
+    await settle(5);
     const b = candidate('b', leases, clock);
     await advance(clock, 4_000);
     a.stop(); // a "dies": its lease stays as last renewed
@@ -184,7 +181,7 @@ describe('LeaderElector', () => {
       const leases = new FakeLeases();
       leases.stored = { resourceVersion: 'x1', record: { holderIdentity: '', leaseDurationSeconds: 1, acquireTime: undefined, renewTime: undefined, leaseTransitions: before } };
       const b = candidate('b', leases, clock);
-      await flush();
+      await settle(5);
       assert.equal(b.elector.isLeader, true);
       assert.equal(leases.stored.record.leaseTransitions, after, `${before} + 1`);
       b.stop();
@@ -197,7 +194,7 @@ describe('LeaderElector', () => {
     const clock = new FakeClock();
     const leases = new FakeLeases();
     const a = candidate('a', leases, clock);
-    await flush();
+    await settle(5);
     leases.failing = true;
     await advance(clock, 7_000);
     assert.equal(a.elector.isLeader, true, 'still within the renew deadline');

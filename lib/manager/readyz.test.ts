@@ -4,13 +4,13 @@
 // a fake clock for as long as the test needs it held.
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { KubeConfig } from '@kubernetes/client-node';
 import { SimulatedCluster } from '../../fixtures/index.ts';
 import { eventually } from '../../e2e/harness/index.ts';
 import { ClusterSet, LocalProvider } from '../cluster/index.ts';
 import { Registry } from '../registry/index.ts';
 import { FakeClock, noopLogger } from '../util/index.ts';
 import { Manager } from './index.ts';
+import { kubeConfigFrom } from '../../fixtures/support/index.ts';
 
 const leaseKind = { group: 'coordination.k8s.io', version: 'v1', kind: 'Lease', plural: 'leases', namespaced: true } as const;
 const LEASE_PATH = '/apis/coordination.k8s.io/v1/namespaces/ops/leases/widgets-leader';
@@ -20,8 +20,7 @@ describe('Manager /readyz with leader election', () => {
     const simClock = new FakeClock(Date.now());
     const cluster = await SimulatedCluster.start({ namespaces: ['ops'], kinds: [leaseKind], clock: simClock });
     t.after(() => cluster.close());
-    const kubeConfig = new KubeConfig();
-    kubeConfig.loadFromString(cluster.kubeconfig);
+    const kubeConfig = kubeConfigFrom(cluster.kubeconfig);
     // Every request waits a second of the cluster's clock, which stands still until the test moves it.
     cluster.faults.setLatency(1_000);
     const manager = new Manager({

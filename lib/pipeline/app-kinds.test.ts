@@ -1,6 +1,5 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { KubeConfig } from '@kubernetes/client-node';
 import { SimulatedCluster } from '../../fixtures/index.ts';
 import { eventually } from '../../e2e/harness/index.ts';
 import { StaticProvider } from '../cluster/index.ts';
@@ -8,6 +7,7 @@ import { registryWithKeeper } from '../registry/testing.ts';
 import { AppKinds, DEFAULT_APP_KINDS, kindName } from './app-kinds.ts';
 import { PipelineController } from './controller.ts';
 import type { Pipeline } from './types.ts';
+import { kubeConfigFrom, PIPELINE_KIND } from '../../fixtures/support/index.ts';
 
 describe('AppKinds', () => {
   it('matches group and kind, never the version', () => {
@@ -41,7 +41,7 @@ describe('a Pipeline naming a kind outside the allow-list', () => {
   it('is Ready=False InvalidSpec, the kind named, and nothing of that kind is watched', async (t) => {
     const sim = await SimulatedCluster.start({
       namespaces: ['apps'],
-      kinds: [{ group: 'fleetcache.dev', version: 'v1alpha1', kind: 'Pipeline', plural: 'pipelines', namespaced: true, status: true }],
+      kinds: [PIPELINE_KIND],
     });
     t.after(() => sim.close());
     sim.store.create({
@@ -52,8 +52,7 @@ describe('a Pipeline naming a kind outside the allow-list', () => {
         promotion: { strategy: 'patch', patch: { path: '/subjects/0/name' } },
       },
     });
-    const kubeConfig = new KubeConfig();
-    kubeConfig.loadFromString(sim.kubeconfig);
+    const kubeConfig = kubeConfigFrom(sim.kubeconfig);
     const registry = registryWithKeeper({ provider: new StaticProvider({ clusters: {} }), local: kubeConfig, credentialCheckIntervalMs: 0 });
     t.after(() => registry.close());
     const controller = new PipelineController({ registry, workers: 1 });

@@ -4,12 +4,12 @@
 // approved (an approval of another revision opens nothing).
 import assert from 'node:assert/strict';
 import { describe, it, type TestContext } from 'node:test';
-import { KubeConfig } from '@kubernetes/client-node';
 import { SimulatedCluster } from '../../fixtures/index.ts';
 import { eventually } from '../../e2e/harness/index.ts';
 import { StaticProvider } from '../cluster/index.ts';
 import { registryWithKeeper } from '../registry/testing.ts';
 import { PipelineController } from './controller.ts';
+import { kubeConfigFrom, PIPELINE_KIND } from '../../fixtures/support/index.ts';
 
 const NS = 'team-a';
 const HR = { apiVersion: 'helm.toolkit.fluxcd.io/v2', kind: 'HelmRelease' } as const;
@@ -45,7 +45,7 @@ async function start(t: TestContext, spec: Record<string, unknown>, approvals: r
   const sim = await SimulatedCluster.start({
     namespaces: [NS, 'dev', 'prod'],
     kinds: [
-      { group: 'fleetcache.dev', version: 'v1alpha1', kind: 'Pipeline', plural: 'pipelines', namespaced: true, status: true },
+      PIPELINE_KIND,
       { group: 'helm.toolkit.fluxcd.io', version: 'v2', kind: 'HelmRelease', plural: 'helmreleases', namespaced: true, status: true },
     ],
   });
@@ -65,8 +65,7 @@ async function start(t: TestContext, spec: Record<string, unknown>, approvals: r
     },
   });
   if (approvals.length > 0) approve(sim, approvals);
-  const kubeConfig = new KubeConfig();
-  kubeConfig.loadFromString(sim.kubeconfig);
+  const kubeConfig = kubeConfigFrom(sim.kubeconfig);
   const registry = registryWithKeeper({ provider: new StaticProvider({ clusters: {} }), local: kubeConfig, credentialCheckIntervalMs: 0 });
   t.after(() => registry.close());
   const controller = new PipelineController({ registry, workers: 1, allowCrossNamespaceTargets: true });

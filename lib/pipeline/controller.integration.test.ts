@@ -10,11 +10,12 @@ import { HOSTILE_INTERNAL_SECRET, HostileWebhookReceiver } from '../../fixtures/
 import { useClusters, type TestCluster } from '../../e2e/harness/index.ts';
 import { CompositeProvider, CoreV1SecretReader, LocalProvider, SecretProvider } from '../cluster/index.ts';
 import type { Registry } from '../registry/index.ts';
-import { abortReason, type Logger } from '../util/index.ts';
+import { abortReason } from '../util/index.ts';
 import { PipelineController, type Pipeline, type PipelineControllerOptions, type PromotionRecord, type PromotionRequest } from './index.ts';
 import { eventually } from '../../e2e/harness/index.ts';
 import { startFlux } from '../../e2e/fleet.ts';
 import { registryWithKeeper } from '../registry/testing.ts';
+import { ensureNamespace, must, putKubeconfigSecret, putSecret, RecordingLogger } from '../../fixtures/support/index.ts';
 
 const NS = 'team-a';
 const HR = '/apis/helm.toolkit.fluxcd.io/v2';
@@ -26,28 +27,10 @@ interface HelmRelease {
   status?: { observedGeneration?: number; history?: { chartVersion: string }[] };
 }
 
-async function ok(cluster: TestCluster, method: string, path: string, body?: unknown): Promise<unknown> {
-  const res = await cluster.request(method, path, body);
-  assert.ok(res.statusCode >= 200 && res.statusCode < 300, `${method} ${path} on ${cluster.name}: HTTP ${res.statusCode} ${JSON.stringify(res.body)}`);
-  return res.body;
-}
-
-async function ensureNamespace(cluster: TestCluster, name: string): Promise<void> {
-  const res = await cluster.request('POST', '/api/v1/namespaces', { metadata: { name } });
-  assert.ok(res.statusCode === 201 || res.statusCode === 409, JSON.stringify(res.body));
-}
-
-async function putSecret(cluster: TestCluster, name: string, data: Record<string, string>): Promise<void> {
-  const body = { metadata: { name, namespace: NS }, data: Object.fromEntries(Object.entries(data).map(([k, v]) => [k, Buffer.from(v).toString('base64')])) };
-  const created = await cluster.request('POST', `/api/v1/namespaces/${NS}/secrets`, body);
-  if (created.statusCode === 409) await ok(cluster, 'PUT', `/api/v1/namespaces/${NS}/secrets/${name}`, body);
-  else assert.equal(created.statusCode, 201, JSON.stringify(created.body));
-}
-
 /** Creates the HelmRelease and waits until Flux (the test's loop) has it Ready at `version`. */
 async function createRelease(cluster: TestCluster, namespace: string, version: string): Promise<void> {
   await ensureNamespace(cluster, namespace);
-  await ok(cluster, 'POST', `${HR}/namespaces/${namespace}/helmreleases`, { apiVersion: 'helm.toolkit.fluxcd.io/v2', kind: 'HelmRelease', metadata: { name: 'podinfo', namespace }, spec: { chart: { spec: { chart: 'podinfo', version } } } });
+  await must(cluster, 'POST', `${HR}/namespaces/${namespace}/helmreleases`, { apiVersion: 'helm.toolkit.fluxcd.io/v2', kind: 'HelmRelease', metadata: { name: 'podinfo', namespace }, spec: { chart: { spec: { chart: 'podinfo', version } } } });
   await eventually(`${cluster.name} ${namespace}/podinfo is ready at ${version}`, async () => {
     const hr = await getRelease(cluster, namespace);
     return hr.status?.observedGeneration === hr.metadata.generation && hr.status.history?.[0]?.chartVersion === version;
@@ -55,7 +38,7 @@ async function createRelease(cluster: TestCluster, namespace: string, version: s
 }
 
 async function getRelease(cluster: TestCluster, namespace: string): Promise<HelmRelease> {
-  return (await ok(cluster, 'GET', `${HR}/namespaces/${namespace}/helmreleases/podinfo`)) as HelmRelease;
+  return (await must(cluster, 'GET', `${HR}/namespaces/${namespace}/helmreleases/podinfo`)) as HelmRelease;
 }
 
 async function setVersion(cluster: TestCluster, namespace: string, version: string): Promise<void> {
@@ -70,7 +53,7 @@ async function setVersion(cluster: TestCluster, namespace: string, version: stri
 }
 
 async function getPipeline(cluster: TestCluster, name: string): Promise<Pipeline> {
-  return (await ok(cluster, 'GET', `${PIPELINES}/${name}`)) as Pipeline;
+  return (await must(cluster, 'GET', `${PIPELINES}/${name}`)) as Pipeline;
 }
 
 function condition(pipeline: Pipeline, type: string): { status: string; reason: string; message: string } | undefined {
@@ -78,16 +61,8 @@ function condition(pipeline: Pipeline, type: string): { status: string; reason: 
 }
 
 async function eventsOf(cluster: TestCluster, pipeline: string): Promise<{ reason: string; message: string; type: string }[]> {
-  const body = (await ok(cluster, 'GET', `/api/v1/namespaces/${NS}/events?fieldSelector=involvedObject.name%3D${pipeline}`)) as { items: { reason: string; message: string; type: string; involvedObject: { kind: string } }[] };
+  const body = (await must(cluster, 'GET', `/api/v1/namespaces/${NS}/events?fieldSelector=involvedObject.name%3D${pipeline}`)) as { items: { reason: string; message: string; type: string; involvedObject: { kind: string } }[] };
   return body.items.filter((e) => e.involvedObject.kind === 'Pipeline');
-}
-
-/** A logger that keeps every line, fields included, as JSON. */
-function recordingLogger(lines: string[], fields: Record<string, unknown> = {}): Logger {
-  const write = (level: string) => (message: string, more?: Record<string, unknown>): void => {
-    lines.push(JSON.stringify({ level, message, ...fields, ...more }, (_key, value: unknown) => (value instanceof Error ? { message: value.message, stack: value.stack, cause: value.cause } : value)));
-  };
-  return { error: write('error'), warn: write('warn'), info: write('info'), debug: write('debug'), child: (more) => recordingLogger(lines, { ...fields, ...more }) };
 }
 
 /** The controller has nothing waiting, running or scheduled: whatever it was going to do, it did. */
@@ -134,8 +109,8 @@ describe('PipelineController on real clusters', () => {
     [mgmt, staging, prod] = env.clusters as [TestCluster, TestCluster, TestCluster];
     await Promise.all([mgmt.installCRDs([pipelineCrd, helmReleaseCrd]), staging.installCRDs([helmReleaseCrd]), prod.installCRDs([helmReleaseCrd])]);
     await ensureNamespace(mgmt, NS);
-    await putSecret(mgmt, 'staging-kubeconfig', { value: staging.adminKubeconfig });
-    await putSecret(mgmt, 'prod-kubeconfig', { value: prod.adminKubeconfig });
+    await putKubeconfigSecret(mgmt, NS, 'staging-kubeconfig', staging.adminKubeconfig);
+    await putKubeconfigSecret(mgmt, NS, 'prod-kubeconfig', prod.adminKubeconfig);
     stopFlux = await startFlux([mgmt, staging, prod]); // plays Flux: HelmReleases become Ready at their chart version
   });
 
@@ -170,7 +145,7 @@ describe('PipelineController on real clusters', () => {
     for (const c of [mgmt, staging, prod]) await createRelease(c, 'shop', '1.0.0');
     const running = startController();
     try {
-      await ok(mgmt, 'POST', PIPELINES, patchPipeline('shop', [['dev', undefined], ['staging', 'staging-kubeconfig'], ['prod', 'prod-kubeconfig']], 'shop'));
+      await must(mgmt, 'POST', PIPELINES, patchPipeline('shop', [['dev', undefined], ['staging', 'staging-kubeconfig'], ['prod', 'prod-kubeconfig']], 'shop'));
       const settled = await eventually('the pipeline reports all three environments ready at 1.0.0', async () => {
         const p = await getPipeline(mgmt, 'shop');
         return condition(p, 'Ready')?.status === 'True' && p.status?.environments?.every((e) => e.ready && e.revision === '1.0.0') === true && p;
@@ -231,14 +206,14 @@ describe('PipelineController on real clusters', () => {
     const receiver = await HostileWebhookReceiver.start();
     receiver.answer({ kind: 'echo-secrets', status: 500 });
     const port = new URL(receiver.url).port;
-    await putSecret(mgmt, 'cart-hook', { url: `http://hook-user:hook-pass@127.0.0.1:${port}/promote?token=tok-4b1d` });
+    await putSecret(mgmt, NS, 'cart-hook', { data: { url: `http://hook-user:hook-pass@127.0.0.1:${port}/promote?token=tok-4b1d` } });
     for (const c of [mgmt, staging]) await createRelease(c, 'cart', '2.0.0');
-    const logged: string[] = [];
-    const running = startController({ allowPrivateWebhooks: true, logger: recordingLogger(logged) });
+    const logger = new RecordingLogger();
+    const running = startController({ allowPrivateWebhooks: true, logger });
     try {
       const spec = patchPipeline('cart', [['dev', undefined], ['staging', 'staging-kubeconfig']], 'cart') as { spec: Record<string, unknown> };
       spec.spec.promotion = { strategy: 'webhook', webhook: { secretRef: { name: 'cart-hook' } } };
-      const created = (await ok(mgmt, 'POST', PIPELINES, spec)) as Pipeline;
+      const created = (await must(mgmt, 'POST', PIPELINES, spec)) as Pipeline;
       await eventually('the pipeline is ready', async () => condition(await getPipeline(mgmt, 'cart'), 'Ready')?.status === 'True', 40_000);
       await setVersion(mgmt, 'cart', '2.1.0');
 
@@ -275,8 +250,8 @@ describe('PipelineController on real clusters', () => {
       // webhook's path is its credential), in status, Events or logs.
       const seen = JSON.stringify([(await getPipeline(mgmt, 'cart')).status, events]);
       for (const leak of [HOSTILE_INTERNAL_SECRET, 'hook-pass', 'hook-user', 'tok-4b1d', '/promote', 'leader election lost', '\\u001b', '\\u202e']) assert.ok(!seen.includes(leak), leak);
-      assert.ok(logged.some((line) => line.includes('promotion failed')), 'the failure was logged');
-      for (const leak of ['hook-pass', 'hook-user', 'tok-4b1d', '/promote']) assert.ok(!logged.some((line) => line.includes(leak)), `${leak} in the logs`);
+      assert.ok(logger.json().some((line) => line.includes('promotion failed')), 'the failure was logged');
+      for (const leak of ['hook-pass', 'hook-user', 'tok-4b1d', '/promote']) assert.ok(!logger.json().some((line) => line.includes(leak)), `${leak} in the logs`);
     } finally {
       await mgmt.request('DELETE', `${PIPELINES}/cart`);
       await running.stop();
@@ -289,22 +264,22 @@ describe('PipelineController on real clusters', () => {
     receiver.answer({ kind: 'echo-secrets', status: 500 });
     // 127.1 is 127.0.0.1 to the URL parser; the tenant hopes for an internal-only answer.
     const port = new URL(receiver.url).port;
-    await putSecret(mgmt, 'inside-hook', { url: `http://127.1:${port}/debug?token=tok-77` });
+    await putSecret(mgmt, NS, 'inside-hook', { data: { url: `http://127.1:${port}/debug?token=tok-77` } });
     for (const c of [mgmt, staging]) for (const ns of ['inside', 'outside']) await createRelease(c, ns, '4.0.0');
-    const logged: string[] = [];
-    const running = startController({ logger: recordingLogger(logged) });
+    const logger = new RecordingLogger();
+    const running = startController({ logger });
     try {
       const spec = patchPipeline('inside', [['dev', undefined], ['staging', 'staging-kubeconfig']], 'inside') as { spec: Record<string, unknown> };
       spec.spec.promotion = { strategy: 'webhook', webhook: { secretRef: { name: 'inside-hook' } } };
-      await ok(mgmt, 'POST', PIPELINES, spec);
-      await ok(mgmt, 'POST', PIPELINES, patchPipeline('outside', [['dev', undefined], ['staging', 'staging-kubeconfig']], 'outside'));
+      await must(mgmt, 'POST', PIPELINES, spec);
+      await must(mgmt, 'POST', PIPELINES, patchPipeline('outside', [['dev', undefined], ['staging', 'staging-kubeconfig']], 'outside'));
       await eventually('the pipelines are ready', async () => condition(await getPipeline(mgmt, 'inside'), 'Ready')?.status === 'True' && condition(await getPipeline(mgmt, 'outside'), 'Ready')?.status === 'True', 40_000);
       await setVersion(mgmt, 'inside', '4.1.0');
       await setVersion(mgmt, 'outside', '4.1.0');
       const failed = await eventually('the promotion is recorded as failed', async () => (await getPipeline(mgmt, 'inside')).status?.promotions?.find((r) => r.state === 'Failed'), 40_000);
       assert.equal(failed.message, `refused the webhook http://127.0.0.1:${port}: it resolves to a loopback address (private networks are allowed only with --allow-private-webhooks)`);
       const events = await eventually('the failure event is recorded', async () => { const all = await eventsOf(mgmt, 'inside'); return all.length > 0 && all; }, 10_000);
-      const seen = JSON.stringify([(await getPipeline(mgmt, 'inside')).status, events, logged]);
+      const seen = JSON.stringify([(await getPipeline(mgmt, 'inside')).status, events, logger.json()]);
       for (const leak of ['/debug', 'tok-77']) assert.ok(!seen.includes(leak), `${leak} in status, Events or logs`);
       assert.equal(receiver.received.length, 0, 'nothing reached the receiver');
       // A patch Pipeline reconciled by the same controller went on promoting.
@@ -330,7 +305,7 @@ describe('PipelineController on real clusters', () => {
     const running = startController();
     try {
       // The same target in two environments: valid for the schema, not for the controller.
-      await ok(mgmt, 'POST', PIPELINES, patchPipeline('twice', [['dev', undefined], ['prod', undefined]], 'bad'));
+      await must(mgmt, 'POST', PIPELINES, patchPipeline('twice', [['dev', undefined], ['prod', undefined]], 'bad'));
       const ready = await eventually('Ready=False InvalidSpec', async () => {
         const c = condition(await getPipeline(mgmt, 'twice'), 'Ready');
         return c?.reason === 'InvalidSpec' && c;
@@ -351,11 +326,11 @@ describe('PipelineController on real clusters', () => {
     await new Promise<void>((resolve) => closed.close(() => { resolve(); }));
     const dead = staging.adminKubeconfig.replace(staging.server, `https://127.0.0.1:${port}`);
     assert.notEqual(dead, staging.adminKubeconfig);
-    await putSecret(mgmt, 'gone-kubeconfig', { value: dead });
+    await putKubeconfigSecret(mgmt, NS, 'gone-kubeconfig', dead);
     await createRelease(mgmt, 'lost', '1.0.0');
     const running = startController();
     try {
-      await ok(mgmt, 'POST', PIPELINES, patchPipeline('lost', [['dev', undefined], ['prod', 'gone-kubeconfig']], 'lost'));
+      await must(mgmt, 'POST', PIPELINES, patchPipeline('lost', [['dev', undefined], ['prod', 'gone-kubeconfig']], 'lost'));
       const p = await eventually('Ready=False TargetNotReadable, with the reachable target read', async () => {
         const pipeline = await getPipeline(mgmt, 'lost');
         return condition(pipeline, 'Ready')?.reason === 'TargetNotReadable' && pipeline.status?.environments?.[0]?.targets[0]?.readable === true && pipeline;
@@ -394,7 +369,7 @@ describe('PipelineController on real clusters', () => {
     });
     const firstRun = first.run(stopFirst.signal);
     try {
-      await ok(mgmt, 'POST', PIPELINES, patchPipeline('pay', [['dev', undefined], ['staging', 'staging-kubeconfig']], 'pay'));
+      await must(mgmt, 'POST', PIPELINES, patchPipeline('pay', [['dev', undefined], ['staging', 'staging-kubeconfig']], 'pay'));
       await eventually('the pipeline is ready', async () => condition(await getPipeline(mgmt, 'pay'), 'Ready')?.status === 'True', 40_000);
       const generationBefore = (await getRelease(staging, 'pay')).metadata.generation;
       await setVersion(mgmt, 'pay', '3.1.0');

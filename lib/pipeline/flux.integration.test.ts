@@ -10,6 +10,7 @@ import { CompositeProvider, LocalProvider } from '../cluster/index.ts';
 import type { Registry } from '../registry/index.ts';
 import { registryWithKeeper } from '../registry/testing.ts';
 import { PipelineController, type Pipeline, type PipelineControllerOptions } from './index.ts';
+import { ensureNamespace, must } from '../../fixtures/support/index.ts';
 
 const NS = 'team-flux';
 const KS = '/apis/kustomize.toolkit.fluxcd.io/v1';
@@ -23,16 +24,10 @@ interface Kustomization {
   status?: Record<string, unknown>;
 }
 
-async function ok(cluster: TestCluster, method: string, path: string, body?: unknown): Promise<unknown> {
-  const res = await cluster.request(method, path, body);
-  assert.ok(res.statusCode >= 200 && res.statusCode < 300, `${method} ${path}: HTTP ${res.statusCode} ${JSON.stringify(res.body)}`);
-  return res.body;
-}
-
 const ksPath = (namespace: string, sub = ''): string => `${KS}/namespaces/${namespace}/kustomizations/podinfo${sub}`;
 
 async function getKs(cluster: TestCluster, namespace: string): Promise<Kustomization> {
-  return (await ok(cluster, 'GET', ksPath(namespace))) as Kustomization;
+  return (await must(cluster, 'GET', ksPath(namespace))) as Kustomization;
 }
 
 /** Read-modify-write of a Kustomization (spec or, with `/status`, status), retried on conflicts. */
@@ -62,9 +57,8 @@ async function reconciled(cluster: TestCluster, namespace: string, ready: 'True'
 }
 
 async function createKs(cluster: TestCluster, namespace: string, version: string, labels: Record<string, string> = {}): Promise<void> {
-  const res = await cluster.request('POST', '/api/v1/namespaces', { metadata: { name: namespace } });
-  assert.ok(res.statusCode === 201 || res.statusCode === 409);
-  await ok(cluster, 'POST', `${KS}/namespaces/${namespace}/kustomizations`, {
+  await ensureNamespace(cluster, namespace);
+  await must(cluster, 'POST', `${KS}/namespaces/${namespace}/kustomizations`, {
     apiVersion: 'kustomize.toolkit.fluxcd.io/v1',
     kind: 'Kustomization',
     metadata: { name: 'podinfo', namespace, labels },
@@ -80,13 +74,13 @@ async function release(cluster: TestCluster, namespace: string, version: string)
 }
 
 async function pipelineOf(cluster: TestCluster, name: string): Promise<Pipeline> {
-  return (await ok(cluster, 'GET', `${PIPELINES}/${name}`)) as Pipeline;
+  return (await must(cluster, 'GET', `${PIPELINES}/${name}`)) as Pipeline;
 }
 
 const promoting = (p: Pipeline): { reason: string; message: string } | undefined => p.status?.conditions?.find((c) => c.type === 'Promoting');
 
 async function eventsOf(cluster: TestCluster, name: string): Promise<{ reason: string; message: string; type: string }[]> {
-  return ((await ok(cluster, 'GET', `/api/v1/namespaces/${NS}/events?fieldSelector=involvedObject.name%3D${name}`)) as { items: { reason: string; message: string; type: string }[] }).items;
+  return ((await must(cluster, 'GET', `/api/v1/namespaces/${NS}/events?fieldSelector=involvedObject.name%3D${name}`)) as { items: { reason: string; message: string; type: string }[] }).items;
 }
 
 function ksPipeline(name: string, environments: readonly string[], extra: Record<string, unknown> = {}): object {
@@ -111,7 +105,7 @@ describe('PipelineController with Flux Kustomizations on a real apiserver', () =
   before(async () => {
     [mgmt] = env.clusters as [TestCluster];
     await mgmt.installCRDs([pipelineCrd, kustomizationCrd]);
-    await ok(mgmt, 'POST', '/api/v1/namespaces', { metadata: { name: NS } });
+    await must(mgmt, 'POST', '/api/v1/namespaces', { metadata: { name: NS } });
   });
 
   function startController(extra: Partial<PipelineControllerOptions> = {}): { readonly registry: Registry; stop(): Promise<void> } {
@@ -131,7 +125,7 @@ describe('PipelineController with Flux Kustomizations on a real apiserver', () =
   it('a Kustomization promoted through git without revisionPath is InvalidSpec: its default revision is the commit', async (t) => {
     const c = startController();
     t.after(() => c.stop()); // every controller watches every Pipeline: one at a time
-    await ok(mgmt, 'POST', PIPELINES, ksPipeline('nopath', ['dev', 'staging'], { revisionPath: undefined, promotion: { strategy: 'git', git: { url: 'https://git.example/fleet.git' } } }));
+    await must(mgmt, 'POST', PIPELINES, ksPipeline('nopath', ['dev', 'staging'], { revisionPath: undefined, promotion: { strategy: 'git', git: { url: 'https://git.example/fleet.git' } } }));
     const p = await eventually('InvalidSpec', async () => {
       const x = await pipelineOf(mgmt, 'nopath');
       return x.status?.conditions?.find((k) => k.type === 'Ready')?.reason === 'InvalidSpec' && x;
@@ -143,7 +137,7 @@ describe('PipelineController with Flux Kustomizations on a real apiserver', () =
     for (const e of ['dev', 'staging', 'prod']) await createKs(mgmt, `susp-${e}`, '1.0.0');
     const c = startController();
     t.after(() => c.stop()); // every controller watches every Pipeline: one at a time
-    await ok(mgmt, 'POST', PIPELINES, ksPipeline('susp', ['dev', 'staging', 'prod']));
+    await must(mgmt, 'POST', PIPELINES, ksPipeline('susp', ['dev', 'staging', 'prod']));
     await eventually('every environment ready at 1.0.0', async () => (await pipelineOf(mgmt, 'susp')).status?.environments?.every((e) => e.ready && e.revision === '1.0.0') === true, 30_000);
 
     await update(mgmt, 'susp-staging', (ks) => { ks.spec.suspend = true; });
@@ -172,7 +166,7 @@ describe('PipelineController with Flux Kustomizations on a real apiserver', () =
     await createKs(mgmt, 'drift-staging', '1.0.0', { [FLUX_LABEL]: 'apps' });
     const c = startController();
     t.after(() => c.stop()); // every controller watches every Pipeline: one at a time
-    await ok(mgmt, 'POST', PIPELINES, ksPipeline('drift', ['dev', 'staging']));
+    await must(mgmt, 'POST', PIPELINES, ksPipeline('drift', ['dev', 'staging']));
     await eventually('both ready at 1.0.0', async () => (await pipelineOf(mgmt, 'drift')).status?.environments?.every((e) => e.ready && e.revision === '1.0.0') === true, 30_000);
     await release(mgmt, 'drift-dev', '1.1.0');
     await eventually('the patch Succeeded', async () => (await pipelineOf(mgmt, 'drift')).status?.promotions?.some((r) => r.environment === 'staging' && r.state === 'Succeeded') === true, 30_000);
@@ -200,7 +194,7 @@ describe('PipelineController with Flux Kustomizations on a real apiserver', () =
     await createKs(mgmt, 'loop-staging', '1.0.0');
     const c = startController({ promotionLoop: { maxPerEnvironment: 2, windowMs: 600_000 } });
     t.after(() => c.stop()); // every controller watches every Pipeline: one at a time
-    await ok(mgmt, 'POST', PIPELINES, ksPipeline('loop', ['dev', 'staging']));
+    await must(mgmt, 'POST', PIPELINES, ksPipeline('loop', ['dev', 'staging']));
     await eventually('both ready at 1.0.0', async () => (await pipelineOf(mgmt, 'loop')).status?.environments?.every((e) => e.ready && e.revision === '1.0.0') === true, 30_000);
     for (const v of ['1.1.0', '1.2.0']) {
       await release(mgmt, 'loop-dev', v);
@@ -236,7 +230,7 @@ describe('PipelineController with Flux Kustomizations on a real apiserver', () =
     await createKs(mgmt, 'grace-staging', '1.0.0');
     const c = startController({ progressingGraceMs: 1_500 });
     t.after(() => c.stop()); // every controller watches every Pipeline: one at a time
-    await ok(mgmt, 'POST', PIPELINES, ksPipeline('grace', ['dev', 'staging']));
+    await must(mgmt, 'POST', PIPELINES, ksPipeline('grace', ['dev', 'staging']));
     await eventually('both ready at 1.0.0', async () => (await pipelineOf(mgmt, 'grace')).status?.environments?.every((e) => e.ready && e.revision === '1.0.0') === true, 30_000);
     // A reconcile that does not end: nothing changes after this write, so only the controller's own
     // recheck at the end of the window can turn dev not ready.
@@ -256,7 +250,7 @@ describe('PipelineController with Flux Kustomizations on a real apiserver', () =
     await createKs(mgmt, 'sha-staging', '1.0.0');
     const c = startController();
     t.after(() => c.stop()); // every controller watches every Pipeline: one at a time
-    await ok(mgmt, 'POST', PIPELINES, ksPipeline('sha', ['dev', 'staging'], { revisionPath: '/status/lastAppliedRevision' }));
+    await must(mgmt, 'POST', PIPELINES, ksPipeline('sha', ['dev', 'staging'], { revisionPath: '/status/lastAppliedRevision' }));
     const halted = await eventually('CommitReference', async () => {
       const p = await pipelineOf(mgmt, 'sha');
       return promoting(p)?.reason === 'CommitReference' && p;

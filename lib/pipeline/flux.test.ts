@@ -1,8 +1,9 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import type { KubeObject } from '../transport/index.ts';
-import { KubeApiError, type GroupVersionKind, type Logger } from '../util/index.ts';
+import { KubeApiError, type GroupVersionKind } from '../util/index.ts';
 import { fluxSpecProblems, gitSourceOf, isCommitReference, isRevertedByFlux, isSuspended, KUSTOMIZATION_NAME_LABEL, RECONCILE_REQUESTED_AT, requestReconcile, type AnnotateConnection } from './flux.ts';
+import { RecordingLogger } from '../../fixtures/support/index.ts';
 
 const KS: GroupVersionKind = { group: 'kustomize.toolkit.fluxcd.io', version: 'v1', kind: 'Kustomization' };
 const HR: GroupVersionKind = { group: 'helm.toolkit.fluxcd.io', version: 'v2', kind: 'HelmRelease' };
@@ -74,17 +75,10 @@ class FakeConnection implements AnnotateConnection {
   }
 }
 
-function recordingLogger(): Logger & { lines: { level: string; message: string }[] } {
-  const lines: { level: string; message: string }[] = [];
-  const at = (level: string) => (message: string): void => { lines.push({ level, message }); };
-  const logger = { lines, error: at('error'), warn: at('warn'), info: at('info'), debug: at('debug'), child: () => logger };
-  return logger;
-}
-
 describe('requestReconcile', () => {
   it('sets reconcile.fluxcd.io/requestedAt with a merge patch', async () => {
     const conn = new FakeConnection();
-    assert.equal(await requestReconcile(conn, { gvk: KS, namespace: 'apps', name: 'podinfo' }, '2026-01-01T00:00:00.123Z', recordingLogger()), true);
+    assert.equal(await requestReconcile(conn, { gvk: KS, namespace: 'apps', name: 'podinfo' }, '2026-01-01T00:00:00.123Z', new RecordingLogger()), true);
     assert.equal(conn.requests.length, 1);
     const [req] = conn.requests;
     assert.equal(req?.method, 'PATCH');
@@ -95,11 +89,11 @@ describe('requestReconcile', () => {
 
   it('carries on quietly from a 403 (debug), and from other failures with a warning: never throws', async () => {
     const forbidden = new FakeConnection(() => Promise.reject(new KubeApiError({ cluster: 'fake', gvk: KS, statusCode: 403, status: { reason: 'Forbidden', message: 'no' } })));
-    const log = recordingLogger();
+    const log = new RecordingLogger();
     assert.equal(await requestReconcile(forbidden, { gvk: KS, namespace: 'apps', name: 'podinfo' }, 'now', log), false);
     assert.deepEqual(log.lines.map((l) => l.level), ['debug']);
     const broken = new FakeConnection(() => Promise.reject(new Error('connection reset')));
-    const log2 = recordingLogger();
+    const log2 = new RecordingLogger();
     assert.equal(await requestReconcile(broken, { gvk: KS, namespace: 'apps', name: 'podinfo' }, 'now', log2), false);
     assert.deepEqual(log2.lines.map((l) => l.level), ['warn']);
   });

@@ -12,7 +12,9 @@ import { git, GitServer } from '../../e2e/git/server.ts';
 import { startGitSync } from '../../e2e/git/sync.ts';
 import { CompositeProvider, LocalProvider } from '../cluster/index.ts';
 import { PipelineController, type Pipeline, type PipelineControllerOptions } from './index.ts';
+import type { Registry } from '../registry/index.ts';
 import { registryWithKeeper } from '../registry/testing.ts';
+import { ensureNamespace, must } from '../../fixtures/support/index.ts';
 
 const NS = 'team-git';
 const HR = '/apis/helm.toolkit.fluxcd.io/v2';
@@ -23,21 +25,14 @@ function releaseFile(name: string, env: string, version: string): string {
   return `apiVersion: helm.toolkit.fluxcd.io/v2\nkind: HelmRelease\nmetadata:\n  name: ${name}\nspec:\n  chart:\n    spec:\n      chart: ${name}\n      version: ${version} # {"$promotion": "${NS}:${name}:${env}"}\n`;
 }
 
-async function ok(cluster: TestCluster, method: string, path: string, body?: unknown): Promise<unknown> {
-  const res = await cluster.request(method, path, body);
-  assert.ok(res.statusCode >= 200 && res.statusCode < 300, `${method} ${path}: HTTP ${res.statusCode} ${JSON.stringify(res.body)}`);
-  return res.body;
-}
-
 async function release(cluster: TestCluster, namespace: string, name: string, version: string): Promise<void> {
-  const res = await cluster.request('POST', '/api/v1/namespaces', { metadata: { name: namespace } });
-  assert.ok(res.statusCode === 201 || res.statusCode === 409);
-  await ok(cluster, 'POST', `${HR}/namespaces/${namespace}/helmreleases`, { apiVersion: 'helm.toolkit.fluxcd.io/v2', kind: 'HelmRelease', metadata: { name, namespace }, spec: { chart: { spec: { chart: name, version } } } });
+  await ensureNamespace(cluster, namespace);
+  await must(cluster, 'POST', `${HR}/namespaces/${namespace}/helmreleases`, { apiVersion: 'helm.toolkit.fluxcd.io/v2', kind: 'HelmRelease', metadata: { name, namespace }, spec: { chart: { spec: { chart: name, version } } } });
 }
 
 async function setVersion(cluster: TestCluster, namespace: string, name: string, version: string): Promise<void> {
   for (;;) {
-    const hr = (await ok(cluster, 'GET', `${HR}/namespaces/${namespace}/helmreleases/${name}`)) as { spec: { chart: { spec: { version: string } } } };
+    const hr = (await must(cluster, 'GET', `${HR}/namespaces/${namespace}/helmreleases/${name}`)) as { spec: { chart: { spec: { version: string } } } };
     hr.spec.chart.spec.version = version;
     const res = await cluster.request('PUT', `${HR}/namespaces/${namespace}/helmreleases/${name}`, hr);
     if (res.statusCode === 200) return;
@@ -46,7 +41,7 @@ async function setVersion(cluster: TestCluster, namespace: string, name: string,
 }
 
 async function pipelineOf(cluster: TestCluster, name: string): Promise<Pipeline> {
-  return (await ok(cluster, 'GET', `${PIPELINES}/${name}`)) as Pipeline;
+  return (await must(cluster, 'GET', `${PIPELINES}/${name}`)) as Pipeline;
 }
 
 /** What the service's approval endpoint writes once the approver's right is checked: an approval in status. */
@@ -61,7 +56,7 @@ async function approve(cluster: TestCluster, name: string, environment: string, 
 }
 
 async function eventsOf(cluster: TestCluster, name: string): Promise<{ reason: string; message: string }[]> {
-  const body = (await ok(cluster, 'GET', `/api/v1/namespaces/${NS}/events?fieldSelector=involvedObject.name%3D${name}`)) as { items: { reason: string; message: string }[] };
+  const body = (await must(cluster, 'GET', `/api/v1/namespaces/${NS}/events?fieldSelector=involvedObject.name%3D${name}`)) as { items: { reason: string; message: string }[] };
   return body.items;
 }
 
@@ -82,7 +77,7 @@ async function applyChild(cluster: TestCluster, namespace: string, name: string,
   const path = `${KS}/namespaces/${namespace}/kustomizations/${name}`;
   for (const sub of ['', '/status']) {
     for (;;) {
-      const ks = (await ok(cluster, 'GET', path)) as Kustomization;
+      const ks = (await must(cluster, 'GET', path)) as Kustomization;
       if (sub === '') ks.spec.postBuild.substitute.version = version;
       else ks.status = { observedGeneration: ks.metadata.generation, lastAppliedRevision: `main@sha1:${'0'.repeat(40)}`, conditions: [{ type: 'Ready', status: 'True', reason: 'ReconciliationSucceeded', message: 'applied', lastTransitionTime: '2026-01-01T00:00:00Z' }] };
       const res = await cluster.request('PUT', `${path}${sub}`, ks);
@@ -118,8 +113,8 @@ describe('PipelineController: the git strategy on a real apiserver', () => {
   before(async () => {
     [mgmt] = env.clusters as [TestCluster];
     await mgmt.installCRDs([pipelineCrd, helmReleaseCrd, kustomizationCrd, gitRepositoryCrd]);
-    await ok(mgmt, 'POST', '/api/v1/namespaces', { metadata: { name: NS } });
-    await ok(mgmt, 'POST', `/api/v1/namespaces/${NS}/secrets`, { metadata: { name: 'fleet-git' }, stringData: AUTH });
+    await must(mgmt, 'POST', '/api/v1/namespaces', { metadata: { name: NS } });
+    await must(mgmt, 'POST', `/api/v1/namespaces/${NS}/secrets`, { metadata: { name: 'fleet-git' }, stringData: AUTH });
     server = await GitServer.start({ auth: AUTH });
     await server.seed('org/fleet', { 'apps/shop/staging.yaml': releaseFile('shop', 'staging', '1.0.0'), 'apps/cart/staging.yaml': releaseFile('cart', 'staging', '1.0.0'), 'apps/web/staging.yaml': childFile('web', 'staging', '1.0.0') });
     api = await ProviderStandIn.start({ kind: 'github', project: 'org/fleet', token: AUTH.password, branchExists: async (b) => (await git(server.bare('org/fleet'), 'for-each-ref', `refs/heads/${b}`)).trim() !== '' });
@@ -136,26 +131,28 @@ describe('PipelineController: the git strategy on a real apiserver', () => {
     await server.close();
   });
 
-  function startController(extra: Partial<PipelineControllerOptions> = {}): () => Promise<void> {
+  /** Runs a controller on a registry of its own; `stop` ends both, `registry` is read for the queue's stats. */
+  function startController(extra: Partial<PipelineControllerOptions> = {}): { readonly stop: () => Promise<void>; readonly registry: Registry } {
     const kubeConfig = mgmt.kubeConfig();
     const registry = registryWithKeeper({ provider: new CompositeProvider({ byKind: { local: new LocalProvider({ kubeConfig }) } }) });
     // team-git's Pipelines reach targets in other namespaces of mgmt: the opt-out from confinement.
     const controller = new PipelineController({ registry, allowCrossNamespaceTargets: true, git: { allowHttp: true, allowPrivateNetworks: true }, gitPollIntervalMs: 300, ...extra });
     const stopper = new AbortController();
     const done = controller.run(stopper.signal);
-    return async () => {
+    const stop = async (): Promise<void> => {
       stopper.abort();
       await done;
       await registry.close();
     };
+    return { stop, registry };
   }
 
   it('promotes by pushing a commit; status and the Event name the commit; Flux applies it from Git', async () => {
     await release(mgmt, 'shop-dev', 'shop', '1.0.0');
     await release(mgmt, 'shop-staging', 'shop', '1.0.0');
-    const stop = startController();
+    const { stop } = startController();
     try {
-      await ok(mgmt, 'POST', PIPELINES, pipeline('shop', { url: server.url('org/fleet'), branch: 'main', path: 'apps/shop', secretRef: { name: 'fleet-git' } }));
+      await must(mgmt, 'POST', PIPELINES, pipeline('shop', { url: server.url('org/fleet'), branch: 'main', path: 'apps/shop', secretRef: { name: 'fleet-git' } }));
       await eventually('both environments ready at 1.0.0', async () => (await pipelineOf(mgmt, 'shop')).status?.environments?.every((e) => e.ready && e.revision === '1.0.0') === true, 60_000);
       await setVersion(mgmt, 'shop-dev', 'shop', '1.1.0');
       const done = await eventually('staging runs 1.1.0, applied from Git', async () => {
@@ -195,10 +192,10 @@ describe('PipelineController: the git strategy on a real apiserver', () => {
       await release(mgmt, `${name}-dev`, name, '1.0.0');
       await release(mgmt, `${name}-staging`, name, '1.0.0');
     }
-    const stop = startController({ git: { allowHttp: true, allowPrivateNetworks: true, maxRepositoryBytes: 2 * 1_048_576 } });
+    const { stop } = startController({ git: { allowHttp: true, allowPrivateNetworks: true, maxRepositoryBytes: 2 * 1_048_576 } });
     try {
-      await ok(mgmt, 'POST', PIPELINES, pipeline('big', { url: server.url('org/big'), path: 'apps/big', secretRef: { name: 'fleet-git' } }));
-      await ok(mgmt, 'POST', PIPELINES, pipeline('lnk', { url: server.url('org/links'), path: 'apps/out/ssl', secretRef: { name: 'fleet-git' } }));
+      await must(mgmt, 'POST', PIPELINES, pipeline('big', { url: server.url('org/big'), path: 'apps/big', secretRef: { name: 'fleet-git' } }));
+      await must(mgmt, 'POST', PIPELINES, pipeline('lnk', { url: server.url('org/links'), path: 'apps/out/ssl', secretRef: { name: 'fleet-git' } }));
       for (const name of ['big', 'lnk']) {
         await eventually(`${name}: both environments ready at 1.0.0`, async () => (await pipelineOf(mgmt, name)).status?.environments?.every((e) => e.ready && e.revision === '1.0.0') === true, 60_000);
         await setVersion(mgmt, `${name}-dev`, name, '1.1.0');
@@ -227,14 +224,14 @@ describe('PipelineController: the git strategy on a real apiserver', () => {
   it('with Flux Kustomizations: Committed until staging runs the revision, then Succeeded; Flux asked to reconcile now', async () => {
     for (const env of ['dev', 'staging']) {
       const namespace = `web-${env}`;
-      await ok(mgmt, 'POST', '/api/v1/namespaces', { metadata: { name: namespace } });
-      await ok(mgmt, 'POST', `${KS}/namespaces/${namespace}/kustomizations`, { apiVersion: 'kustomize.toolkit.fluxcd.io/v1', kind: 'Kustomization', metadata: { name: 'web', namespace }, spec: { sourceRef: { kind: 'GitRepository', name: 'fleet' }, path: './apps/web/base', postBuild: { substitute: { version: '1.0.0' } } } });
-      await ok(mgmt, 'POST', `${GITREPOS}/namespaces/${namespace}/gitrepositories`, { apiVersion: 'source.toolkit.fluxcd.io/v1', kind: 'GitRepository', metadata: { name: 'fleet', namespace }, spec: { url: server.url('org/fleet'), ref: { branch: 'main' } } });
+      await must(mgmt, 'POST', '/api/v1/namespaces', { metadata: { name: namespace } });
+      await must(mgmt, 'POST', `${KS}/namespaces/${namespace}/kustomizations`, { apiVersion: 'kustomize.toolkit.fluxcd.io/v1', kind: 'Kustomization', metadata: { name: 'web', namespace }, spec: { sourceRef: { kind: 'GitRepository', name: 'fleet' }, path: './apps/web/base', postBuild: { substitute: { version: '1.0.0' } } } });
+      await must(mgmt, 'POST', `${GITREPOS}/namespaces/${namespace}/gitrepositories`, { apiVersion: 'source.toolkit.fluxcd.io/v1', kind: 'GitRepository', metadata: { name: 'fleet', namespace }, spec: { url: server.url('org/fleet'), ref: { branch: 'main' } } });
       await applyChild(mgmt, namespace, 'web', '1.0.0');
     }
-    const stop = startController();
+    const { stop } = startController();
     try {
-      await ok(mgmt, 'POST', PIPELINES, {
+      await must(mgmt, 'POST', PIPELINES, {
         apiVersion: 'fleetcache.dev/v1alpha1',
         kind: 'Pipeline',
         metadata: { name: 'web', namespace: NS },
@@ -262,12 +259,12 @@ describe('PipelineController: the git strategy on a real apiserver', () => {
       // Flux is asked to fetch and apply now: the staging Kustomization and its GitRepository.
       for (const path of [`${KS}/namespaces/web-staging/kustomizations/web`, `${GITREPOS}/namespaces/web-staging/gitrepositories/fleet`]) {
         const annotated = await eventually(`${path} annotated`, async () => {
-          const at = ((await ok(mgmt, 'GET', path)) as Kustomization).metadata.annotations?.[REQUESTED_AT];
+          const at = ((await must(mgmt, 'GET', path)) as Kustomization).metadata.annotations?.[REQUESTED_AT];
           return at !== undefined && at;
         }, 10_000);
         assert.ok(!Number.isNaN(Date.parse(annotated)), `an RFC 3339 time: ${annotated}`);
       }
-      assert.equal(((await ok(mgmt, 'GET', `${KS}/namespaces/web-dev/kustomizations/web`)) as Kustomization).metadata.annotations?.[REQUESTED_AT], undefined, 'only the promoted environment');
+      assert.equal(((await must(mgmt, 'GET', `${KS}/namespaces/web-dev/kustomizations/web`)) as Kustomization).metadata.annotations?.[REQUESTED_AT], undefined, 'only the promoted environment');
       await eventually('the Committed event', async () => (await eventsOf(mgmt, 'web')).some((e) => e.reason === 'Committed' && e.message.includes(head)), 10_000);
       assert.ok(!(await eventsOf(mgmt, 'web')).some((e) => e.reason === 'Promoted'), 'not promoted before staging runs it');
 
@@ -288,9 +285,9 @@ describe('PipelineController: the git strategy on a real apiserver', () => {
   it('waits for approval, then opens a pull request and counts the promotion done only once it is merged', async () => {
     await release(mgmt, 'cart-dev', 'cart', '1.0.0');
     await release(mgmt, 'cart-staging', 'cart', '1.0.0');
-    const stop = startController();
+    const { stop, registry } = startController();
     try {
-      await ok(mgmt, 'POST', PIPELINES, pipeline('cart', { url: server.url('org/fleet'), path: 'apps/cart', secretRef: { name: 'fleet-git' }, pullRequest: { provider: 'github', apiUrl: api.apiUrl } }, true));
+      await must(mgmt, 'POST', PIPELINES, pipeline('cart', { url: server.url('org/fleet'), path: 'apps/cart', secretRef: { name: 'fleet-git' }, pullRequest: { provider: 'github', apiUrl: api.apiUrl } }, true));
       await eventually('both environments ready at 1.0.0', async () => (await pipelineOf(mgmt, 'cart')).status?.environments?.every((e) => e.ready && e.revision === '1.0.0') === true, 60_000);
       await setVersion(mgmt, 'cart-dev', 'cart', '2.0.0');
       const waiting = await eventually('the promotion awaits approval', async () => {
@@ -300,9 +297,14 @@ describe('PipelineController: the git strategy on a real apiserver', () => {
       assert.equal(waiting.status?.conditions?.find((c) => c.type === 'Promoting')?.reason, 'AwaitingApproval');
       assert.equal(api.pulls.length, 0, 'nothing opened before the approval');
 
-      // An approval of another revision does not open the gate.
+      // An approval of another revision does not open the gate: once the controller has taken the
+      // change of status off its queue and reconciled it, still nothing is opened.
+      const addsBefore = registry.queue.stats().adds;
       await approve(mgmt, 'cart', 'staging', '1.9.9');
-      await new Promise((resolve) => setTimeout(resolve, 1_500));
+      await eventually('the approval is reconciled', () => {
+        const queue = registry.queue.stats();
+        return queue.adds > addsBefore && queue.depth === 0 && queue.processing === 0;
+      }, 30_000);
       assert.equal(api.pulls.length, 0);
       await approve(mgmt, 'cart', 'staging', '2.0.0');
 
@@ -317,8 +319,8 @@ describe('PipelineController: the git strategy on a real apiserver', () => {
       await eventually('the PullRequestOpened event', async () => (await eventsOf(mgmt, 'cart')).some((e) => e.reason === 'PullRequestOpened' && e.message.includes('pull/1')), 10_000);
       const before = await pipelineOf(mgmt, 'cart');
       const polls = api.requests.length;
-      await new Promise((resolve) => setTimeout(resolve, 1_500));
-      assert.ok(api.requests.length > polls, 'the request is polled');
+      // Two more polls: the second comes once the reconcile of the first (and any write of it) is over.
+      await eventually('the request is polled twice more', () => api.requests.length >= polls + 2, 10_000);
       assert.equal(api.pulls.length, 1, 'polling finds the request, never opens a second');
       const after = await pipelineOf(mgmt, 'cart');
       assert.equal(after.status?.promotions?.[0]?.state, 'Pending', 'not done before the merge');

@@ -3,30 +3,22 @@
 // semantics); the backoff doubles up to the rate limiter's cap and stays there.
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { KubeConfig } from '@kubernetes/client-node';
 import { SimulatedCluster } from '../../fixtures/index.ts';
 import { eventually } from '../../e2e/harness/index.ts';
 import { StaticProvider } from '../cluster/index.ts';
 import { ItemExponentialRateLimiter, RateLimitingWorkQueue } from '../queue/index.ts';
 import { ownerKey, type OwnerKey } from '../registry/index.ts';
-import { FakeClock, type LogFields, type Logger } from '../util/index.ts';
+import { FakeClock } from '../util/index.ts';
 import { PipelineController } from './index.ts';
 import { registryWithKeeper } from '../registry/testing.ts';
+import { kubeConfigFrom, PIPELINE_KIND, RecordingLogger } from '../../fixtures/support/index.ts';
 
-interface Line { readonly level: string; readonly message: string; readonly fields: LogFields }
-
-/** Keeps every line with its fields and those of every parent child(). */
-function recording(lines: Line[] = [], base: LogFields = {}): { readonly logger: Logger; readonly lines: Line[] } {
-  const at = (level: string) => (message: string, fields: LogFields = {}): void => { lines.push({ level, message, fields: { ...base, ...fields } }); };
-  const logger: Logger = { error: at('error'), warn: at('warn'), info: at('info'), debug: at('debug'), child: (fields) => recording(lines, { ...base, ...fields }).logger };
-  return { logger, lines };
-}
 
 describe('PipelineController retries', () => {
   it('retries a failing reconcile past 15 failures with capped backoff, and never drops the Pipeline', async (t) => {
     const sim = await SimulatedCluster.start({
       namespaces: ['apps'],
-      kinds: [{ group: 'fleetcache.dev', version: 'v1alpha1', kind: 'Pipeline', plural: 'pipelines', namespaced: true, status: true }],
+      kinds: [PIPELINE_KIND],
     });
     t.after(() => sim.close());
     // An invalid spec needs no target: each reconcile only writes InvalidSpec to the status, and
@@ -38,12 +30,12 @@ describe('PipelineController retries', () => {
     // so each gap between attempts is read off the clock: 1 ms doubling, capped at 64 ms.
     const clock = new FakeClock(1_000_000);
     const queue = new RateLimitingWorkQueue<OwnerKey>({ name: 'owners', clock, rateLimiter: new ItemExponentialRateLimiter({ baseDelayMs: 1, maxDelayMs: 64 }) });
-    const kubeConfig = new KubeConfig();
-    kubeConfig.loadFromString(sim.kubeconfig);
+    const kubeConfig = kubeConfigFrom(sim.kubeconfig);
     // The management cluster: the controller's Pipeline cache is one of the registry's.
     const registry = registryWithKeeper({ provider: new StaticProvider({ clusters: {} }), local: kubeConfig, queue, credentialCheckIntervalMs: 0 });
     t.after(() => registry.close());
-    const { logger, lines } = recording();
+    const logger = new RecordingLogger();
+    const { lines } = logger;
     const controller = new PipelineController({ registry, logger, workers: 1 });
     const stop = new AbortController();
     const running = controller.run(stop.signal);

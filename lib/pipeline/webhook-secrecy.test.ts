@@ -3,27 +3,18 @@
 // Pipeline's status, its Events or the service's logs (anyone with `view` reads the first two).
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
-import { KubeConfig } from '@kubernetes/client-node';
 import { HostileWebhookReceiver, SimulatedCluster } from '../../fixtures/index.ts';
 import { eventually } from '../../e2e/harness/index.ts';
 import { StaticProvider } from '../cluster/index.ts';
 import { registryWithKeeper } from '../registry/testing.ts';
-import type { Logger } from '../util/index.ts';
 import { PipelineController } from './controller.ts';
 import type { Pipeline, PromotionRecord } from './types.ts';
+import { kubeConfigFrom, PIPELINE_KIND, RecordingLogger } from '../../fixtures/support/index.ts';
 
 const SECRET = 'XOXB9PathCredential';
 const NS = 'apps';
 const PIPELINE = { apiVersion: 'fleetcache.dev/v1alpha1', kind: 'Pipeline' } as const;
 const HELM_RELEASE = { apiVersion: 'helm.toolkit.fluxcd.io/v2', kind: 'HelmRelease' } as const;
-
-/** Every line, fields and errors (message, stack, cause) included, as JSON. */
-function recordingLogger(lines: string[], fields: Record<string, unknown> = {}): Logger {
-  const write = (level: string) => (message: string, more?: Record<string, unknown>): void => {
-    lines.push(JSON.stringify({ level, message, ...fields, ...more }, (_key, value: unknown) => (value instanceof Error ? { message: value.message, stack: value.stack, cause: value.cause } : value)));
-  };
-  return { error: write('error'), warn: write('warn'), info: write('info'), debug: write('debug'), child: (more) => recordingLogger(lines, { ...fields, ...more }) };
-}
 
 /** An incoming-webhook URL on `origin`: the path (and the query, and the user) is the secret. */
 const hook = (origin: string): string => origin.replace('://', `://u-${SECRET}@`) + `/services/T0/B0/${SECRET}?k=q-${SECRET}`;
@@ -35,7 +26,7 @@ describe('a webhook URL read from a Secret', () => {
     sim = await SimulatedCluster.start({
       namespaces: [NS, 'dev', 'staging'],
       kinds: [
-        { group: 'fleetcache.dev', version: 'v1alpha1', kind: 'Pipeline', plural: 'pipelines', namespaced: true, status: true },
+        PIPELINE_KIND,
         { group: 'helm.toolkit.fluxcd.io', version: 'v2', kind: 'HelmRelease', plural: 'helmreleases', namespaced: true, status: true },
         { group: '', version: 'v1', kind: 'Event', plural: 'events', namespaced: true },
       ],
@@ -81,10 +72,8 @@ describe('a webhook URL read from a Secret', () => {
       });
     }
 
-    const logged: string[] = [];
-    const logger = recordingLogger(logged);
-    const kubeConfig = new KubeConfig();
-    kubeConfig.loadFromString(sim.kubeconfig);
+    const logger = new RecordingLogger();
+    const kubeConfig = kubeConfigFrom(sim.kubeconfig);
     const registry = registryWithKeeper({ provider: new StaticProvider({ clusters: {} }), local: kubeConfig, credentialCheckIntervalMs: 0, logger });
     t.after(() => registry.close());
     // The receivers are on loopback; a short timeout so that the silent one fails soon.
@@ -115,9 +104,9 @@ describe('a webhook URL read from a Secret', () => {
       redirect: /^the webhook http:\/\/127\.0\.0\.1:\d+ answered HTTP 302 \(redirects are not followed\)$/,
     };
     for (const [mode, pattern] of Object.entries(expected)) assert.match(failed.get(mode)?.message ?? '', pattern, mode);
-    assert.ok(logged.some((line) => line.includes('promotion failed')), 'the failures were logged');
+    assert.ok(logger.json().some((line) => line.includes('promotion failed')), 'the failures were logged');
     const statuses = Object.keys(modes).map((mode) => sim.store.get({ ...PIPELINE, namespace: NS, name: mode })?.status);
-    for (const [where, text] of [['status', JSON.stringify(statuses)], ['Events', JSON.stringify(events)], ['logs', logged.join('\n')]] as const) {
+    for (const [where, text] of [['status', JSON.stringify(statuses)], ['Events', JSON.stringify(events)], ['logs', logger.json().join('\n')]] as const) {
       assert.ok(!text.includes(SECRET), `the URL's path, query or user reached the ${where}`);
       assert.ok(!text.includes('/services/'), `the URL's path reached the ${where}`);
     }

@@ -1,4 +1,5 @@
 import assert from 'node:assert/strict';
+import { subscribe, unsubscribe } from 'node:diagnostics_channel';
 import { after, before, describe, it } from 'node:test';
 import { inspect } from 'node:util';
 import { eventually } from '../../e2e/harness/index.ts';
@@ -6,6 +7,7 @@ import { HOSTILE_INTERNAL_SECRET, HostileWebhookReceiver } from '../../fixtures/
 import { FakeClock, realClock } from '../util/index.ts';
 import { PromotionError, WebhookRefusedError } from './errors.ts';
 import { deliverWebhook, parseWebhookUrl, type WebhookDelivery, type WebhookResolver } from './webhook.ts';
+import { settle } from '../../fixtures/support/index.ts';
 
 const MiB = 1024 * 1024;
 
@@ -110,12 +112,16 @@ describe('webhook delivery', () => {
       const clock = new FakeClock();
       receiver.answer({ kind: 'hang-after-headers', status: 200 });
       const open = receiver.openAnswers;
-      const pending = deliver({ clock, timeoutMs: 10_000 });
+      // Node's HTTP client publishes each response as its headers arrive, before its 'response' event.
+      let headersArrived = false;
+      const onResponse = (): void => { headersArrived = true; };
+      subscribe('http.client.response.finish', onResponse);
+      const pending = deliver({ clock, timeoutMs: 10_000 }).finally(() => { unsubscribe('http.client.response.finish', onResponse); });
       let settled = false;
       pending.then(() => { settled = true; }, () => { settled = true; });
       await eventually('the receiver sent its headers', () => receiver.openAnswers > open);
-      // Long enough for the headers to reach the client, which must still be waiting.
-      await new Promise((resolve) => setTimeout(resolve, 100));
+      await eventually('the headers reached the client', () => headersArrived, 10_000);
+      await settle(); // the client's response handler has run: it must still be waiting for the body
       assert.equal(settled, false, 'settled before the deadline');
       clock.advance(10_000);
       const err = await failure(pending);

@@ -1,36 +1,17 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import { setImmediate as tick } from 'node:timers/promises';
-import { FakeClock, type LogFields, type Logger } from '../util/index.ts';
+import { FakeClock } from '../util/index.ts';
 import { ItemExponentialRateLimiter } from './rate-limiters.ts';
 import { RateLimitingWorkQueue } from './rate-limiting.ts';
 import { runWorkers } from './workers.ts';
-
-/** A logger that keeps every line, to assert on what an operator would read. */
-class RecordingLogger implements Logger {
-  readonly lines: { level: string; message: string; fields: LogFields }[] = [];
-  readonly #base: LogFields;
-  constructor(base: LogFields = {}, lines?: RecordingLogger['lines']) {
-    this.#base = base;
-    if (lines !== undefined) this.lines = lines;
-  }
-  error(message: string, fields: LogFields = {}): void { this.lines.push({ level: 'error', message, fields: { ...this.#base, ...fields } }); }
-  warn(message: string, fields: LogFields = {}): void { this.lines.push({ level: 'warn', message, fields: { ...this.#base, ...fields } }); }
-  info(message: string, fields: LogFields = {}): void { this.lines.push({ level: 'info', message, fields: { ...this.#base, ...fields } }); }
-  debug(message: string, fields: LogFields = {}): void { this.lines.push({ level: 'debug', message, fields: { ...this.#base, ...fields } }); }
-  child(fields: LogFields): Logger { return new RecordingLogger({ ...this.#base, ...fields }, this.lines); }
-}
+import { RecordingLogger, settle } from '../../fixtures/support/index.ts';
 
 /** A promise the test settles by hand. */
 function deferred(): { promise: Promise<void>; resolve: () => void } {
   let resolve = (): void => undefined;
   const promise = new Promise<void>((r) => { resolve = r; });
   return { promise, resolve };
-}
-
-/** Lets pending promise continuations and immediates run (no timers, no real waiting). */
-async function settle(rounds = 5): Promise<void> {
-  for (let i = 0; i < rounds; i++) await tick();
 }
 
 // Unhandled rejections would fail the process late and blame the wrong test: record them instead.
@@ -93,10 +74,10 @@ describe('runWorkers', () => {
       },
     });
     queue.add('a');
-    await settle();
+    await settle(5);
     assert.equal(queue.numRequeues('a'), 1);
     clock.advance(100);
-    await settle();
+    await settle(5);
     assert.equal(calls, 2);
     assert.equal(queue.numRequeues('a'), 0, 'forgotten after success');
     controller.abort();
@@ -229,9 +210,9 @@ describe('runWorkers', () => {
       handler: () => { attempts++; return Promise.reject(new Error('no')); },
     });
     queue.add('a');
-    await settle();
+    await settle(5);
     clock.advance(10_000);
-    await settle();
+    await settle(5);
     assert.equal(attempts, 1);
     controller.abort();
     await run;
@@ -251,14 +232,14 @@ describe('runWorkers', () => {
     });
     queue.addRateLimited('a');
     clock.advance(5);
-    await settle();
+    await settle(5);
     assert.deepEqual(seen, [5]);
     assert.equal(queue.numRequeues('a'), 0);
     clock.advance(29_999);
-    await settle();
+    await settle(5);
     assert.deepEqual(seen, [5]);
     clock.advance(1);
-    await settle();
+    await settle(5);
     assert.deepEqual(seen, [5, 30_005]);
     controller.abort();
     await run;
@@ -284,10 +265,10 @@ describe('runWorkers', () => {
     queue.add('a');
     queue.add('b');
     queue.add('c');
-    await settle();
+    await settle(5);
     assert.deepEqual(started, ['a', 'b']);
     controller.abort();
-    await settle();
+    await settle(5);
     assert.equal(finished, false, 'waits for in-flight handlers');
     assert.ok(signals.every((signal) => signal.aborted), 'handlers see the abort');
     release.resolve();
@@ -307,7 +288,7 @@ describe('runWorkers', () => {
       }),
     });
     queue.add('a');
-    await settle();
+    await settle(5);
     controller.abort();
     await run;
     assert.equal(queue.numRequeues('a'), 0);
@@ -332,7 +313,7 @@ describe('runWorkers', () => {
     });
     for (const item of ['sync', 'string', 'bad-result']) queue.add(item);
     for (let i = 0; i < 5; i++) {
-      await settle();
+      await settle(5);
       clock.advance(1_000);
     }
     controller.abort();
@@ -352,7 +333,7 @@ describe('runWorkers', () => {
     const run = runWorkers(queue, { workers: 2, signal: controller.signal, handler: () => Promise.reject(new Error('retry me')) });
     queue.add('a');
     queue.add('b');
-    await settle();
+    await settle(5);
     assert.equal(clock.pendingTimers, 1, 'retries wait on the single delay timer');
     queue.shutDown();
     await run;

@@ -3,22 +3,12 @@ import { describe, it } from 'node:test';
 import { InvalidClusterRefError, StaticProvider, type ClusterAccess, type ClusterProvider, type ClusterRef, type ResolveContext } from '../cluster/index.ts';
 import { ClosedError, FakeClock } from '../util/index.ts';
 import { registryWithKeeper } from './testing.ts';
-
-function kubeconfig(server: string): string {
-  return JSON.stringify({
-    apiVersion: 'v1',
-    kind: 'Config',
-    clusters: [{ name: 'c', cluster: { server } }],
-    users: [{ name: 'u', user: { token: 'not-a-secret' } }],
-    contexts: [{ name: 'c', context: { cluster: 'c', user: 'u' } }],
-    'current-context': 'c',
-  });
-}
+import { kubeconfigJson } from '../../fixtures/support/index.ts';
 
 /** Counts resolutions and can hold them until released. */
 class CountingProvider implements ClusterProvider {
   calls = 0;
-  readonly #inner = new StaticProvider({ clusters: { east: kubeconfig('https://127.0.0.1:6443') } });
+  readonly #inner = new StaticProvider({ clusters: { east: kubeconfigJson({ name: 'c', server: 'https://127.0.0.1:6443', caPem: undefined, user: 'u', token: 'not-a-secret' }) } });
   #gate: Promise<void> = Promise.resolve();
   release: () => void = () => undefined;
 

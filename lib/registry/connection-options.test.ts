@@ -8,6 +8,7 @@ import { SocketBudget } from '../transport/index.ts';
 import { FakeClock, TransportError, type GroupVersionKind } from '../util/index.ts';
 import { Registry } from './index.ts';
 import { registryWithKeeper } from './testing.ts';
+import { eventually } from '../../fixtures/support/index.ts';
 
 const configMaps: GroupVersionKind = { group: '', version: 'v1', kind: 'ConfigMap' };
 const secrets: GroupVersionKind = { group: '', version: 'v1', kind: 'Secret' };
@@ -119,7 +120,7 @@ describe('Registry connection options', () => {
     await registry.close();
     // The slot comes back on the socket's 'close', a few turns after the session is destroyed.
     const inUse = (): number => socketBudget.inUse; // read afresh: the assertion above narrowed the getter
-    for (let turn = 0; inUse() > 0 && turn < 200; turn++) await new Promise((resolve) => setTimeout(resolve, 10));
+    await eventually('the slot comes back', () => inUse() === 0, { timeoutMs: 2_000, pollMs: 10 });
     assert.equal(inUse(), 0, 'closing the registry gives the slot back');
   });
 

@@ -4,9 +4,10 @@
 import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
 import { describe, it } from 'node:test';
-import { KubeConfig } from '@kubernetes/client-node';
+import type { KubeConfig } from '@kubernetes/client-node';
 import { SimulatedCluster } from '../../fixtures/index.ts';
 import { ClusterSet, CompositeProvider, CoreV1SecretReader, LocalProvider, noopLogger, parseOwnerKey, Registry, runWorkers, SecretProvider, watchOwners, type ClusterRef, type KubeObject, type Logger } from '../index.ts';
+import { eventually, kubeConfigFrom } from '../../fixtures/support/index.ts';
 
 // README:begin
 interface Pipeline extends KubeObject {
@@ -65,9 +66,7 @@ describe('README: the library example', () => {
     t.after(() => cluster.close());
     const versions: string[] = [];
     const controller = new AbortController();
-    const kubeConfig = new KubeConfig();
-    kubeConfig.loadFromString(cluster.kubeconfig);
-    const running = runController(kubeConfig, noopLogger, controller.signal, (pipeline, release) => {
+    const running = runController(kubeConfigFrom(cluster.kubeconfig), noopLogger, controller.signal, (pipeline, release) => {
       versions.push(`${pipeline} ${String(release?.spec && (release.spec as { version?: string }).version)}`);
     });
     // Stopped however the test ends: a failed wait must not leave the workers running.
@@ -75,19 +74,13 @@ describe('README: the library example', () => {
       controller.abort();
       await running;
     });
-    const eventually = async (what: string, condition: () => boolean): Promise<void> => {
-      const deadline = Date.now() + 20_000;
-      while (!condition()) {
-        if (Date.now() > deadline) assert.fail(`timed out waiting until ${what}; seen ${JSON.stringify(versions)}`);
-        await new Promise((resolve) => setTimeout(resolve, 20));
-      }
-    };
+    const showing = (what: string) => (): string => `${what}; seen ${JSON.stringify(versions)}`;
     cluster.store.create({ apiVersion: 'helm.toolkit.fluxcd.io/v2', kind: 'HelmRelease', metadata: { name: 'podinfo', namespace: 'apps' }, spec: { version: '1.0' } });
     cluster.store.create({ apiVersion: 'example.com/v1', kind: 'Pipeline', metadata: { name: 'web', namespace: 'team-a' }, spec: { release: { cluster: { kind: 'local' }, namespace: 'apps', name: 'podinfo' } } });
-    await eventually('the new Pipeline was reconciled', () => versions.includes('example.com/Pipeline/team-a/web 1.0'));
+    await eventually(showing('the new Pipeline was reconciled'), () => versions.includes('example.com/Pipeline/team-a/web 1.0'));
     const release = cluster.store.get({ apiVersion: 'helm.toolkit.fluxcd.io/v2', kind: 'HelmRelease', namespace: 'apps', name: 'podinfo' });
     cluster.store.update({ ...release, spec: { version: '2.0' } });
-    await eventually('the change of its HelmRelease requeued it', () => versions.includes('example.com/Pipeline/team-a/web 2.0'));
+    await eventually(showing('the change of its HelmRelease requeued it'), () => versions.includes('example.com/Pipeline/team-a/web 2.0'));
   });
 
   it('is the README\'s block, word for word', () => {

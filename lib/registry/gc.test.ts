@@ -7,18 +7,10 @@ import { SimulatedCluster } from '../../fixtures/index.ts';
 import { StaticProvider, type ClusterRef } from '../cluster/index.ts';
 import { FakeClock, type GroupVersionKind, type Timer } from '../util/index.ts';
 import { registryWithKeeper } from './testing.ts';
+import { eventually, EVERY_TURN } from '../../fixtures/support/index.ts';
 
 const configMaps: GroupVersionKind = { group: '', version: 'v1', kind: 'ConfigMap' };
 const sim: ClusterRef = { kind: 'static', name: 'sim' };
-
-/** Resolves once `check` holds, looking again at every turn of the event loop; fails after 10 s. */
-async function until(what: string, check: () => boolean): Promise<void> {
-  const deadline = Date.now() + 10_000;
-  while (!check()) {
-    if (Date.now() > deadline) throw new Error(`timed out waiting until ${what}`);
-    await new Promise((resolve) => { setImmediate(resolve); });
-  }
-}
 
 describe('Registry garbage collection', () => {
   it('keeps a cache through the grace period after its last owner left, though a backoff check runs first', async (t) => {
@@ -38,7 +30,7 @@ describe('Registry garbage collection', () => {
     assert.equal(info()?.owners, 0);
     // The backoff check falls due and runs: it finds no owner, but the grace period is not over.
     clock.advance(2_000);
-    await until('the 2 s check ran', () => registry.caches().length === 0 || (info()?.nextGcCheckInMs ?? 0) > 0);
+    await eventually('the 2 s check ran', () => registry.caches().length === 0 || (info()?.nextGcCheckInMs ?? 0) > 0, EVERY_TURN);
     assert.equal(registry.caches().length, 1, 'not collected at the backoff check, 2 s after the last owner left');
     assert.equal(info()?.nextGcCheckInMs, 28_000, 'checked again when the grace period ends');
     assert.equal(reader.synced, true);
@@ -47,7 +39,7 @@ describe('Registry garbage collection', () => {
     clock.advance(27_999);
     assert.equal(info()?.nextGcCheckInMs, 1, 'nothing is due before the grace period ends');
     clock.advance(1);
-    await until('the cache is collected', () => registry.caches().length === 0);
+    await eventually('the cache is collected', () => registry.caches().length === 0, EVERY_TURN);
     assert.equal(reader.synced, false);
     await cluster.waitFor((c) => c.openWatches === 0);
   });

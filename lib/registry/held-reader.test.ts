@@ -6,6 +6,7 @@ import { SimulatedCluster } from '../../fixtures/index.ts';
 import { StaticProvider, type ClusterRef } from '../cluster/index.ts';
 import type { GroupVersionKind } from '../util/index.ts';
 import { registryWithKeeper } from './testing.ts';
+import { eventually } from '../../fixtures/support/index.ts';
 
 const configMaps: GroupVersionKind = { group: '', version: 'v1', kind: 'ConfigMap' };
 const sim: ClusterRef = { kind: 'static', name: 'sim' };
@@ -34,8 +35,7 @@ describe('Registry.reader (no owner)', () => {
     cluster.faults.compact();
     cluster.faults.cutWatches({ mode: 'reset' });
     cluster.faults.clear();
-    const deadline = Date.now() + 10_000;
-    while (deletes.length === 0 && Date.now() < deadline) await new Promise((resolve) => setTimeout(resolve, 10));
+    await eventually('the delete is delivered', () => deletes.length > 0, 10_000);
     assert.deepEqual(deletes, ['gone:true']);
     assert.equal(reader.get('apps', 'gone'), undefined);
   });

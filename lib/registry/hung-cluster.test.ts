@@ -7,6 +7,7 @@ import { SimulatedCluster } from '../../fixtures/index.ts';
 import { StaticProvider, type ClusterAccess, type ClusterProvider, type ClusterRef, type ResolveContext } from '../cluster/index.ts';
 import { ClosedError, FakeClock, toError, TransportError, type GroupVersionKind } from '../util/index.ts';
 import { registryWithKeeper } from './testing.ts';
+import { eventually, EVERY_TURN } from '../../fixtures/support/index.ts';
 
 const configMaps: GroupVersionKind = { group: '', version: 'v1', kind: 'ConfigMap' };
 const secrets: GroupVersionKind = { group: '', version: 'v1', kind: 'Secret' };
@@ -42,11 +43,6 @@ class HangingProvider implements ClusterProvider {
   }
 }
 
-/** Resolves once `check` holds, looking again at every turn of the event loop. */
-async function until(check: () => boolean): Promise<void> {
-  while (!check()) await new Promise((resolve) => { setImmediate(resolve); });
-}
-
 /** Settles with the promise, or rejects with `message` if it has not settled within 10 s (a hang fails fast). */
 function within<T>(promise: Promise<T>, message: string): Promise<T> {
   let timer: NodeJS.Timeout | undefined;
@@ -73,7 +69,7 @@ describe('Registry with a hung cluster', () => {
       'a healthy cluster was not served while another one\'s credentials hung');
     provider.hangFor.add('team-b');
     const hungAdmission = track('hung admission', registry.watchTargetAndGetReader(sim, { gvk: secrets, namespace: 'apps', name: 'y' }, { namespace: 'team-b', name: 'stuck' }));
-    await within(until(() => provider.hanging === 2), 'the two resolutions did not start');
+    await within(eventually('the two resolutions started', () => provider.hanging === 2, EVERY_TURN), 'the two resolutions did not start');
 
     // Meanwhile a new cache on the healthy cluster is built and published (under the lock).
     const second = await within(

@@ -7,6 +7,7 @@ import { FakeClock, type GroupVersionKind } from '../util/index.ts';
 import type { Registry} from './index.ts';
 import { parseOwnerKey, watchOwners, type CacheInfo } from './index.ts';
 import { registryWithKeeper } from './testing.ts';
+import { eventually } from '../../fixtures/support/index.ts';
 
 const widgets: GroupVersionKind = { group: 'example.com', version: 'v1', kind: 'Widget' };
 const configMaps: GroupVersionKind = { group: '', version: 'v1', kind: 'ConfigMap' };
@@ -57,8 +58,7 @@ describe('watchOwners', () => {
     const ownersOfConfigMaps = (): number | undefined => registry.caches().find((c) => c.gvk.kind === 'ConfigMap')?.owners;
     assert.equal(ownersOfConfigMaps(), 1);
     cluster.store.delete({ apiVersion: 'example.com/v1', kind: 'Widget', namespace: 'apps', name: 'new' });
-    const deadline = Date.now() + 10_000;
-    while (ownersOfConfigMaps() !== 0 && Date.now() < deadline) await new Promise((resolve) => setTimeout(resolve, 10));
+    await eventually('the deleted owner is forgotten', () => ownersOfConfigMaps() === 0, 10_000);
     assert.equal(ownersOfConfigMaps(), 0, 'the deleted owner was forgotten');
 
     owners.release();
@@ -77,8 +77,7 @@ describe('watchOwners', () => {
     const ref = { apiVersion: 'example.com/v1', kind: 'Widget', namespace: 'apps', name: 'w' };
     const stored = (): KubeObject => cluster.store.get(ref)!;
     cluster.store.update({ ...stored(), metadata: { ...stored().metadata, labels: { seen: 'yes' } } });
-    const deadline = Date.now() + 10_000;
-    while (owners.get('apps', 'w')?.metadata?.labels?.seen !== 'yes' && Date.now() < deadline) await new Promise((resolve) => setTimeout(resolve, 10));
+    await eventually('the label change is seen', () => owners.get('apps', 'w')?.metadata?.labels?.seen === 'yes', 10_000);
     assert.equal(owners.get('apps', 'w')?.metadata?.labels?.seen, 'yes', 'the label change was seen...');
     assert.equal(registry.queue.len, 0, '...and queued nothing');
     cluster.store.update({ ...stored(), spec: { size: 2 } });
@@ -118,8 +117,7 @@ describe('watchOwners', () => {
     assert.deepEqual(new Set([await next(registry), await next(registry)]), keys, 'a change of the shared target wakes both kinds');
 
     cluster.store.delete({ apiVersion: 'example.com/v1', kind: 'Widget', namespace: 'apps', name: 'same' });
-    const deadline = Date.now() + 10_000;
-    while (configMapCaches()[0]?.owners !== 1 && Date.now() < deadline) await new Promise((resolve) => setTimeout(resolve, 10));
+    await eventually('one owner left on the cache', () => configMapCaches()[0]?.owners === 1, 10_000);
     assert.equal(configMapCaches()[0]?.owners, 1, 'the Gadget of the same namespace/name still uses the cache');
   });
 

@@ -13,31 +13,12 @@ import type { Registry} from './index.ts';
 import { type RegistryOptions } from './index.ts';
 import { eventually } from '../../e2e/harness/index.ts';
 import { registryWithKeeper } from './testing.ts';
+import { ensureNamespace, putKubeconfigSecret } from '../../fixtures/support/index.ts';
 
 const configMaps: GroupVersionKind = { group: '', version: 'v1', kind: 'ConfigMap' };
 const kustomizations: GroupVersionKind = { group: 'kustomize.toolkit.fluxcd.io', version: 'v1', kind: 'Kustomization' };
 const helmReleases: GroupVersionKind = { group: 'helm.toolkit.fluxcd.io', version: 'v2', kind: 'HelmRelease' };
 const remote: ClusterRef = { kind: 'secret', name: 'remote-kubeconfig' };
-
-function base64(text: string): string {
-  return Buffer.from(text).toString('base64');
-}
-
-async function putSecret(cluster: TestCluster, namespace: string, name: string, data: Record<string, string>): Promise<void> {
-  const body = { metadata: { name, namespace }, data: Object.fromEntries(Object.entries(data).map(([k, v]) => [k, base64(v)])) };
-  const created = await cluster.request('POST', `/api/v1/namespaces/${namespace}/secrets`, body);
-  if (created.statusCode === 409) {
-    const replaced = await cluster.request('PUT', `/api/v1/namespaces/${namespace}/secrets/${name}`, body);
-    assert.equal(replaced.statusCode, 200, JSON.stringify(replaced.body));
-  } else {
-    assert.equal(created.statusCode, 201, JSON.stringify(created.body));
-  }
-}
-
-async function ensureNamespace(cluster: TestCluster, name: string): Promise<void> {
-  const res = await cluster.request('POST', '/api/v1/namespaces', { metadata: { name } });
-  assert.ok(res.statusCode === 201 || res.statusCode === 409, JSON.stringify(res.body));
-}
 
 /** Takes owner keys off the queue until `expected` shows up (or fails after 20 s). */
 async function expectRequeued(registry: Registry, expected: string): Promise<void> {
@@ -140,8 +121,8 @@ describe('registry on real clusters', () => {
     await target.installCRDs([kustomizationCrd, helmReleaseCrd]);
     for (const ns of ['team-a', 'team-b', 'team-c']) await ensureNamespace(mgmt, ns);
     await ensureNamespace(target, 'apps');
-    await putSecret(mgmt, 'team-a', 'remote-kubeconfig', { value: target.adminKubeconfig });
-    await putSecret(mgmt, 'team-b', 'remote-kubeconfig', { value: target.adminKubeconfig });
+    await putKubeconfigSecret(mgmt, 'team-a', 'remote-kubeconfig', target.adminKubeconfig);
+    await putKubeconfigSecret(mgmt, 'team-b', 'remote-kubeconfig', target.adminKubeconfig);
     await new Promise<void>((resolve) => hanging.listen(0, '127.0.0.1', resolve));
     const address = hanging.address();
     hangingPort = typeof address === 'object' && address !== null ? address.port : 0;
@@ -325,8 +306,8 @@ describe('registry on real clusters', () => {
     const registry = newRegistry(t);
     const withExec = target.adminKubeconfig.replace(/"token": "[^"]+"/, '"exec": { "apiVersion": "client.authentication.k8s.io/v1", "command": "steal-credentials" }');
     const withFile = target.adminKubeconfig.replace(/"certificate-authority-data": "[^"]+"/, '"certificate-authority": "/etc/ssl/private/ca.pem"');
-    await putSecret(mgmt, 'team-c', 'exec-kubeconfig', { value: withExec });
-    await putSecret(mgmt, 'team-c', 'file-kubeconfig', { value: withFile });
+    await putKubeconfigSecret(mgmt, 'team-c', 'exec-kubeconfig', withExec);
+    await putKubeconfigSecret(mgmt, 'team-c', 'file-kubeconfig', withFile);
     const owner = { namespace: 'team-c', name: 'pipe' };
     const targetRef = { gvk: configMaps, namespace: 'apps', name: 'x' };
 
@@ -347,7 +328,7 @@ describe('registry on real clusters', () => {
 
   it('rebuilds a cluster\'s caches when its Secret changes, and stops them when it is deleted', async (t) => {
     const registry = newRegistry(t);
-    await putSecret(mgmt, 'team-b', 'rotating', { value: target.adminKubeconfig });
+    await putKubeconfigSecret(mgmt, 'team-b', 'rotating', target.adminKubeconfig);
     const ref: ClusterRef = { kind: 'secret', name: 'rotating' };
     const owner = { namespace: 'team-b', name: 'rotator' };
     const reader = await registry.watchTargetAndGetReader(ref, { gvk: configMaps, namespace: 'apps', name: 'x' }, owner);
@@ -356,7 +337,7 @@ describe('registry on real clusters', () => {
 
     // Rotate to credentials with no RBAC at all: the rebuilt cache must be using them.
     const restricted = await target.restrictedKubeconfig({ namespace: 'apps', serviceAccount: 'no-rights' });
-    await putSecret(mgmt, 'team-b', 'rotating', { value: restricted });
+    await putKubeconfigSecret(mgmt, 'team-b', 'rotating', restricted);
     await drain(registry);
     await registry.checkCluster(ref, 'team-b');
     await expectRequeued(registry, 'team-b/rotator');

@@ -12,6 +12,7 @@ import { FakeClock, type GroupVersionKind } from '../util/index.ts';
 import type { Registry} from './index.ts';
 import { type CacheReader, type OwnerRef, type TargetRef } from './index.ts';
 import { registryWithKeeper } from './testing.ts';
+import { eventually, EVERY_TURN } from '../../fixtures/support/index.ts';
 
 const configMaps: GroupVersionKind = { group: '', version: 'v1', kind: 'ConfigMap' };
 const sim: ClusterRef = { kind: 'static', name: 'sim' };
@@ -165,18 +166,18 @@ describe('Registry set targets', () => {
     const failed = f.cluster.counters.injectedFailures;
     const gone = f.cluster.faults.failNext({ verb: 'watch', path: /\/configmaps$/, count: Infinity, status: 410 });
     f.cluster.faults.cutWatches({ mode: 'end' });
-    await until('two WATCHes were answered 410', () => f.cluster.counters.injectedFailures >= failed + 2 && f.cluster.counters.openWatches === 0);
+    await eventually('two WATCHes were answered 410', () => f.cluster.counters.injectedFailures >= failed + 2 && f.cluster.counters.openWatches === 0, EVERY_TURN);
     // No watch open: only the relist after the backoff can tell the informer these went.
     f.cluster.store.delete(ref('apps', 'web'));
     f.cluster.store.delete(ref('apps', 'cache'));
     gone.cancel();
     const listsBefore = f.cluster.counters.requests.list;
     // The informer may not be asleep yet: move the clock on, a second a turn, until it relists.
-    await until('the informer relisted', () => {
+    await eventually('the informer relisted', () => {
       if (f.cluster.counters.requests.list > listsBefore) return true;
       f.clock.advance(1_000);
       return false;
-    });
+    }, EVERY_TURN);
     await f.cluster.waitFor((c) => c.openWatches === 1, { timeoutMs: 10_000 });
     assert.deepEqual([...await f.wokenBy(() => undefined)], ['team-a/web-lister'], 'the inferred delete of a matching object');
     assert.deepEqual(deletes.sort(), ['cache:true', 'web:true'], 'both deletes were inferred by the relist');
@@ -204,7 +205,7 @@ describe('Registry set targets', () => {
     for (const due of [2_000, 4_000, 8_000, 16_000]) {
       assert.equal(info()?.nextGcCheckInMs, due);
       f.clock.advance(due);
-      await until('the check ran', () => info() === undefined || (info()?.nextGcCheckInMs ?? 0) > 0);
+      await eventually('the check ran', () => info() === undefined || (info()?.nextGcCheckInMs ?? 0) > 0, EVERY_TURN);
       assert.equal(f.registry.caches().length, 1, `still used after the check due at ${due} ms`);
     }
     assert.equal(reader.synced, true);
@@ -214,7 +215,7 @@ describe('Registry set targets', () => {
     assert.equal(info()?.owners, 0);
     assert.equal(info()?.nextGcCheckInMs, 30_000, 'eligible a grace period later');
     f.clock.advance(30_000);
-    await until('the cache is collected', () => f.registry.caches().length === 0);
+    await eventually('the cache is collected', () => f.registry.caches().length === 0, EVERY_TURN);
     assert.equal(reader.synced, false);
   });
 
@@ -235,11 +236,3 @@ describe('Registry set targets', () => {
   });
 });
 
-/** Resolves once `check` holds, looking again at every turn of the event loop; fails after 10 s. */
-async function until(what: string, check: () => boolean): Promise<void> {
-  const deadline = Date.now() + 10_000;
-  while (!check()) {
-    if (Date.now() > deadline) throw new Error(`timed out waiting until ${what}`);
-    await new Promise((resolve) => { setImmediate(resolve); });
-  }
-}

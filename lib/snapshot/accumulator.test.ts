@@ -5,6 +5,7 @@ import type { KubeObject } from '../transport/index.ts';
 import { FakeClock, TransportError, type GroupVersionKind } from '../util/index.ts';
 import { FleetAccumulator, snapshotQuery, type FleetSnapshot, type QuerySet } from './index.ts';
 import { FakeSnapshotSource, type FakeCache } from './testing.ts';
+import { settle } from '../../fixtures/support/index.ts';
 
 interface ConfigMap extends KubeObject {
   readonly data?: Readonly<Record<string, string>>;
@@ -14,10 +15,6 @@ const CM: GroupVersionKind = { group: '', version: 'v1', kind: 'ConfigMap' };
 const SECRET: GroupVersionKind = { group: '', version: 'v1', kind: 'Secret' };
 const east: ClusterRef = { kind: 'static', name: 'east' };
 const west: ClusterRef = { kind: 'static', name: 'west' };
-
-async function settle(rounds = 10): Promise<void> {
-  for (let i = 0; i < rounds; i++) await new Promise<void>((resolve) => { setImmediate(resolve); });
-}
 
 function cm(name: string, data: Record<string, string> = {}, labels: Record<string, string> = {}, namespace = 'ns'): ConfigMap {
   return { metadata: { namespace, name, labels }, data };
@@ -45,7 +42,7 @@ class Puller<Q extends QuerySet> {
       this.#pending = this.#it.next();
       void this.#pending.then((r) => { this.#result = r; });
     }
-    await settle();
+    await settle(10);
     const result = this.#result;
     if (result === undefined) return undefined;
     this.#pending = undefined;
@@ -57,7 +54,7 @@ class Puller<Q extends QuerySet> {
   async ended(): Promise<boolean> {
     const pending = this.#pending ?? this.#it.next();
     this.#pending = pending;
-    await settle();
+    await settle(10);
     return (await Promise.race([pending, Promise.resolve(undefined)]))?.done === true;
   }
 }
@@ -117,7 +114,7 @@ describe('FleetAccumulator: consistent bootstrap', () => {
     down.unreachable = undefined;
     down.upsert(cm('s'));
     clock.advance(60_000);
-    await settle();
+    await settle(10);
     assert.equal(acc.status().queries.find((q) => q.name === 'secrets')?.phase, 'listing');
     assert.equal(await puller.poll(), undefined, 'reachable but not listed yet');
     down.sync();
@@ -182,7 +179,7 @@ describe('FleetAccumulator: coalescing', () => {
     for (let v = 1; v <= 3; v++) {
       cache.upsert(cm('a', { v: String(v) }));
       clock.advance(150);
-      await settle();
+      await settle(10);
     }
     const next = await it.next();
     assert.equal(next.done, false);
@@ -424,7 +421,7 @@ describe('FleetAccumulator: lifecycle and options', () => {
     const { source, clock, acc } = setup({ maps: { cluster: east, gvk: CM } });
     source.cache(east, CM).unreachable = new TransportError({ cluster: 'static:east' }, 'down');
     acc.start();
-    await settle();
+    await settle(10);
     await acc.close();
     assert.equal(clock.pendingTimers, 0);
   });

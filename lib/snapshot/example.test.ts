@@ -7,6 +7,7 @@ import { describe, it } from 'node:test';
 import { startSimulatedClusters, type SimulatedCluster } from '../../fixtures/index.ts';
 import { FleetAccumulator, registrySource, snapshotQuery, StaticProvider, type KubeObject, type Registry } from '../index.ts';
 import { registryWithKeeper } from '../registry/testing.ts';
+import { eventually } from '../../fixtures/support/index.ts';
 
 // README:begin
 interface ConfigMap extends KubeObject {
@@ -44,14 +45,6 @@ async function mirrorSettings(registry: Registry, signal: AbortSignal): Promise<
 
 function settingsIn(cluster: SimulatedCluster): Record<string, string> | undefined {
   return (cluster.store.get({ apiVersion: 'v1', kind: 'ConfigMap', namespace: 'default', name: 'settings' }) as ConfigMap | undefined)?.data;
-}
-
-async function eventually(what: string, condition: () => boolean): Promise<void> {
-  const deadline = Date.now() + 20_000;
-  while (!condition()) {
-    if (Date.now() > deadline) assert.fail(`timed out waiting until ${what}`);
-    await new Promise((resolve) => setTimeout(resolve, 20));
-  }
 }
 
 describe('README: fleet snapshots', () => {

@@ -7,6 +7,7 @@ import { StaticProvider, type ClusterRef } from '../cluster/index.ts';
 import type { GroupVersionKind } from '../util/index.ts';
 import { FleetAccumulator, registrySource, type FleetSnapshot, type QuerySet } from './index.ts';
 import { registryWithKeeper } from '../registry/testing.ts';
+import { eventually } from '../../fixtures/support/index.ts';
 
 const CM: GroupVersionKind = { group: '', version: 'v1', kind: 'ConfigMap' };
 const SECRET: GroupVersionKind = { group: '', version: 'v1', kind: 'Secret' };
@@ -15,14 +16,6 @@ const west: ClusterRef = { kind: 'static', name: 'west' };
 
 function configMap(name: string, v: string): SimObject {
   return { apiVersion: 'v1', kind: 'ConfigMap', metadata: { name, namespace: 'apps' }, data: { v } };
-}
-
-async function eventually(what: string, condition: () => boolean, timeoutMs = 20_000): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  while (!condition()) {
-    if (Date.now() > deadline) assert.fail(`timed out waiting until ${what}`);
-    await new Promise((resolve) => setTimeout(resolve, 20));
-  }
 }
 
 /** Whether `promise` has settled after the event loop had a few turns. */

@@ -14,6 +14,7 @@ import type { KubeObject } from '../transport/index.ts';
 import type { GroupVersionKind } from '../util/index.ts';
 import { FleetAccumulator, registrySource, snapshotQuery, type FleetSnapshot, type QuerySet } from './index.ts';
 import { registryWithKeeper } from '../registry/testing.ts';
+import { ensureNamespace } from '../../fixtures/support/index.ts';
 
 interface ConfigMap extends KubeObject {
   readonly data?: Readonly<Record<string, string>>;
@@ -26,11 +27,6 @@ const west: ClusterRef = { kind: 'static', name: 'west' };
 const NS = 'snap';
 
 const fixture = useClusters(2, { namePrefix: 'snapshot' });
-
-async function ensureNamespace(cluster: TestCluster, name: string): Promise<void> {
-  const res = await cluster.request('POST', '/api/v1/namespaces', { metadata: { name } });
-  assert.ok(res.statusCode === 201 || res.statusCode === 409, JSON.stringify(res.body));
-}
 
 async function create(cluster: TestCluster, plural: string, name: string, data: Record<string, string> = {}): Promise<void> {
   const res = await cluster.request('POST', `/api/v1/namespaces/${NS}/${plural}`, { metadata: { name, namespace: NS }, data });

@@ -2,13 +2,9 @@
 // "wait", on a fake clock (no real sleeps, no timing asserts).
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { FakeClock, noopLogger, type Logger } from '../util/index.ts';
+import { FakeClock } from '../util/index.ts';
 import { defaultMaxSockets, SocketBudget, SocketReclaimedError, type SlotHolder, type SocketSlot } from './budget.ts';
-
-/** Lets pending promise callbacks run. */
-async function ticks(n = 5): Promise<void> {
-  for (let i = 0; i < n; i++) await new Promise<void>((resolve) => { setImmediate(resolve); });
-}
+import { RecordingLogger, settle } from '../../fixtures/support/index.ts';
 
 function emfile(): NodeJS.ErrnoException {
   return Object.assign(new Error('connect EMFILE 127.0.0.1:443 - Local (undefined:undefined)'), { code: 'EMFILE', errno: -24, syscall: 'connect' });
@@ -24,12 +20,6 @@ class TestHolder implements SlotHolder {
   reclaim(reason: Error): void { this.reclaimed.push(reason); }
 }
 
-function recordingLogger(): { logger: Logger; warnings: string[] } {
-  const warnings: string[] = [];
-  const logger: Logger = { ...noopLogger, warn: (message) => { warnings.push(message); }, child: () => logger };
-  return { logger, warnings };
-}
-
 describe('SocketBudget', () => {
   it('serves waiters in order of arrival, one per released slot', async () => {
     const budget = new SocketBudget({ maxSockets: 2, clock: new FakeClock() });
@@ -38,14 +28,14 @@ describe('SocketBudget', () => {
     const second = await budget.acquire(never);
     const order: number[] = [];
     const waiting = [1, 2, 3].map((n) => budget.acquire(never).then((slot) => { order.push(n); return slot; }));
-    await ticks();
+    await settle(5);
     assert.deepEqual([budget.inUse, budget.waiting, order], [2, 3, []]);
     first.release();
     first.release(); // idempotent: frees one place, not two
-    await ticks();
+    await settle(5);
     assert.deepEqual(order, [1]);
     second.release();
-    await ticks();
+    await settle(5);
     assert.deepEqual(order, [1, 2]);
     const [one] = await Promise.all(waiting.slice(0, 1));
     one?.release();
@@ -63,7 +53,7 @@ describe('SocketBudget', () => {
     const aborted = budget.acquire(leaving.signal);
     let next: SocketSlot | undefined;
     const later = budget.acquire(never).then((slot) => { next = slot; });
-    await ticks();
+    await settle(5);
     assert.equal(budget.waiting, 2);
     leaving.abort(new Error('caller left'));
     await assert.rejects(aborted, /caller left/);
@@ -86,7 +76,7 @@ describe('SocketBudget', () => {
     const idleSlot = await budget.acquire(never);
     idleSlot.hold(idle);
     const waiting = budget.acquire(never);
-    await ticks();
+    await settle(5);
     assert.equal(idle.reclaimed.length, 1);
     assert.ok(idle.reclaimed[0] instanceof SocketReclaimedError);
     assert.equal(busy.reclaimed.length, 0);
@@ -102,7 +92,7 @@ describe('SocketBudget', () => {
     const slot = await budget.acquire(never);
     let got = false;
     const waiting = budget.acquire(never).then((s) => { got = true; return s; });
-    await ticks();
+    await settle(5);
     assert.equal(budget.waiting, 1);
     const idle = new TestHolder();
     idle.busy = false;
@@ -122,7 +112,7 @@ describe('SocketBudget', () => {
     const slot = await budget.acquire(never);
     const aborting = new AbortController();
     const waiting = budget.acquire(aborting.signal);
-    await ticks();
+    await settle(5);
     const busy = new TestHolder();
     slot.hold(busy);
     assert.equal(busy.reclaimed.length, 0);
@@ -144,10 +134,10 @@ describe('SocketBudget', () => {
     let got = false;
     const waiting = budget.acquire(never).then((slot) => { got = true; return slot; });
     clock.advance(999);
-    await ticks();
+    await settle(5);
     assert.deepEqual([watching.reclaimed.length, listing.reclaimed.length], [0, 0], 'not before the turn');
     clock.advance(1);
-    await ticks();
+    await settle(5);
     assert.deepEqual([watching.reclaimed.length, listing.reclaimed.length], [1, 0]);
     assert.equal(got, false, 'the slot is handed on when the socket has closed');
     watchSlot.release();
@@ -165,21 +155,21 @@ describe('SocketBudget', () => {
     slots[1]?.hold(b);
     slots[2]?.hold(c);
     const waiting = [budget.acquire(never), budget.acquire(never), budget.acquire(never)];
-    await ticks();
+    await settle(5);
     clock.advance(600);
     slots[2]?.release(); // c's socket closed on its own: the first waiter gets it
     const first = await waiting[0];
     const d = watching();
     first?.hold(d);
     clock.advance(400);
-    await ticks();
+    await settle(5);
     assert.deepEqual([a, b, c, d].map((h) => h.reclaimed.length), [1, 0, 0, 0], 'two waiters due: a yields; b is busy; d, fresh, keeps its turn');
     const e = watching();
     slots[0]?.release();
     const second = await waiting[1];
     second?.hold(e);
     clock.advance(1000);
-    await ticks();
+    await settle(5);
     assert.deepEqual([d, e].map((h) => h.reclaimed.length), [1, 0], 'next round: d has had its turn, e has not');
     first?.release();
     const last = await waiting[2];
@@ -189,7 +179,8 @@ describe('SocketBudget', () => {
 
   it('EMFILE on connect is a wait: the budget shrinks to what is open, the connect retries when a slot frees, logged once', async () => {
     const clock = new FakeClock();
-    const { logger, warnings } = recordingLogger();
+    const logger = new RecordingLogger();
+    const warnings = (): string[] => logger.messages('warn');
     const budget = new SocketBudget({ maxSockets: 10, recoverMs: 5000, clock, logger });
     const never = new AbortController().signal;
     const open = await budget.acquire(never); // one socket of ours is open
@@ -199,22 +190,22 @@ describe('SocketBudget', () => {
       if (attempts <= 3) return Promise.reject(emfile());
       return Promise.resolve(slot);
     });
-    await ticks();
+    await settle(5);
     assert.equal(attempts, 1);
     assert.deepEqual([budget.limit, budget.inUse, budget.waiting], [1, 1, 1], 'held to the one socket open');
     open.release(); // a descriptor came back: the connect is tried again, fails twice more, waits
-    await ticks();
+    await settle(5);
     assert.equal(attempts, 2);
     assert.equal(budget.limit, 0);
-    assert.equal(warnings.length, 1, `one warning for the episode, got ${JSON.stringify(warnings)}`);
+    assert.equal(warnings().length, 1, `one warning for the episode, got ${JSON.stringify(warnings())}`);
     clock.advance(5000); // the episode ends: the whole budget again; the third try fails: a new episode
-    await ticks();
+    await settle(5);
     assert.deepEqual([attempts, budget.limit, budget.waiting], [3, 0, 1]);
     clock.advance(5000);
     const slot = await connected;
     assert.equal(attempts, 4);
     assert.equal(budget.limit, 10);
-    assert.equal(warnings.length, 2, `one warning per episode, got ${JSON.stringify(warnings)}`);
+    assert.equal(warnings().length, 2, `one warning per episode, got ${JSON.stringify(warnings())}`);
     slot.release();
     assert.equal(budget.inUse, 0);
   });

@@ -3,12 +3,12 @@ import { createServer, type IncomingMessage, type Server, type ServerResponse } 
 import { createServer as createTcpServer } from 'node:net';
 import type { AddressInfo, Socket } from 'node:net';
 import { after, before, describe, it } from 'node:test';
-import { KubeConfig } from '@kubernetes/client-node';
 import { eventually } from '../../e2e/harness/index.ts';
 import { FakeClock, KubeApiError, TransportError, UnknownKindError, WatchDecodeError } from '../util/index.ts';
 import { ClusterConnection } from './connection.ts';
 import { verbSet } from './discovery.ts';
 import { createListLimiter, resourcePath, type WatchEvent } from './index.ts';
+import { kubeConfigFor } from '../../fixtures/support/index.ts';
 
 const TOKEN = 'secret-token-never-logged';
 const configMaps = { gvk: { group: '', version: 'v1', kind: 'ConfigMap' }, resource: 'configmaps', namespaced: true, verbs: ['list', 'watch'] } as const;
@@ -63,17 +63,6 @@ function json(res: ServerResponse, status: number, body: unknown, headers: Recor
   res.end(JSON.stringify(body));
 }
 
-function kubeConfig(server: string): KubeConfig {
-  const kc = new KubeConfig();
-  kc.loadFromOptions({
-    clusters: [{ name: 'c', server, skipTLSVerify: true }],
-    users: [{ name: 'u', token: TOKEN }],
-    contexts: [{ name: 'ctx', cluster: 'c', user: 'u' }],
-    currentContext: 'ctx',
-  });
-  return kc;
-}
-
 const coreV1 = { kind: 'APIResourceList', groupVersion: 'v1', resources: [
   { name: 'configmaps', kind: 'ConfigMap', namespaced: true, verbs: ['list', 'watch', 'get'] },
   { name: 'namespaces', kind: 'Namespace', namespaced: false, verbs: ['list', 'watch'] },
@@ -88,7 +77,7 @@ describe('ClusterConnection', () => {
   after(async () => { await srv.close(); await listLimiter.stop(); });
 
   function connect(options: { requestTimeoutMs?: number } = {}): ClusterConnection {
-    return new ClusterConnection({ name: 'east', kubeConfig: kubeConfig(url), listLimiter, ...options });
+    return new ClusterConnection({ name: 'east', kubeConfig: kubeConfigFor(url, { token: TOKEN }), listLimiter, ...options });
   }
 
   it('resolves kinds through discovery, caches them, and re-reads on a miss so a late CRD is found', async () => {
@@ -144,7 +133,7 @@ describe('ClusterConnection', () => {
   it('trusts a discovery result for discoveryTtlMs after it was read, however often it is used', async () => {
     srv.routes.set('/api/v1', (_q, res) => { json(res, 200, coreV1); });
     const clock = new FakeClock(1_000);
-    const conn = new ClusterConnection({ name: 'east', kubeConfig: kubeConfig(url), listLimiter, clock, discoveryTtlMs: 10_000 });
+    const conn = new ClusterConnection({ name: 'east', kubeConfig: kubeConfigFor(url, { token: TOKEN }), listLimiter, clock, discoveryTtlMs: 10_000 });
     const reads = (): number => srv.requests.filter((r) => r.url.pathname === '/api/v1').length;
     const gvk = { group: '', version: 'v1', kind: 'ConfigMap' };
     try {
@@ -320,7 +309,7 @@ describe('ClusterConnection', () => {
     const silent = createTcpServer((socket) => { held.add(socket); socket.on('close', () => held.delete(socket)); socket.on('error', () => undefined); socket.resume(); });
     await new Promise<void>((resolve) => silent.listen(0, '127.0.0.1', resolve));
     after(() => new Promise<void>((resolve) => { for (const s of held) s.destroy(); silent.close(() => { resolve(); }); }));
-    const conn = new ClusterConnection({ name: 'silent', kubeConfig: kubeConfig(`https://127.0.0.1:${(silent.address() as AddressInfo).port}`) });
+    const conn = new ClusterConnection({ name: 'silent', kubeConfig: kubeConfigFor(`https://127.0.0.1:${(silent.address() as AddressInfo).port}`, { token: TOKEN }) });
     const waitFor = async (what: string, check: () => boolean): Promise<void> => { await eventually(what, check, 10_000); };
 
     const aborted = new AbortController();
@@ -338,9 +327,9 @@ describe('ClusterConnection', () => {
   });
 
   it('rejects invalid options with a TypeError naming the option', () => {
-    assert.throws(() => new ClusterConnection({ name: '', kubeConfig: kubeConfig(url) }), /name/);
-    assert.throws(() => new ClusterConnection({ name: 'x', kubeConfig: kubeConfig(url), qps: 0 }), /qps/);
-    assert.throws(() => new ClusterConnection({ name: 'x', kubeConfig: kubeConfig(url), burst: 1.5 }), /burst/);
+    assert.throws(() => new ClusterConnection({ name: '', kubeConfig: kubeConfigFor(url, { token: TOKEN }) }), /name/);
+    assert.throws(() => new ClusterConnection({ name: 'x', kubeConfig: kubeConfigFor(url, { token: TOKEN }), qps: 0 }), /qps/);
+    assert.throws(() => new ClusterConnection({ name: 'x', kubeConfig: kubeConfigFor(url, { token: TOKEN }), burst: 1.5 }), /burst/);
   });
 });
 

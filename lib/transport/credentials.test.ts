@@ -9,6 +9,7 @@ import { after, describe, it } from 'node:test';
 import { KubeConfig } from '@kubernetes/client-node';
 import { SIM_CERT_PEM } from '../../fixtures/sim/index.ts';
 import { applyCredentials } from './credentials.ts';
+import { kubeConfigFrom } from '../../fixtures/support/index.ts';
 
 const dir = mkdtempSync(join(tmpdir(), 'fleetcache-credentials-'));
 after(() => { rmSync(dir, { recursive: true, force: true }); });
@@ -46,12 +47,6 @@ const USERS: readonly (readonly [string, string])[] = [
   ['a token file', `    auth-provider:\n      name: tokenFile\n      config: { tokenFile: ${JSON.stringify(tokenFile)} }`],
 ];
 
-function load(text: string): KubeConfig {
-  const kc = new KubeConfig();
-  kc.loadFromString(text);
-  return kc;
-}
-
 /** client-node's agent cache (private): present, and how many agents it keeps. */
 function cachedAgents(kc: KubeConfig): number {
   const cache: unknown = (kc as unknown as { agentCache?: unknown }).agentCache;
@@ -66,8 +61,8 @@ describe('applyCredentials', () => {
 
   for (const [what, user] of USERS) {
     it(`gives a request with ${what} what applyToHTTPSOptions gives, and leaves no agent in the KubeConfig`, async () => {
-      const ours = load(kubeconfig(user));
-      const theirs = load(kubeconfig(user));
+      const ours = kubeConfigFrom(kubeconfig(user));
+      const theirs = kubeConfigFrom(kubeconfig(user));
       const got: https.RequestOptions = {};
       await applyCredentials(ours, got, false);
       const want: https.RequestOptions = {};
@@ -83,7 +78,7 @@ describe('applyCredentials', () => {
   }
 
   it('behind a proxy, gives the kubeconfig\'s proxy agent (kept, and reused)', async () => {
-    const kc = load(kubeconfig('    token: t', '    proxy-url: http://127.0.0.1:3128\n'));
+    const kc = kubeConfigFrom(kubeconfig('    token: t', '    proxy-url: http://127.0.0.1:3128\n'));
     const first: https.RequestOptions = {};
     await applyCredentials(kc, first, true);
     assert.ok(first.agent !== undefined);

@@ -8,11 +8,11 @@ import { describe, it, type TestContext } from 'node:test';
 import { eventually } from '../../e2e/harness/index.ts';
 import { SimulatedCluster } from '../../fixtures/sim/index.ts';
 import { SIM_CERT_PEM, simKeyPem } from '../../fixtures/sim/cert.ts';
-import { kubeconfigYaml } from '../../fixtures/sim/kubeconfig.ts';
 import { loadKubeconfig } from '../cluster/index.ts';
 import { ResourceInformer } from '../informer/index.ts';
 import { TransportError, type GroupVersionKind } from '../util/index.ts';
 import { ClusterConnection, createListLimiter, type ClusterConnectionOptions } from './index.ts';
+import { kubeconfigYaml } from '../../fixtures/support/index.ts';
 
 const CONFIGMAP: GroupVersionKind = { group: '', version: 'v1', kind: 'ConfigMap' };
 const NAMESPACES = ['a', 'b', 'c', 'd'];

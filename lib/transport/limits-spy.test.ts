@@ -6,30 +6,16 @@ import { getEventListeners } from 'node:events';
 import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { after, afterEach, before, describe, it } from 'node:test';
-import { KubeConfig } from '@kubernetes/client-node';
 import { ClosedError, FakeClock, type Clock, type Timer } from '../util/index.ts';
 import { ClusterConnection, createListLimiter, resourcePath } from './index.ts';
 import { ConcurrencyLimiter, defaultListLimiter, TokenBucket } from './limiter.ts';
-
-/** Lets every promise callback queued so far run (and what they queue in turn). */
-async function settle(): Promise<void> {
-  for (let i = 0; i < 5; i++) await new Promise<void>((resolve) => { setImmediate(resolve); });
-}
+import { eventually, kubeConfigFor, settle } from '../../fixtures/support/index.ts';
 
 /** Tracks whether a promise settled, and how, without awaiting it. */
 function track<T>(promise: Promise<T>): { state: 'pending' | 'resolved' | 'rejected'; error?: unknown } {
   const t: { state: 'pending' | 'resolved' | 'rejected'; error?: unknown } = { state: 'pending' };
   promise.then(() => { t.state = 'resolved'; }, (error: unknown) => { t.state = 'rejected'; t.error = error; });
   return t;
-}
-
-/** Waits for a condition the limiters should bring about; fails with a message instead of hanging. */
-async function until(check: () => boolean, what: string, timeoutMs = 5_000): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  while (!check()) {
-    if (Date.now() > deadline) assert.fail(`timed out waiting for ${what}`);
-    await settle();
-  }
 }
 
 /** Fails fast, with a message, instead of hanging when a request the limiters should let through never goes. */
@@ -76,27 +62,27 @@ describe('TokenBucket', () => {
     const clock = new FakeClock();
     const bucket = new TokenBucket({ qps: 4, burst: 3, clock });
     const takes = [0, 1, 2, 3, 4].map(() => track(bucket.take()));
-    await settle();
+    await settle(5);
     assert.deepEqual(takes.map((t) => t.state), ['resolved', 'resolved', 'resolved', 'pending', 'pending'], 'the burst of 3 is there at start');
     assert.equal(bucket.waiting, 2);
     assert.equal(clock.nextTimerIn, 250, 'the next token is due in 1000/qps ms');
     clock.advance(249);
-    await settle();
+    await settle(5);
     assert.equal(takes[3]?.state, 'pending', 'no token before 250 ms');
     clock.advance(1);
-    await settle();
+    await settle(5);
     assert.deepEqual(takes.map((t) => t.state), ['resolved', 'resolved', 'resolved', 'resolved', 'pending']);
     clock.advance(250);
-    await settle();
+    await settle(5);
     assert.equal(takes[4]?.state, 'resolved');
     assert.equal(bucket.tokens, 0);
     clock.advance(10_000);
     assert.equal(bucket.tokens, 3, 'refilled up to the burst, no further');
     const again = [0, 1, 2, 3].map(() => track(bucket.take()));
-    await settle();
+    await settle(5);
     assert.deepEqual(again.map((t) => t.state), ['resolved', 'resolved', 'resolved', 'pending']);
     clock.advance(250);
-    await settle();
+    await settle(5);
     assert.equal(again[3]?.state, 'resolved');
   });
 
@@ -105,17 +91,17 @@ describe('TokenBucket', () => {
     const bucket = new TokenBucket({ qps: 1, burst: 1, clock });
     const order: number[] = [];
     const takes = [0, 1, 2, 3].map((i) => bucket.take().then(() => { order.push(i); }));
-    await settle();
+    await settle(5);
     assert.deepEqual(order, [0]);
     // A second passes but the timer has not fired yet (a busy loop): the token is the head's.
     clock.time = 1_000;
     const late = bucket.take().then(() => { order.push(4); });
-    await settle();
+    await settle(5);
     assert.deepEqual(order, [0, 1], 'the waiting head got the accrued token, not the newcomer');
     for (let t = 2_000; t <= 4_000; t += 1_000) {
       clock.time = t;
       clock.fireAll();
-      await settle();
+      await settle(5);
     }
     await Promise.all([...takes, late]);
     assert.deepEqual(order, [0, 1, 2, 3, 4]);
@@ -132,17 +118,17 @@ describe('TokenBucket', () => {
     const stays = [0, 1, 2].map(() => track(bucket.take(shared.signal)));
     assert.equal(getEventListeners(shared.signal, 'abort').length, 1, 'three waiters, one listener on their shared signal');
     leaving.abort(new Error('caller left'));
-    await settle();
+    await settle(5);
     assert.equal(gone.state, 'rejected');
     assert.equal((gone.error as Error).message, 'caller left', 'rejected with the signal\'s reason');
     assert.equal(bucket.waiting, 3);
     assert.equal(getEventListeners(leaving.signal, 'abort').length, 0, 'its listener is gone');
     clock.advance(1_000);
-    await settle();
+    await settle(5);
     assert.deepEqual(stays.map((t) => t.state), ['resolved', 'pending', 'pending'], 'the next waiter took the aborted one\'s token');
     assert.equal(getEventListeners(shared.signal, 'abort').length, 1);
     shared.abort();
-    await settle();
+    await settle(5);
     assert.deepEqual(stays.map((t) => t.state), ['resolved', 'rejected', 'rejected']);
     assert.equal(bucket.waiting, 0);
     assert.equal(clock.pendingTimers, 0, 'the last waiter gone, its timer is cancelled');
@@ -194,14 +180,14 @@ describe('ConcurrencyLimiter', () => {
     const order: number[] = [];
     const acquire = (i: number): Promise<void> => slots.acquire().then((release) => { order.push(i); releases.push(release); });
     const first = [0, 1, 2, 3].map(acquire);
-    await settle();
+    await settle(5);
     assert.deepEqual(order, [0, 1]);
     assert.equal(slots.held, 2);
     assert.equal(slots.waiting, 2);
     releases[0]?.();
     releases[0]?.();
     const late = acquire(4);
-    await settle();
+    await settle(5);
     assert.deepEqual(order, [0, 1, 2], 'the released slot went to the head of the queue (releasing twice counts once)');
     assert.equal(slots.held, 2);
     releases[1]?.();
@@ -220,7 +206,7 @@ describe('ConcurrencyLimiter', () => {
     const gone = track(slots.run(leaving.signal, () => Promise.resolve('ran')));
     const next = slots.run(undefined, () => Promise.resolve('next ran'));
     leaving.abort();
-    await settle();
+    await settle(5);
     assert.equal(gone.state, 'rejected');
     assert.equal(slots.waiting, 1);
     release();
@@ -257,17 +243,6 @@ interface Arrival {
   readonly kind: 'discovery' | 'list' | 'continue' | 'watch' | 'get' | 'hang';
   /** Slots of the shared LIST limiter under test held when the request arrived. */
   readonly listSlots: number;
-}
-
-function kubeConfig(server: string): KubeConfig {
-  const kc = new KubeConfig();
-  kc.loadFromOptions({
-    clusters: [{ name: 'c', server, skipTLSVerify: true }],
-    users: [{ name: 'u', token: 'limits-token' }],
-    contexts: [{ name: 'ctx', cluster: 'c', user: 'u' }],
-    currentContext: 'ctx',
-  });
-  return kc;
 }
 
 function json(res: ServerResponse, body: unknown): void {
@@ -328,7 +303,7 @@ describe('ClusterConnection limits', () => {
     const clock = new FakeClock();
     const listLimiter = createListLimiter(3);
     listLimiterUnderTest = listLimiter;
-    const conn = new ClusterConnection({ name: 'limited', kubeConfig: kubeConfig(url), listLimiter, qps: 1, burst: 2, clock });
+    const conn = new ClusterConnection({ name: 'limited', kubeConfig: kubeConfigFor(url, { token: 'limits-token' }), listLimiter, qps: 1, burst: 2, clock });
     t.after(() => conn.close());
     const signal = AbortSignal.timeout(10_000);
 
@@ -354,7 +329,7 @@ describe('ClusterConnection limits', () => {
     for (const [kind, send] of fresh) {
       const before = arrivals.length;
       const sent = send();
-      await settle();
+      await settle(5);
       assert.equal(arrivals.length, before, `the ${kind} waits for a token`);
       assert.equal(clock.nextTimerIn, 1_000, `one timer, due with the ${kind}'s token`);
       clock.advance(1_000);
@@ -367,7 +342,7 @@ describe('ClusterConnection limits', () => {
 
   it('gives each connection its own request bucket', async (t) => {
     const clock = new FakeClock();
-    const conns = [0, 1].map((i) => new ClusterConnection({ name: `c${i}`, kubeConfig: kubeConfig(url), qps: 1, burst: 1, clock }));
+    const conns = [0, 1].map((i) => new ClusterConnection({ name: `c${i}`, kubeConfig: kubeConfigFor(url, { token: 'limits-token' }), qps: 1, burst: 1, clock }));
     t.after(() => Promise.all(conns.map((c) => c.close())));
     for (const c of conns) await released('the first request of each connection', c.request({ method: 'GET', path: getPath, signal: AbortSignal.timeout(10_000) }));
     assert.equal(arrivals.length, 2, 'two connections, a burst of one each, no waiting');
@@ -377,7 +352,7 @@ describe('ClusterConnection limits', () => {
     const listLimiter = createListLimiter(3);
     listLimiterUnderTest = listLimiter;
     const connect = (name: string): ClusterConnection => {
-      const conn = new ClusterConnection({ name, kubeConfig: kubeConfig(url), listLimiter, maxListsPerCluster: 2, qps: 1000, burst: 1000 });
+      const conn = new ClusterConnection({ name, kubeConfig: kubeConfigFor(url, { token: 'limits-token' }), listLimiter, maxListsPerCluster: 2, qps: 1000, burst: 1000 });
       t.after(() => conn.close());
       return conn;
     };
@@ -385,8 +360,8 @@ describe('ClusterConnection limits', () => {
     t.after(() => { stuck.abort(); });
     const hungClient = connect('hung').resourceClient(info);
     const pending = Array.from({ length: 4 }, () => hungClient.list({ namespace: 'hang', signal: stuck.signal }).then(() => 'answered', () => 'aborted'));
-    await until(() => hanging.size === 2, 'the hung cluster\'s first LISTs to arrive');
-    await settle();
+    await eventually('the hung cluster\'s first LISTs to arrive', () => hanging.size === 2, 5_000);
+    await settle(5);
     assert.equal(listLimiter.held, 2, 'the hung cluster holds its share of 2');
     assert.equal(listLimiter.waiting, 0, 'its other LISTs wait in its share, not in the shared queue');
 
@@ -395,8 +370,8 @@ describe('ClusterConnection limits', () => {
 
     const other = connect('other-hung').resourceClient(info);
     const more = Array.from({ length: 2 }, () => other.list({ namespace: 'hang', signal: stuck.signal }).then(() => 'answered', () => 'aborted'));
-    await until(() => hanging.size === 3, 'the other hung cluster\'s first LIST to arrive');
-    await settle();
+    await eventually('the other hung cluster\'s first LIST to arrive', () => hanging.size === 3, 5_000);
+    await settle(5);
     assert.equal(listLimiter.held, 3, 'the shared cap of 3');
     assert.equal(listLimiter.waiting, 1, 'the next LIST waits for a shared slot');
     stuck.abort();
@@ -405,7 +380,7 @@ describe('ClusterConnection limits', () => {
   });
 
   it('uses the process-wide LIST limiter of 50 when given none', async (t) => {
-    const conn = new ClusterConnection({ name: 'default-lists', kubeConfig: kubeConfig(url) });
+    const conn = new ClusterConnection({ name: 'default-lists', kubeConfig: kubeConfigFor(url, { token: 'limits-token' }) });
     t.after(() => conn.close());
     const signal = AbortSignal.timeout(10_000);
     const client = conn.resourceClient(await conn.resolve(configMapGvk, signal));

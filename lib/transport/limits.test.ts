@@ -12,6 +12,7 @@ import { ResourceInformer } from '../informer/index.ts';
 import { KubeApiError, LimitExceededError, TransportError, type GroupVersionKind, type Logger } from '../util/index.ts';
 import { ClusterConnection, createListLimiter, DEFAULT_READ_LIMITS, type ReadLimits } from './index.ts';
 import { registryWithKeeper } from '../registry/testing.ts';
+import { eventually } from '../../fixtures/support/index.ts';
 
 const MiB = 1024 * 1024;
 const CONFIGMAP: GroupVersionKind = { group: '', version: 'v1', kind: 'ConfigMap' };
@@ -52,14 +53,6 @@ function errorOf(outcome: { value: unknown } | { error: unknown }): unknown {
   return outcome.error;
 }
 
-async function until(check: () => boolean, what: string, timeoutMs = 60_000): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  while (!check()) {
-    if (Date.now() > deadline) assert.fail(`timed out waiting for ${what}`);
-    await new Promise((resolve) => setTimeout(resolve, 20));
-  }
-}
-
 /** A healthy cluster with an informer on ConfigMaps: proves other caches carry on. */
 class Healthy {
   readonly sim = new SimulatedCluster({ name: 'healthy', http2 });
@@ -79,7 +72,7 @@ class Healthy {
   async stillUpdates(): Promise<void> {
     const name = `alive-${++this.#n}`;
     this.sim.store.create({ apiVersion: 'v1', kind: 'ConfigMap', metadata: { name, namespace: 'default' }, data: { n: String(this.#n) } });
-    await until(() => this.informer.store.getByName('default', name) !== undefined, `${name} in the healthy cache`);
+    await eventually(`${name} in the healthy cache`, () => this.informer.store.getByName('default', name) !== undefined, 60_000);
   }
 
   async stop(): Promise<void> {
@@ -207,7 +200,7 @@ describe(`read limits against a hostile API server (${protocol})`, () => {
     const watchesBefore = hostile.counters.requests.watch;
     informer.start();
     await informer.waitForSync(AbortSignal.timeout(30_000));
-    await until(() => errors.length >= 3, 'three failed watches');
+    await eventually('three failed watches', () => errors.length >= 3, 60_000);
     assert.ok(errors.every((e) => e instanceof LimitExceededError && e.limit === 'maxWatchEventBytes' && e.limitBytes === MiB));
     assert.ok(informer.stats().lastError instanceof LimitExceededError);
     assert.ok(hostile.counters.requests.watch - watchesBefore >= 3, 'the watch was retried');
@@ -231,14 +224,14 @@ describe(`read limits against a hostile API server (${protocol})`, () => {
     const bad = await registry.watchTargetAndGetReader({ kind: 'static', name: 'hostile' }, { gvk: CONFIGMAP, namespace: 'default', name: 'x' }, owner);
     const good = await registry.watchTargetAndGetReader({ kind: 'static', name: 'healthy' }, { gvk: CONFIGMAP, namespace: 'default', name: 'reg' }, owner);
     await good.waitForSync(AbortSignal.timeout(30_000));
-    await until(() => bad.lastError !== undefined, 'the hostile cache to report its error');
+    await eventually('the hostile cache to report its error', () => bad.lastError !== undefined, 60_000);
     const err = bad.lastError;
     assert.ok(err instanceof LimitExceededError, inspect(err));
     assert.equal(err.limit, 'maxWatchEventBytes');
     assert.equal(err.limitBytes, MiB);
     assert.equal(err.cluster, 'static:hostile');
     healthy.sim.store.create({ apiVersion: 'v1', kind: 'ConfigMap', metadata: { name: 'reg', namespace: 'default' }, data: { v: '1' } });
-    await until(() => good.get('default', 'reg') !== undefined, 'the healthy cache through the registry');
+    await eventually('the healthy cache through the registry', () => good.get('default', 'reg') !== undefined, 60_000);
     assert.equal(good.lastError, undefined);
   });
 
@@ -251,7 +244,7 @@ describe(`read limits against a hostile API server (${protocol})`, () => {
     after(async () => { await informer.stop(); await conn.close(); });
     informer.start();
     await informer.waitForSync(AbortSignal.timeout(30_000));
-    await until(() => errors.length >= 1, 'the silent watch to be cut');
+    await eventually('the silent watch to be cut', () => errors.length >= 1, 60_000);
     assert.ok(errors[0] instanceof TransportError && errors[0].message.includes('silent'), inspect(errors[0]));
     await healthy.stillUpdates();
   });
@@ -272,7 +265,7 @@ describe(`read limits against a hostile API server (${protocol})`, () => {
     informer.on('error', (e) => errors.push(e));
     after(async () => { await informer.stop(); await conn.close(); });
     informer.start();
-    await until(() => errors.length >= 2, 'two ERROR events');
+    await eventually('two ERROR events', () => errors.length >= 2, 60_000);
     const err = informer.stats().lastError;
     assert.ok(err instanceof KubeApiError, inspect(err));
     assert.equal(err.statusCode, 500);

@@ -4,24 +4,13 @@ import assert from 'node:assert/strict';
 import { createServer, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { after, before, describe, it } from 'node:test';
-import { KubeConfig } from '@kubernetes/client-node';
 import { eventually } from '../../e2e/harness/index.ts';
 import { ClusterConnection, createListLimiter } from './index.ts';
 import { continueTokenOf } from './resource-client.ts';
+import { kubeConfigFor, settle } from '../../fixtures/support/index.ts';
 
 const configMaps = { gvk: { group: '', version: 'v1', kind: 'ConfigMap' }, resource: 'configmaps', namespaced: true, verbs: ['list'] } as const;
 const PAGES = 5;
-
-function kubeConfig(server: string): KubeConfig {
-  const kc = new KubeConfig();
-  kc.loadFromOptions({
-    clusters: [{ name: 'c', server, skipTLSVerify: true }],
-    users: [{ name: 'u', token: 't' }],
-    contexts: [{ name: 'ctx', cluster: 'c', user: 'u' }],
-    currentContext: 'ctx',
-  });
-  return kc;
-}
 
 describe('LIST paging', () => {
   /** Page numbers in the order their requests arrived. */
@@ -66,7 +55,9 @@ describe('LIST paging', () => {
     held.clear();
     finished.clear();
     holdPages = true;
-    const conn = new ClusterConnection({ name: 'pager', kubeConfig: kubeConfig(url), listLimiter, http2: false });
+    // Requests the client has read to the end: page 1's token (at its start) was read before.
+    let read = 0;
+    const conn = new ClusterConnection({ name: 'pager', kubeConfig: kubeConfigFor(url), listLimiter, http2: false, onRequest: () => { read += 1; } });
     try {
       const client = conn.resourceClient(configMaps);
       const signal = AbortSignal.timeout(30_000);
@@ -78,9 +69,10 @@ describe('LIST paging', () => {
       assert.equal(page0.metadata.continue, '1');
       // Page 1 completes, and no caller has taken it yet: nothing more is fetched ahead.
       held.get(1)?.();
-      await eventually('page 1 was sent', () => finished.has(1));
-      await new Promise((resolve) => setTimeout(resolve, 100));
-      assert.deepEqual(requested, [0, 1], 'no page is fetched ahead of a page nobody took');
+      await eventually('the client read page 1 to its end', () => read === 2);
+      await settle();
+      assert.equal(listLimiter.held, 0, 'no page is fetched ahead of a page nobody took');
+      assert.deepEqual(requested, [0, 1]);
       holdPages = false;
       const names = [page0.items[0]?.metadata?.name];
       let token: string | undefined = page0.metadata.continue;
@@ -100,7 +92,7 @@ describe('LIST paging', () => {
   it('drops a page fetched ahead when the next call asks for something else', async () => {
     requested.length = 0;
     holdPages = false;
-    const conn = new ClusterConnection({ name: 'pager', kubeConfig: kubeConfig(url), listLimiter, http2: false });
+    const conn = new ClusterConnection({ name: 'pager', kubeConfig: kubeConfigFor(url), listLimiter, http2: false });
     try {
       const client = conn.resourceClient(configMaps);
       const signal = AbortSignal.timeout(30_000);

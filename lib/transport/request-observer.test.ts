@@ -4,22 +4,11 @@ import assert from 'node:assert/strict';
 import { createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { after, describe, it } from 'node:test';
-import { KubeConfig } from '@kubernetes/client-node';
 import { FakeClock, KubeApiError, TransportError } from '../util/index.ts';
 import { ClusterConnection, type RequestObservation } from './index.ts';
+import { kubeConfigFor } from '../../fixtures/support/index.ts';
 
 const configMaps = { gvk: { group: '', version: 'v1', kind: 'ConfigMap' }, resource: 'configmaps', namespaced: true, verbs: ['list', 'watch'] } as const;
-
-function kubeConfigFor(server: string): KubeConfig {
-  const kc = new KubeConfig();
-  kc.loadFromOptions({
-    clusters: [{ name: 'c', server, skipTLSVerify: true }],
-    users: [{ name: 'u', token: 't' }],
-    contexts: [{ name: 'ctx', cluster: 'c', user: 'u' }],
-    currentContext: 'ctx',
-  });
-  return kc;
-}
 
 describe('ClusterConnection onRequest', () => {
   const clock = new FakeClock(1_000);

@@ -6,13 +6,13 @@ import assert from 'node:assert/strict';
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { after, before, describe, it } from 'node:test';
-import { KubeConfig } from '@kubernetes/client-node';
 import { startHostileApiServer, type HostileApiServer } from '../../fixtures/hostile/index.ts';
 import { loadKubeconfig, StaticProvider, type ClusterProvider } from '../cluster/index.ts';
 import { ResourceInformer } from '../informer/index.ts';
 import { InvalidPathSegmentError, UnknownKindError, type GroupVersionKind } from '../util/index.ts';
 import { ClusterConnection, createListLimiter, resourcePath, type ResourceInfo } from './index.ts';
 import { registryWithKeeper } from '../registry/testing.ts';
+import { kubeConfigFor } from '../../fixtures/support/index.ts';
 
 const listLimiter = createListLimiter();
 const SECRET_GRAB = 'v1/namespaces/kube-system/secrets/db?';
@@ -122,13 +122,7 @@ describe('path segments', () => {
     });
     await new Promise<void>((resolve) => { server.listen(0, '127.0.0.1', resolve); });
     after(() => new Promise<void>((resolve) => { server.closeAllConnections(); server.close(() => { resolve(); }); }));
-    const kc = new KubeConfig();
-    kc.loadFromOptions({
-      clusters: [{ name: 'c', server: `http://127.0.0.1:${(server.address() as AddressInfo).port}`, skipTLSVerify: true }],
-      users: [{ name: 'u', token: 't' }],
-      contexts: [{ name: 'c', cluster: 'c', user: 'u' }],
-      currentContext: 'c',
-    });
+    const kc = kubeConfigFor(`http://127.0.0.1:${(server.address() as AddressInfo).port}`, { name: 'c' });
     const conn = new ClusterConnection({ name: 'c', kubeConfig: kc, listLimiter });
     after(() => conn.close());
     assert.equal((await conn.resolve({ group: '', version: 'v1', kind: 'ConfigMap' })).resource, 'configmaps');

@@ -10,11 +10,11 @@ import { describe, it, type TestContext } from 'node:test';
 import { createSecureContext } from 'node:tls';
 import { eventually } from '../../e2e/harness/index.ts';
 import { SIM_CERT_PEM, simKeyPem } from '../../fixtures/sim/cert.ts';
-import { kubeconfigYaml } from '../../fixtures/sim/kubeconfig.ts';
 import { loadKubeconfig } from '../cluster/index.ts';
 import { FakeClock, type GroupVersionKind } from '../util/index.ts';
 import { ClusterConnection, createListLimiter, SocketBudget, type ClusterConnectionOptions, type WatchEvent } from './index.ts';
 import { negotiate } from './session.ts';
+import { kubeconfigYaml } from '../../fixtures/support/index.ts';
 
 const CONFIGMAP: GroupVersionKind = { group: '', version: 'v1', kind: 'ConfigMap' };
 const OBJECT = '/api/v1/namespaces/a/configmaps/cm-0';
