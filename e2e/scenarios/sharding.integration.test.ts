@@ -13,6 +13,7 @@ import { helmReleaseCrd, kustomizationCrd, pipelineCrd } from '../../fixtures/cr
 import { APP_NAMESPACE, FLEET_SERVICE_ARGS, startFlux, updateObject } from '../fleet.ts';
 import { eventually, startCluster, useClusters, type TestCluster } from '../harness/index.ts';
 import { startService, type ServiceProcess } from '../service.ts';
+import { ensureNamespace, must, putKubeconfigSecret } from '../../fixtures/support/index.ts';
 
 const TEAMS = 10;
 const PER_TEAM = 3;
@@ -30,12 +31,6 @@ interface PipelineRef { readonly namespace: string; readonly name: string }
 const pipelines: PipelineRef[] = [];
 for (let t = 0; t < TEAMS; t++) for (let i = 0; i < PER_TEAM; i++) pipelines.push({ namespace: `team-${t}`, name: `app-${t}-${i}` });
 const keyOf = (p: PipelineRef): string => `${p.namespace}/${p.name}`;
-
-async function must(cluster: TestCluster, method: string, path: string, body: unknown, ok: readonly number[]): Promise<unknown> {
-  const res = await cluster.request(method, path, body);
-  if (!ok.includes(res.statusCode)) throw new Error(`${cluster.name}: ${method} ${path} → HTTP ${res.statusCode}: ${JSON.stringify(res.body)}`);
-  return res.body;
-}
 
 const releasePath = (p: PipelineRef): string => `/apis/helm.toolkit.fluxcd.io/v2/namespaces/${APP_NAMESPACE}/helmreleases/${p.name}`;
 
@@ -68,6 +63,11 @@ function patchesIn(file: string): Map<string, number> {
     counts.set(name, (counts.get(name) ?? 0) + 1);
   }
   return counts;
+}
+
+interface PipelineStatus {
+  readonly environments?: readonly { readonly ready: boolean; readonly revision?: string }[];
+  readonly promotions?: readonly { readonly environment: string; readonly revision: string; readonly state: string }[];
 }
 
 interface LeaseView { readonly metadata: { readonly name: string; readonly resourceVersion: string; readonly labels?: Record<string, string>; readonly annotations?: Record<string, string> }; readonly spec: { readonly holderIdentity?: string } }
@@ -107,8 +107,12 @@ describe('scenario: many replicas, one fleet (sharding on Leases)', () => {
     return await (await fetch(`${replica.metrics}/debug/shards`, { signal: AbortSignal.timeout(5_000) })).json() as ShardsView;
   }
 
+  async function statusOf(p: PipelineRef): Promise<PipelineStatus | undefined> {
+    return (await must(management, 'GET', `/apis/fleetcache.dev/v1alpha1/namespaces/${p.namespace}/pipelines/${p.name}`) as { status?: PipelineStatus }).status;
+  }
+
   async function fences(): Promise<Map<string, { readonly holder: string; readonly rv: string }>> {
-    const body = await must(management, 'GET', `${LEASES}?labelSelector=${encodeURIComponent(`fleetcache.io/shard-group=${GROUP},fleetcache.io/shard-role=fence`)}`, undefined, [200]) as { items: LeaseView[] };
+    const body = await must(management, 'GET', `${LEASES}?labelSelector=${encodeURIComponent(`fleetcache.io/shard-group=${GROUP},fleetcache.io/shard-role=fence`)}`) as { items: LeaseView[] };
     const out = new Map<string, { holder: string; rv: string }>();
     for (const lease of body.items) {
       const key = lease.metadata.annotations?.['fleetcache.io/shard-key'];
@@ -179,7 +183,7 @@ describe('scenario: many replicas, one fleet (sharding on Leases)', () => {
     for (const p of only) {
       const res = await prod.request('GET', releasePath(p));
       if ((res.body as { status?: { history?: { chartVersion?: string }[] } }).status?.history?.[0]?.chartVersion !== version) return false;
-      const status = (await must(management, 'GET', `/apis/fleetcache.dev/v1alpha1/namespaces/${p.namespace}/pipelines/${p.name}`, undefined, [200]) as { status?: { promotions?: { environment: string; revision: string; state: string }[] } }).status;
+      const status = await statusOf(p);
       if (!(status?.promotions ?? []).some((r) => r.environment === 'prod' && r.revision === version && r.state === 'Succeeded')) return false;
     }
     return true;
@@ -194,10 +198,10 @@ describe('scenario: many replicas, one fleet (sharding on Leases)', () => {
     const patched = { staging: patchesIn(auditLog('staging')), prod: patchesIn(auditLog('prod')) };
     for (const p of only) {
       for (const [name, counts] of Object.entries(patched)) assert.equal(counts.get(p.name) ?? 0, released.get(p.name) ?? 0, `${keyOf(p)}: PATCHes in ${name} after ${released.get(p.name) ?? 0} releases`);
-      const status = (await must(management, 'GET', `/apis/fleetcache.dev/v1alpha1/namespaces/${p.namespace}/pipelines/${p.name}`, undefined, [200]) as { status?: { promotions?: { environment: string; revision: string; state: string }[] } }).status;
+      const status = await statusOf(p);
       const records = (status?.promotions ?? []).filter((r) => r.revision === version).map((r) => `${r.environment}:${r.state}`);
       assert.deepEqual(records, ['staging:Succeeded', 'prod:Succeeded'], `${keyOf(p)}: one promotion per environment`);
-      const events = (await must(management, 'GET', `/api/v1/namespaces/${p.namespace}/events?fieldSelector=${encodeURIComponent(`involvedObject.name=${p.name},reason=Promoted`)}`, undefined, [200]) as { items: { message: string; count?: number }[] }).items;
+      const events = (await must(management, 'GET', `/api/v1/namespaces/${p.namespace}/events?fieldSelector=${encodeURIComponent(`involvedObject.name=${p.name},reason=Promoted`)}`) as { items: { message: string; count?: number }[] }).items;
       for (const to of ['staging', 'prod']) {
         const times = events.filter((e) => e.message.startsWith(`promoted ${version} from `) && e.message.includes(` to ${to}:`)).reduce((n, e) => n + (e.count ?? 1), 0);
         assert.ok(times <= 1, `${keyOf(p)}: ${version} reported promoted to ${to} ${times} times`);
@@ -218,22 +222,20 @@ describe('scenario: many replicas, one fleet (sharding on Leases)', () => {
     await management.installCRDs([pipelineCrd, helmReleaseCrd, kustomizationCrd]);
     for (const cluster of [staging, prod]) await cluster.installCRDs([helmReleaseCrd, kustomizationCrd]);
     for (const cluster of [management, staging, prod]) {
-      await must(cluster, 'POST', '/api/v1/namespaces', { metadata: { name: APP_NAMESPACE } }, [201, 409]);
+      await ensureNamespace(cluster, APP_NAMESPACE);
       for (const p of pipelines) {
         await must(cluster, 'POST', `/apis/helm.toolkit.fluxcd.io/v2/namespaces/${APP_NAMESPACE}/helmreleases`, {
           apiVersion: 'helm.toolkit.fluxcd.io/v2',
           kind: 'HelmRelease',
           metadata: { name: p.name, namespace: APP_NAMESPACE },
           spec: { interval: '1m', chart: { spec: { chart: p.name, version: '1.0.0', sourceRef: { kind: 'HelmRepository', name: 'charts' } } } },
-        }, [201, 409]);
+        }, [409]);
       }
     }
     for (let t = 0; t < TEAMS; t++) {
       const namespace = `team-${t}`;
-      await must(management, 'POST', '/api/v1/namespaces', { metadata: { name: namespace } }, [201, 409]);
-      for (const [name, cluster] of [['staging', staging], ['prod', prod]] as const) {
-        await must(management, 'POST', `/api/v1/namespaces/${namespace}/secrets`, { metadata: { name: `${name}-kubeconfig`, namespace }, data: { value: Buffer.from(cluster.adminKubeconfig).toString('base64') } }, [201, 409]);
-      }
+      await ensureNamespace(management, namespace);
+      for (const [name, cluster] of [['staging', staging], ['prod', prod]] as const) await putKubeconfigSecret(management, namespace, `${name}-kubeconfig`, cluster.adminKubeconfig);
     }
     for (const p of pipelines) {
       await must(management, 'POST', `/apis/fleetcache.dev/v1alpha1/namespaces/${p.namespace}/pipelines`, {
@@ -245,7 +247,7 @@ describe('scenario: many replicas, one fleet (sharding on Leases)', () => {
           promotion: { strategy: 'patch', patch: { path: '/spec/chart/spec/version' } },
           environments: ENVS.map((name) => ({ name, targets: [name === 'dev' ? { namespace: APP_NAMESPACE } : { namespace: APP_NAMESPACE, clusterRef: { kind: 'Secret', name: `${name}-kubeconfig` } }] })),
         },
-      }, [201, 409]);
+      }, [409]);
     }
     stopFlux = await startFlux([management, staging, prod]);
     for (let i = 0; i < 3; i++) await start();
@@ -274,7 +276,7 @@ describe('scenario: many replicas, one fleet (sharding on Leases)', () => {
     for (const claim of claims) assert.ok(claim.owned.length > 0, `${claim.identity} owns some keys (${claims.map((c) => c.owned.length).join('/')})`);
     await eventually('every environment of every Pipeline is ready at 1.0.0', async () => {
       for (const p of pipelines) {
-        const status = (await must(management, 'GET', `/apis/fleetcache.dev/v1alpha1/namespaces/${p.namespace}/pipelines/${p.name}`, undefined, [200]) as { status?: { environments?: { ready: boolean; revision?: string }[] } }).status;
+        const status = await statusOf(p);
         const envs = status?.environments ?? [];
         if (envs.length !== 3 || !envs.every((e) => e.ready && e.revision === '1.0.0')) return false;
       }
@@ -289,7 +291,7 @@ describe('scenario: many replicas, one fleet (sharding on Leases)', () => {
     await eventually('promotions under way', async () => {
       let started = 0;
       for (const p of pipelines) {
-        const status = (await must(management, 'GET', `/apis/fleetcache.dev/v1alpha1/namespaces/${p.namespace}/pipelines/${p.name}`, undefined, [200]) as { status?: { promotions?: { revision: string }[] } }).status;
+        const status = await statusOf(p);
         if ((status?.promotions ?? []).some((r) => r.revision === '1.1.0')) started += 1;
       }
       return started >= 5;
