@@ -4,6 +4,7 @@ import {
   childController,
   ClosedError,
   FleetcacheError,
+  isDnsLabel,
   KubeApiError,
   noopLogger,
   raceAbort,
@@ -88,8 +89,6 @@ export interface ClusterSetOptions {
    */
   readonly onRequest?: ((observation: RequestObservation) => void) | undefined;
 }
-
-const PURPOSE = /^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$/;
 
 /** Who was admitted: what a credential check resolves as. */
 interface Admission {
@@ -219,7 +218,7 @@ export class ClusterSet implements Clusters {
     const id = ref.kind === 'local' ? identityKey(identity) : '';
     const key = id === '' ? cluster : `${cluster}[${id}]`;
     if (purpose === undefined) return key as ConnectionKey;
-    if (!PURPOSE.test(purpose)) throw new TypeError(`ClusterSet purpose must be a DNS label, got ${JSON.stringify(purpose)}`);
+    if (!isDnsLabel(purpose)) throw new TypeError(`ClusterSet purpose must be a DNS label, got ${JSON.stringify(purpose)}`);
     return `${key}#${purpose}` as ConnectionKey;
   }
 
