@@ -6,7 +6,19 @@ import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { RouteHandler } from '../../lib/manager/index.ts';
 import { APPROVE_VERB, ApprovalError, approvalEvent, isRevision, PIPELINE_GVK, recordApproval, type ApprovalClient, type Approver } from '../../lib/pipeline/index.ts';
 import { readBounded } from '../../lib/transport/index.ts';
-import { isDnsLabel, isNamespaceName, isObjectName, KubeApiError, noopLogger, realClock, toError, type Clock, type Logger } from '../../lib/util/index.ts';
+import {
+  functionOption,
+  isDnsLabel,
+  isNamespaceName,
+  isObjectName,
+  KubeApiError,
+  noopLogger,
+  positiveInteger,
+  realClock,
+  toError,
+  type Clock,
+  type Logger,
+} from '../../lib/util/index.ts';
 import { securityHeaders } from './page.ts';
 
 /** Where approvals are posted. */
@@ -146,17 +158,13 @@ export class ApprovalEndpoint {
   #inFlight = 0;
 
   constructor(options: ApprovalEndpointOptions) {
-    if (typeof options.management !== 'function') throw new TypeError('ApprovalEndpoint option management must be a function');
-    const positive = (name: string, value: number): number => {
-      if (!Number.isInteger(value) || value < 1) throw new TypeError(`ApprovalEndpoint option ${name} must be a positive integer, got ${value}`);
-      return value;
-    };
+    functionOption('ApprovalEndpoint', 'management', options.management);
     this.#management = options.management;
     this.#logger = (options.logger ?? noopLogger).child({ action: 'approve' });
     this.#clock = options.clock ?? realClock;
-    this.#maxBodyBytes = positive('maxBodyBytes', options.maxBodyBytes ?? 4_096);
-    this.#maxInFlight = positive('maxInFlight', options.maxInFlight ?? 8);
-    this.#bodyTimeoutMs = positive('bodyTimeoutMs', options.bodyTimeoutMs ?? 10_000);
+    this.#maxBodyBytes = positiveInteger('ApprovalEndpoint', 'maxBodyBytes', options.maxBodyBytes ?? 4_096);
+    this.#maxInFlight = positiveInteger('ApprovalEndpoint', 'maxInFlight', options.maxInFlight ?? 8);
+    this.#bodyTimeoutMs = positiveInteger('ApprovalEndpoint', 'bodyTimeoutMs', options.bodyTimeoutMs ?? 10_000);
   }
 
   /** The route handler (every method; it answers 405 to all but POST). */

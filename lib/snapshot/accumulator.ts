@@ -6,6 +6,7 @@ import {
   Backoff,
   childController,
   ClosedError,
+  nonNegativeNumber,
   noopLogger,
   onAbort,
   realClock,
@@ -283,11 +284,6 @@ function isAborted(signal: AbortSignal): boolean {
   return signal.aborted;
 }
 
-function nonNegative(option: string, value: number): number {
-  if (!Number.isFinite(value) || value < 0) throw new TypeError(`accumulator option ${option} must be a non-negative number, got ${value}`);
-  return value;
-}
-
 /**
  * A fleet-snapshot accumulator (the kates Accumulator, across clusters): named queries over the
  * registry's shared caches, delivered as consistent snapshots through an async iterator.
@@ -343,7 +339,7 @@ export class FleetAccumulator<Q extends QuerySet> {
     this.#source = options.source;
     this.#queries = names.map((name) => new QueryState(name, options.queries[name] as SnapshotQuery));
     this.#byName = new Map(this.#queries.map((q) => [q.name, q]));
-    this.#minIntervalMs = nonNegative('minIntervalMs', options.minIntervalMs ?? 100);
+    this.#minIntervalMs = nonNegativeNumber('accumulator', 'minIntervalMs', options.minIntervalMs ?? 100);
     this.#openBackoff = { initialMs: 1_000, maxMs: 30_000, jitter: 0.5, ...options.openBackoff };
     this.#logger = options.logger ?? noopLogger;
     this.#clock = options.clock ?? realClock;

@@ -1,11 +1,17 @@
 import type { KubeConfig } from '@kubernetes/client-node';
 import {
   apiVersionOf,
+  booleanOption,
   childController,
   ClosedError,
   FleetcacheError,
+  functionOption,
+  invalidOption,
   KubeApiError,
+  nonEmptyString,
   noopLogger,
+  positiveInteger,
+  positiveNumber,
   raceAbort,
   realClock,
   TransportError,
@@ -300,17 +306,10 @@ export function readLimitsOf(options: ReadLimits, owner: string): Required<ReadL
   for (const name of Object.keys(DEFAULT_READ_LIMITS) as (keyof ReadLimits)[]) {
     const value = options[name];
     if (value === undefined) continue;
-    if (!Number.isSafeInteger(value) || value < 1) throw new TypeError(`${owner} option ${name} must be a positive integer (bytes), got ${String(value)}`);
+    if (!Number.isSafeInteger(value) || value < 1) invalidOption(owner, name, value, 'a positive integer (bytes)');
     out[name] = value;
   }
   return out;
-}
-
-function positiveNumber(option: string, value: number, integer = false): number {
-  if (!Number.isFinite(value) || value <= 0 || (integer && !Number.isInteger(value))) {
-    throw new TypeError(`ClusterConnection option ${option} must be a positive ${integer ? 'integer' : 'number'}, got ${value}`);
-  }
-  return value;
 }
 
 /**
@@ -345,7 +344,7 @@ export class ClusterConnection implements ResourceResolver {
   };
 
   constructor(options: ClusterConnectionOptions) {
-    if (typeof options.name !== 'string' || options.name === '') throw new TypeError(`ClusterConnection option name must be a non-empty string, got ${JSON.stringify(options.name)}`);
+    nonEmptyString('ClusterConnection', 'name', options.name);
     if (typeof options.kubeConfig !== 'object' || typeof options.kubeConfig.getCurrentCluster !== 'function') {
       throw new TypeError(`ClusterConnection option kubeConfig must be a KubeConfig, got ${typeof options.kubeConfig}`);
     }
@@ -354,17 +353,17 @@ export class ClusterConnection implements ResourceResolver {
       throw new TypeError(`ClusterConnection option impersonate must name a non-empty user and non-empty groups, got ${JSON.stringify(impersonate)}`);
     }
     const settings = {
-      qps: positiveNumber('qps', options.qps ?? 20),
-      burst: positiveNumber('burst', options.burst ?? 30, true),
-      discoveryTtlMs: positiveNumber('discoveryTtlMs', options.discoveryTtlMs ?? 300_000),
-      requestTimeoutMs: positiveNumber('requestTimeoutMs', options.requestTimeoutMs ?? 60_000),
-      pingIntervalMs: positiveNumber('pingIntervalMs', options.pingIntervalMs ?? 30_000),
-      pingTimeoutMs: positiveNumber('pingTimeoutMs', options.pingTimeoutMs ?? 15_000),
+      qps: positiveNumber('ClusterConnection', 'qps', options.qps ?? 20),
+      burst: positiveInteger('ClusterConnection', 'burst', options.burst ?? 30),
+      discoveryTtlMs: positiveNumber('ClusterConnection', 'discoveryTtlMs', options.discoveryTtlMs ?? 300_000),
+      requestTimeoutMs: positiveNumber('ClusterConnection', 'requestTimeoutMs', options.requestTimeoutMs ?? 60_000),
+      pingIntervalMs: positiveNumber('ClusterConnection', 'pingIntervalMs', options.pingIntervalMs ?? 30_000),
+      pingTimeoutMs: positiveNumber('ClusterConnection', 'pingTimeoutMs', options.pingTimeoutMs ?? 15_000),
       userAgent: options.userAgent ?? 'fleetcache',
       clock: options.clock ?? realClock,
       limits: readLimitsOf(options, 'ClusterConnection'),
     };
-    if (options.onRequest !== undefined && typeof options.onRequest !== 'function') throw new TypeError('ClusterConnection option onRequest must be a function');
+    if (options.onRequest !== undefined) functionOption('ClusterConnection', 'onRequest', options.onRequest);
     this.name = options.name;
     this.#onRequest = options.onRequest;
     this.#clock = settings.clock;
@@ -372,7 +371,7 @@ export class ClusterConnection implements ResourceResolver {
     this.#logger = (options.logger ?? noopLogger).child({ cluster: options.name });
     this.#requestTimeoutMs = settings.requestTimeoutMs;
     if (options.socketBudget !== undefined && !(options.socketBudget instanceof SocketBudget)) throw new TypeError('ClusterConnection option socketBudget must be a SocketBudget');
-    if (options.http2 !== undefined && typeof options.http2 !== 'boolean') throw new TypeError(`ClusterConnection option http2 must be a boolean, got ${typeof options.http2}`);
+    if (options.http2 !== undefined) booleanOption('ClusterConnection', 'http2', options.http2);
     this.#transport = new Transport({
       cluster: options.name,
       kubeConfig: options.kubeConfig,
@@ -386,7 +385,7 @@ export class ClusterConnection implements ResourceResolver {
     });
     this.#requests = new TokenBucket({ qps: settings.qps, burst: settings.burst, clock: settings.clock });
     this.#lists = options.listLimiter ?? defaultListLimiter();
-    this.#share = new ConcurrencyLimiter({ maxConcurrent: positiveNumber('maxListsPerCluster', options.maxListsPerCluster ?? 5, true), what: `LIST share of cluster ${options.name}` });
+    this.#share = new ConcurrencyLimiter({ maxConcurrent: positiveInteger('ClusterConnection', 'maxListsPerCluster', options.maxListsPerCluster ?? 5), what: `LIST share of cluster ${options.name}` });
     this.#discovery = new DiscoveryCache({ max: DISCOVERY_GROUPS, ttlMs: settings.discoveryTtlMs, clock: settings.clock });
   }
 

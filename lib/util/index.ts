@@ -1,8 +1,8 @@
 /**
  * Small pieces shared by every part of fleetcache: typed errors, group/version/kind helpers, an
  * injectable clock, abort-signal helpers, backoff, the logger interface and what makes outside text
- * safe to print, the names Kubernetes gives things (DNS-1123 and the rest). Imports nothing else
- * from the project.
+ * safe to print, the names Kubernetes gives things (DNS-1123 and the rest) and the checks of
+ * constructor options. Imports nothing else from the project.
  */
 export * from './errors.ts';
 export * from './gvk.ts';
@@ -13,3 +13,4 @@ export * from './logger.ts';
 export * from './sanitize.ts';
 export * from './address.ts';
 export * from './names.ts';
+export * from './options.ts';
