@@ -10,6 +10,7 @@ import {
   ClosedError,
   nonNegativeNumber,
   noopLogger,
+  positiveInteger,
   positiveNumber,
   realClock,
   type Clock,
@@ -148,8 +149,7 @@ export class Registry {
     this.#clock = options.clock ?? realClock;
     this.#scope = checkScope('registry option scope', options.scope ?? 'auto');
     const buildTimeoutMs = positiveNumber('registry', 'buildTimeoutMs', options.buildTimeoutMs ?? 30_000);
-    const maxConcurrentBuilds = options.maxConcurrentBuilds ?? 32;
-    if (!Number.isSafeInteger(maxConcurrentBuilds) || maxConcurrentBuilds < 1) throw new TypeError(`registry option maxConcurrentBuilds must be a positive integer, got ${maxConcurrentBuilds}`);
+    const maxConcurrentBuilds = positiveInteger('registry', 'maxConcurrentBuilds', options.maxConcurrentBuilds ?? 32);
     const gc = {
       graceMs: nonNegativeNumber('registry', 'gcGraceMs', options.gcGraceMs ?? 30_000),
       initialDelayMs: positiveNumber('registry', 'gcInitialDelayMs', options.gcInitialDelayMs ?? 2_000),

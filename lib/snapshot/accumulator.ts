@@ -9,6 +9,7 @@ import {
   nonNegativeNumber,
   noopLogger,
   onAbort,
+  oneOf,
   realClock,
   sleep,
   toError,
@@ -156,6 +157,7 @@ const PATCH_TYPES = {
   strategic: 'application/strategic-merge-patch+json',
   apply: 'application/apply-patch+yaml',
 } as const;
+const PATCH_TYPE_NAMES = Object.keys(PATCH_TYPES) as (keyof typeof PATCH_TYPES)[];
 
 /** An own write the cache has not shown yet. `object` undefined: the write deleted it. */
 interface Overlay {
@@ -790,8 +792,7 @@ export class SnapshotClient<Q extends QuerySet> {
   /** PATCH (merge patch by default; `status: true` for the status subresource). */
   async patch<K extends keyof Q & string>(query: K, target: ObjectName, patch: unknown, options: PatchOptions = {}): Promise<ObjectOf<Q[K]>> {
     const q = this.#port.query(query);
-    const type = options.type ?? 'merge';
-    if (!(type in PATCH_TYPES)) throw new TypeError(`patch option type must be one of ${Object.keys(PATCH_TYPES).join(', ')}, got ${type}`);
+    const type = oneOf('patch', 'type', options.type ?? 'merge', PATCH_TYPE_NAMES);
     if (type === 'apply' && options.fieldManager === undefined) throw new TypeError('patch option fieldManager is required for an apply patch');
     return this.#send(q, 'PATCH', { namespace: target.namespace ?? q.spec.namespace, name: target.name }, patch, options, options.status === true ? '/status' : '', PATCH_TYPES[type]) as Promise<ObjectOf<Q[K]>>;
   }
