@@ -57,7 +57,7 @@ demo: deps ## The main job: three local clusters, the service, a release promote
 bench: deps ## Benchmarks: side-by-side comparisons printed as tables.
 	@for f in bench/*.bench.ts; do echo "== $$f"; node --expose-gc "$$f"; done
 
-manifests: deps ## Regenerate config/crd from fixtures/crds (CI checks they are in sync).
+manifests: deps ## Regenerate config/crd from lib/pipeline/crd.ts (CI checks they are in sync).
 	node cmd/gen-manifests.ts
 
 wasm: deps ## Reassemble lib/transport/skip-wasm.ts from skip.wat (a unit test checks they are in sync).

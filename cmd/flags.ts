@@ -1,5 +1,6 @@
 import { parseArgs } from 'node:util';
 import { AppKinds, DEFAULT_APP_KINDS } from '../lib/pipeline/index.ts';
+import { isNamespaceName, isObjectName } from '../lib/util/index.ts';
 
 /** Log levels, most severe first (winston's npm levels, cut to the four the service uses). */
 export const logLevels = ['error', 'warn', 'info', 'debug'] as const;
@@ -408,15 +409,14 @@ export function parseFlags(argv: readonly string[]): Invocation {
   }
   const leaderElectionId = str('leader-election-id') ?? '';
   const leaderElectionNamespace = str('leader-election-namespace');
-  const dnsSubdomain = /^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$/;
-  if (!dnsSubdomain.test(leaderElectionId) || leaderElectionId.length > 253) {
+  if (!isObjectName(leaderElectionId)) {
     throw new UsageError(`--leader-election-id must be a valid object name, got ${JSON.stringify(leaderElectionId)}`);
   }
-  if (leaderElectionNamespace !== undefined && (!/^[a-z0-9]([-a-z0-9]*[a-z0-9])?$/.test(leaderElectionNamespace) || leaderElectionNamespace.length > 63)) {
+  if (leaderElectionNamespace !== undefined && !isNamespaceName(leaderElectionNamespace)) {
     throw new UsageError(`--leader-election-namespace must be a namespace name, got ${JSON.stringify(leaderElectionNamespace)}`);
   }
   const defaultServiceAccount = str('default-service-account');
-  if (defaultServiceAccount !== undefined && (!dnsSubdomain.test(defaultServiceAccount) || defaultServiceAccount.length > 253)) {
+  if (defaultServiceAccount !== undefined && !isObjectName(defaultServiceAccount)) {
     throw new UsageError(`--default-service-account must be a ServiceAccount name, got ${JSON.stringify(defaultServiceAccount)}`);
   }
   const leaseDurationMs = parseDuration('leader-elect-lease-duration', str('leader-elect-lease-duration') ?? '');

@@ -9,8 +9,9 @@ import { loadAll } from 'js-yaml';
 import { useClusters } from '../e2e/harness/index.ts';
 import { rawRequest } from '../e2e/harness/api.ts';
 import { selfSignedCertificate } from '../lib/manager/index.ts';
-import { kustomizationCrd, pipelineCrd } from '../fixtures/crds/index.ts';
+import { kustomizationCrd } from '../fixtures/crds/index.ts';
 import { eventually } from '../e2e/harness/index.ts';
+import { pipelineCrd } from '../lib/pipeline/index.ts';
 
 const root = fileURLToPath(new URL('../', import.meta.url));
 const namespace = 'fleetcache-system';

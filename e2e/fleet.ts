@@ -2,10 +2,11 @@
 // "management" (which is also the dev environment), "staging" and "prod". The management cluster
 // holds the Pipeline and the kubeconfig Secrets of the other two; each cluster runs the podinfo
 // HelmRelease in namespace `apps`.
-import { helmReleaseCrd, kustomizationCrd, pipelineCrd } from '../fixtures/crds/index.ts';
+import { helmReleaseCrd, kustomizationCrd } from '../fixtures/crds/index.ts';
 import { FluxStandIn, HELM_RELEASE, type FluxStandInOptions } from './flux/standin.ts';
 import type { TestCluster } from './harness/index.ts';
 import { ensureNamespace, eventually, must, putKubeconfigSecret } from '../fixtures/support/index.ts';
+import { pipelineCrd } from '../lib/pipeline/index.ts';
 
 export const APP_NAMESPACE = 'apps';
 export const PIPELINE_NAMESPACE = 'delivery';

@@ -6,7 +6,19 @@ import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { RouteHandler } from '../../lib/manager/index.ts';
 import { APPROVE_VERB, ApprovalError, approvalEvent, isRevision, PIPELINE_GVK, recordApproval, type ApprovalClient, type Approver } from '../../lib/pipeline/index.ts';
 import { readBounded } from '../../lib/transport/index.ts';
-import { KubeApiError, noopLogger, realClock, toError, type Clock, type Logger } from '../../lib/util/index.ts';
+import {
+  functionOption,
+  isDnsLabel,
+  isNamespaceName,
+  isObjectName,
+  KubeApiError,
+  noopLogger,
+  positiveInteger,
+  realClock,
+  toError,
+  type Clock,
+  type Logger,
+} from '../../lib/util/index.ts';
 import { securityHeaders } from './page.ts';
 
 /** Where approvals are posted. */
@@ -39,8 +51,6 @@ interface ApprovalBody {
   readonly revision: string;
 }
 
-const DNS_LABEL = /^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$/;
-const DNS_SUBDOMAIN = /^(?=.{1,253}$)[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$/;
 /** Longest bearer token considered (service-account JWTs are ~1 KiB), as the metrics filter. */
 const MAX_TOKEN = 16 * 1024;
 const FIELDS = ['namespace', 'pipeline', 'environment', 'revision'] as const;
@@ -76,9 +86,9 @@ function parseBody(text: string): ApprovalBody {
     return v;
   };
   return {
-    namespace: field('namespace', (s) => DNS_LABEL.test(s), 'a namespace name'),
-    pipeline: field('pipeline', (s) => DNS_SUBDOMAIN.test(s), 'a Pipeline name'),
-    environment: field('environment', (s) => DNS_LABEL.test(s), 'an environment name'),
+    namespace: field('namespace', isNamespaceName, 'a namespace name'),
+    pipeline: field('pipeline', isObjectName, 'a Pipeline name'),
+    environment: field('environment', isDnsLabel, 'an environment name'),
     revision: field('revision', isRevision, 'a revision (one printable token)'),
   };
 }
@@ -148,17 +158,13 @@ export class ApprovalEndpoint {
   #inFlight = 0;
 
   constructor(options: ApprovalEndpointOptions) {
-    if (typeof options.management !== 'function') throw new TypeError('ApprovalEndpoint option management must be a function');
-    const positive = (name: string, value: number): number => {
-      if (!Number.isInteger(value) || value < 1) throw new TypeError(`ApprovalEndpoint option ${name} must be a positive integer, got ${value}`);
-      return value;
-    };
+    functionOption('ApprovalEndpoint', 'management', options.management);
     this.#management = options.management;
     this.#logger = (options.logger ?? noopLogger).child({ action: 'approve' });
     this.#clock = options.clock ?? realClock;
-    this.#maxBodyBytes = positive('maxBodyBytes', options.maxBodyBytes ?? 4_096);
-    this.#maxInFlight = positive('maxInFlight', options.maxInFlight ?? 8);
-    this.#bodyTimeoutMs = positive('bodyTimeoutMs', options.bodyTimeoutMs ?? 10_000);
+    this.#maxBodyBytes = positiveInteger('ApprovalEndpoint', 'maxBodyBytes', options.maxBodyBytes ?? 4_096);
+    this.#maxInFlight = positiveInteger('ApprovalEndpoint', 'maxInFlight', options.maxInFlight ?? 8);
+    this.#bodyTimeoutMs = positiveInteger('ApprovalEndpoint', 'bodyTimeoutMs', options.bodyTimeoutMs ?? 10_000);
   }
 
   /** The route handler (every method; it answers 405 to all but POST). */

@@ -4,7 +4,7 @@ import type { Manager, RouteHandler } from '../../lib/manager/index.ts';
 import { PIPELINE_GVK, type ApprovalClient } from '../../lib/pipeline/index.ts';
 import type { HeldReader, Registry } from '../../lib/registry/index.ts';
 import type { RequestObservation } from '../../lib/transport/index.ts';
-import { noopLogger, realClock, sleep, toError, type Clock, type Logger } from '../../lib/util/index.ts';
+import { invalidOption, noopLogger, realClock, sleep, toError, type Clock, type Logger } from '../../lib/util/index.ts';
 import { ApprovalEndpoint, APPROVE_PATH } from './actions.ts';
 import { buildState, MIN_DOCUMENT_BYTES } from './model.ts';
 import { appJs, faviconSvg, pageHtml, securityHeaders, styleCss } from './page.ts';
@@ -106,7 +106,7 @@ export class Dashboard {
     this.#clock = options.clock ?? realClock;
     this.#maxDocumentBytes = options.maxDocumentBytes ?? 524_288;
     if (!Number.isInteger(this.#maxDocumentBytes) || this.#maxDocumentBytes < MIN_DOCUMENT_BYTES) {
-      throw new TypeError(`Dashboard option maxDocumentBytes must be an integer of at least ${MIN_DOCUMENT_BYTES}, got ${this.#maxDocumentBytes}`);
+      invalidOption('Dashboard', 'maxDocumentBytes', this.#maxDocumentBytes, `an integer of at least ${MIN_DOCUMENT_BYTES}`);
     }
     this.#stream = new EventStream(() => this.#snapshot(), { ...options.stream, headers: securityHeaders, clock: this.#clock, logger: this.#logger });
     this.#requests = new RequestTally(() => { this.#stream.notify(); });

@@ -3,7 +3,7 @@
 // read is dropped once its unsent bytes pass a bound; each stream ends after a lifetime (so the
 // viewer reconnects and is authorised again); one identity holds a bounded share of the clients;
 // close() ends every stream.
-import { noopLogger, realClock, type Clock, type Logger, type Timer } from '../../lib/util/index.ts';
+import { functionOption, noopLogger, positiveInteger, positiveNumber, realClock, type Clock, type Logger, type Timer } from '../../lib/util/index.ts';
 
 /** The part of a `ServerResponse` a stream writes to. */
 export interface StreamSink {
@@ -59,13 +59,6 @@ export interface EventStreamOptions {
   readonly logger?: Logger;
 }
 
-function positive(option: string, value: number, integer: boolean): number {
-  if (!Number.isFinite(value) || value <= 0 || (integer && !Number.isInteger(value))) {
-    throw new TypeError(`EventStream option ${option} must be a positive ${integer ? 'integer' : 'number'}, got ${value}`);
-  }
-  return value;
-}
-
 /** One attached client. */
 interface Client {
   /** The document it was last sent. */
@@ -113,14 +106,14 @@ export class EventStream {
   constructor(snapshot: () => string, options: EventStreamOptions = {}) {
     if (typeof snapshot !== 'function') throw new TypeError('EventStream snapshot must be a function');
     this.#snapshot = snapshot;
-    this.#minIntervalMs = positive('minIntervalMs', options.minIntervalMs ?? 250, false);
-    this.#refreshMs = positive('refreshMs', options.refreshMs ?? 2_000, false);
-    this.#heartbeatMs = positive('heartbeatMs', options.heartbeatMs ?? 15_000, false);
-    this.#maxBufferedBytes = positive('maxBufferedBytes', options.maxBufferedBytes ?? 1_048_576, true);
-    this.#maxClients = positive('maxClients', options.maxClients ?? 16, true);
-    this.#maxClientsPerIdentity = positive('maxClientsPerIdentity', options.maxClientsPerIdentity ?? 4, true);
-    this.#lifetimeMs = positive('lifetimeMs', options.lifetimeMs ?? 300_000, false);
-    if (options.random !== undefined && typeof options.random !== 'function') throw new TypeError('EventStream option random must be a function');
+    this.#minIntervalMs = positiveNumber('EventStream', 'minIntervalMs', options.minIntervalMs ?? 250);
+    this.#refreshMs = positiveNumber('EventStream', 'refreshMs', options.refreshMs ?? 2_000);
+    this.#heartbeatMs = positiveNumber('EventStream', 'heartbeatMs', options.heartbeatMs ?? 15_000);
+    this.#maxBufferedBytes = positiveInteger('EventStream', 'maxBufferedBytes', options.maxBufferedBytes ?? 1_048_576);
+    this.#maxClients = positiveInteger('EventStream', 'maxClients', options.maxClients ?? 16);
+    this.#maxClientsPerIdentity = positiveInteger('EventStream', 'maxClientsPerIdentity', options.maxClientsPerIdentity ?? 4);
+    this.#lifetimeMs = positiveNumber('EventStream', 'lifetimeMs', options.lifetimeMs ?? 300_000);
+    if (options.random !== undefined) functionOption('EventStream', 'random', options.random);
     this.#random = options.random ?? Math.random;
     this.#headers = { ...options.headers };
     this.#clock = options.clock ?? realClock;

@@ -9,7 +9,7 @@
 // and in each cluster a GitRepository `flux-system/fleet` plus a parent Kustomization
 // `flux-system/fleet` applying ./clusters/<env>. The Pipeline targets the child with
 // `revisionPath: /spec/postBuild/substitute/version`.
-import { pipelineCrd } from '../../fixtures/crds/index.ts';
+import { pipelineCrd } from '../../lib/pipeline/index.ts';
 import { APP_NAMESPACE, ENVIRONMENTS, fleetPipeline, PIPELINE_NAME, PIPELINE_NAMESPACE, putKubeconfigSecrets, type Fleet } from '../fleet.ts';
 import type { GitServer } from '../git/server.ts';
 import { type TestCluster } from '../harness/index.ts';

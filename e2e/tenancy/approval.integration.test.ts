@@ -10,10 +10,11 @@ import { request as httpsRequest } from 'node:https';
 import { join } from 'node:path';
 import { loadAll } from 'js-yaml';
 import { after, afterEach, before, describe, it } from 'node:test';
-import { helmReleaseCrd, pipelineCrd } from '../../fixtures/crds/index.ts';
+import { helmReleaseCrd } from '../../fixtures/crds/index.ts';
 import { FluxStandIn, HELM_RELEASE } from '../flux/standin.ts';
 import { eventually, freePort, useClusters, type AdminApi, type TestCluster } from '../harness/index.ts';
 import { apiAs, dumpServiceLogOnFailure, helmRelease, HR, installServiceRbac, must, namespacedAccount, PIPELINES, release, runService, setVersion, TENANT, type PolicyRule, type ServiceRun } from './tenants.ts';
+import { pipelineCrd } from '../../lib/pipeline/index.ts';
 
 const root = new URL('../../', import.meta.url).pathname;
 const APPROVER = `system:serviceaccount:${TENANT}:approver`;

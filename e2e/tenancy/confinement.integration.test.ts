@@ -6,10 +6,11 @@
 import assert from 'node:assert/strict';
 import { randomUUID } from 'node:crypto';
 import { after, afterEach, before, describe, it } from 'node:test';
-import { helmReleaseCrd, kustomizationCrd, pipelineCrd } from '../../fixtures/crds/index.ts';
+import { helmReleaseCrd, kustomizationCrd } from '../../fixtures/crds/index.ts';
 import { FluxStandIn, HELM_RELEASE } from '../flux/standin.ts';
 import { eventually, useClusters, type AdminApi, type TestCluster } from '../harness/index.ts';
 import { apiAs, dumpServiceLogOnFailure, everythingShown, helmRelease, HR, installServiceRbac, must, namespacedAccount, OTHER, PIPELINES, release, runService, setVersion, shippedClusterRoleRules, TENANT, tenantPipeline, type ServiceRun } from './tenants.ts';
+import { pipelineCrd } from '../../lib/pipeline/index.ts';
 
 /** Unique, revision-shaped (so only confinement can keep them out of status), planted where team-a cannot read. */
 const MARK_SECRET = `marker-secret-${randomUUID().replaceAll('-', '')}`;

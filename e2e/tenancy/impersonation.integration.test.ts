@@ -6,10 +6,11 @@
 import assert from 'node:assert/strict';
 import { randomBytes, randomUUID } from 'node:crypto';
 import { after, afterEach, before, describe, it } from 'node:test';
-import { helmReleaseCrd, kustomizationCrd, pipelineCrd } from '../../fixtures/crds/index.ts';
+import { helmReleaseCrd, kustomizationCrd } from '../../fixtures/crds/index.ts';
 import { FluxStandIn, HELM_RELEASE, KUSTOMIZATION } from '../flux/standin.ts';
 import { eventually, useClusters, type AdminApi, type TestCluster } from '../harness/index.ts';
 import { apiAs, everythingShown, helmRelease, HR, installServiceRbac, must, namespacedAccount, dumpServiceLogOnFailure, runService, release, setVersion, OTHER, PIPELINES, TENANT, tenantPipeline, type ServiceRun } from './tenants.ts';
+import { pipelineCrd } from '../../lib/pipeline/index.ts';
 
 const KS = '/apis/kustomize.toolkit.fluxcd.io/v1';
 /** Revision-shaped markers where team-a's accounts cannot read (the service itself could). */

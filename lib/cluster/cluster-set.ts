@@ -4,8 +4,12 @@ import {
   childController,
   ClosedError,
   FleetcacheError,
+  functionOption,
+  isDnsLabel,
   KubeApiError,
+  nonNegativeNumber,
   noopLogger,
+  positiveNumber,
   raceAbort,
   realClock,
   toError,
@@ -89,8 +93,6 @@ export interface ClusterSetOptions {
   readonly onRequest?: ((observation: RequestObservation) => void) | undefined;
 }
 
-const PURPOSE = /^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$/;
-
 /** Who was admitted: what a credential check resolves as. */
 interface Admission {
   readonly ownerNamespace: string;
@@ -119,13 +121,6 @@ interface Generation {
   idleTimer: Timer | undefined;
   checkTimer: Timer | undefined;
   checking: Promise<void> | undefined;
-}
-
-function nonNegative(option: string, value: number, allowZero: boolean): number {
-  if (!Number.isFinite(value) || value < 0 || (!allowZero && value === 0)) {
-    throw new TypeError(`ClusterSet option ${option} must be a ${allowZero ? 'non-negative' : 'positive'} number, got ${value}`);
-  }
-  return value;
 }
 
 /** Read afresh after an `await` (the compiler would narrow a direct read from before it). */
@@ -191,18 +186,18 @@ export class ClusterSet implements Clusters {
     }
     this.#provider = built as ClusterProvider;
     this.#local = options.local === undefined ? undefined : new LocalProvider({ kubeConfig: options.local });
-    this.#qps = nonNegative('qps', options.qps ?? 20, false);
-    this.#burst = nonNegative('burst', options.burst ?? 30, false);
+    this.#qps = positiveNumber('ClusterSet', 'qps', options.qps ?? 20);
+    this.#burst = positiveNumber('ClusterSet', 'burst', options.burst ?? 30);
     this.#readLimits = readLimitsOf(options.readLimits ?? {}, 'ClusterSet option readLimits');
     this.#connection = connectionOptionsOf(options.connection, 'ClusterSet option connection');
-    this.#checkIntervalMs = nonNegative('credentialCheckIntervalMs', options.credentialCheckIntervalMs ?? 60_000, true);
-    this.#idleTimeoutMs = nonNegative('idleTimeoutMs', options.idleTimeoutMs ?? 0, true);
-    this.#connectTimeoutMs = nonNegative('connectTimeoutMs', options.connectTimeoutMs ?? 30_000, false);
+    this.#checkIntervalMs = nonNegativeNumber('ClusterSet', 'credentialCheckIntervalMs', options.credentialCheckIntervalMs ?? 60_000);
+    this.#idleTimeoutMs = nonNegativeNumber('ClusterSet', 'idleTimeoutMs', options.idleTimeoutMs ?? 0);
+    this.#connectTimeoutMs = positiveNumber('ClusterSet', 'connectTimeoutMs', options.connectTimeoutMs ?? 30_000);
     this.#ownsListLimiter = options.listLimiter === undefined;
     this.#listLimiter = options.listLimiter ?? createListLimiter(50);
     this.#logger = options.logger ?? noopLogger;
     this.#clock = options.clock ?? realClock;
-    if (options.onRequest !== undefined && typeof options.onRequest !== 'function') throw new TypeError('ClusterSet option onRequest must be a function');
+    if (options.onRequest !== undefined) functionOption('ClusterSet', 'onRequest', options.onRequest);
     this.#onRequest = options.onRequest;
   }
 
@@ -219,7 +214,7 @@ export class ClusterSet implements Clusters {
     const id = ref.kind === 'local' ? identityKey(identity) : '';
     const key = id === '' ? cluster : `${cluster}[${id}]`;
     if (purpose === undefined) return key as ConnectionKey;
-    if (!PURPOSE.test(purpose)) throw new TypeError(`ClusterSet purpose must be a DNS label, got ${JSON.stringify(purpose)}`);
+    if (!isDnsLabel(purpose)) throw new TypeError(`ClusterSet purpose must be a DNS label, got ${JSON.stringify(purpose)}`);
     return `${key}#${purpose}` as ConnectionKey;
   }
 

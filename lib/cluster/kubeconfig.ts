@@ -3,7 +3,7 @@ import path from 'node:path';
 import { KubeConfig } from '@kubernetes/client-node';
 import type { Cluster, Context, User } from '@kubernetes/client-node';
 import { load as parseYaml, YAMLException } from 'js-yaml';
-import { KubeconfigInvalidError, KubeconfigRefusedError, type KubeconfigRule } from '../util/index.ts';
+import { KubeconfigInvalidError, KubeconfigRefusedError, nonEmptyString, type KubeconfigRule } from '../util/index.ts';
 
 /** Options of {@link loadKubeconfig}. Every `allow*` option relaxes one safety rule; all default to false. */
 export interface LoadKubeconfigOptions {
@@ -101,7 +101,7 @@ const trusted = { allowExec: true, allowAuthProvider: true, allowLocalFiles: tru
  */
 export function loadKubeconfig(yaml: string, options: LoadKubeconfigOptions): KubeConfig {
   const cluster = options.cluster;
-  if (cluster === '') throw new TypeError(`loadKubeconfig option cluster must be a non-empty string, got ${JSON.stringify(cluster)}`);
+  nonEmptyString('loadKubeconfig', 'cluster', cluster);
   const invalid = (message: string): KubeconfigInvalidError => new KubeconfigInvalidError(cluster, message);
 
   const raw = parseDocument(yaml, invalid);
@@ -407,12 +407,12 @@ export async function localKubeConfig(options: LocalKubeConfigOptions): Promise<
     throw new TypeError('localKubeConfig needs exactly one of the options kubeconfigPath and inCluster');
   }
   if (inCluster === undefined) {
-    if (kubeconfigPath === undefined || kubeconfigPath === '') throw new TypeError(`localKubeConfig option kubeconfigPath must be a non-empty string, got ${JSON.stringify(kubeconfigPath)}`);
-    const text = await readFile(kubeconfigPath, 'utf8');
-    return loadKubeconfig(text, { ...trusted, cluster: 'local', context: options.context, baseDirectory: path.dirname(path.resolve(kubeconfigPath)) });
+    const file = nonEmptyString('localKubeConfig', 'kubeconfigPath', kubeconfigPath);
+    const text = await readFile(file, 'utf8');
+    return loadKubeconfig(text, { ...trusted, cluster: 'local', context: options.context, baseDirectory: path.dirname(path.resolve(file)) });
   }
   const host = inCluster.host;
-  if (host === '') throw new TypeError(`localKubeConfig option inCluster.host must be a non-empty string, got ${JSON.stringify(host)}`);
+  nonEmptyString('localKubeConfig', 'inCluster.host', host);
   const port = Number(inCluster.port);
   if (!Number.isInteger(port) || port < 1 || port > 65535) throw new TypeError(`localKubeConfig option inCluster.port must be a TCP port, got ${JSON.stringify(inCluster.port)}`);
   const dir = inCluster.serviceAccountDir ?? serviceAccountDirDefault;

@@ -2,10 +2,13 @@ import { ApiException, CoreV1Api, Observable } from '@kubernetes/client-node';
 import type { KubeConfig, ObservableMiddleware } from '@kubernetes/client-node';
 import {
   abortReason,
+  booleanOption,
   FleetcacheError,
   KubeApiError,
   KubeconfigInvalidError,
   KubeconfigRefusedError,
+  nonEmptyString,
+  stringOption,
   TransportError,
   type KubeStatus,
 } from '../util/index.ts';
@@ -58,7 +61,7 @@ export class CoreV1SecretReader implements SecretReader {
 
   constructor(options: CoreV1SecretReaderOptions) {
     const cluster = options.cluster ?? 'local';
-    if (cluster === '') throw new TypeError('CoreV1SecretReader option cluster must be a non-empty string, got ""');
+    nonEmptyString('CoreV1SecretReader', 'cluster', cluster);
     // Building the client does no I/O.
     this.#api = options.kubeConfig.makeApiClient(CoreV1Api);
     this.#cluster = cluster;
@@ -188,9 +191,7 @@ interface SecretProviderSettings {
 }
 
 function flag(name: string, value: unknown): boolean {
-  if (value === undefined) return false;
-  if (typeof value !== 'boolean') throw new TypeError(`SecretProvider option ${name} must be a boolean, got ${JSON.stringify(value)}`);
-  return value;
+  return value === undefined ? false : booleanOption('SecretProvider', name, value);
 }
 
 const decoder = new TextDecoder('utf-8', { fatal: true });
@@ -210,7 +211,7 @@ export class SecretProvider implements ClusterProvider {
       throw new TypeError('SecretProvider option secrets must be a SecretReader');
     }
     const contextName = options.contextName;
-    if (contextName !== undefined && typeof contextName !== 'string') throw new TypeError(`SecretProvider option contextName must be a string, got ${JSON.stringify(contextName)}`);
+    if (contextName !== undefined) stringOption('SecretProvider', 'contextName', contextName);
     this.#settings = {
       secrets: options.secrets,
       allowExec: flag('allowExec', options.allowExec),

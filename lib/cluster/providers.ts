@@ -1,6 +1,6 @@
 import { createHash } from 'node:crypto';
 import { KubeConfig } from '@kubernetes/client-node';
-import { FleetcacheError } from '../util/index.ts';
+import { DNS_SUBDOMAIN_MAX_LENGTH, FleetcacheError, isNamespaceName, isObjectName, isSecretKey } from '../util/index.ts';
 import type { Identity } from './identity.ts';
 import { loadKubeconfig } from './kubeconfig.ts';
 
@@ -83,10 +83,6 @@ function describeRef(ref: ClusterRef): string {
   return `{${fields.join(', ')}}`;
 }
 
-const dnsLabel = /^[a-z0-9]([-a-z0-9]*[a-z0-9])?$/;
-const dnsSubdomain = /^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$/;
-const secretKey = /^[-._a-zA-Z0-9]+$/;
-
 /** A reference to a namespaced object, checked and with its namespace defaulted. */
 export interface ResolvedObjectRef {
   readonly namespace: string;
@@ -98,14 +94,14 @@ export interface ResolvedObjectRef {
  * namespace to the owner's.
  */
 export function objectRefOf(ref: ClusterRef & { readonly kind: 'secret' | 'cluster-api' }, ownerNamespace: string): ResolvedObjectRef {
-  if (!dnsLabel.test(ownerNamespace) || ownerNamespace.length > 63) {
+  if (!isNamespaceName(ownerNamespace)) {
     throw new TypeError(`ownerNamespace must be a namespace name, got ${JSON.stringify(ownerNamespace)}`);
   }
   const namespace = ref.namespace === undefined || ref.namespace === '' ? ownerNamespace : ref.namespace;
-  if (typeof namespace !== 'string' || !dnsLabel.test(namespace) || namespace.length > 63) throw new InvalidClusterRefError(ref, 'namespace is not a valid namespace name');
+  if (!isNamespaceName(namespace)) throw new InvalidClusterRefError(ref, 'namespace is not a valid namespace name');
   // A Cluster API Cluster name must leave room for the `-kubeconfig` suffix of its Secret.
-  const max = ref.kind === 'cluster-api' ? 253 - '-kubeconfig'.length : 253;
-  if (typeof ref.name !== 'string' || !dnsSubdomain.test(ref.name) || ref.name.length > max) throw new InvalidClusterRefError(ref, 'name is not a valid object name');
+  const max = ref.kind === 'cluster-api' ? DNS_SUBDOMAIN_MAX_LENGTH - '-kubeconfig'.length : DNS_SUBDOMAIN_MAX_LENGTH;
+  if (!isObjectName(ref.name, max)) throw new InvalidClusterRefError(ref, 'name is not a valid object name');
   return { namespace, name: ref.name };
 }
 
@@ -127,7 +123,7 @@ export function clusterKey(ref: ClusterRef, ownerNamespace: string): string {
     case 'secret': {
       const { namespace, name } = objectRefOf(ref, ownerNamespace);
       if (ref.key === undefined || ref.key === '') return `secret:${namespace}/${name}`;
-      if (typeof ref.key !== 'string' || !secretKey.test(ref.key) || ref.key.length > 253) throw new InvalidClusterRefError(ref, 'key is not a valid Secret data key');
+      if (!isSecretKey(ref.key)) throw new InvalidClusterRefError(ref, 'key is not a valid Secret data key');
       return `secret:${namespace}/${name}#${ref.key}`;
     }
     case 'cluster-api': {

@@ -2,7 +2,7 @@
 // of every room that is lent a `Clusters` (the registry, the snapshot writer, the manager).
 import { KubeConfig } from '@kubernetes/client-node';
 import { ClusterConnection, type RequestOptions, type ResourceClient, type ResourceInfo } from '../transport/index.ts';
-import { ClosedError, raceAbort, UnknownKindError, type GroupVersionKind } from '../util/index.ts';
+import { ClosedError, functionOption, raceAbort, UnknownKindError, type GroupVersionKind } from '../util/index.ts';
 import { admissionKey, ClusterSet } from './cluster-set.ts';
 import { GenerationLease } from './lease.ts';
 import type { AcquireOptions, ClusterChange, ClusterLease, Clusters, ConnectionKey } from './clusters.ts';
@@ -117,7 +117,7 @@ export class FakeClusters implements Clusters {
   readonly checked: ConnectionKey[] = [];
 
   constructor(options: FakeClustersOptions) {
-    if (typeof options.client !== 'function') throw new TypeError('FakeClusters option client must be a function');
+    functionOption('FakeClusters', 'client', options.client);
     this.#options = options;
   }
 

@@ -3,7 +3,7 @@ import { mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { isIP } from 'node:net';
-import { abortReason, realClock, type Clock } from '../util/index.ts';
+import { abortReason, functionOption, positiveNumber, realClock, type Clock } from '../util/index.ts';
 import { GitOpsError, type GitOpsReason } from './errors.ts';
 import { checkRepositoryPath, DEFAULT_MAX_SCAN_BYTES, markerFor, REVISION_PATTERN, updateMarkers } from './marker.ts';
 import { ProviderClient, type ProviderKind, type PullRequest } from './provider.ts';
@@ -99,11 +99,6 @@ const MiB = 1_048_576;
 // caches stay small, one thread. Together with the address-space limit, a small pack that
 // inflates to hundreds of MiB costs a few MiB of memory.
 const MEMORY_CONFIG = ['core.bigFileThreshold=1m', 'core.packedGitWindowSize=16m', 'core.packedGitLimit=64m', 'core.deltaBaseCacheLimit=16m', 'pack.windowMemory=16m', 'pack.deltaCacheSize=16m', 'pack.threads=1', 'core.sparseCheckout=true'];
-
-function positive(option: string, value: number): number {
-  if (!Number.isFinite(value) || value <= 0) throw new TypeError(`GitPromoter option ${option} must be a positive number, got ${value}`);
-  return value;
-}
 
 /**
  * One component of a ref name that decodes to exactly `value`: letters, digits, `-` and `.` stay
@@ -221,24 +216,24 @@ export class GitPromoter {
     // eslint-disable-next-line no-control-regex
     const bad = /[\u0000-\u001f<>]/;
     if (author.name === '' || author.email === '' || bad.test(author.name) || bad.test(author.email)) throw new TypeError('GitPromoter option author must have a non-empty name and email without control characters or <>');
-    if (options.lookup !== undefined && typeof options.lookup !== 'function') throw new TypeError('GitPromoter option lookup must be a function');
+    if (options.lookup !== undefined) functionOption('GitPromoter', 'lookup', options.lookup);
     this.#policy = { allowHttp: options.allowHttp === true, allowPrivateNetworks: options.allowPrivateNetworks === true, ...(options.lookup === undefined ? {} : { lookup: options.lookup }) };
     this.#author = { name: author.name, email: author.email };
     this.#gitPath = options.gitPath ?? '/usr/bin/git';
     this.#sshPath = options.sshPath ?? '/usr/bin/ssh';
     this.#tmpDir = options.tmpDir;
-    this.#timeoutMs = positive('timeoutMs', options.timeoutMs ?? 60_000);
-    this.#promotionTimeoutMs = positive('promotionTimeoutMs', options.promotionTimeoutMs ?? 180_000);
-    this.#maxRepositoryBytes = positive('maxRepositoryBytes', options.maxRepositoryBytes ?? 128 * MiB);
-    this.#maxRepositoryFiles = Math.floor(positive('maxRepositoryFiles', options.maxRepositoryFiles ?? 50_000));
-    this.#maxFileBytes = positive('maxFileBytes', options.maxFileBytes ?? MiB);
-    this.#maxScanBytes = positive('maxScanBytes', options.maxScanBytes ?? DEFAULT_MAX_SCAN_BYTES);
-    this.#maxGitMemoryBytes = Math.floor(positive('maxGitMemoryBytes', options.maxGitMemoryBytes ?? 256 * MiB));
+    this.#timeoutMs = positiveNumber('GitPromoter', 'timeoutMs', options.timeoutMs ?? 60_000);
+    this.#promotionTimeoutMs = positiveNumber('GitPromoter', 'promotionTimeoutMs', options.promotionTimeoutMs ?? 180_000);
+    this.#maxRepositoryBytes = positiveNumber('GitPromoter', 'maxRepositoryBytes', options.maxRepositoryBytes ?? 128 * MiB);
+    this.#maxRepositoryFiles = Math.floor(positiveNumber('GitPromoter', 'maxRepositoryFiles', options.maxRepositoryFiles ?? 50_000));
+    this.#maxFileBytes = positiveNumber('GitPromoter', 'maxFileBytes', options.maxFileBytes ?? MiB);
+    this.#maxScanBytes = positiveNumber('GitPromoter', 'maxScanBytes', options.maxScanBytes ?? DEFAULT_MAX_SCAN_BYTES);
+    this.#maxGitMemoryBytes = Math.floor(positiveNumber('GitPromoter', 'maxGitMemoryBytes', options.maxGitMemoryBytes ?? 256 * MiB));
     if (options.prlimitPath !== undefined && options.prlimitPath !== '' && !path.isAbsolute(options.prlimitPath)) throw new TypeError(`GitPromoter option prlimitPath must be an absolute path or empty, got ${JSON.stringify(options.prlimitPath)}`);
     this.#prlimitPath = options.prlimitPath ?? '/usr/bin/prlimit';
-    this.#maxPushAttempts = Math.floor(positive('maxPushAttempts', options.maxPushAttempts ?? 5));
-    this.#providerTimeoutMs = positive('providerTimeoutMs', options.providerTimeoutMs ?? 10_000);
-    this.#maxResponseBytes = positive('maxResponseBytes', options.maxResponseBytes ?? 1_048_576);
+    this.#maxPushAttempts = Math.floor(positiveNumber('GitPromoter', 'maxPushAttempts', options.maxPushAttempts ?? 5));
+    this.#providerTimeoutMs = positiveNumber('GitPromoter', 'providerTimeoutMs', options.providerTimeoutMs ?? 10_000);
+    this.#maxResponseBytes = positiveNumber('GitPromoter', 'maxResponseBytes', options.maxResponseBytes ?? 1_048_576);
     this.#clock = options.clock ?? realClock;
   }
 

@@ -3,9 +3,11 @@ import {
   abortReason,
   ClosedError,
   formatGvk,
+  nonNegativeInteger,
+  nonNegativeNumber,
   noopLogger,
-  onAbort,
   ObjectSkippedError,
+  onAbort,
   realClock,
   toError,
   type BackoffOptions,
@@ -221,13 +223,6 @@ function rvOf(obj: KubeObject): string | undefined {
   return obj.metadata?.resourceVersion;
 }
 
-function nonNegative(option: string, value: number, integer = false): number {
-  if (!Number.isFinite(value) || value < 0 || (integer && !Number.isInteger(value))) {
-    throw new TypeError(`informer option ${option} must be a non-negative ${integer ? 'integer' : 'number'}, got ${value}`);
-  }
-  return value;
-}
-
 /**
  * An informer: a {@link Reflector} feeding a keyed, indexed, read-only {@link Store}, and handlers.
  *
@@ -272,12 +267,12 @@ export class ResourceInformer<T extends KubeObject = KubeObject> implements Info
       checkGvk(options.gvk);
       source = { resolver: options.connection, gvk: options.gvk };
     }
-    const pageSize = nonNegative('pageSize', options.pageSize ?? 500, true);
+    const pageSize = nonNegativeInteger('informer', 'pageSize', options.pageSize ?? 500);
     if (pageSize === 0) throw new TypeError('informer option pageSize must be at least 1, got 0');
     const settings = {
       pageSize,
-      resyncIntervalMs: nonNegative('resyncIntervalMs', options.resyncIntervalMs ?? 0),
-      watchInactivityTimeoutMs: nonNegative('watchInactivityTimeoutMs', options.watchInactivityTimeoutMs ?? 180_000),
+      resyncIntervalMs: nonNegativeNumber('informer', 'resyncIntervalMs', options.resyncIntervalMs ?? 0),
+      watchInactivityTimeoutMs: nonNegativeNumber('informer', 'watchInactivityTimeoutMs', options.watchInactivityTimeoutMs ?? 180_000),
       clock: options.clock ?? realClock,
       random: options.random ?? Math.random,
       transform: options.transform ?? (stripManagedFields as Transform<T>),

@@ -7,7 +7,17 @@
 // review waits for one of a few slots shared round-robin between peers.
 import { createHash } from 'node:crypto';
 import type { IncomingMessage } from 'node:http';
-import { FleetcacheError, noopLogger, realClock, toError, type Clock, type Logger } from '../util/index.ts';
+import {
+  FleetcacheError,
+  functionOption,
+  nonNegativeNumber,
+  noopLogger,
+  positiveInteger,
+  realClock,
+  toError,
+  type Clock,
+  type Logger,
+} from '../util/index.ts';
 import { FairSlots, SlotQueueFullError } from './fair-slots.ts';
 import { PeerBudget, peerKey } from './peer-budget.ts';
 
@@ -119,11 +129,6 @@ class ExpiringCache<V> {
 /** Longest bearer token considered (service-account JWTs are ~1 KiB). */
 const MAX_TOKEN = 16 * 1024;
 
-function nonNegative(option: string, value: number): number {
-  if (!Number.isFinite(value) || value < 0) throw new TypeError(`KubeAuthFilter option ${option} must be a non-negative number, got ${value}`);
-  return value;
-}
-
 function throttled(err: ThrottledError): AuthDecision {
   return { allowed: false, status: 429, message: 'Too many requests', retryAfterSeconds: Math.max(1, err.retryAfterSeconds) };
 }
@@ -163,17 +168,16 @@ export class KubeAuthFilter {
   #reviewsMade = 0;
 
   constructor(options: KubeAuthFilterOptions) {
-    if (typeof options.reviews !== 'function') throw new TypeError('KubeAuthFilter option reviews must be a function');
-    const cacheSize = options.cacheSize ?? 1_024;
-    if (!Number.isInteger(cacheSize) || cacheSize < 1) throw new TypeError(`KubeAuthFilter option cacheSize must be a positive integer, got ${cacheSize}`);
+    functionOption('KubeAuthFilter', 'reviews', options.reviews);
+    const cacheSize = positiveInteger('KubeAuthFilter', 'cacheSize', options.cacheSize ?? 1_024);
     this.#reviews = options.reviews;
     this.#clock = options.clock ?? realClock;
     this.#logger = options.logger ?? noopLogger;
     this.#ttl = {
-      authenticated: nonNegative('authenticatedTtlMs', options.authenticatedTtlMs ?? 60_000),
-      unauthenticated: nonNegative('unauthenticatedTtlMs', options.unauthenticatedTtlMs ?? 10_000),
-      allowed: nonNegative('allowedTtlMs', options.allowedTtlMs ?? 300_000),
-      denied: nonNegative('deniedTtlMs', options.deniedTtlMs ?? 30_000),
+      authenticated: nonNegativeNumber('KubeAuthFilter', 'authenticatedTtlMs', options.authenticatedTtlMs ?? 60_000),
+      unauthenticated: nonNegativeNumber('KubeAuthFilter', 'unauthenticatedTtlMs', options.unauthenticatedTtlMs ?? 10_000),
+      allowed: nonNegativeNumber('KubeAuthFilter', 'allowedTtlMs', options.allowedTtlMs ?? 300_000),
+      denied: nonNegativeNumber('KubeAuthFilter', 'deniedTtlMs', options.deniedTtlMs ?? 30_000),
     };
     this.#validTokens = new ExpiringCache(cacheSize, this.#clock);
     this.#invalidTokens = new ExpiringCache(cacheSize, this.#clock);

@@ -2,7 +2,7 @@
 // across keys, FIFO within one, so a thousand waiters from one peer delay another peer's request
 // by at most one turn per busy peer, not by the thousand. The metrics server runs its
 // TokenReviews and SubjectAccessReviews through one.
-import { FleetcacheError } from '../util/index.ts';
+import { FleetcacheError, positiveInteger } from '../util/index.ts';
 
 /** A key already has its most waiters, or all keys together have theirs: refused at once, not queued. */
 export class SlotQueueFullError extends FleetcacheError {
@@ -30,11 +30,6 @@ export interface FairSlotsOptions {
 /** Gives the slot back; calling it again does nothing. */
 export type ReleaseSlot = () => void;
 
-function positiveInteger(option: string, value: number): number {
-  if (!Number.isSafeInteger(value) || value < 1) throw new TypeError(`FairSlots option ${option} must be a positive integer, got ${value}`);
-  return value;
-}
-
 /**
  * Invariants: `#held` ≤ `#max`; a key is in `#waiting` if and only if its queue is non-empty, and
  * the Map's order is the round-robin order (a key served goes to the back when it still waits);
@@ -49,9 +44,9 @@ export class FairSlots {
   #count = 0;
 
   constructor(options: FairSlotsOptions = {}) {
-    this.#max = positiveInteger('maxConcurrent', options.maxConcurrent ?? 4);
-    this.#maxPerKey = positiveInteger('maxWaitingPerKey', options.maxWaitingPerKey ?? 16);
-    this.#maxWaiting = positiveInteger('maxWaiting', options.maxWaiting ?? 512);
+    this.#max = positiveInteger('FairSlots', 'maxConcurrent', options.maxConcurrent ?? 4);
+    this.#maxPerKey = positiveInteger('FairSlots', 'maxWaitingPerKey', options.maxWaitingPerKey ?? 16);
+    this.#maxWaiting = positiveInteger('FairSlots', 'maxWaiting', options.maxWaiting ?? 512);
   }
 
   /**

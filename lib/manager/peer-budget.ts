@@ -2,7 +2,7 @@
 // makes for a peer and refunds it when the token turns out valid, so only failed reviews use the
 // budget up, and a peer guessing tokens is refused before it reaches the management cluster.
 import { isIP } from 'node:net';
-import { realClock, type Clock } from '../util/index.ts';
+import { positiveInteger, positiveNumber, realClock, type Clock } from '../util/index.ts';
 
 /** Options of {@link PeerBudget}. */
 export interface PeerBudgetOptions {
@@ -43,13 +43,6 @@ export function peerKey(address: string | undefined): string {
   return `${groups.slice(0, 4).map((g) => Number.parseInt(g, 16).toString(16)).join(':')}::/64`;
 }
 
-function positive(option: string, value: number, integer: boolean): number {
-  if (!Number.isFinite(value) || value <= 0 || (integer && !Number.isSafeInteger(value))) {
-    throw new TypeError(`PeerBudget option ${option} must be a positive ${integer ? 'integer' : 'number'}, got ${value}`);
-  }
-  return value;
-}
-
 /**
  * Token buckets per peer, refilled lazily from the clock (no timer: an idle budget costs nothing).
  *
@@ -64,9 +57,9 @@ export class PeerBudget {
   readonly #buckets = new Map<string, Bucket>();
 
   constructor(options: PeerBudgetOptions = {}) {
-    this.#burst = positive('burst', options.burst ?? 10, true);
-    this.#perSecond = positive('perSecond', options.perSecond ?? 0.5, false);
-    this.#maxPeers = positive('maxPeers', options.maxPeers ?? 4_096, true);
+    this.#burst = positiveInteger('PeerBudget', 'burst', options.burst ?? 10);
+    this.#perSecond = positiveNumber('PeerBudget', 'perSecond', options.perSecond ?? 0.5);
+    this.#maxPeers = positiveInteger('PeerBudget', 'maxPeers', options.maxPeers ?? 4_096);
     this.#clock = options.clock ?? realClock;
   }
 

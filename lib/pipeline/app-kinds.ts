@@ -2,7 +2,7 @@
 // A tenant who may create Pipelines otherwise points the service at any kind its credentials
 // reach (a ClusterRoleBinding, a ValidatingWebhookConfiguration), held back only by least
 // privilege; the platform team states instead which kinds promotion is for.
-import type { GroupVersionKind } from '../util/index.ts';
+import { DNS_SUBDOMAIN_SOURCE, type GroupVersionKind } from '../util/index.ts';
 
 /**
  * The kinds allowed when the platform team says nothing (`--app-kinds`): the objects whose spec
@@ -35,8 +35,7 @@ export function kindName(gvk: Pick<GroupVersionKind, 'group' | 'kind'>): string 
 }
 
 const KIND = '[A-Za-z][A-Za-z0-9]*';
-const GROUP = '[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*';
-const patternRe = new RegExp(`^(\\*|(${KIND}|\\*)(\\.${GROUP})?)$`);
+const patternRe = new RegExp(`^(\\*|(${KIND}|\\*)(\\.${DNS_SUBDOMAIN_SOURCE})?)$`);
 
 interface Pattern {
   /** undefined: any kind. */

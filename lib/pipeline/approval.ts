@@ -1,5 +1,5 @@
 import type { RequestOptions } from '../transport/index.ts';
-import { apiVersionOf, FleetcacheError, KubeApiError, sanitizeForDisplay, type Clock } from '../util/index.ts';
+import { apiVersionOf, FleetcacheError, KubeApiError, positiveInteger, sanitizeForDisplay, type Clock } from '../util/index.ts';
 import { isRevision, MAX_REVISION_LENGTH } from './observe.ts';
 import { MAX_APPROVALS_PER_ENVIRONMENT, PIPELINE_GVK, type Approval, type Approver, type Pipeline, type PipelineStatus } from './types.ts';
 
@@ -174,8 +174,7 @@ function rfc3339(ms: number): string {
  *   {@link KubeApiError} for anything else the API server refused.
  */
 export async function recordApproval(request: ApprovalRequest, options: RecordApprovalOptions): Promise<RecordedApproval> {
-  const attempts = options.attempts ?? 5;
-  if (!Number.isInteger(attempts) || attempts < 1) throw new TypeError(`recordApproval option attempts must be a positive integer, got ${attempts}`);
+  const attempts = positiveInteger('recordApproval', 'attempts', options.attempts ?? 5);
   if (!isRevision(request.revision)) throw new ApprovalError('InvalidApproval', `revision is not a revision (one printable token without spaces, at most ${MAX_REVISION_LENGTH} characters)`);
   const path = pipelinePath(request.namespace, request.name);
   for (let attempt = 1; ; attempt++) {

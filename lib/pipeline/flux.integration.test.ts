@@ -4,12 +4,12 @@
 import assert from 'node:assert/strict';
 import { randomBytes } from 'node:crypto';
 import { before, describe, it } from 'node:test';
-import { kustomizationCrd, pipelineCrd } from '../../fixtures/crds/index.ts';
+import { kustomizationCrd } from '../../fixtures/crds/index.ts';
 import { eventually, useClusters, type TestCluster } from '../../e2e/harness/index.ts';
 import { CompositeProvider, LocalProvider } from '../cluster/index.ts';
 import type { Registry } from '../registry/index.ts';
 import { registryWithKeeper } from '../registry/testing.ts';
-import { PipelineController, type Pipeline, type PipelineControllerOptions } from './index.ts';
+import { PipelineController, pipelineCrd, type Pipeline, type PipelineControllerOptions } from './index.ts';
 import { ensureNamespace, must } from '../../fixtures/support/index.ts';
 
 const NS = 'team-flux';

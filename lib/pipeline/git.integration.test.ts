@@ -4,14 +4,14 @@
 // Flux stand-in. A promotion is a commit (or a pull request) in that repository.
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
-import { helmReleaseCrd, kustomizationCrd, openCrd, pipelineCrd } from '../../fixtures/crds/index.ts';
+import { helmReleaseCrd, kustomizationCrd, openCrd } from '../../fixtures/crds/index.ts';
 import { eventually, useClusters, type TestCluster } from '../../e2e/harness/index.ts';
 import { startFlux } from '../../e2e/fleet.ts';
 import { ProviderStandIn } from '../../e2e/git/providers.ts';
 import { git, GitServer } from '../../e2e/git/server.ts';
 import { startGitSync } from '../../e2e/git/sync.ts';
 import { CompositeProvider, LocalProvider } from '../cluster/index.ts';
-import { PipelineController, type Pipeline, type PipelineControllerOptions } from './index.ts';
+import { PipelineController, pipelineCrd, type Pipeline, type PipelineControllerOptions } from './index.ts';
 import type { Registry } from '../registry/index.ts';
 import { registryWithKeeper } from '../registry/testing.ts';
 import { ensureNamespace, must } from '../../fixtures/support/index.ts';

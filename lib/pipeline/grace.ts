@@ -1,4 +1,5 @@
 import type { EnvironmentStatus, TargetStatus } from './types.ts';
+import { nonNegativeNumber } from '../util/index.ts';
 
 /** Default of {@link ProgressingGraceOptions.windowMs}. */
 export const DEFAULT_PROGRESSING_GRACE_MS = 30_000;
@@ -40,8 +41,7 @@ export class ProgressingGrace {
 
   constructor(options: ProgressingGraceOptions = {}) {
     const windowMs = options.windowMs ?? DEFAULT_PROGRESSING_GRACE_MS;
-    if (!Number.isFinite(windowMs) || windowMs < 0) throw new TypeError(`ProgressingGrace option windowMs must be a non-negative number, got ${windowMs}`);
-    this.#windowMs = windowMs;
+    this.#windowMs = nonNegativeNumber('ProgressingGrace', 'windowMs', windowMs);
   }
 
   /**

@@ -45,6 +45,7 @@ export type {
   WebhookPromotion,
 } from './types.ts';
 export { validatePipelineSpec } from './validate.ts';
+export { pipelineCrd } from './crd.ts';
 export { AppKinds, DEFAULT_APP_KINDS } from './app-kinds.ts';
 export type { ResolvedEnvironment, ResolvedGitPromotion, ResolvedPromotion, ResolvedTarget, SpecValidation, ValidationPolicy, ValidPipelineSpec } from './validate.ts';
 export { isObjectReady, readinessOf, isRevision, MAX_REVISION_LENGTH, NOT_A_REVISION, objectRevision, readRevision } from './observe.ts';

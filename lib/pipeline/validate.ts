@@ -1,24 +1,19 @@
 import { clusterKey, type ClusterRef } from '../cluster/index.ts';
-import { toError, type GroupVersionKind } from '../util/index.ts';
+import {
+  DNS_LABEL_MAX_LENGTH, DNS_SUBDOMAIN_MAX_LENGTH, isDnsLabel, isDnsSubdomain, isKindName, isNamespaceName, isObjectName, isSecretKey, toError,
+  type GroupVersionKind,
+} from '../util/index.ts';
 import { AppKinds, kindName } from './app-kinds.ts';
 import { fluxSpecProblems } from './flux.ts';
 import { isJsonPointer } from './json-pointer.ts';
 
-// Mirrors the CRD schema (fixtures/crds/pipeline.ts), so that a Pipeline stored before the schema
+// Mirrors the CRD schema (crd.ts), so that a Pipeline stored before the schema
 // was tightened, or written through a looser API, gets a clear `InvalidSpec` rather than a crash.
 
 /** Bounds shared with the CRD schema (CEL cost estimates need them too). */
 export const MAX_ENVIRONMENTS = 20;
 export const MAX_TARGETS_PER_ENVIRONMENT = 50;
 
-export const DNS_LABEL_PATTERN = '^[a-z0-9]([-a-z0-9]*[a-z0-9])?$';
-export const DNS_SUBDOMAIN_PATTERN = '^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$';
-export const KIND_PATTERN = '^[A-Za-z][A-Za-z0-9]*$';
-export const SECRET_KEY_PATTERN = '^[-._a-zA-Z0-9]+$';
-const dnsLabel = new RegExp(DNS_LABEL_PATTERN);
-const dnsSubdomain = new RegExp(DNS_SUBDOMAIN_PATTERN);
-const kindRe = new RegExp(KIND_PATTERN);
-const secretKeyRe = new RegExp(SECRET_KEY_PATTERN);
 
 /** One target, with its cluster reference in the library's terms. */
 export interface ResolvedTarget {
@@ -99,13 +94,13 @@ class Problems {
     this.list.push(`${path}: ${message}`);
   }
 
-  /** A string matching `re` and at most `max` long, or undefined (with a problem recorded). */
-  string(value: unknown, path: string, re: RegExp, max: number, what: string): string | undefined {
+  /** A string `valid` takes (a pattern or a rule of lib/util's names) and at most `max` long, or undefined (with a problem recorded). */
+  string(value: unknown, path: string, valid: RegExp | ((value: string) => boolean), max: number, what: string): string | undefined {
     if (typeof value !== 'string' || value === '') {
       this.add(path, 'required, a non-empty string');
       return undefined;
     }
-    if (value.length > max || !re.test(value)) {
+    if (value.length > max || !(typeof valid === 'function' ? valid(value) : valid.test(value))) {
       this.add(path, `must be ${what} (at most ${max} characters), got ${JSON.stringify(value.length > 80 ? `${value.slice(0, 80)}…` : value)}`);
       return undefined;
     }
@@ -139,7 +134,7 @@ function validateApiVersion(value: unknown, problems: Problems): string | undefi
   const parts = value.split('/');
   const version = parts.at(-1) ?? '';
   const group = parts.length === 2 ? parts[0] ?? '' : '';
-  if (parts.length > 2 || !dnsLabel.test(version) || (parts.length === 2 && (!dnsSubdomain.test(group) || group.length > 253))) {
+  if (parts.length > 2 || !isDnsLabel(version) || (parts.length === 2 && !isDnsSubdomain(group))) {
     problems.add('spec.appRef.apiVersion', `must be "version" or "group/version", got ${JSON.stringify(value)}`);
     return undefined;
   }
@@ -153,12 +148,12 @@ function validateClusterRef(value: unknown, path: string, problems: Problems): C
   const before = problems.list.length;
   const kind = ref.kind;
   if (kind !== 'Secret' && kind !== 'Cluster') problems.add(`${path}.kind`, `must be "Secret" or "Cluster", got ${JSON.stringify(kind)}`);
-  const name = problems.string(ref.name, `${path}.name`, dnsSubdomain, kind === 'Cluster' ? 253 - '-kubeconfig'.length : 253, 'an object name');
-  const namespace = ref.namespace === undefined ? undefined : problems.string(ref.namespace, `${path}.namespace`, dnsLabel, 63, 'a namespace name');
+  const name = problems.string(ref.name, `${path}.name`, isObjectName, kind === 'Cluster' ? DNS_SUBDOMAIN_MAX_LENGTH - '-kubeconfig'.length : DNS_SUBDOMAIN_MAX_LENGTH, 'an object name');
+  const namespace = ref.namespace === undefined ? undefined : problems.string(ref.namespace, `${path}.namespace`, isNamespaceName, DNS_LABEL_MAX_LENGTH, 'a namespace name');
   let key: string | undefined;
   if (ref.key !== undefined) {
     if (kind === 'Cluster') problems.add(`${path}.key`, 'only a Secret reference has a key');
-    else key = problems.string(ref.key, `${path}.key`, secretKeyRe, 253, 'a Secret data key');
+    else key = problems.string(ref.key, `${path}.key`, isSecretKey, DNS_SUBDOMAIN_MAX_LENGTH, 'a Secret data key');
   }
   if (problems.list.length > before || name === undefined) return undefined;
   return kind === 'Secret'
@@ -180,7 +175,7 @@ function validateEnvironments(value: unknown, pipelineNamespace: string, policy:
       ok = false;
       continue;
     }
-    const name = problems.string(env.name, `${path}.name`, dnsLabel, 63, 'a DNS label');
+    const name = problems.string(env.name, `${path}.name`, isDnsLabel, DNS_LABEL_MAX_LENGTH, 'a DNS label');
     if (name !== undefined && names.has(name)) {
       problems.add(`${path}.name`, `${JSON.stringify(name)} is used by an earlier environment; names must be unique`);
       ok = false;
@@ -192,7 +187,7 @@ function validateEnvironments(value: unknown, pipelineNamespace: string, policy:
       const tpath = `${path}.targets[${j}]`;
       const target = problems.record(rawTarget, tpath);
       if (target === undefined) continue;
-      const namespace = problems.string(target.namespace, `${tpath}.namespace`, dnsLabel, 63, 'a namespace name');
+      const namespace = problems.string(target.namespace, `${tpath}.namespace`, isNamespaceName, DNS_LABEL_MAX_LENGTH, 'a namespace name');
       const cluster = validateClusterRef(target.clusterRef, `${tpath}.clusterRef`, problems);
       if (namespace === undefined || cluster === undefined) continue;
       // Confinement: on the management cluster the service's reach must not become the tenant's.
@@ -252,8 +247,8 @@ function validatePromotion(value: unknown, problems: Problems): ResolvedPromotio
     const webhook = problems.record(promotion.webhook, 'spec.promotion.webhook');
     const secretRef = webhook === undefined ? undefined : problems.record(webhook.secretRef, 'spec.promotion.webhook.secretRef');
     if (secretRef === undefined) return undefined;
-    const name = problems.string(secretRef.name, 'spec.promotion.webhook.secretRef.name', dnsSubdomain, 253, 'a Secret name');
-    const key = secretRef.key === undefined ? 'url' : problems.string(secretRef.key, 'spec.promotion.webhook.secretRef.key', secretKeyRe, 253, 'a Secret data key');
+    const name = problems.string(secretRef.name, 'spec.promotion.webhook.secretRef.name', isObjectName, DNS_SUBDOMAIN_MAX_LENGTH, 'a Secret name');
+    const key = secretRef.key === undefined ? 'url' : problems.string(secretRef.key, 'spec.promotion.webhook.secretRef.key', isSecretKey, DNS_SUBDOMAIN_MAX_LENGTH, 'a Secret data key');
     if (name === undefined || key === undefined || promotion.patch !== undefined) return undefined;
     return { strategy: 'webhook', secretName: name, secretKey: key };
   }
@@ -277,7 +272,7 @@ function validateGitPromotion(promotion: Record<string, unknown>, problems: Prob
   let secretName: string | undefined;
   if (git.secretRef !== undefined) {
     const ref = problems.record(git.secretRef, 'spec.promotion.git.secretRef');
-    secretName = ref === undefined ? undefined : problems.string(ref.name, 'spec.promotion.git.secretRef.name', dnsSubdomain, 253, 'a Secret name');
+    secretName = ref === undefined ? undefined : problems.string(ref.name, 'spec.promotion.git.secretRef.name', isObjectName, DNS_SUBDOMAIN_MAX_LENGTH, 'a Secret name');
   }
   let pullRequest: ResolvedGitPromotion['pullRequest'];
   if (git.pullRequest !== undefined) {
@@ -336,8 +331,8 @@ export function validatePipelineSpec(spec: unknown, pipelineNamespace: string, p
   let app: ValidPipelineSpec['app'] | undefined;
   if (appRef !== undefined) {
     const apiVersion = validateApiVersion(appRef.apiVersion, problems);
-    const kind = problems.string(appRef.kind, 'spec.appRef.kind', kindRe, 63, 'a kind such as "HelmRelease"');
-    const name = problems.string(appRef.name, 'spec.appRef.name', dnsSubdomain, 253, 'an object name');
+    const kind = problems.string(appRef.kind, 'spec.appRef.kind', isKindName, DNS_LABEL_MAX_LENGTH, 'a kind such as "HelmRelease"');
+    const name = problems.string(appRef.name, 'spec.appRef.name', isObjectName, DNS_SUBDOMAIN_MAX_LENGTH, 'an object name');
     if (apiVersion !== undefined && kind !== undefined && name !== undefined) {
       const slash = apiVersion.indexOf('/');
       const gvk = slash < 0 ? { group: '', version: apiVersion, kind } : { group: apiVersion.slice(0, slash), version: apiVersion.slice(slash + 1), kind };
@@ -353,7 +348,7 @@ export function validatePipelineSpec(spec: unknown, pipelineNamespace: string, p
   }
   const serviceAccountName = root.serviceAccountName === undefined
     ? undefined
-    : problems.string(root.serviceAccountName, 'spec.serviceAccountName', dnsSubdomain, 253, 'a ServiceAccount name');
+    : problems.string(root.serviceAccountName, 'spec.serviceAccountName', isObjectName, DNS_SUBDOMAIN_MAX_LENGTH, 'a ServiceAccount name');
   if (app !== undefined && promotion !== undefined && (revisionPath === undefined || typeof revisionPath === 'string')) {
     validateUnderFlux(app, promotion, revisionPath, problems);
   }

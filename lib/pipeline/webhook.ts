@@ -1,6 +1,7 @@
 import { OutboundError, sendOutbound, type HostResolver } from '../transport/index.ts';
 import type { Clock } from '../util/index.ts';
 import { PromotionError, WebhookRefusedError } from './errors.ts';
+import { nonNegativeInteger } from '../util/index.ts';
 
 export type { ResolvedAddress } from '../transport/index.ts';
 
@@ -73,8 +74,7 @@ export function webhookOrigin(url: URL): string {
  * any stage. Nothing the receiver sends ever appears in a message.
  */
 export async function deliverWebhook(delivery: WebhookDelivery): Promise<number> {
-  const maxAnswerBytes = delivery.maxAnswerBytes ?? DEFAULT_WEBHOOK_ANSWER_BYTES;
-  if (!Number.isInteger(maxAnswerBytes) || maxAnswerBytes < 0) throw new TypeError(`webhook option maxAnswerBytes must be a non-negative integer, got ${maxAnswerBytes}`);
+  const maxAnswerBytes = nonNegativeInteger('webhook', 'maxAnswerBytes', delivery.maxAnswerBytes ?? DEFAULT_WEBHOOK_ANSWER_BYTES);
   const url = parseWebhookUrl(delivery.url);
   const shown = webhookOrigin(url);
   let status: number;

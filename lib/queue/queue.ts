@@ -1,7 +1,6 @@
-import { abortReason, realClock, type Clock } from '../util/index.ts';
+import { abortReason, clockOption, invalidOption, realClock, stringOption, type Clock } from '../util/index.ts';
 import { Fifo } from './fifo.ts';
 import type { QueueMetricsProvider, QueueStats } from './metrics.ts';
-import { checkClock, checkString, invalid } from './validate.ts';
 
 /**
  * A work queue of keys (client-go's `workqueue.Interface`): fair, stingy, safe to re-add an item
@@ -73,11 +72,11 @@ interface ResolvedQueueOptions {
 /** Applies the defaults of {@link QueueOptions} into a new object and validates it. */
 function resolveQueueOptions(owner: string, options: QueueOptions): ResolvedQueueOptions {
   const resolved: ResolvedQueueOptions = {
-    name: checkString(owner, 'name', options.name ?? ''),
-    clock: checkClock(owner, options.clock ?? realClock),
+    name: stringOption(owner, 'name', options.name ?? ''),
+    clock: clockOption(owner, options.clock ?? realClock),
     metrics: options.metrics,
   };
-  if (resolved.metrics !== undefined && resolved.name === '') invalid(owner, 'name', resolved.name, 'non-empty when metrics is set');
+  if (resolved.metrics !== undefined && resolved.name === '') invalidOption(owner, 'name', resolved.name, 'non-empty when metrics is set');
   return resolved;
 }
 

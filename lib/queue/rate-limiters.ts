@@ -1,5 +1,4 @@
-import { realClock, type Clock } from '../util/index.ts';
-import { checkClock, finitePositive, integerAtLeast, invalid } from './validate.ts';
+import { clockOption, integerAtLeast, invalidOption, numberAbove, realClock, type Clock } from '../util/index.ts';
 
 /**
  * Decides how long an item waits before it is retried (client-go's `workqueue.RateLimiter`). A
@@ -36,9 +35,9 @@ export class ItemExponentialRateLimiter<T> implements RateLimiter<T> {
 
   constructor(options: ItemExponentialRateLimiterOptions = {}) {
     const owner = 'ItemExponentialRateLimiter';
-    this.#baseDelayMs = finitePositive(owner, 'baseDelayMs', options.baseDelayMs ?? 5);
-    this.#maxDelayMs = finitePositive(owner, 'maxDelayMs', options.maxDelayMs ?? 1_000_000);
-    if (this.#maxDelayMs < this.#baseDelayMs) invalid(owner, 'maxDelayMs', this.#maxDelayMs, `>= baseDelayMs (${this.#baseDelayMs})`);
+    this.#baseDelayMs = numberAbove(owner, 'baseDelayMs', options.baseDelayMs ?? 5, 0);
+    this.#maxDelayMs = numberAbove(owner, 'maxDelayMs', options.maxDelayMs ?? 1_000_000, 0);
+    if (this.#maxDelayMs < this.#baseDelayMs) invalidOption(owner, 'maxDelayMs', this.#maxDelayMs, `>= baseDelayMs (${this.#baseDelayMs})`);
   }
 
   when(item: T): number {
@@ -84,9 +83,9 @@ export class TokenBucketRateLimiter<T> implements RateLimiter<T> {
 
   constructor(options: TokenBucketRateLimiterOptions = {}) {
     const owner = 'TokenBucketRateLimiter';
-    this.#qps = finitePositive(owner, 'qps', options.qps ?? 10);
+    this.#qps = numberAbove(owner, 'qps', options.qps ?? 10, 0);
     this.#burst = integerAtLeast(owner, 'burst', options.burst ?? 100, 1);
-    this.#clock = checkClock(owner, options.clock ?? realClock);
+    this.#clock = clockOption(owner, options.clock ?? realClock);
     this.#tokens = this.#burst;
   }
 
@@ -122,7 +121,7 @@ export class MaxOfRateLimiter<T> implements RateLimiter<T> {
 
   constructor(options: MaxOfRateLimiterOptions<T>) {
     const limiters: unknown = options.limiters;
-    if (!Array.isArray(limiters) || limiters.length === 0) invalid('MaxOfRateLimiter', 'limiters', limiters, 'a non-empty array of rate limiters');
+    if (!Array.isArray(limiters) || limiters.length === 0) invalidOption('MaxOfRateLimiter', 'limiters', limiters, 'a non-empty array of rate limiters');
     this.#limiters = [...options.limiters];
   }
 

@@ -1,7 +1,6 @@
-import { realClock } from '../util/index.ts';
+import { invalidOption, realClock } from '../util/index.ts';
 import { DelayingWorkQueue, type DelayingQueue, type DelayingQueueOptions } from './delaying.ts';
 import { defaultControllerRateLimiter, type RateLimiter } from './rate-limiters.ts';
-import { invalid } from './validate.ts';
 
 /** A {@link DelayingQueue} that retries items with backoff (client-go's `RateLimitingInterface`). */
 export interface RateLimitingQueue<T> extends DelayingQueue<T> {
@@ -31,7 +30,7 @@ export class RateLimitingWorkQueue<T> extends DelayingWorkQueue<T> implements Ra
     const rateLimiter: unknown = options.rateLimiter ?? defaultControllerRateLimiter<T>({ clock: options.clock ?? realClock });
     const candidate = rateLimiter as Partial<RateLimiter<T>> | null;
     if (typeof candidate !== 'object' || candidate === null || typeof candidate.when !== 'function' || typeof candidate.forget !== 'function' || typeof candidate.numRequeues !== 'function') {
-      invalid(new.target.name, 'rateLimiter', rateLimiter, 'a RateLimiter (when, forget, numRequeues)');
+      invalidOption(new.target.name, 'rateLimiter', rateLimiter, 'a RateLimiter (when, forget, numRequeues)');
     }
     super(options);
     this.#rateLimiter = rateLimiter as RateLimiter<T>;

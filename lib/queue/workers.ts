@@ -1,7 +1,6 @@
 import { randomUUID } from 'node:crypto';
-import { isAbortError, noopLogger, realClock, toError, type Clock, type Logger } from '../util/index.ts';
+import { clockOption, integerAtLeast, invalidOption, isAbortError, noopLogger, realClock, stringOption, toError, type Clock, type Logger } from '../util/index.ts';
 import type { RateLimitingQueue } from './rate-limiting.ts';
-import { checkClock, checkString, integerAtLeast, invalid } from './validate.ts';
 
 /** What a handler may return instead of nothing: process the item again after this delay. */
 export interface RequeueAfter {
@@ -90,24 +89,24 @@ interface ResolvedWorkerOptions<T> {
 function resolveWorkerOptions<T>(options: RunWorkersOptions<T>, queueName: string): ResolvedWorkerOptions<T> {
   const owner = 'runWorkers';
   const signal: unknown = options.signal;
-  if (!(signal instanceof AbortSignal)) invalid(owner, 'signal', signal, 'an AbortSignal');
+  if (!(signal instanceof AbortSignal)) invalidOption(owner, 'signal', signal, 'an AbortSignal');
   const handler: unknown = options.handler;
-  if (typeof handler !== 'function') invalid(owner, 'handler', handler, 'a function');
+  if (typeof handler !== 'function') invalidOption(owner, 'handler', handler, 'a function');
   return {
     signal: options.signal,
     handler: options.handler,
     workers: integerAtLeast(owner, 'workers', options.workers ?? 1, 1),
     maxRetries: options.maxRetries === undefined ? Infinity : integerAtLeast(owner, 'maxRetries', options.maxRetries, 0),
-    name: options.name === undefined ? queueName : checkString(owner, 'name', options.name),
+    name: options.name === undefined ? queueName : stringOption(owner, 'name', options.name),
     onReconcile: checkOptionalFunction(owner, 'onReconcile', options.onReconcile),
     logger: options.logger ?? noopLogger,
-    clock: options.clock === undefined ? realClock : checkClock(owner, options.clock),
+    clock: options.clock === undefined ? realClock : clockOption(owner, options.clock),
   };
 }
 
 function checkOptionalFunction<F>(owner: string, option: string, value: F | undefined): F | undefined {
   const untyped: unknown = value;
-  if (untyped !== undefined && typeof untyped !== 'function') invalid(owner, option, untyped, 'a function');
+  if (untyped !== undefined && typeof untyped !== 'function') invalidOption(owner, option, untyped, 'a function');
   return value;
 }
 

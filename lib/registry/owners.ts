@@ -2,7 +2,7 @@
 // and forgets deleted owners (what every controller on the registry would otherwise write by hand).
 import type { ClusterRef, Identity } from '../cluster/index.ts';
 import type { KubeObject } from '../transport/index.ts';
-import type { GroupVersionKind } from '../util/index.ts';
+import { oneOf, type GroupVersionKind } from '../util/index.ts';
 import { ownerKey, type OwnerRef } from './keys.ts';
 import type { HeldReader } from './reader.ts';
 import type { Registry } from './registry.ts';
@@ -44,8 +44,7 @@ function ownerOf(gvk: GroupVersionKind, obj: KubeObject): OwnerRef | undefined {
  * @throws as `Registry.reader`.
  */
 export function watchOwners<T extends KubeObject = KubeObject>(registry: Registry, options: WatchOwnersOptions): Promise<HeldReader<T>> {
-  const updates: unknown = options.updates ?? 'any';
-  if (updates !== 'any' && updates !== 'generation') throw new TypeError(`watchOwners option updates must be 'any' or 'generation', got ${String(updates)}`);
+  const updates = oneOf('watchOwners', 'updates', options.updates ?? 'any', ['any', 'generation']);
   const enqueue = (obj: KubeObject): void => {
     const owner = ownerOf(options.gvk, obj);
     if (owner !== undefined) registry.queue.add(ownerKey(owner));

@@ -6,7 +6,17 @@ import type { ClusterRef, Clusters, Identity } from '../cluster/index.ts';
 import type { InformerHandler } from '../informer/index.ts';
 import { RateLimitingWorkQueue, defaultControllerRateLimiter, type RateLimitingQueue } from '../queue/index.ts';
 import { checkGvk, type ClusterConnection, type KubeObject } from '../transport/index.ts';
-import { ClosedError, noopLogger, realClock, type Clock, type GroupVersionKind, type Logger } from '../util/index.ts';
+import {
+  ClosedError,
+  nonNegativeNumber,
+  noopLogger,
+  positiveInteger,
+  positiveNumber,
+  realClock,
+  type Clock,
+  type GroupVersionKind,
+  type Logger,
+} from '../util/index.ts';
 import { BuildGate } from './build-gate.ts';
 import { CacheTable } from './cache-table.ts';
 import { HeldReaders } from './holds.ts';
@@ -99,13 +109,6 @@ export interface ReaderOptions {
   readonly signal?: AbortSignal | undefined;
 }
 
-function positive(option: string, value: number, allowZero = false): number {
-  if (!Number.isFinite(value) || value < 0 || (!allowZero && value === 0)) {
-    throw new TypeError(`registry option ${option} must be a ${allowZero ? 'non-negative' : 'positive'} number, got ${value}`);
-  }
-  return value;
-}
-
 /**
  * How many forgotten owners the registry remembers as forgotten (oldest dropped first): a
  * reconcile still in flight for one of them cannot register it again (see `forgetOwner`).
@@ -145,13 +148,12 @@ export class Registry {
     const logger = options.logger ?? noopLogger;
     this.#clock = options.clock ?? realClock;
     this.#scope = checkScope('registry option scope', options.scope ?? 'auto');
-    const buildTimeoutMs = positive('buildTimeoutMs', options.buildTimeoutMs ?? 30_000);
-    const maxConcurrentBuilds = options.maxConcurrentBuilds ?? 32;
-    if (!Number.isSafeInteger(maxConcurrentBuilds) || maxConcurrentBuilds < 1) throw new TypeError(`registry option maxConcurrentBuilds must be a positive integer, got ${maxConcurrentBuilds}`);
+    const buildTimeoutMs = positiveNumber('registry', 'buildTimeoutMs', options.buildTimeoutMs ?? 30_000);
+    const maxConcurrentBuilds = positiveInteger('registry', 'maxConcurrentBuilds', options.maxConcurrentBuilds ?? 32);
     const gc = {
-      graceMs: positive('gcGraceMs', options.gcGraceMs ?? 30_000, true),
-      initialDelayMs: positive('gcInitialDelayMs', options.gcInitialDelayMs ?? 2_000),
-      maxDelayMs: positive('gcMaxDelayMs', options.gcMaxDelayMs ?? 512_000),
+      graceMs: nonNegativeNumber('registry', 'gcGraceMs', options.gcGraceMs ?? 30_000),
+      initialDelayMs: positiveNumber('registry', 'gcInitialDelayMs', options.gcInitialDelayMs ?? 2_000),
+      maxDelayMs: positiveNumber('registry', 'gcMaxDelayMs', options.gcMaxDelayMs ?? 512_000),
     };
     for (const option of KEEPER_OPTIONS) {
       // JavaScript callers, and options objects built for the registry before it was lent its keeper.

@@ -1,14 +1,13 @@
 // Label and field selectors in the API's string form, evaluated on cached objects as the API server
 // evaluates them: shared by registry set targets and snapshot queries.
 import type { KubeObject } from '../transport/index.ts';
+import { isLabelValue, isQualifiedName } from '../util/index.ts';
 
 /** Whether an object matches a selector. */
 export type ObjectMatcher = (obj: KubeObject) => boolean;
 
 type Requirement = (labels: Readonly<Record<string, string>>) => boolean;
 
-const KEY = /^(?:[a-z0-9](?:[-a-z0-9]*[a-z0-9])?(?:\.[a-z0-9](?:[-a-z0-9]*[a-z0-9])?)*\/)?[A-Za-z0-9](?:[-A-Za-z0-9_.]*[A-Za-z0-9])?$/;
-const VALUE = /^(?:[A-Za-z0-9](?:[-A-Za-z0-9_.]*[A-Za-z0-9])?)?$/;
 
 /** Splits on commas outside parentheses (`a in (x,y),b` is two requirements). */
 function splitTopLevel(text: string, option: string): string[] {
@@ -32,12 +31,12 @@ function splitTopLevel(text: string, option: string): string[] {
 }
 
 function checkKey(key: string, option: string): string {
-  if (!KEY.test(key) || key.length > 316) throw new TypeError(`${option}: invalid label key ${JSON.stringify(key)}`);
+  if (!isQualifiedName(key)) throw new TypeError(`${option}: invalid label key ${JSON.stringify(key)}`);
   return key;
 }
 
 function checkValue(value: string, option: string): string {
-  if (!VALUE.test(value) || value.length > 63) throw new TypeError(`${option}: invalid label value ${JSON.stringify(value)}`);
+  if (!isLabelValue(value)) throw new TypeError(`${option}: invalid label value ${JSON.stringify(value)}`);
   return value;
 }
 

@@ -1,6 +1,6 @@
 // The fleet-snapshot accumulator: merges each query's cache events and own writes into its view.
 import type { KubeObject } from '../transport/index.ts';
-import { childController, ClosedError, noopLogger, onAbort, realClock, toError, type Clock, type Logger } from '../util/index.ts';
+import { childController, ClosedError, nonNegativeNumber, noopLogger, onAbort, realClock, toError, type Clock, type Logger } from '../util/index.ts';
 import { SnapshotClient } from './client.ts';
 import { compareRv, sameState, superseded } from './coherence.ts';
 import { Delivery } from './delivery.ts';
@@ -8,11 +8,6 @@ import { followQuery, type FollowPort } from './follow.ts';
 import { keyOf, QueryState, type Entry, type Overlay } from './query.ts';
 import type { SnapshotSource } from './source.ts';
 import type { AccumulatorOptions, AccumulatorStatus, FleetSnapshot, QuerySet, QueryStatus, SnapshotQuery } from './types.ts';
-
-function nonNegative(option: string, value: number): number {
-  if (!Number.isFinite(value) || value < 0) throw new TypeError(`accumulator option ${option} must be a non-negative number, got ${value}`);
-  return value;
-}
 
 /**
  * A fleet-snapshot accumulator (the kates Accumulator, across clusters): named queries over the
@@ -70,7 +65,7 @@ export class FleetAccumulator<Q extends QuerySet> {
     const snapshotSource: SnapshotSource = options.source;
     this.#queries = names.map((name) => new QueryState(name, options.queries[name] as SnapshotQuery));
     this.#byName = new Map(this.#queries.map((q) => [q.name, q]));
-    const minIntervalMs = nonNegative('minIntervalMs', options.minIntervalMs ?? 100);
+    const minIntervalMs = nonNegativeNumber('accumulator', 'minIntervalMs', options.minIntervalMs ?? 100);
     const clock: Clock = options.clock ?? realClock;
     this.#logger = options.logger ?? noopLogger;
     this.#delivery = new Delivery<Q>({

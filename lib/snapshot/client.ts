@@ -2,6 +2,7 @@
 // show before the watch delivers them (read/write coherence).
 import { deepFreeze } from '../informer/index.ts';
 import { resourcePath, type KubeObject } from '../transport/index.ts';
+import { oneOf } from '../util/index.ts';
 import { keyOf, type QueryState } from './query.ts';
 import type { SnapshotSource } from './source.ts';
 import type { ObjectOf, PatchOptions, QuerySet, WriteOptions } from './types.ts';
@@ -12,6 +13,7 @@ const PATCH_TYPES = {
   strategic: 'application/strategic-merge-patch+json',
   apply: 'application/apply-patch+yaml',
 } as const;
+const PATCH_TYPE_NAMES = Object.keys(PATCH_TYPES) as (keyof typeof PATCH_TYPES)[];
 
 /** What the client needs of its accumulator. */
 export interface ClientPort {
@@ -66,8 +68,7 @@ export class SnapshotClient<Q extends QuerySet> {
   /** PATCH (merge patch by default; `status: true` for the status subresource). */
   async patch<K extends keyof Q & string>(query: K, target: ObjectName, patch: unknown, options: PatchOptions = {}): Promise<ObjectOf<Q[K]>> {
     const q = this.#port.query(query);
-    const type = options.type ?? 'merge';
-    if (!(type in PATCH_TYPES)) throw new TypeError(`patch option type must be one of ${Object.keys(PATCH_TYPES).join(', ')}, got ${type}`);
+    const type = oneOf('patch', 'type', options.type ?? 'merge', PATCH_TYPE_NAMES);
     if (type === 'apply' && options.fieldManager === undefined) throw new TypeError('patch option fieldManager is required for an apply patch');
     return this.#send(q, 'PATCH', { namespace: target.namespace ?? q.spec.namespace, name: target.name }, patch, options, options.status === true ? '/status' : '', PATCH_TYPES[type]) as Promise<ObjectOf<Q[K]>>;
   }

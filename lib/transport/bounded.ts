@@ -1,5 +1,5 @@
 import type { Readable } from 'node:stream';
-import { abortReason } from '../util/index.ts';
+import { abortReason, nonNegativeInteger } from '../util/index.ts';
 
 // The one reader of a body that has a byte cap: an API server's answer, a webhook receiver's, a Git
 // provider's, a dashboard request's. Whoever reads a peer's body reads it here, so that the cap,
@@ -40,7 +40,7 @@ function declared(value: BoundedRead['declaredLength']): number {
  */
 export async function readBounded(body: Readable, read: BoundedRead): Promise<Buffer | undefined> {
   const { limit, keep = true, signal } = read;
-  if (!Number.isInteger(limit) || limit < 0) throw new TypeError(`readBounded option limit must be a non-negative integer, got ${limit}`);
+  nonNegativeInteger('readBounded', 'limit', limit);
   if (declared(read.declaredLength) > limit) {
     body.destroy();
     return undefined;

@@ -1,5 +1,5 @@
 import { readFileSync } from 'node:fs';
-import { abortReason, FleetcacheError, noopLogger, onAbort, realClock, type Clock, type Logger, type Timer } from '../util/index.ts';
+import { abortReason, FleetcacheError, integerAtLeast, noopLogger, onAbort, realClock, type Clock, type Logger, type Timer } from '../util/index.ts';
 
 /** Slots the default budget leaves out of the soft descriptor limit: at least 32, else 1/16 of it. */
 function reserveOf(soft: number): number {
@@ -138,14 +138,9 @@ export class SocketBudget {
   #lastTurn = -Infinity;
 
   constructor(options: SocketBudgetOptions = {}) {
-    const check = (name: string, value: number | undefined, fallback: number, min: number): number => {
-      if (value === undefined) return fallback;
-      if (!Number.isSafeInteger(value) || value < min) throw new TypeError(`SocketBudget option ${name} must be an integer >= ${min}, got ${String(value)}`);
-      return value;
-    };
-    this.#max = options.maxSockets === undefined ? defaultMaxSockets() : check('maxSockets', options.maxSockets, 0, 1);
-    this.#turnMs = check('turnMs', options.turnMs, 10_000, 0);
-    this.#recoverMs = check('recoverMs', options.recoverMs, 5_000, 0);
+    this.#max = options.maxSockets === undefined ? defaultMaxSockets() : integerAtLeast('SocketBudget', 'maxSockets', options.maxSockets, 1);
+    this.#turnMs = integerAtLeast('SocketBudget', 'turnMs', options.turnMs ?? 10_000, 0);
+    this.#recoverMs = integerAtLeast('SocketBudget', 'recoverMs', options.recoverMs ?? 5_000, 0);
     this.#clock = options.clock ?? realClock;
     this.#logger = options.logger ?? noopLogger;
     this.#limit = this.#max;

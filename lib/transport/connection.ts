@@ -2,9 +2,14 @@
 // close (discovery and the resource client live in their own files).
 import type { KubeConfig } from '@kubernetes/client-node';
 import {
+  booleanOption,
   ClosedError,
+  functionOption,
   KubeApiError,
+  nonEmptyString,
   noopLogger,
+  positiveInteger,
+  positiveNumber,
   realClock,
   type Clock,
   type GroupVersionKind,
@@ -123,13 +128,6 @@ export interface RequestOptions {
 }
 
 
-function positiveNumber(option: string, value: number, integer = false): number {
-  if (!Number.isFinite(value) || value <= 0 || (integer && !Number.isInteger(value))) {
-    throw new TypeError(`ClusterConnection option ${option} must be a positive ${integer ? 'integer' : 'number'}, got ${value}`);
-  }
-  return value;
-}
-
 /**
  * The connection to one cluster: its kubeconfig and credentials, one keep-alive HTTP agent, a
  * request limiter (QPS/burst), the shared LIST limiter, and discovery (GVK → resource and scope,
@@ -158,7 +156,7 @@ export class ClusterConnection implements ResourceResolver {
   };
 
   constructor(options: ClusterConnectionOptions) {
-    if (typeof options.name !== 'string' || options.name === '') throw new TypeError(`ClusterConnection option name must be a non-empty string, got ${JSON.stringify(options.name)}`);
+    nonEmptyString('ClusterConnection', 'name', options.name);
     if (typeof options.kubeConfig !== 'object' || typeof options.kubeConfig.getCurrentCluster !== 'function') {
       throw new TypeError(`ClusterConnection option kubeConfig must be a KubeConfig, got ${typeof options.kubeConfig}`);
     }
@@ -167,17 +165,17 @@ export class ClusterConnection implements ResourceResolver {
       throw new TypeError(`ClusterConnection option impersonate must name a non-empty user and non-empty groups, got ${JSON.stringify(impersonate)}`);
     }
     const settings = {
-      qps: positiveNumber('qps', options.qps ?? 20),
-      burst: positiveNumber('burst', options.burst ?? 30, true),
-      discoveryTtlMs: positiveNumber('discoveryTtlMs', options.discoveryTtlMs ?? 300_000),
-      requestTimeoutMs: positiveNumber('requestTimeoutMs', options.requestTimeoutMs ?? 60_000),
-      pingIntervalMs: positiveNumber('pingIntervalMs', options.pingIntervalMs ?? 30_000),
-      pingTimeoutMs: positiveNumber('pingTimeoutMs', options.pingTimeoutMs ?? 15_000),
+      qps: positiveNumber('ClusterConnection', 'qps', options.qps ?? 20),
+      burst: positiveInteger('ClusterConnection', 'burst', options.burst ?? 30),
+      discoveryTtlMs: positiveNumber('ClusterConnection', 'discoveryTtlMs', options.discoveryTtlMs ?? 300_000),
+      requestTimeoutMs: positiveNumber('ClusterConnection', 'requestTimeoutMs', options.requestTimeoutMs ?? 60_000),
+      pingIntervalMs: positiveNumber('ClusterConnection', 'pingIntervalMs', options.pingIntervalMs ?? 30_000),
+      pingTimeoutMs: positiveNumber('ClusterConnection', 'pingTimeoutMs', options.pingTimeoutMs ?? 15_000),
       userAgent: options.userAgent ?? 'fleetcache',
       clock: options.clock ?? realClock,
       limits: readLimitsOf(options, 'ClusterConnection'),
     };
-    if (options.onRequest !== undefined && typeof options.onRequest !== 'function') throw new TypeError('ClusterConnection option onRequest must be a function');
+    if (options.onRequest !== undefined) functionOption('ClusterConnection', 'onRequest', options.onRequest);
     this.name = options.name;
     this.#onRequest = options.onRequest;
     this.#clock = settings.clock;
@@ -185,7 +183,7 @@ export class ClusterConnection implements ResourceResolver {
     this.#logger = (options.logger ?? noopLogger).child({ cluster: options.name });
     this.#requestTimeoutMs = settings.requestTimeoutMs;
     if (options.socketBudget !== undefined && !(options.socketBudget instanceof SocketBudget)) throw new TypeError('ClusterConnection option socketBudget must be a SocketBudget');
-    if (options.http2 !== undefined && typeof options.http2 !== 'boolean') throw new TypeError(`ClusterConnection option http2 must be a boolean, got ${typeof options.http2}`);
+    if (options.http2 !== undefined) booleanOption('ClusterConnection', 'http2', options.http2);
     this.#transport = new Transport({
       cluster: options.name,
       kubeConfig: options.kubeConfig,
@@ -199,7 +197,7 @@ export class ClusterConnection implements ResourceResolver {
     });
     this.#requests = new TokenBucket({ qps: settings.qps, burst: settings.burst, clock: settings.clock });
     this.#lists = options.listLimiter ?? defaultListLimiter();
-    this.#share = new ConcurrencyLimiter({ maxConcurrent: positiveNumber('maxListsPerCluster', options.maxListsPerCluster ?? 5, true), what: `LIST share of cluster ${options.name}` });
+    this.#share = new ConcurrencyLimiter({ maxConcurrent: positiveInteger('ClusterConnection', 'maxListsPerCluster', options.maxListsPerCluster ?? 5), what: `LIST share of cluster ${options.name}` });
     this.#discovery = new Discovery({
       cluster: options.name,
       ttlMs: settings.discoveryTtlMs,

@@ -1,4 +1,4 @@
-import { abortReason, ClosedError, onAbort, realClock, type Clock, type Timer } from '../util/index.ts';
+import { abortReason, ClosedError, integerAtLeast, numberAbove, onAbort, realClock, type Clock, type Timer } from '../util/index.ts';
 
 // Both limiters keep no timer while idle: at a thousand clusters, a refill heartbeat per limiter
 // (bottleneck's 250 ms one) is 4,000 wake-ups a second doing nothing. Tokens are counted lazily
@@ -58,13 +58,10 @@ export class TokenBucket {
   #closed = false;
 
   constructor(options: TokenBucketOptions) {
-    const { qps, burst } = options;
-    if (typeof qps !== 'number' || !Number.isFinite(qps) || qps <= 0) throw new TypeError(`TokenBucket option qps must be a finite number > 0, got ${String(qps)}`);
-    if (typeof burst !== 'number' || !Number.isSafeInteger(burst) || burst < 1) throw new TypeError(`TokenBucket option burst must be an integer >= 1, got ${String(burst)}`);
-    this.#qps = qps;
-    this.#burst = burst;
+    this.#qps = numberAbove('TokenBucket', 'qps', options.qps, 0);
+    this.#burst = integerAtLeast('TokenBucket', 'burst', options.burst, 1);
     this.#clock = options.clock ?? realClock;
-    this.#tokens = burst;
+    this.#tokens = this.#burst;
     this.#at = this.#clock.now();
   }
 
@@ -175,9 +172,7 @@ export class ConcurrencyLimiter {
   #stopped = false;
 
   constructor(options: ConcurrencyLimiterOptions) {
-    const max = options.maxConcurrent;
-    if (typeof max !== 'number' || !Number.isSafeInteger(max) || max < 1) throw new TypeError(`ConcurrencyLimiter option maxConcurrent must be an integer >= 1, got ${String(max)}`);
-    this.max = max;
+    this.max = integerAtLeast('ConcurrencyLimiter', 'maxConcurrent', options.maxConcurrent, 1);
     this.#what = options.what ?? 'concurrency limiter';
   }
 

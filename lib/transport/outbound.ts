@@ -2,7 +2,16 @@ import { lookup as dnsLookup } from 'node:dns/promises';
 import { request as httpRequest, type ClientRequest, type IncomingMessage } from 'node:http';
 import { request as httpsRequest } from 'node:https';
 import { isIP, type LookupFunction, type Socket } from 'node:net';
-import { abortReason, classifyAddress, FleetcacheError, PRIVATE_CATEGORIES, realClock, type AddressCategory, type Clock } from '../util/index.ts';
+import {
+  abortReason,
+  classifyAddress,
+  FleetcacheError,
+  nonNegativeInteger,
+  PRIVATE_CATEGORIES,
+  realClock,
+  type AddressCategory,
+  type Clock,
+} from '../util/index.ts';
 import { readBounded } from './bounded.ts';
 
 // Outbound HTTP to a host a tenant names (a webhook receiver, a Git provider's API): the one place
@@ -182,7 +191,7 @@ export interface OutboundAnswer {
  */
 export async function sendOutbound(request: OutboundRequest): Promise<OutboundAnswer> {
   const { url, policy, timeoutMs, signal, maxBodyBytes } = request;
-  if (!Number.isInteger(maxBodyBytes) || maxBodyBytes < 0) throw new TypeError(`outbound option maxBodyBytes must be a non-negative integer, got ${maxBodyBytes}`);
+  nonNegativeInteger('outbound', 'maxBodyBytes', maxBodyBytes);
   if (url.protocol !== 'http:' && url.protocol !== 'https:') throw new TypeError(`outbound option url must be http or https, not ${url.protocol.slice(0, 16)}`);
   // Sockets skip `lookup` for IP literals (which the URL parser has already normalised from every
   // notation: 127.1, 0x7f.0.0.1, 2130706433): check them here.

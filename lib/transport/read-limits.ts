@@ -1,4 +1,6 @@
 // The bounds on what one answer of an API server may make this process hold: defaults and validation.
+import { invalidOption } from '../util/index.ts';
+
 const MiB = 1024 * 1024;
 
 /**
@@ -47,7 +49,7 @@ export function readLimitsOf(options: ReadLimits, owner: string): Required<ReadL
   for (const name of Object.keys(DEFAULT_READ_LIMITS) as (keyof ReadLimits)[]) {
     const value = options[name];
     if (value === undefined) continue;
-    if (!Number.isSafeInteger(value) || value < 1) throw new TypeError(`${owner} option ${name} must be a positive integer (bytes), got ${String(value)}`);
+    if (!Number.isSafeInteger(value) || value < 1) invalidOption(owner, name, value, 'a positive integer (bytes)');
     out[name] = value;
   }
   return out;

@@ -1,11 +1,7 @@
-import { InvalidPathSegmentError, type GroupVersionKind, type PathSegmentField } from '../util/index.ts';
-
-/** A DNS-1123 label: what versions, namespaces and resource names are. */
-const DNS_LABEL = /^[a-z0-9]([-a-z0-9]*[a-z0-9])?$/;
-/** A DNS-1123 subdomain: what API groups are. */
-const DNS_SUBDOMAIN = /^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$/;
-/** Kinds are CamelCase identifiers. */
-const KIND = /^[A-Za-z][A-Za-z0-9]*$/;
+import {
+  DNS_LABEL_MAX_LENGTH, DNS_SUBDOMAIN_MAX_LENGTH, InvalidPathSegmentError, isDnsLabel, isDnsSubdomain, isKindName, type GroupVersionKind,
+  type PathSegmentField,
+} from '../util/index.ts';
 
 function refuse(field: PathSegmentField, value: string, reason: string): never {
   throw new InvalidPathSegmentError({ field, value, reason });
@@ -24,9 +20,10 @@ export function checkPathSegment(field: PathSegmentField, value: string): void {
   if (value.includes('%')) refuse(field, value, 'may not contain "%"');
 }
 
-function checkPattern(field: PathSegmentField, value: string, pattern: RegExp, max: number, what: string): void {
+/** `valid` checks the name rule and its length limit, `max`, which the message states. */
+function checkNamed(field: PathSegmentField, value: string, valid: (value: string) => boolean, max: number, what: string): void {
   checkPathSegment(field, value);
-  if (value.length > max || !pattern.test(value)) refuse(field, value, `must be ${what} of at most ${max} characters`);
+  if (!valid(value)) refuse(field, value, `must be ${what} of at most ${max} characters`);
 }
 
 /**
@@ -38,25 +35,25 @@ export function checkGvk(gvk: GroupVersionKind): void {
   if (typeof given !== 'object' || given === null) throw new TypeError(`a GroupVersionKind must be an object, got ${given === null ? 'null' : typeof given}`);
   const group: unknown = gvk.group;
   if (typeof group !== 'string') refuse('group', String(group), 'must be a string');
-  if (gvk.group !== '') checkPattern('group', gvk.group, DNS_SUBDOMAIN, 253, 'a lowercase DNS subdomain');
-  checkPattern('version', gvk.version, DNS_LABEL, 63, 'a lowercase DNS label');
-  checkPattern('kind', gvk.kind, KIND, 63, 'letters and digits starting with a letter');
+  if (gvk.group !== '') checkNamed('group', gvk.group, isDnsSubdomain, DNS_SUBDOMAIN_MAX_LENGTH, 'a lowercase DNS subdomain');
+  checkNamed('version', gvk.version, isDnsLabel, DNS_LABEL_MAX_LENGTH, 'a lowercase DNS label');
+  checkNamed('kind', gvk.kind, isKindName, DNS_LABEL_MAX_LENGTH, 'letters and digits starting with a letter');
 }
 
 /** A resource (plural) name, as discovery gives it: a DNS label. */
 export function checkResource(resource: string): void {
-  checkPattern('resource', resource, DNS_LABEL, 63, 'a lowercase DNS label');
+  checkNamed('resource', resource, isDnsLabel, DNS_LABEL_MAX_LENGTH, 'a lowercase DNS label');
 }
 
 /** A namespace: a DNS label. */
 export function checkNamespace(namespace: string): void {
-  checkPattern('namespace', namespace, DNS_LABEL, 63, 'a lowercase DNS label');
+  checkNamed('namespace', namespace, isDnsLabel, DNS_LABEL_MAX_LENGTH, 'a lowercase DNS label');
 }
 
 /** An object name: any path segment (names of some kinds hold `:` or capitals), at most 253 characters. */
 export function checkName(name: string): void {
   checkPathSegment('name', name);
-  if (name.length > 253) refuse('name', name, 'must be at most 253 characters');
+  if (name.length > DNS_SUBDOMAIN_MAX_LENGTH) refuse('name', name, `must be at most ${DNS_SUBDOMAIN_MAX_LENGTH} characters`);
 }
 
 /**

@@ -1,4 +1,5 @@
 import type { Clock } from './clock.ts';
+import { numberAtLeast } from './options.ts';
 
 /** Options of {@link Backoff}. Durations are in milliseconds. */
 export interface BackoffOptions {
@@ -14,11 +15,6 @@ export interface BackoffOptions {
   readonly resetAfterMs?: number;
   /** Source of randomness in [0, 1), injectable for deterministic tests. Default Math.random. */
   readonly random?: () => number;
-}
-
-function positive(name: string, value: number, min = 0): number {
-  if (!Number.isFinite(value) || value < min) throw new TypeError(`backoff option ${name} must be a finite number >= ${min}, got ${value}`);
-  return value;
 }
 
 /**
@@ -39,11 +35,11 @@ export class Backoff {
   #lastFailureAt: number | undefined;
 
   constructor(clock: Clock, options: BackoffOptions = {}) {
-    this.#initial = positive('initialMs', options.initialMs ?? 800);
-    this.#max = positive('maxMs', options.maxMs ?? 30_000);
-    this.#factor = positive('factor', options.factor ?? 2, 1);
-    this.#jitter = positive('jitter', options.jitter ?? 1);
-    this.#resetAfter = positive('resetAfterMs', options.resetAfterMs ?? 120_000);
+    this.#initial = numberAtLeast('backoff', 'initialMs', options.initialMs ?? 800, 0);
+    this.#max = numberAtLeast('backoff', 'maxMs', options.maxMs ?? 30_000, 0);
+    this.#factor = numberAtLeast('backoff', 'factor', options.factor ?? 2, 1);
+    this.#jitter = numberAtLeast('backoff', 'jitter', options.jitter ?? 1, 0);
+    this.#resetAfter = numberAtLeast('backoff', 'resetAfterMs', options.resetAfterMs ?? 120_000, 0);
     this.#random = options.random ?? Math.random;
     this.#clock = clock;
     this.#current = this.#initial;

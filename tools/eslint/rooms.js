@@ -16,7 +16,7 @@ export const MAY_IMPORT = {
   'lib/pipeline': ['lib/util', 'lib/transport', 'lib/cluster', 'lib/informer', 'lib/queue', 'lib/registry', 'lib/gitops'],
   'lib/manager': ['lib/util', 'lib/transport', 'lib/cluster', 'lib/informer', 'lib/queue', 'lib/registry'],
   fixtures: ['lib/util'],
-  cmd: ['lib/*', 'fixtures/crds'],
+  cmd: ['lib/*'],
 };
 
 const LIB_ROOMS = Object.keys(MAY_IMPORT).filter((room) => room.startsWith('lib/'));
@@ -25,16 +25,14 @@ const LIB_ROOMS = Object.keys(MAY_IMPORT).filter((room) => room.startsWith('lib/
 function roomOf(relative) {
   const parts = relative.split('/');
   if (parts[0] === 'lib') return parts.length > 2 ? `lib/${parts[1]}` : 'lib';
-  if (parts[0] === 'fixtures' && parts[1] === 'crds') return 'fixtures/crds';
   return parts[0];
 }
 
 function allowed(from, to) {
   if (from === to) return true;
   if (from === 'lib') return to.startsWith('lib/');
-  const rule = MAY_IMPORT[from === 'fixtures/crds' ? 'fixtures' : from];
+  const rule = MAY_IMPORT[from];
   if (rule === undefined) return true; // e2e, bench, tools: anything
-  if (to === 'fixtures/crds' && from === 'fixtures') return true;
   return rule.some((allowedRoom) => allowedRoom === to || (allowedRoom === 'lib/*' && (to.startsWith('lib/') || to === 'lib')));
 }
 

@@ -30,6 +30,8 @@ describe('rooms lint rule', () => {
     assert.match(lint('lib/util/abort.ts', "export { x } from '../queue/index.ts';")[0] ?? '', /may not import lib\/queue/);
     assert.match(lint('lib/registry/registry.ts', "import { x } from '../../cmd/main.ts';")[0] ?? '', /may not import cmd/);
     assert.match(lint('fixtures/sim/server.ts', "import { x } from '../../lib/transport/index.ts';")[0] ?? '', /may not import lib\/transport/);
+    assert.match(lint('cmd/gen-manifests.ts', "import { x } from '../fixtures/crds/index.ts';")[0] ?? '', /cmd\/ may not import fixtures\//);
+    assert.match(lint('fixtures/crds/index.ts', "import { x } from '../../lib/pipeline/index.ts';")[0] ?? '', /fixtures\/ may not import lib\/pipeline\//);
   });
 
   it('refuses reaching past another room\'s index.ts', () => {
