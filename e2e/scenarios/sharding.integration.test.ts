@@ -23,8 +23,12 @@ const LEASE_S = 8;
 const RETRY_S = 1;
 // Timings short enough for a test, a renew deadline long enough for a loaded 2-core machine.
 const replicaArgs = [...FLEET_SERVICE_ARGS, '--shard', '--shard-by=pipeline', `--leader-elect-lease-duration=${LEASE_S}s`, '--leader-elect-renew-deadline=6s', `--leader-elect-retry-period=${RETRY_S}s`, '--cache-gc-grace-period=1s', '--log-level=info'];
-/** lease duration + 2 retry periods (the documented bound), plus slack for fence-take rate limits and a loaded machine. */
-const BOUND_MS = (LEASE_S + 2 * RETRY_S) * 1000 + 6_000;
+/**
+ * lease duration + 2 retry periods (the documented bound), plus slack for a loaded 2-core machine
+ * running three replicas, three apiservers and the stand-in (measured: 9.2–10.5 s idle, up to 16.3 s
+ * beside a benchmark).
+ */
+const BOUND_MS = (LEASE_S + 2 * RETRY_S) * 1000 + 10_000;
 const GROUP = 'fleetcache-shard';
 const LEASES = '/apis/coordination.k8s.io/v1/namespaces/default/leases';
 
@@ -286,7 +290,7 @@ describe('scenario: many replicas, one fleet (sharding on Leases)', () => {
     assert.deepEqual(violations, []);
   });
 
-  it('a replica killed in the middle of a release: its Pipelines are owned again within the bound, each promoted exactly once', async () => {
+  it('a replica killed in the middle of a release: its Pipelines are owned again within the bound, each promoted exactly once', async (t) => {
     await release('1.1.0');
     // Some promotions are under way before the kill.
     await eventually('promotions under way', async () => {
@@ -307,6 +311,7 @@ describe('scenario: many replicas, one fleet (sharding on Leases)', () => {
     const ownedAgainMs = Date.now() - killedAt;
     await eventually('1.1.0 reaches prod everywhere', () => appliedEverywhere('1.1.0'), 180_000);
     await assertExactlyOnce('1.1.0');
+    t.diagnostic(`owned again ${ownedAgainMs} ms after the SIGKILL`);
     assert.ok(ownedAgainMs <= BOUND_MS, `owned again after ${ownedAgainMs} ms`);
     assert.deepEqual(violations, []);
   });
@@ -335,7 +340,7 @@ describe('scenario: many replicas, one fleet (sharding on Leases)', () => {
     assert.deepEqual(violations, []);
   });
 
-  it('a replica paused past its lease does not act once its fence is gone', async () => {
+  it('a replica paused past its lease does not act once its fence is gone', async (t) => {
     await start();
     await eventually('two replicas share the keys', async () => {
       if (!(await allOwned())) return false;
@@ -346,7 +351,9 @@ describe('scenario: many replicas, one fleet (sharding on Leases)', () => {
     const itsKeys = new Set((await shards(paused)).owned);
     live.splice(live.indexOf(paused), 1);
     paused.pause();
+    const pausedAt = Date.now();
     await eventually('the paused replica\'s keys are owned by the other', allOwned, BOUND_MS + 10_000);
+    t.diagnostic(`owned again ${Date.now() - pausedAt} ms after the SIGSTOP`);
     const moved = pipelines.filter((p) => itsKeys.has(keyOf(p)));
     await release('1.4.0', moved);
     await eventually('1.4.0 reaches prod for the moved Pipelines', () => appliedEverywhere('1.4.0', moved), 180_000);
