@@ -25,8 +25,8 @@ const RETRY_S = 1;
 const replicaArgs = [...FLEET_SERVICE_ARGS, '--shard', '--shard-by=pipeline', `--leader-elect-lease-duration=${LEASE_S}s`, '--leader-elect-renew-deadline=6s', `--leader-elect-retry-period=${RETRY_S}s`, '--cache-gc-grace-period=1s', '--log-level=info'];
 /**
  * lease duration + 2 retry periods (the documented bound), plus slack for a loaded 2-core machine
- * running three replicas, three apiservers and the stand-in (measured: 9.2–10.5 s idle, up to 16.3 s
- * beside a benchmark).
+ * running three replicas, three apiservers and the stand-in (a SIGSTOP's keys took 16.3 s once,
+ * with a benchmark running beside the test).
  */
 const BOUND_MS = (LEASE_S + 2 * RETRY_S) * 1000 + 10_000;
 const GROUP = 'fleetcache-shard';
