@@ -74,11 +74,17 @@ const promotedBy = new Map<string, string[]>();
 /** With --replicas: the replicas' logs are told until the summary (not their shutdown). */
 let narrating = true;
 
+/** True once `service` has exited, by itself or of a signal (a replica killed meanwhile: exitCode stays null). */
+function exited(service: ChildProcess): boolean {
+  return service.exitCode !== null || service.signalCode !== null;
+}
+
 async function cleanup(): Promise<void> {
   await Promise.all(services.map(async (service) => {
-    if (service.exitCode !== null) return;
+    if (exited(service)) return;
+    const gone = new Promise((resolve) => service.once('exit', resolve));
     service.kill('SIGTERM');
-    await new Promise((resolve) => service.once('exit', resolve));
+    await gone;
   }));
   for (const stop of stoppers.reverse()) await stop().catch(() => undefined);
   await Promise.all(clusters.map((c) => c.stop()));
@@ -402,8 +408,8 @@ async function waitFor(what: string, check: (wait: Wait) => Promise<boolean>): P
     let now = what;
     const tracked: Wait = { update: (next) => { now = next; wait.update(next); } };
     while (!(await check(tracked))) {
-      const exited = services.find((service) => service.exitCode !== null);
-      if (exited !== undefined) throw new Error(`the service${sharded ? ` (replica-${services.indexOf(exited) + 1})` : ''} exited with code ${exited.exitCode} while waiting for ${now}`);
+      const dead = services.find(exited);
+      if (dead !== undefined) throw new Error(`the service${sharded ? ` (replica-${services.indexOf(dead) + 1})` : ''} exited with ${dead.exitCode === null ? `signal ${dead.signalCode ?? '?'}` : `code ${dead.exitCode}`} while waiting for ${now}`);
       if (Date.now() > deadline) throw new Error(`timed out after ${timeoutMs / 1000} s waiting for ${now}`);
       await delay(250);
     }
