@@ -9,7 +9,7 @@ import { ApprovalEndpoint, APPROVE_PATH } from './actions.ts';
 import { buildState, MIN_DOCUMENT_BYTES } from './model.ts';
 import { appJs, faviconSvg, pageHtml, securityHeaders, styleCss } from './page.ts';
 import { RequestTally } from './requests.ts';
-import type { ShardSource } from './shards.ts';
+import { AssignmentMemo, type ShardSource } from './shards.ts';
 import { EventStream, type EventStreamOptions } from './stream.ts';
 
 /** Where the dashboard is served. */
@@ -99,6 +99,7 @@ export class Dashboard {
   #actions: DashboardActionsRegistry | undefined;
   readonly #maxDocumentBytes: number;
   readonly #shards: ShardSource | undefined;
+  readonly #assignment = new AssignmentMemo();
   #registry: DashboardRegistry | undefined;
   #pipelines: HeldReader | undefined;
   #running = false;
@@ -204,7 +205,7 @@ export class Dashboard {
       caches: this.#registry?.caches() ?? [],
       requests: this.#requests.counts(),
       maxBytes: this.#maxDocumentBytes,
-      ...(this.#shards === undefined ? {} : { shards: { status: this.#shards.status(), keys: this.#shards.keys() } }),
+      ...(this.#shards === undefined ? {} : { shards: { status: this.#shards.status(), keys: this.#shards.keys(), memo: this.#assignment } }),
     }));
   }
 }

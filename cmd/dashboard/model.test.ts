@@ -5,7 +5,7 @@ import type { KubeObject } from '../../lib/transport/index.ts';
 import { KubeconfigSecretNotFoundError } from '../../lib/cluster/index.ts';
 import { rendezvousOwner, type ShardStatus } from '../../lib/manager/index.ts';
 import { KubeApiError, TransportError } from '../../lib/util/index.ts';
-import { MAX_SHARD_KEYS } from './shards.ts';
+import { AssignmentMemo, MAX_SHARD_KEYS, type ShardView } from './shards.ts';
 import { buildState, clusterOfConnection, errorReason, MAX_FIELD_TEXT, MAX_HISTORY, MAX_OMITTED_NAMES, MIN_DOCUMENT_BYTES, pipelineView, type DashboardState, type RequestCounts } from './model.ts';
 
 const NOW = Date.UTC(2026, 10, 23, 9, 0, 0);
@@ -300,6 +300,24 @@ describe('the dashboard state of a sharded service (--shard)', () => {
     const plain = buildState({ now: NOW, pipelines: [pipeline(promoting)], pipelinesSynced: true, caches: [], requests: new Map() });
     assert.equal('shards' in plain, false);
     assert.ok(!JSON.stringify(plain).includes('shard'));
+  });
+
+  it('hashes an unchanged group once: the same view from a remembered assignment, computed again when a peer or a key changes', () => {
+    const memo = new AssignmentMemo();
+    const at = (s: ShardStatus, k: readonly string[]): string => JSON.stringify(buildState({ now: NOW, pipelines: [], pipelinesSynced: true, caches: [], requests: new Map(), shards: { status: s, keys: k, memo } }).shards);
+    const fresh = (s: ShardStatus, k: readonly string[]): string => JSON.stringify(buildState({ now: NOW, pipelines: [], pipelinesSynced: true, caches: [], requests: new Map(), shards: { status: s, keys: k } }).shards);
+    assert.equal(at(status(), keys), fresh(status(), keys));
+    assert.equal(at(status(), [...keys].reverse()), fresh(status(), keys), 'the keys in any order');
+    const bLost = status({ peers: peers.map((p) => (p.identity === 'replica-b' ? { ...p, live: false } : p)) });
+    assert.equal(at(bLost, keys), fresh(bLost, keys));
+    assert.equal((JSON.parse(at(bLost, keys)) as ShardView).peers[0]?.assigned.count, 60, 'replica-b gone: every key to replica-a');
+    assert.equal(at(bLost, keys.slice(1)), fresh(bLost, keys.slice(1)));
+    // Remembered: the very same assignment while nothing changed; a new one once something did.
+    const sorted = [...keys].sort();
+    const once = memo.owners(sorted, live);
+    assert.equal(memo.owners(sorted, live.map((p) => ({ ...p }))), once);
+    assert.notEqual(memo.owners(sorted, [{ identity: 'replica-a', weight: 1 }, { identity: 'replica-b', weight: 3 }]), once, 'a weight changed');
+    assert.notEqual(memo.owners(sorted.slice(1), live), memo.owners(sorted, live), 'a key gone');
   });
 
   it('escapes and bounds identities and keys, and caps the lists (counts kept)', () => {

@@ -6,7 +6,7 @@ import type { CacheInfo } from '../../lib/registry/index.ts';
 import type { ShardStatus } from '../../lib/manager/index.ts';
 import { KubeApiError, sanitizeForDisplay } from '../../lib/util/index.ts';
 import { scrubText } from '../logging.ts';
-import { capShardView, shardKeyLists, shardKeysLeftOut, shardView, type ShardView } from './shards.ts';
+import { capShardView, shardKeyLists, type AssignmentMemo, shardKeysLeftOut, shardView, type ShardView } from './shards.ts';
 
 /** Longest text one field of the state carries, in UTF-16 code units. */
 export const MAX_FIELD_TEXT = 1_000;
@@ -183,7 +183,7 @@ export interface StateSources {
   /** Request counts by cluster name. */
   readonly requests: ReadonlyMap<string, RequestCounts>;
   /** With `--shard`: the Sharder's status and every live shard key this replica knows. Default: no shard view. */
-  readonly shards?: { readonly status: ShardStatus; readonly keys: Iterable<string> };
+  readonly shards?: { readonly status: ShardStatus; readonly keys: Iterable<string>; readonly memo?: AssignmentMemo };
   /**
    * Bytes of JSON the document may take at most (at least {@link MIN_DOCUMENT_BYTES}): beyond it,
    * parts are left out and `truncated` says which. Default: unbounded.
@@ -383,7 +383,7 @@ export function buildState(sources: StateSources): DashboardState {
     pipelinesSynced: sources.pipelinesSynced,
     clusters: clusterViews,
     caches,
-    ...optional('shards', sources.shards === undefined ? undefined : shardView(sources.shards.status, sources.shards.keys, now)),
+    ...optional('shards', sources.shards === undefined ? undefined : shardView(sources.shards.status, sources.shards.keys, now, sources.shards.memo)),
   };
   if (sources.maxBytes === undefined) return state;
   if (!Number.isInteger(sources.maxBytes) || sources.maxBytes < MIN_DOCUMENT_BYTES) {
