@@ -202,7 +202,20 @@ async function runService(config: Config, io: ProcessIo, logger: Logger): Promis
   });
   const kubeConfig = await loadManagementKubeConfig(config, io.env, logger);
   const namespace = config.leaderElect || config.shard ? await leaseNamespace(config, io.env) : undefined;
-  const dashboard = new Dashboard({ logger });
+  // With --shard the dashboard also shows this replica's view of its shard group: the manager's
+  // Sharder (built just below, read only once running) and the controller's shard keys.
+  const dashboard = new Dashboard({
+    logger,
+    ...(config.shard ? {
+      shards: {
+        status: () => {
+          if (manager.sharder === undefined) throw new Error('--shard: the manager has no Sharder');
+          return manager.sharder.status();
+        },
+        keys: () => controller.shardKeys(),
+      },
+    } : {}),
+  });
   const manager = new Manager({
     clusters: ({ onRequest }) => serviceClusters(config, { kubeConfig, logger, onRequest: (o) => { onRequest(o); dashboard.observeRequest(o); } }),
     registry: ({ queue, clusters }) => serviceRegistry(config, { clusters, queue, logger }),

@@ -6,7 +6,7 @@ import type { InformerHandler } from '../../lib/informer/index.ts';
 import type { CacheInfo, HeldReader } from '../../lib/registry/index.ts';
 import type { KubeObject } from '../../lib/transport/index.ts';
 import { FakeClock, type GroupVersionKind } from '../../lib/util/index.ts';
-import { HttpServer } from '../../lib/manager/index.ts';
+import { HttpServer, type ShardStatus } from '../../lib/manager/index.ts';
 import { Dashboard, type DashboardRegistry, type DashboardState } from './index.ts';
 import { appJs, pageHtml, securityHeaders } from './page.ts';
 import { eventually, EVERY_TURN } from '../../fixtures/support/index.ts';
@@ -384,5 +384,37 @@ describe('the dashboard page', () => {
     assert.match(securityHeaders['content-security-policy'] ?? '', /default-src 'none'/);
     assert.match(securityHeaders['content-security-policy'] ?? '', /require-trusted-types-for 'script'/);
     assert.ok(!(securityHeaders['content-security-policy'] ?? '').includes('unsafe'), 'no unsafe-inline, no unsafe-eval');
+  });
+});
+
+describe('the dashboard of a sharded service', () => {
+  it('sends this replica\'s view of its shard group read from the `shards` option on every document, and none without it', async () => {
+    const clock = new FakeClock(Date.UTC(2026, 10, 23, 9));
+    let owned: string[] = [];
+    const status = (): ShardStatus => ({
+      identity: 'replica-a', joined: true, peers: [{ identity: 'replica-a', weight: 1, live: true, self: true }],
+      owned, handoff: [], unowned: [], boundMs: 34_000, orphaned: [],
+    });
+    const sharded = new Dashboard({ clock, stream: { minIntervalMs: 250, refreshMs: 1_000 }, shards: { status, keys: () => ['team-a', 'team-b'] } });
+    const plain = new Dashboard({ clock });
+    const servers = await Promise.all([sharded, plain].map((d) => HttpServer.start({
+      name: 'metrics', address: { host: '127.0.0.1', port: 0 }, routes: {}, handlers: d.handlers, publicPaths: d.publicPaths,
+      authorize: () => Promise.resolve({ allowed: true, user: 'reader' }),
+    })));
+    after(async () => { await Promise.all(servers.map((s) => s.close())); });
+    const [one, two] = await Promise.all(servers.map((s) => events(`${s.url}/dashboard/events`)));
+    assert.ok(one !== undefined && two !== undefined);
+    await until('both first documents', () => one.documents.length === 1 && two.documents.length === 1);
+    assert.deepEqual(one.documents[0]?.state.shards?.peers.map((p) => [p.identity, p.assigned.count, p.acting]), [['replica-a', 2, 0]]);
+    assert.equal(one.documents[0].state.shards.keys, 2);
+    assert.equal(two.documents[0] === undefined ? undefined : 'shards' in two.documents[0].state, false, 'unsharded: no shard view');
+    // The fences taken tell nothing: the stream's refresh reads the status again.
+    owned = ['team-a', 'team-b'];
+    clock.advance(1_000);
+    await until('the refreshed document', () => one.documents.length === 2);
+    assert.equal(one.documents[1]?.state.shards?.peers[0]?.acting, 2);
+    one.close();
+    two.close();
+    await until('gone', () => sharded.clients === 0 && plain.clients === 0);
   });
 });

@@ -9,6 +9,7 @@ import { ApprovalEndpoint, APPROVE_PATH } from './actions.ts';
 import { buildState, MIN_DOCUMENT_BYTES } from './model.ts';
 import { appJs, faviconSvg, pageHtml, securityHeaders, styleCss } from './page.ts';
 import { RequestTally } from './requests.ts';
+import { AssignmentMemo, type ShardSource } from './shards.ts';
 import { EventStream, type EventStreamOptions } from './stream.ts';
 
 /** Where the dashboard is served. */
@@ -39,6 +40,11 @@ export interface DashboardOptions {
    * never dropped for the size of the fleet). At least 65 536. Default 524 288 (512 KiB).
    */
   readonly maxDocumentBytes?: number;
+  /**
+   * With `--shard`: where the page's Shards section reads this replica's view of its group (the
+   * Sharder's status, and every live shard key). Default: none, and the page has no Shards section.
+   */
+  readonly shards?: ShardSource;
 }
 
 /** Backoff while the Pipeline cache cannot be built (the CRD not installed yet, say). */
@@ -73,6 +79,7 @@ const redirect: RouteHandler = (req, res) => {
  * The service's live dashboard: pipelines (each environment's revision and readiness,
  * the promotion in flight, the history of outcomes) from the service's own Pipelines' status,
  * clusters (reachable, requests, relists, errors) and caches (objects, sync, owners, next GC),
+ * with `--shard` this replica's view of its shard group (peers, shares, handoff, unowned keys),
  * pushed to the page as server-sent events. A document is bounded in bytes (cut with a marker
  * beyond), each stream ends after a lifetime so that the page reconnects and is authorised again,
  * and one user holds a bounded share of the streams.
@@ -91,6 +98,8 @@ export class Dashboard {
   readonly #requests: RequestTally;
   #actions: DashboardActionsRegistry | undefined;
   readonly #maxDocumentBytes: number;
+  readonly #shards: ShardSource | undefined;
+  readonly #assignment = new AssignmentMemo();
   #registry: DashboardRegistry | undefined;
   #pipelines: HeldReader | undefined;
   #running = false;
@@ -105,6 +114,7 @@ export class Dashboard {
     this.#logger = (options.logger ?? noopLogger).child({ component: 'dashboard' });
     this.#clock = options.clock ?? realClock;
     this.#maxDocumentBytes = options.maxDocumentBytes ?? 524_288;
+    this.#shards = options.shards;
     if (!Number.isInteger(this.#maxDocumentBytes) || this.#maxDocumentBytes < MIN_DOCUMENT_BYTES) {
       invalidOption('Dashboard', 'maxDocumentBytes', this.#maxDocumentBytes, `an integer of at least ${MIN_DOCUMENT_BYTES}`);
     }
@@ -195,6 +205,7 @@ export class Dashboard {
       caches: this.#registry?.caches() ?? [],
       requests: this.#requests.counts(),
       maxBytes: this.#maxDocumentBytes,
+      ...(this.#shards === undefined ? {} : { shards: { status: this.#shards.status(), keys: this.#shards.keys(), memo: this.#assignment } }),
     }));
   }
 }

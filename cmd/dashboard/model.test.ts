@@ -3,7 +3,9 @@ import { describe, it } from 'node:test';
 import type { CacheInfo } from '../../lib/registry/index.ts';
 import type { KubeObject } from '../../lib/transport/index.ts';
 import { KubeconfigSecretNotFoundError } from '../../lib/cluster/index.ts';
+import { rendezvousOwner, type ShardStatus } from '../../lib/manager/index.ts';
 import { KubeApiError, TransportError } from '../../lib/util/index.ts';
+import { AssignmentMemo, MAX_SHARD_KEYS, type ShardView } from './shards.ts';
 import { buildState, clusterOfConnection, errorReason, MAX_FIELD_TEXT, MAX_HISTORY, MAX_OMITTED_NAMES, MIN_DOCUMENT_BYTES, pipelineView, type DashboardState, type RequestCounts } from './model.ts';
 
 const NOW = Date.UTC(2026, 10, 23, 9, 0, 0);
@@ -247,5 +249,111 @@ describe('the dashboard state', () => {
     it('refuses a bound too small to hold the marker', () => {
       assert.throws(() => buildState({ now: NOW, pipelines: [], pipelinesSynced: true, caches: [], requests: new Map(), maxBytes: 1_000 }), /maxBytes must be an integer of at least 65536, got 1000/);
     });
+  });
+});
+
+describe('the dashboard state of a sharded service (--shard)', () => {
+  const keys = Array.from({ length: 60 }, (_, i) => `team-${i % 6}/app-${i}`);
+  const peers = [
+    { identity: 'replica-a', weight: 1, live: true, self: true },
+    { identity: 'replica-b', weight: 2, live: true, self: false },
+    { identity: 'replica-c', weight: 1, live: false, self: false },
+  ];
+  const live = peers.filter((p) => p.live);
+  const assignedTo = (identity: string): string[] => keys.filter((k) => rendezvousOwner(k, live) === identity).sort();
+  const status = (overrides: Partial<ShardStatus> = {}): ShardStatus => ({
+    identity: 'replica-a',
+    joined: true,
+    peers,
+    owned: assignedTo('replica-a').slice(1),
+    handoff: assignedTo('replica-a').slice(0, 1),
+    unowned: [{ key: 'team-0/app-0', forMs: 45_400 }, { key: 'team-1/app-1', forMs: 3_000 }],
+    boundMs: 34_000,
+    orphaned: ['team-0/app-0'],
+    ...overrides,
+  });
+
+  it('shows each peer, its weight and liveness, and its share of the keys as this replica computes it; its own fences as facts', () => {
+    const state = buildState({ now: NOW, pipelines: [], pipelinesSynced: true, caches: [], requests: new Map(), shards: { status: status(), keys: [...keys].reverse() } });
+    const view = state.shards;
+    assert.ok(view !== undefined);
+    assert.equal(view.identity, 'replica-a');
+    assert.equal(view.keys, 60);
+    assert.equal(view.boundMs, 34_000);
+    assert.deepEqual(view.peers.map((p) => [p.identity, p.weight, p.live, p.self, p.assigned.count, p.acting]), [
+      ['replica-a', 1, true, true, assignedTo('replica-a').length, assignedTo('replica-a').length - 1],
+      ['replica-b', 2, true, false, assignedTo('replica-b').length, undefined],
+      ['replica-c', 1, false, false, 0, undefined],
+    ]);
+    assert.equal(view.peers[0]!.assigned.count + view.peers[1]!.assigned.count, 60, 'every key assigned to a live peer');
+    assert.deepEqual(view.peers[1]?.assigned.keys, assignedTo('replica-b'), 'the same owners every replica computes (rendezvous over the live peers)');
+    assert.ok(view.peers[1].assigned.count > (view.peers[0]?.assigned.count ?? 0), 'weight 2 gets the larger share');
+    assert.deepEqual(view.handoff, { count: 1, keys: assignedTo('replica-a').slice(0, 1) });
+    assert.deepEqual(view.unowned, { count: 2, keys: [{ key: 'team-0/app-0', since: NOW - 45_000 }, { key: 'team-1/app-1', since: NOW - 3_000 }] });
+    assert.deepEqual(view.orphaned, { count: 1, keys: ['team-0/app-0'] });
+  });
+
+  it('is the same JSON a moment later (unowned times to the second), and has no shard view without --shard', () => {
+    const at = (now: number, s: ShardStatus): string => JSON.stringify(buildState({ now, pipelines: [], pipelinesSynced: true, caches: [], requests: new Map(), shards: { status: s, keys } }));
+    const later = status({ unowned: status().unowned.map((u) => ({ ...u, forMs: u.forMs + 40 })) });
+    assert.equal(at(NOW, status()), at(NOW + 40, later));
+    const plain = buildState({ now: NOW, pipelines: [pipeline(promoting)], pipelinesSynced: true, caches: [], requests: new Map() });
+    assert.equal('shards' in plain, false);
+    assert.ok(!JSON.stringify(plain).includes('shard'));
+  });
+
+  it('hashes an unchanged group once: the same view from a remembered assignment, computed again when a peer or a key changes', () => {
+    const memo = new AssignmentMemo();
+    const at = (s: ShardStatus, k: readonly string[]): string => JSON.stringify(buildState({ now: NOW, pipelines: [], pipelinesSynced: true, caches: [], requests: new Map(), shards: { status: s, keys: k, memo } }).shards);
+    const fresh = (s: ShardStatus, k: readonly string[]): string => JSON.stringify(buildState({ now: NOW, pipelines: [], pipelinesSynced: true, caches: [], requests: new Map(), shards: { status: s, keys: k } }).shards);
+    assert.equal(at(status(), keys), fresh(status(), keys));
+    assert.equal(at(status(), [...keys].reverse()), fresh(status(), keys), 'the keys in any order');
+    const bLost = status({ peers: peers.map((p) => (p.identity === 'replica-b' ? { ...p, live: false } : p)) });
+    assert.equal(at(bLost, keys), fresh(bLost, keys));
+    assert.equal((JSON.parse(at(bLost, keys)) as ShardView).peers[0]?.assigned.count, 60, 'replica-b gone: every key to replica-a');
+    assert.equal(at(bLost, keys.slice(1)), fresh(bLost, keys.slice(1)));
+    // Remembered: the very same assignment while nothing changed; a new one once something did.
+    const sorted = [...keys].sort();
+    const once = memo.owners(sorted, live);
+    assert.equal(memo.owners(sorted, live.map((p) => ({ ...p }))), once);
+    assert.notEqual(memo.owners(sorted, [{ identity: 'replica-a', weight: 1 }, { identity: 'replica-b', weight: 3 }]), once, 'a weight changed');
+    assert.notEqual(memo.owners(sorted.slice(1), live), memo.owners(sorted, live), 'a key gone');
+  });
+
+  it('escapes and bounds identities and keys, and caps the lists (counts kept)', () => {
+    const many = Array.from({ length: MAX_SHARD_KEYS + 50 }, (_, i) => `ns/p-${String(i).padStart(4, '0')}`);
+    const view = buildState({
+      now: NOW, pipelines: [], pipelinesSynced: true, caches: [], requests: new Map(),
+      shards: { status: status({ identity: 'evil\u202e\n', peers: [{ identity: 'evil\u202e\n', weight: 1, live: true, self: true }], owned: [], handoff: many, unowned: [], orphaned: [] }), keys: many },
+    }).shards;
+    assert.equal(view?.identity, 'evil\\u202e\\n');
+    assert.equal(view.peers[0]?.identity, 'evil\\u202e\\n');
+    assert.deepEqual([view.handoff.count, view.handoff.keys.length], [MAX_SHARD_KEYS + 50, MAX_SHARD_KEYS]);
+    assert.deepEqual([view.peers[0].assigned.count, view.peers[0].assigned.keys.length], [MAX_SHARD_KEYS + 50, MAX_SHARD_KEYS]);
+  });
+
+  it('cuts the shard key lists first when the document is over its bound, saying how many keys it left out', () => {
+    const long = (i: number): string => `${'n'.repeat(60)}/${'p'.repeat(200)}-${i}`;
+    const many = Array.from({ length: 1_000 }, (_, i) => long(i));
+    const wide = [1, 2, 3, 4].map((i) => ({ identity: `replica-${i}`, weight: 1, live: true, self: i === 1 }));
+    const sources = {
+      now: NOW, pipelines: [pipeline(promoting)], pipelinesSynced: true, caches: [], requests: new Map<string, RequestCounts>(),
+      shards: { status: status({ identity: 'replica-1', peers: wide, owned: [], handoff: many, unowned: many.map((key) => ({ key, forMs: 1_000 })), orphaned: many }), keys: many },
+    };
+    const full = buildState(sources);
+    assert.ok(Buffer.byteLength(JSON.stringify(full)) > MIN_DOCUMENT_BYTES);
+    const state = buildState({ ...sources, maxBytes: MIN_DOCUMENT_BYTES });
+    assert.ok(Buffer.byteLength(JSON.stringify(state)) <= MIN_DOCUMENT_BYTES);
+    const view = state.shards;
+    assert.ok(view !== undefined);
+    const shown = view.handoff.keys.length;
+    assert.ok(shown > 0 && shown < MAX_SHARD_KEYS, `${shown} keys per list`);
+    assert.deepEqual([view.handoff.count, view.orphaned.count, view.unowned.count, view.keys], [1_000, 1_000, 1_000, 1_000], 'counts whole');
+    assert.equal(view.orphaned.keys.length, shown);
+    const before = [...full.shards!.peers.map((p) => p.assigned.keys.length), MAX_SHARD_KEYS * 3].reduce((a, b) => a + b, 0);
+    const after = [...view.peers.map((p) => p.assigned.keys.length), shown * 3].reduce((a, b) => a + b, 0);
+    assert.equal(state.truncated?.shardKeys, before - after);
+    assert.deepEqual([state.truncated.targets, state.truncated.history, state.truncated.pipelines], [0, 0, 0], 'the Pipelines untouched');
+    assert.equal(state.pipelines[0]?.history.length, 3);
   });
 });

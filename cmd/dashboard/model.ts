@@ -3,8 +3,10 @@
 // came from an object or a peer is sanitized and bounded here; the page adds it with textContent.
 import type { KubeObject } from '../../lib/transport/index.ts';
 import type { CacheInfo } from '../../lib/registry/index.ts';
+import type { ShardStatus } from '../../lib/manager/index.ts';
 import { KubeApiError, sanitizeForDisplay } from '../../lib/util/index.ts';
 import { scrubText } from '../logging.ts';
+import { capShardView, shardKeyLists, type AssignmentMemo, shardKeysLeftOut, shardView, type ShardView } from './shards.ts';
 
 /** Longest text one field of the state carries, in UTF-16 code units. */
 export const MAX_FIELD_TEXT = 1_000;
@@ -125,8 +127,8 @@ export interface CacheView {
 }
 
 /**
- * What a document left out to stay within its byte bound: targets first (the same number per
- * environment at most), then history, then whole Pipelines, caches and clusters, in that order.
+ * What a document left out to stay within its byte bound: the shard view's key lists first, then
+ * targets (the same number per environment at most), then history, then whole Pipelines, caches and clusters, in that order.
  */
 export interface TruncationView {
   /** The bound, in bytes of JSON. */
@@ -141,6 +143,8 @@ export interface TruncationView {
   readonly pipelineNames: readonly string[];
   readonly caches: number;
   readonly clusters: number;
+  /** Keys left out of the shard view's lists (each list keeps its count); set only with a shard view. */
+  readonly shardKeys?: number;
 }
 
 /**
@@ -155,6 +159,8 @@ export interface DashboardState {
   readonly pipelinesSynced: boolean;
   readonly clusters: readonly ClusterView[];
   readonly caches: readonly CacheView[];
+  /** This replica's view of its shard group; only when the service runs with `--shard`. */
+  readonly shards?: ShardView;
   /** Set when the document was cut to its byte bound: what was left out. */
   readonly truncated?: TruncationView;
 }
@@ -176,6 +182,8 @@ export interface StateSources {
   readonly caches: readonly CacheInfo[];
   /** Request counts by cluster name. */
   readonly requests: ReadonlyMap<string, RequestCounts>;
+  /** With `--shard`: the Sharder's status and every live shard key this replica knows. Default: no shard view. */
+  readonly shards?: { readonly status: ShardStatus; readonly keys: Iterable<string>; readonly memo?: AssignmentMemo };
   /**
    * Bytes of JSON the document may take at most (at least {@link MIN_DOCUMENT_BYTES}): beyond it,
    * parts are left out and `truncated` says which. Default: unbounded.
@@ -375,6 +383,7 @@ export function buildState(sources: StateSources): DashboardState {
     pipelinesSynced: sources.pipelinesSynced,
     clusters: clusterViews,
     caches,
+    ...optional('shards', sources.shards === undefined ? undefined : shardView(sources.shards.status, sources.shards.keys, now, sources.shards.memo)),
   };
   if (sources.maxBytes === undefined) return state;
   if (!Number.isInteger(sources.maxBytes) || sources.maxBytes < MIN_DOCUMENT_BYTES) {
@@ -389,6 +398,7 @@ function bytes(value: unknown): number {
 
 /** How many of each list are kept: `Infinity` keeps all. */
 interface Caps {
+  readonly shardKeys: number;
   readonly targets: number;
   readonly history: number;
   readonly pipelines: number;
@@ -396,7 +406,7 @@ interface Caps {
   readonly clusters: number;
 }
 
-const ALL: Caps = { targets: Infinity, history: Infinity, pipelines: Infinity, caches: Infinity, clusters: Infinity };
+const ALL: Caps = { shardKeys: Infinity, targets: Infinity, history: Infinity, pipelines: Infinity, caches: Infinity, clusters: Infinity };
 
 /** `state` with each list cut to its cap, every cut counted where it happened and in the marker. */
 function capState(state: DashboardState, caps: Caps, maxBytes: number): DashboardState {
@@ -416,6 +426,7 @@ function capState(state: DashboardState, caps: Caps, maxBytes: number): Dashboar
     };
   });
   const omitted = state.pipelines.slice(shown.length);
+  const shards = state.shards === undefined || caps.shardKeys === Infinity ? state.shards : capShardView(state.shards, caps.shardKeys);
   // Targets and history of the Pipelines left out are counted with them, not again.
   const truncated: TruncationView = {
     maxBytes,
@@ -425,9 +436,11 @@ function capState(state: DashboardState, caps: Caps, maxBytes: number): Dashboar
     pipelineNames: omitted.slice(0, MAX_OMITTED_NAMES).map((p) => `${p.namespace}/${p.name}`),
     caches: Math.max(0, state.caches.length - caps.caches),
     clusters: Math.max(0, state.clusters.length - caps.clusters),
+    ...optional('shardKeys', state.shards === undefined || shards === undefined ? undefined : shardKeysLeftOut(state.shards, shards)),
   };
   return {
     ...state,
+    ...optional('shards', shards),
     pipelines: shown,
     clusters: state.clusters.slice(0, caps.clusters),
     caches: state.caches.slice(0, caps.caches),
@@ -458,7 +471,8 @@ function largestCap(base: number, lists: readonly (readonly number[])[], limit: 
 }
 
 /**
- * `state` within `maxBytes` of JSON, cutting in order: targets (the same number per environment
+ * `state` within `maxBytes` of JSON, cutting in order: the shard view's key lists (the same number
+ * per list at most; their counts stay), targets (the same number per environment
  * at most, so that every Pipeline shows some), history, whole Pipelines, caches, clusters. Each
  * stage sizes its items once and finds the cap by arithmetic: the document is serialised a few
  * times, never once per candidate. The estimate is an upper bound (an item adds at most its size
@@ -468,6 +482,7 @@ function fitState(state: DashboardState, maxBytes: number): DashboardState {
   if (bytes(state) <= maxBytes) return state;
   let caps: Caps = ALL;
   const stages: readonly { readonly key: keyof Caps; readonly lists: (s: DashboardState) => readonly (readonly unknown[])[] }[] = [
+    { key: 'shardKeys', lists: (s) => (s.shards === undefined ? [] : shardKeyLists(s.shards)) },
     { key: 'targets', lists: (s) => s.pipelines.flatMap((p) => p.environments.map((e) => e.targets)) },
     { key: 'history', lists: (s) => s.pipelines.map((p) => p.history) },
     { key: 'pipelines', lists: (s) => [s.pipelines] },

@@ -113,9 +113,11 @@ interface FakeResponse {
 
 /** The page's script with its DOM, and the answers its fetch() calls get, in order. */
 function loadPage(answers: FakeResponse[]): { body: FakeElement; byId: (id: string) => FakeElement; fetches: () => number; timers: number[]; ready: () => void } {
-  const ids = ['connection', 'updated', 'forget', 'login', 'login-reason', 'token', 'pipelines', 'clusters', 'caches'];
+  const ids = ['connection', 'updated', 'forget', 'login', 'login-reason', 'token', 'pipelines', 'shards-section', 'shards', 'clusters', 'caches'];
   const body = new FakeElement('body');
   const elements = new Map(ids.map((id) => [id, body.appendChild(new FakeElement(id === 'login' ? 'form' : 'div'))]));
+  const section = elements.get('shards-section');
+  if (section !== undefined) section.hidden = true; // as the page's HTML has it
   let ready = (): void => undefined;
   let fetches = 0;
   const timers: number[] = [];
@@ -255,13 +257,23 @@ describe('the dashboard page script', () => {
       pipelinesSynced: true,
       clusters: [{ name: html('cluster'), requests: 1, failedRequests: 1, lastCode: html('code'), caches: 1, syncedCaches: 0, objects: 0, relists: 0, watchErrors: 1, lastError: html('cluster-error') }],
       caches: [{ cluster: html('cache-cluster'), namespace: html('cache-ns'), group: html('group'), version: 'v1', kind: html('kind'), synced: false, objects: 0, owners: 1, relists: 0, watchErrors: 1, lastError: html('cache-error'), createdAt: Date.UTC(2026, 10, 23, 8) }],
+      shards: {
+        identity: html('shard-self'), joined: true, boundMs: 32_000, keys: 2, omittedPeers: 0,
+        peers: [
+          { identity: html('shard-self'), weight: 1, live: true, self: true, assigned: { count: 1, keys: [html('assigned-key')] }, acting: 1 },
+          { identity: html('shard-peer'), weight: 1, live: false, self: false, assigned: { count: 0, keys: [] } },
+        ],
+        handoff: { count: 1, keys: [html('handoff-key')] },
+        unowned: { count: 1, keys: [{ key: html('unowned-key'), since: Date.UTC(2026, 10, 23, 8) }] },
+        orphaned: { count: 1, keys: [html('unowned-key')] },
+      },
     };
     htmlSinks.length = 0;
     const page = loadPage([{ status: 200, frames: [frame(hostile)] }, { status: 403, json: { error: html('approve-answer') } }]);
     page.ready();
     await settle(50);
     const shown = (field: string): boolean => page.body.textContent.includes(html(field));
-    for (const field of ['name', 'ready-message', 'env', 'target-error', 'inflight-revision', 'history-message', 'cluster', 'cluster-error', 'kind', 'cache-error']) {
+    for (const field of ['name', 'ready-message', 'env', 'target-error', 'inflight-revision', 'history-message', 'cluster', 'cluster-error', 'kind', 'cache-error', 'shard-self', 'shard-peer', 'assigned-key', 'handoff-key', 'unowned-key']) {
       assert.ok(shown(field), `${field} is shown, as text`);
     }
     const button = page.body.querySelector('button.approve');
@@ -273,5 +285,52 @@ describe('the dashboard page script', () => {
     assert.ok(shown('approve-answer'), 'the endpoint\'s refusal is shown, as text');
     assert.deepEqual(htmlSinks, [], 'no HTML sink, handler attribute or active element was used');
     assert.equal(page.body.querySelectorAll('script').length + page.body.querySelectorAll('img').length, 0);
+  });
+
+  it('shows the shard group as this replica sees it: the peers, their shares (computed here, said so), handoff, and orphaned keys as an error; no Shards section unsharded', async () => {
+    const sharded: DashboardState = {
+      pipelines: [],
+      truncatedPipelines: 0,
+      pipelinesSynced: true,
+      clusters: [],
+      caches: [],
+      shards: {
+        identity: 'replica-a', joined: true, boundMs: 34_000, keys: 5, omittedPeers: 0,
+        peers: [
+          { identity: 'replica-a', weight: 1, live: true, self: true, assigned: { count: 2, keys: ['team-0', 'team-3'] }, acting: 1 },
+          { identity: 'replica-b', weight: 2, live: true, self: false, assigned: { count: 3, keys: ['team-1', 'team-2'] } },
+          { identity: 'replica-c', weight: 1, live: false, self: false, assigned: { count: 0, keys: [] } },
+        ],
+        handoff: { count: 1, keys: ['team-3'] },
+        unowned: { count: 2, keys: [{ key: 'team-2', since: Date.UTC(2026, 10, 23, 8, 59) }, { key: 'team-3', since: Date.UTC(2026, 10, 23, 8, 59, 58) }] },
+        orphaned: { count: 1, keys: ['team-2'] },
+      },
+      truncated: { maxBytes: 524_288, targets: 0, history: 0, pipelines: 0, pipelineNames: [], caches: 0, clusters: 0, shardKeys: 7 },
+    };
+    const page = loadPage([{ status: 200, frames: [frame(sharded)] }]);
+    page.ready();
+    await settle();
+    assert.equal(page.byId('shards-section').hidden, false);
+    const shards = page.byId('shards');
+    assert.match(shards.querySelector('[data-field="shard-view"]')?.textContent ?? '', /^As replica replica-a sees its group: 5 live shard keys, each owned by one live replica within 34 s of a change\. This replica's own fences are facts; the other replicas' shares are computed here/);
+    const self = shards.querySelector('tr[data-peer="replica-a"]');
+    assert.equal(self?.getAttribute('data-self'), 'true');
+    assert.deepEqual(self.children.map((c) => c.textContent), ['replica-a (this replica)', '1', 'live', '2', '1', 'team-0, team-3']);
+    assert.deepEqual(shards.querySelector('tr[data-peer="replica-b"]')?.children.map((c) => c.textContent), ['replica-b', '2', 'live', '3', 'not known here', 'team-1, team-2, … and 1 more not shown']);
+    assert.deepEqual(shards.querySelector('tr[data-peer="replica-c"]')?.children.map((c) => c.textContent), ['replica-c', '1', 'not live', '0', 'not known here', '—']);
+    assert.equal(shards.querySelector('[data-field="handoff"]')?.textContent, 'In handoff here (1): team-3');
+    assert.equal(shards.querySelector('[data-field="orphaned"]')?.textContent, '1 shard key has had no owner for longer than the bound (34 s): team-2');
+    assert.equal(shards.querySelector('[data-field="orphaned"]')?.className, 'warn');
+    assert.equal(shards.querySelector('tr[data-unowned="team-2"]')?.getAttribute('data-orphaned'), 'true');
+    assert.match(shards.querySelector('tr[data-unowned="team-2"]')?.textContent ?? '', /orphaned: past the bound/);
+    assert.equal(shards.querySelector('tr[data-unowned="team-3"]')?.getAttribute('data-orphaned'), null);
+    assert.match(shards.querySelector('tr[data-unowned="team-3"]')?.textContent ?? '', /handoff in progress/);
+    assert.match(page.byId('pipelines').querySelector('[data-field="truncated"]')?.textContent ?? '', /left out 7 shard keys from the Shards lists \(their counts are whole\)\./);
+
+    const plain = loadPage([{ status: 200, frames: [frame({ ...sharded, shards: undefined } as unknown as DashboardState)] }]);
+    plain.ready();
+    await settle();
+    assert.equal(plain.byId('shards-section').hidden, true, 'unsharded: no Shards section');
+    assert.equal(plain.byId('shards').children.length, 0);
   });
 });

@@ -66,6 +66,10 @@ export const pageHtml = `<!doctype html>
     <h2>Pipelines</h2>
     <div id="pipelines"><p class="muted">Waiting for the service…</p></div>
   </section>
+  <section id="shards-section" hidden>
+    <h2>Shards</h2>
+    <div id="shards"></div>
+  </section>
   <section>
     <h2>Clusters</h2>
     <div id="clusters"></div>
@@ -155,6 +159,8 @@ button.approve:disabled { opacity: .6; cursor: progress; }
 
 .truncated { background: var(--wait-bg); color: var(--wait); border-radius: 8px; padding: 8px 12px; margin-bottom: 14px; overflow-wrap: anywhere; }
 .targets li.omitted { color: var(--wait); font-style: italic; }
+.shard-keys { overflow-wrap: anywhere; font-size: 12px; }
+tr[data-self="true"] td:first-child { font-weight: 600; }
 `;
 
 // Plain ES2020 for any current browser, written without template literals so that it sits in this
@@ -323,6 +329,7 @@ export const appJs = String.raw`'use strict';
     if (t.history > 0) parts.push(plural(t.history, 'history record', 'history records'));
     if (t.caches > 0) parts.push(plural(t.caches, 'cache', 'caches'));
     if (t.clusters > 0) parts.push(plural(t.clusters, 'cluster', 'clusters'));
+    if (t.shardKeys > 0) parts.push(plural(t.shardKeys, 'shard key', 'shard keys') + ' from the Shards lists (their counts are whole)');
     return el('p', { class: 'truncated', 'data-field': 'truncated', text: 'Too much to show at once (the state is limited to ' + Math.round(t.maxBytes / 1024) + ' KiB): left out ' + parts.join(', ') + '.' });
   }
   function withOmitted(node, p) {
@@ -344,12 +351,63 @@ export const appJs = String.raw`'use strict';
   }
   // --- end of limits and cluster health.
 
+  // --- Shards (with --shard): this replica's view of its group. Only its own fences are facts;
+  // the other replicas' shares are computed here from the peers it sees live, and say so.
+  function keysText(list) {
+    if (list.count === 0) return '—';
+    var more = list.count - list.keys.length;
+    return list.keys.join(', ') + (more > 0 ? (list.keys.length > 0 ? ', … and ' : '') + more + ' more not shown' : '');
+  }
+  function renderShards(s) {
+    var section = byId('shards-section');
+    if (!s) {
+      section.hidden = true;
+      replace(byId('shards'), []);
+      return;
+    }
+    section.hidden = false;
+    var parts = [el('p', { class: 'muted', 'data-field': 'shard-view', text: 'As replica ' + s.identity + ' sees its group' + (s.joined ? '' : ' (not joined yet)') + ': ' +
+      plural(s.keys, 'live shard key', 'live shard keys') + ', each owned by one live replica within ' + Math.round(s.boundMs / 1000) + ' s of a change. ' +
+      "This replica's own fences are facts; the other replicas' shares are computed here (rendezvous hashing over the peers it sees live)." })];
+    if (s.orphaned.count > 0) {
+      parts.push(el('p', { class: 'warn', 'data-field': 'orphaned', text: plural(s.orphaned.count, 'shard key has', 'shard keys have') + ' had no owner for longer than the bound (' + Math.round(s.boundMs / 1000) + ' s): ' + keysText(s.orphaned) }));
+    }
+    parts.push(table(
+      [{ text: 'Replica' }, { text: 'Weight', num: true }, { text: 'Live' }, { text: 'Assigned (computed here)', num: true }, { text: 'Acting for (fence held)', num: true }, { text: 'Assigned keys' }],
+      s.peers.map(function (p) {
+        return el('tr', { 'data-peer': p.identity, 'data-self': p.self ? 'true' : null, 'data-live': p.live ? 'true' : 'false' }, [
+          cell(p.identity + (p.self ? ' (this replica)' : '')),
+          num(p.weight),
+          el('td', null, [p.live ? pill('live', 'ok') : pill('not live', 'bad')]),
+          num(p.assigned.count),
+          p.self ? num(p.acting) : cell('not known here', 'muted'),
+          cell(keysText(p.assigned), 'shard-keys'),
+        ]);
+      }).concat(s.omittedPeers > 0 ? [el('tr', null, [el('td', { class: 'muted', colspan: 6, text: '… and ' + plural(s.omittedPeers, 'more replica', 'more replicas') + ' not shown' })])] : []),
+      'No peers seen yet.'));
+    parts.push(el('p', { 'data-field': 'handoff', class: 'shard-keys' }, [
+      el('span', { class: 'muted', text: 'In handoff here (' + s.handoff.count + '): ' }), el('span', { text: keysText(s.handoff) }),
+    ]));
+    var unowned = s.unowned.keys.map(function (u) {
+      var late = s.orphaned.keys.indexOf(u.key) >= 0;
+      return el('tr', { 'data-unowned': u.key, 'data-orphaned': late ? 'true' : null }, [cell(u.key, late ? 'error' : ''), timeCell(u.since), el('td', null, [late ? pill('orphaned: past the bound', 'bad') : pill('handoff in progress', 'wait')])]);
+    });
+    if (s.unowned.count > s.unowned.keys.length) unowned.push(el('tr', null, [el('td', { class: 'muted', colspan: 3, text: '… and ' + (s.unowned.count - s.unowned.keys.length) + ' more not shown' })]));
+    parts.push(el('details', s.unowned.count > 0 ? { open: '' } : null, [
+      el('summary', { text: 'Unowned keys, group-wide (' + s.unowned.count + ')' }),
+      table([{ text: 'Key' }, { text: 'Unowned since' }, { text: 'State' }], unowned, 'Every live key has an acting owner.'),
+    ]));
+    replace(byId('shards'), parts);
+  }
+  // --- end of Shards.
+
   function render(state) {
     var pipelines = state.pipelines.map(function (p) { return withOmitted(renderPipeline(p), p); });
     if (pipelines.length === 0) pipelines.push(el('p', { class: 'muted', text: state.pipelinesSynced ? 'No Pipelines.' : 'Loading Pipelines…' }));
     if (state.truncatedPipelines > 0) pipelines.push(el('p', { class: 'muted', text: state.truncatedPipelines + ' more Pipelines not shown.' }));
     if (state.truncated) pipelines.unshift(truncationNotice(state));
     replace(byId('pipelines'), pipelines);
+    renderShards(state.shards);
 
     replace(byId('clusters'), [table(
       [{ text: 'Cluster' }, { text: 'Reachable' }, { text: 'Requests', num: true }, { text: 'Failed', num: true }, { text: 'Last code' }, { text: 'Caches synced', num: true }, { text: 'Objects', num: true }, { text: 'Relists', num: true }, { text: 'Watch errors', num: true }, { text: 'Last error' }],

@@ -4,6 +4,8 @@
 // demo says nothing more — even while the pipeline promotes again — and stops cleanly on Ctrl-C.
 // And `make demo DEMO_FLAGS=--git`, through to its end: real Flux (source- and kustomize-controller
 // in each cluster) applies the commits fleetcache pushes, and the narration tells each step.
+// And `make demo DEMO_FLAGS=--replicas=3`: three sharded replicas split 13 Pipelines, each promoted
+// once, by the replica the narrated split gives it.
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
 import { existsSync } from 'node:fs';
@@ -132,5 +134,40 @@ describe('make demo --git, through real Flux', () => {
     assert.match(text, /promotions recorded: 1\.1\.0 → staging Succeeded, 1\.1\.0 → prod Succeeded/);
     assert.match(text, /fleetcache: promote delivery\/podinfo to prod: 1\.1\.0\n +[0-9a-f]{7} fleetcache: promote delivery\/podinfo to staging: 1\.1\.0\n +[0-9a-f]{7} seed: release podinfo 1\.1\.0 to dev/);
     assert.match(text, /✔ 1\.1\.0 promoted dev → staging → prod across three real apiservers by real Flux/);
+  });
+});
+
+describe('make demo --replicas=3, sharded', () => {
+  it('splits the 13 Pipelines over three replicas, tells who owns and who promotes which, and promotes each once', async () => {
+    const child = spawn(process.execPath, [demo, '--replicas=3', '--timeout-seconds', '300'], { stdio: ['ignore', 'pipe', 'pipe'] });
+    let output = '';
+    child.stdout.on('data', (chunk: Buffer) => { output += chunk.toString('utf8'); });
+    child.stderr.on('data', (chunk: Buffer) => { output += chunk.toString('utf8'); });
+    const exited = new Promise<number | null>((resolve) => { child.once('exit', (code) => { resolve(code); }); });
+    after(async () => {
+      if (child.exitCode !== null) return;
+      child.kill('SIGTERM');
+      await exited;
+    });
+    assert.equal(await exited, 0, output);
+    const text = plain(output);
+    // The split, as each replica's /debug/shards reports it: every Pipeline on exactly one replica.
+    const owned = [1, 2, 3].map((n) => {
+      const line = new RegExp(`shards +replica-${n} \\(\\S+\\): (\\d+) Pipelines?(?:: (.*))?\\n`).exec(text);
+      assert.ok(line !== null, `no split line for replica-${n} in:\n${text}`);
+      return line[2] === undefined ? [] : line[2].split(', ');
+    });
+    const all = owned.flat().sort();
+    assert.equal(all.length, 13, text);
+    assert.equal(new Set(all).size, 13, 'no Pipeline on two replicas');
+    assert.ok(all.includes('delivery/podinfo') && all.includes('team-c/cron'));
+    // Each promotion told by the replica that owns the Pipeline.
+    for (const [i, pipelines] of owned.entries()) {
+      for (const p of pipelines) {
+        for (const env of ['staging', 'prod']) assert.match(text, new RegExp(`replica-${i + 1} +promoted ${p} \\(${env} ← 1\\.1\\.0\\)`), `${p} → ${env}`);
+      }
+    }
+    assert.match(text, /26 of 26 promotions of 1\.1\.0 logged \(13 Pipelines × staging, prod\), each by one replica, none twice/);
+    assert.match(text, /✔ 1\.1\.0 promoted dev → staging → prod in 13 Pipelines by 3 replicas across three real apiservers/);
   });
 });

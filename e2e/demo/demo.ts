@@ -10,8 +10,11 @@
 // Every long wait shows what it waits for and for how long (e2e/demo/narrator.ts). Once the service
 // is up the demo prints its dashboard's address; with --keep-running it then stays up, silent, until
 // Ctrl-C.
+// With --replicas=N (N > 1) it runs N service processes with --shard and 12 more Pipelines (three
+// team namespaces), narrates which replica owns which Pipelines (from each one's /debug/shards) and
+// who promotes what, and checks that every promotion was carried out once (e2e/demo/replicas.ts).
 //
-//   node e2e/demo/demo.ts [--keep-running] [--git] [--release 1.1.0] [--timeout-seconds 300]
+//   node e2e/demo/demo.ts [--keep-running] [--git] [--replicas 1] [--release 1.1.0] [--timeout-seconds 300]
 import { spawn, type ChildProcess } from 'node:child_process';
 import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
@@ -22,22 +25,36 @@ import { git, GitServer } from '../git/server.ts';
 import { resolveFluxAssets } from '../flux/assets.ts';
 import type { FluxControllers } from '../flux/controllers.ts';
 import { appliedConfigVersion, FLUX_REPOSITORY, KUSTOMIZATIONS, releaseToDevInGit, setUpFluxFleet, VERSION_PATH } from '../flux/fleet.ts';
-import { appliedVersion, APP_NAMESPACE, ENVIRONMENTS, FLEET_SERVICE_ARGS, readPipeline, releaseToDev, setUpFleet, startFlux, type Fleet, type PipelineStatusView } from '../fleet.ts';
+import { appliedVersion, APP_NAME, APP_NAMESPACE, ENVIRONMENTS, FLEET_SERVICE_ARGS, PIPELINE_NAME, PIPELINE_NAMESPACE, readPipeline, releaseToDev, setUpFleet, startFlux, type Fleet, type PipelineStatusView } from '../fleet.ts';
 import { freePort, resolveAssets, startCluster, type TestCluster } from '../harness/index.ts';
 import { dashboardLine } from './dashboard.ts';
 import { fluxChanges, kustomizationView, type KustomizationView } from './flux-narration.ts';
 import { Narrator, type Wait } from './narrator.ts';
+import { describeSplit, parseReplicas, readPipelines, readShards, releaseTeamsToDev, REPLICA_ARGS, setUpTeams, TEAM_PIPELINES, type PipelineItem } from './replicas.ts';
 
 const { values: args } = parseArgs({
   options: {
     'keep-running': { type: 'boolean', default: false },
     git: { type: 'boolean', default: false },
     release: { type: 'string', default: '1.1.0' },
+    replicas: { type: 'string', default: '1' },
     'timeout-seconds': { type: 'string', default: '300' },
   },
 });
 const release = args.release;
 const timeoutMs = Number(args['timeout-seconds']) * 1000;
+/** How many service processes: with more than one, they run sharded, over more Pipelines. */
+const replicaCount = ((): number => {
+  try {
+    const n = parseReplicas(args.replicas);
+    if (n > 1 && args.git) throw new TypeError('--replicas above 1 plays the patch strategy\'s fleet; it does not combine with --git');
+    return n;
+  } catch (err) {
+    console.error(`demo: ${err instanceof Error ? err.message : String(err)}`);
+    process.exit(2);
+  }
+})();
+const sharded = replicaCount > 1;
 const color = process.stdout.isTTY ? (code: number, text: string) => `\u001b[${code}m${text}\u001b[0m` : (_: number, text: string) => text;
 const t0 = Date.now();
 const stamp = (): string => color(90, `[${((Date.now() - t0) / 1000).toFixed(1).padStart(5)}s]`);
@@ -49,14 +66,26 @@ const step = (text: string): void => { narrator.line(`\n${stamp()} ${color(1, `�
 
 const clusters: TestCluster[] = [];
 const stoppers: (() => Promise<void>)[] = [];
-let service: ChildProcess | undefined;
+/** The service's processes: one, or one per replica. */
+const services: ChildProcess[] = [];
 const serviceLog: string[] = [];
+/** With --replicas: the promotions each replica logged, as `namespace/name environment revision`. */
+const promotedBy = new Map<string, string[]>();
+/** With --replicas: the replicas' logs are told until the summary (not their shutdown). */
+let narrating = true;
+
+/** True once `service` has exited, by itself or of a signal (a replica killed meanwhile: exitCode stays null). */
+function exited(service: ChildProcess): boolean {
+  return service.exitCode !== null || service.signalCode !== null;
+}
 
 async function cleanup(): Promise<void> {
-  if (service?.exitCode === null) {
+  await Promise.all(services.map(async (service) => {
+    if (exited(service)) return;
+    const gone = new Promise((resolve) => service.once('exit', resolve));
     service.kill('SIGTERM');
-    await new Promise((resolve) => service?.once('exit', resolve));
-  }
+    await gone;
+  }));
   for (const stop of stoppers.reverse()) await stop().catch(() => undefined);
   await Promise.all(clusters.map((c) => c.stop()));
 }
@@ -106,64 +135,82 @@ async function main(): Promise<void> {
     step('Installing CRDs, podinfo 1.0.0 in every cluster, kubeconfig Secrets and the Pipeline');
     await narrator.wait('the CRDs, Secrets, HelmReleases and the Pipeline to be created', () => setUpFleet(fleet, '1.0.0'));
     say('management', 'Pipeline delivery/podinfo: dev (local) → staging (Secret) → prod (Secret), strategy patch /spec/chart/spec/version');
+    if (sharded) {
+      await narrator.wait(`the teams' ${TEAM_PIPELINES.length} Pipelines, their HelmReleases and Secrets to be created`, () => setUpTeams(fleet, '1.0.0'));
+      say('management', `${TEAM_PIPELINES.length} more Pipelines, so that the work splits: ${[...new Set(TEAM_PIPELINES.map((p) => p.namespace))].join(', ')} × ${[...new Set(TEAM_PIPELINES.map((p) => p.name))].join(', ')}, each promoting its own HelmRelease apps/<team>-<app> the same way`);
+    }
     step('Starting a Flux stand-in in each cluster (applies the chart version a HelmRelease asks for)');
     stoppers.push(await narrator.wait('the Flux stand-ins to start watching', () => startFlux(clusters, {
       applyDelayMs: 1500,
-      onReconciled: (e) => { say(e.cluster, `flux: HelmRelease ${e.namespace}/${e.name} applied ${color(33, e.revision)}, Ready`); },
+      // With the teams' apps too, only podinfo's applies are told (39 more lines would drown the story).
+      onReconciled: (e) => { if (!sharded || e.name === APP_NAME) say(e.cluster, `flux: HelmRelease ${e.namespace}/${e.name} applied ${color(33, e.revision)}, Ready`); },
     })));
   }
 
-  step('Starting the fleetcache service against the management cluster');
+  step(sharded
+    ? `Starting ${replicaCount} fleetcache replicas against the management cluster (--shard: they split the Pipelines through Leases)`
+    : 'Starting the fleetcache service against the management cluster');
   const work = await mkdtemp(join(tmpdir(), 'fleetcache-demo-'));
   stoppers.push(() => rm(work, { recursive: true, force: true }));
   const kubeconfigPath = join(work, 'management.kubeconfig');
   await writeFile(kubeconfigPath, management.adminKubeconfig, { mode: 0o600 });
-  const [healthPort, metricsPort] = [await freePort(), await freePort()];
-  service = spawn(process.execPath, [
-    new URL('../../cmd/fleetcache.ts', import.meta.url).pathname,
-    `--kubeconfig=${kubeconfigPath}`,
-    `--health-probe-bind-address=127.0.0.1:${healthPort}`,
-    `--metrics-bind-address=127.0.0.1:${metricsPort}`,
-    '--metrics-secure=false', // a local demo: plain metrics, so that curl needs no token
-    '--log-level=info',
-    ...(args.git ? ['--allow-private-git-hosts', '--allow-insecure-git-http'] : []),
-    ...FLEET_SERVICE_ARGS,
-  ], { stdio: ['ignore', 'inherit', 'pipe'] });
-  let partial = '';
-  service.stderr?.on('data', (chunk: Buffer) => {
-    const lines = (partial + chunk.toString()).split('\n');
-    partial = lines.pop() ?? '';
-    for (const line of lines) {
-      serviceLog.push(line);
-      if (serviceLog.length > 200) serviceLog.shift();
-      try {
-        const entry = JSON.parse(line) as { msg?: string; level?: string; environment?: string; revision?: string; commit?: string };
-        if (entry.msg !== undefined && entry.commit !== undefined && entry.msg.startsWith('committed')) say('fleetcache', `pushed commit ${entry.commit.slice(0, 7)} to main (${entry.environment ?? '?'} ← ${entry.revision ?? '?'}): promotion Committed, ${entry.msg.replace(/^committed; /, '')}`);
-        else if (entry.msg === 'promoted' && entry.commit !== undefined) say('fleetcache', `${entry.environment ?? '?'} runs ${entry.revision ?? '?'} (commit ${entry.commit.slice(0, 7)} applied): promotion Succeeded`);
-        else if (entry.msg !== undefined && /promot/i.test(entry.msg)) say('fleetcache', entry.msg + (entry.environment === undefined ? '' : ` (${entry.environment}${entry.revision === undefined ? '' : ` ← ${entry.revision}`})`));
-        else if (entry.level === 'error') say('fleetcache', color(31, entry.msg ?? line));
-      } catch { /* not JSON: keep it for the failure report only */ }
-    }
+  const replicas: Replica[] = [];
+  for (let i = 0; i < replicaCount; i++) {
+    replicas.push(startReplica(sharded ? `replica-${i + 1}` : 'fleetcache', kubeconfigPath, await freePort(), await freePort()));
+  }
+  const allReady = sharded ? `the ${replicaCount} replicas to be ready` : 'the fleetcache service to be ready';
+  await waitFor(allReady, async (wait) => {
+    const ready = await Promise.all(replicas.map((r) => fetch(`http://127.0.0.1:${r.healthPort}/readyz`).then((res) => res.ok, () => false)));
+    if (sharded) wait.update(`${allReady} (${ready.filter(Boolean).length} ready so far)`);
+    return ready.every(Boolean);
   });
-  await waitFor('the fleetcache service to be ready', () => fetch(`http://127.0.0.1:${healthPort}/readyz`).then((r) => r.ok, () => false));
-  say('fleetcache', `ready: http://127.0.0.1:${healthPort}/readyz, metrics http://127.0.0.1:${metricsPort}/metrics`);
-  const dashboard = await dashboardLine(metricsPort, (url) => color(4, url));
-  say('fleetcache', `dashboard: ${dashboard}`);
+  const dashboards: string[] = [];
+  for (const r of replicas) {
+    say(r.label, `ready: http://127.0.0.1:${r.healthPort}/readyz, metrics http://127.0.0.1:${r.metricsPort}/metrics`);
+    dashboards.push(await dashboardLine(r.metricsPort, (url) => color(4, url)));
+    say(r.label, `dashboard: ${dashboards.at(-1) ?? ''}`);
+  }
+  const [first] = replicas as [Replica, ...Replica[]];
+  const { healthPort, metricsPort } = first;
+  const dashboard = dashboards[0] ?? '';
 
-  step('Waiting for the pipeline to see every environment ready at 1.0.0');
+  if (sharded) {
+    step(`Waiting for the ${replicaCount} replicas to split the ${TEAM_PIPELINES.length + 1} Pipelines between them`);
+    const keys = [`${PIPELINE_NAMESPACE}/${PIPELINE_NAME}`, ...TEAM_PIPELINES.map((p) => `${p.namespace}/${p.name}`)];
+    let lines: readonly string[] = [];
+    await waitFor('every Pipeline to be owned by exactly one replica', async (wait) => {
+      const shards = await Promise.all(replicas.map((r) => readShards(r.metricsPort))).catch(() => undefined);
+      if (shards === undefined) return false;
+      const split = describeSplit(replicas.map((r) => r.label), shards, keys);
+      lines = split.lines;
+      if (!split.settled) wait.update(`every Pipeline to be owned by exactly one replica: ${split.waitingFor}`);
+      return split.settled;
+    });
+    say('shards', `each replica's /debug/shards (peer Leases live: ${replicaCount}; one fence Lease per Pipeline):`);
+    for (const line of lines) say('shards', `  ${line}`);
+  }
+
+  step(sharded ? 'Waiting for every pipeline to see every environment ready at 1.0.0' : 'Waiting for the pipeline to see every environment ready at 1.0.0');
   await waitFor(`the caches to sync and ${ENVIRONMENTS.join(', ')} to be ready at 1.0.0`, async (wait) => {
     const status = (await readPipeline(fleet)).status;
     const pending = ENVIRONMENTS.filter((env) => !(status?.environments?.find((e) => e.name === env)?.revision === '1.0.0' && status.environments.find((e) => e.name === env)?.ready === true));
     if (pending.length > 0) wait.update(`the caches to sync and ${pending.join(', ')} to be ready at 1.0.0`);
-    return pending.length === 0;
+    if (!sharded || pending.length > 0) return pending.length === 0;
+    const behind = notAt(await readPipelines(management), '1.0.0', ENVIRONMENTS);
+    if (behind.length > 0) wait.update(`the caches to sync and ${behind.length} more Pipeline(s) to be ready at 1.0.0 (${behind.slice(0, 3).join(', ')}${behind.length > 3 ? ', …' : ''})`);
+    return behind.length === 0;
   });
-  say('fleetcache', 'dev, staging and prod all ready at 1.0.0');
+  say(sharded ? 'pipelines' : 'fleetcache', sharded ? `dev, staging and prod all ready at 1.0.0 in all ${TEAM_PIPELINES.length + 1} Pipelines` : 'dev, staging and prod all ready at 1.0.0');
 
   step(`Releasing podinfo ${release} to dev`);
   const releasedAt = Date.now();
   if (gitServer === undefined) {
     await releaseToDev(fleet, release);
     say('management', `HelmRelease apps/podinfo now asks for chart ${color(33, release)}`);
+    if (sharded) {
+      await releaseTeamsToDev(fleet, release);
+      say('management', `and the teams' ${TEAM_PIPELINES.length} HelmReleases apps/<team>-<app> too`);
+    }
   } else {
     const commit = await releaseToDevInGit(gitServer, release);
     say('git', `a human pushed ${commit.slice(0, 7)} to main: clusters/dev/podinfo.yaml asks for ${color(33, release)}`);
@@ -183,10 +230,15 @@ async function main(): Promise<void> {
     for (const env of status?.environments ?? []) {
       if (env.ready && env.revision === release && reached[env.name] === undefined) reached[env.name] = Date.now() - releasedAt;
     }
-    return reached.prod !== undefined && await appliedInProd(prod) === release;
+    if (!(reached.prod !== undefined && await appliedInProd(prod) === release)) return false;
+    if (!sharded) return true;
+    const behind = notAt(await readPipelines(management), release, ['prod']);
+    wait.update(`${release} to reach prod in ${behind.length} more Pipeline(s) (${behind.slice(0, 3).join(', ')}${behind.length > 3 ? ', …' : ''})`);
+    return behind.length === 0;
   });
 
   await fluxWatch?.flush(); // tell prod's apply before the summary
+  narrating = false;
   step('Summary');
   console.log(`\n  ${'environment'.padEnd(12)} ${'cluster'.padEnd(12)} ${'revision'.padEnd(10)} ready after release`);
   for (const env of ENVIRONMENTS) {
@@ -194,18 +246,83 @@ async function main(): Promise<void> {
   }
   const promotions = (await readPipeline(fleet)).status?.promotions ?? [];
   console.log(`\n  promotions recorded: ${promotions.map((p) => `${p.revision} → ${p.environment} ${p.state}`).join(', ')}`);
+  if (sharded) summarizeReplicas(replicas, await Promise.all(replicas.map((r) => readShards(r.metricsPort))), release);
   if (gitServer !== undefined) console.log(`\n  git log main:\n${(await git(gitServer.bare(FLUX_REPOSITORY), 'log', '--format=    %h %an: %s', 'main')).trimEnd()}`);
-  console.log(color(32, `\n✔ ${release} promoted dev → staging → prod across three real apiservers${gitServer === undefined ? '' : ' by real Flux'} in ${((Date.now() - releasedAt) / 1000).toFixed(1)} s\n`));
+  console.log(color(32, sharded
+    ? `\n✔ ${release} promoted dev → staging → prod in ${TEAM_PIPELINES.length + 1} Pipelines by ${replicaCount} replicas across three real apiservers in ${((Date.now() - releasedAt) / 1000).toFixed(1)} s\n`
+    : `\n✔ ${release} promoted dev → staging → prod across three real apiservers${gitServer === undefined ? '' : ' by real Flux'} in ${((Date.now() - releasedAt) / 1000).toFixed(1)} s\n`));
 
   if (args['keep-running']) {
     quiet = true;
-    narrator.line(`Still running (Ctrl-C to stop):
+    narrator.line(sharded
+      ? `Still running (Ctrl-C to stop):
+${replicas.map((r, i) => `  ${r.label.padEnd(18)} dashboard ${dashboards[i] ?? ''}
+  ${''.padEnd(18)} /readyz http://127.0.0.1:${r.healthPort}/readyz, /metrics and /debug/shards on http://127.0.0.1:${r.metricsPort}`).join('\n')}
+  management kubeconfig: ${kubeconfigPath}`
+      : `Still running (Ctrl-C to stop):
   dashboard          ${dashboard}
   /healthz /readyz   http://127.0.0.1:${healthPort}
   /metrics           http://127.0.0.1:${metricsPort}/metrics
   /debug/caches      http://127.0.0.1:${healthPort}/debug/caches  (or on the metrics port, see README)
   management kubeconfig: ${kubeconfigPath}`);
     await new Promise<void>((resolve) => { process.once('SIGINT', () => { resolve(); }); process.once('SIGTERM', () => { resolve(); }); });
+  }
+}
+
+/** One fleetcache process of the demo. */
+interface Replica {
+  /** How the narration names it: `fleetcache`, or `replica-<n>` with --replicas. */
+  readonly label: string;
+  readonly healthPort: number;
+  readonly metricsPort: number;
+}
+
+/** Spawns one service process (with --replicas: sharded) and narrates its log. */
+function startReplica(label: string, kubeconfigPath: string, healthPort: number, metricsPort: number): Replica {
+  const service = spawn(process.execPath, [
+    new URL('../../cmd/fleetcache.ts', import.meta.url).pathname,
+    `--kubeconfig=${kubeconfigPath}`,
+    `--health-probe-bind-address=127.0.0.1:${healthPort}`,
+    `--metrics-bind-address=127.0.0.1:${metricsPort}`,
+    '--metrics-secure=false', // a local demo: plain metrics, so that curl needs no token
+    '--log-level=info',
+    ...(args.git ? ['--allow-private-git-hosts', '--allow-insecure-git-http'] : []),
+    ...FLEET_SERVICE_ARGS,
+    ...(sharded ? REPLICA_ARGS : []),
+  ], { stdio: ['ignore', 'inherit', 'pipe'] });
+  services.push(service);
+  let partial = '';
+  service.stderr.on('data', (chunk: Buffer) => {
+    const lines = (partial + chunk.toString()).split('\n');
+    partial = lines.pop() ?? '';
+    for (const line of lines) {
+      serviceLog.push(sharded ? `${label}: ${line}` : line);
+      if (serviceLog.length > 200) serviceLog.shift();
+      try {
+        const entry = JSON.parse(line) as { msg?: string; level?: string; environment?: string; revision?: string; commit?: string; pipeline?: string };
+        if (sharded) narrateReplica(label, entry);
+        else if (entry.msg !== undefined && entry.commit !== undefined && entry.msg.startsWith('committed')) say('fleetcache', `pushed commit ${entry.commit.slice(0, 7)} to main (${entry.environment ?? '?'} ← ${entry.revision ?? '?'}): promotion Committed, ${entry.msg.replace(/^committed; /, '')}`);
+        else if (entry.msg === 'promoted' && entry.commit !== undefined) say('fleetcache', `${entry.environment ?? '?'} runs ${entry.revision ?? '?'} (commit ${entry.commit.slice(0, 7)} applied): promotion Succeeded`);
+        else if (entry.msg !== undefined && /promot/i.test(entry.msg)) say('fleetcache', entry.msg + (entry.environment === undefined ? '' : ` (${entry.environment}${entry.revision === undefined ? '' : ` ← ${entry.revision}`})`));
+        else if (entry.level === 'error') say('fleetcache', color(31, entry.msg ?? line));
+      } catch { /* not JSON: keep it for the failure report only */ }
+    }
+  });
+  return { label, healthPort, metricsPort };
+}
+
+/** A sharded replica's log line, told when it says who promotes what or which shards moved. */
+function narrateReplica(label: string, entry: { msg?: string; level?: string; environment?: string; revision?: string; pipeline?: string }): void {
+  if (!narrating) return;
+  const msg = entry.msg ?? '';
+  const where = `${entry.pipeline ?? '?'}${entry.environment === undefined ? '' : ` (${entry.environment}${entry.revision === undefined ? '' : ` ← ${entry.revision}`})`}`;
+  if (msg === 'promoted') {
+    promotedBy.set(label, [...(promotedBy.get(label) ?? []), `${entry.pipeline ?? '?'} ${entry.environment ?? '?'} ${entry.revision ?? '?'}`]);
+    say(label, `promoted ${where}`);
+  } else if (/^(gained|lost) \d+ shard key/.test(msg) || msg === 'joined the shard group' || msg === 'left the shard group') {
+    say(label, msg);
+  } else if (entry.level === 'error') {
+    say(label, color(31, `${msg}${entry.pipeline === undefined ? '' : ` (${entry.pipeline})`}`));
   }
 }
 
@@ -220,6 +337,31 @@ function awaiting(status: PipelineStatusView | undefined, revision: string, real
   if (env === 'dev' || promotion?.state === 'Succeeded') return `${env} to apply ${revision} and report ready`;
   if (promotion?.state === 'Committed') return `Flux in ${env} to fetch and apply the commit of ${revision} (promotion Committed)`;
   return `${revision} to be promoted to ${env}${promotion === undefined ? '' : ` (promotion ${promotion.state})`}`;
+}
+
+/** `namespace/name` of the Pipelines whose `environments` are not all ready at `revision`. */
+function notAt(pipelines: readonly PipelineItem[], revision: string, environments: readonly string[]): string[] {
+  return pipelines
+    .filter((p) => !environments.every((env) => p.status?.environments?.some((e) => e.name === env && e.ready && e.revision === revision) === true))
+    .map((p) => `${p.metadata.namespace}/${p.metadata.name}`)
+    .sort();
+}
+
+/** With --replicas: who owns what now and who promoted what, and whether any promotion was carried out twice. */
+function summarizeReplicas(replicas: readonly Replica[], shards: readonly { readonly owned: readonly string[] }[], revision: string): void {
+  console.log(`\n  ${'replica'.padEnd(12)} ${'Pipelines'.padEnd(10)} promotions carried out`);
+  replicas.forEach((r, i) => {
+    console.log(`  ${r.label.padEnd(12)} ${String(shards[i]?.owned.length ?? 0).padEnd(10)} ${(promotedBy.get(r.label) ?? []).length}`);
+  });
+  const counts = new Map<string, number>();
+  for (const done of promotedBy.values()) for (const p of done) counts.set(p, (counts.get(p) ?? 0) + 1);
+  const twice = [...counts].filter(([, n]) => n > 1).map(([p]) => p);
+  const expected = (TEAM_PIPELINES.length + 1) * (ENVIRONMENTS.length - 1);
+  const ofRelease = [...counts.keys()].filter((p) => p.endsWith(` ${revision}`)).length;
+  console.log(twice.length === 0
+    ? `\n  ${ofRelease} of ${expected} promotions of ${revision} logged (${TEAM_PIPELINES.length + 1} Pipelines × staging, prod), each by one replica, none twice`
+    : color(31, `\n  carried out twice: ${twice.join(', ')}`));
+  if (twice.length > 0) throw new Error(`promotions carried out twice: ${twice.join(', ')}`);
 }
 
 function describe(status: PipelineStatusView | undefined): string {
@@ -266,7 +408,8 @@ async function waitFor(what: string, check: (wait: Wait) => Promise<boolean>): P
     let now = what;
     const tracked: Wait = { update: (next) => { now = next; wait.update(next); } };
     while (!(await check(tracked))) {
-      if (service?.exitCode !== null && service?.exitCode !== undefined) throw new Error(`the service exited with code ${service.exitCode} while waiting for ${now}`);
+      const dead = services.find(exited);
+      if (dead !== undefined) throw new Error(`the service${sharded ? ` (replica-${services.indexOf(dead) + 1})` : ''} exited with ${dead.exitCode === null ? `signal ${dead.signalCode ?? '?'}` : `code ${dead.exitCode}`} while waiting for ${now}`);
       if (Date.now() > deadline) throw new Error(`timed out after ${timeoutMs / 1000} s waiting for ${now}`);
       await delay(250);
     }
