@@ -404,17 +404,17 @@ describe('the dashboard of a sharded service', () => {
     after(async () => { await Promise.all(servers.map((s) => s.close())); });
     const [one, two] = await Promise.all(servers.map((s) => events(`${s.url}/dashboard/events`)));
     assert.ok(one !== undefined && two !== undefined);
-    await until('both first documents', () => one.documents.length === 1 && two.documents.length === 1);
+    await eventually('both first documents', () => one.documents.length === 1 && two.documents.length === 1, EVERY_TURN);
     assert.deepEqual(one.documents[0]?.state.shards?.peers.map((p) => [p.identity, p.assigned.count, p.acting]), [['replica-a', 2, 0]]);
     assert.equal(one.documents[0].state.shards.keys, 2);
     assert.equal(two.documents[0] === undefined ? undefined : 'shards' in two.documents[0].state, false, 'unsharded: no shard view');
     // The fences taken tell nothing: the stream's refresh reads the status again.
     owned = ['team-a', 'team-b'];
     clock.advance(1_000);
-    await until('the refreshed document', () => one.documents.length === 2);
+    await eventually('the refreshed document', () => one.documents.length === 2, EVERY_TURN);
     assert.equal(one.documents[1]?.state.shards?.peers[0]?.acting, 2);
     one.close();
     two.close();
-    await until('gone', () => sharded.clients === 0 && plain.clients === 0);
+    await eventually('gone', () => sharded.clients === 0 && plain.clients === 0, EVERY_TURN);
   });
 });
