@@ -2,7 +2,9 @@ import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { PassThrough } from 'node:stream';
 import { flagHead, flagTable, parseBindAddress, parseDuration, parseFlags, usage, UsageError, type Config } from './flags.ts';
+import { fenceLeaseName, peerLeaseName } from '../lib/manager/index.ts';
 import { DEFAULT_APP_KINDS } from '../lib/pipeline/index.ts';
+import { isDnsLabel } from '../lib/util/index.ts';
 import { main } from './main.ts';
 
 function run(argv: readonly string[]): Config {
@@ -156,6 +158,13 @@ describe('parseFlags', () => {
     assert.equal(run(['--shard', '--shard-by', 'namespace']).shardBy, 'namespace');
   });
 
+  it('takes a --shard-group of up to 40 characters, as the Sharder does, so that its Lease names stay DNS labels', () => {
+    const group = `g${'0'.repeat(39)}`;
+    assert.equal(run(['--shard', `--shard-group=${group}`]).shardGroup, group);
+    for (const name of [peerLeaseName(group, 'replica-a'), fenceLeaseName(group, 'ns/pipeline')]) assert.ok(isDnsLabel(name), name);
+    assert.throws(() => parseFlags(['--shard', `--shard-group=${group}0`]), UsageError);
+  });
+
   it('takes Go-style durations, and keeps leader election timings in order', () => {
     assert.equal(parseDuration('f', '1h2m3s4ms'), 3_723_004);
     assert.equal(parseDuration('f', '1.5s'), 1500);
@@ -222,6 +231,7 @@ describe('parseFlags', () => {
       [['--shard', '--shard-weight', '1.5'], /^--shard-weight must be a positive integer, got "1.5"$/],
       [['--shard', '--shard-group', 'Shard_A'], /^--shard-group must be a DNS label .*"Shard_A"$/],
       [['--shard', `--shard-group=${'a'.repeat(64)}`], /^--shard-group must be a DNS label/],
+      [['--shard', `--shard-group=${'a'.repeat(41)}`], /^--shard-group must be a DNS label .*at most 40\), got "a{41}"$/],
     ];
     for (const [argv, message] of cases) {
       assert.throws(() => parseFlags(argv), (err: unknown) => err instanceof UsageError && message.test(err.message), argv.join(' '));

@@ -1,4 +1,5 @@
 import { parseArgs } from 'node:util';
+import { isShardGroup, SHARD_GROUP_MAX_LENGTH } from '../lib/manager/index.ts';
 import { AppKinds, DEFAULT_APP_KINDS } from '../lib/pipeline/index.ts';
 import { isNamespaceName, isObjectName } from '../lib/util/index.ts';
 
@@ -436,9 +437,9 @@ export function parseFlags(argv: readonly string[]): Invocation {
   const shardWeight = /^\d+$/.test(shardWeightText) ? Number(shardWeightText) : Number.NaN;
   if (!Number.isSafeInteger(shardWeight) || shardWeight < 1) throw new UsageError(`--shard-weight must be a positive integer, got ${JSON.stringify(shardWeightText)}`);
   const shardGroup = str('shard-group') ?? '';
-  // A label value and the prefix of Lease names: a DNS label.
-  if (!/^[a-z0-9]([-a-z0-9]*[a-z0-9])?$/.test(shardGroup) || shardGroup.length > 63) {
-    throw new UsageError(`--shard-group must be a DNS label (lowercase letters, digits and '-', at most 63), got ${JSON.stringify(shardGroup)}`);
+  // A label value and the prefix of Lease names: checked here as the Sharder checks it, so a bad group fails at parse, not at start.
+  if (!isShardGroup(shardGroup)) {
+    throw new UsageError(`--shard-group must be a DNS label (lowercase letters, digits and '-', at most ${SHARD_GROUP_MAX_LENGTH}), got ${JSON.stringify(shardGroup)}`);
   }
   const appKindsText = str('app-kinds');
   const appKinds = appKindsText === undefined ? [...DEFAULT_APP_KINDS] : appKindsText.split(',').map((k) => k.trim()).filter((k) => k !== '');

@@ -22,6 +22,7 @@ export {
 export { LeadershipLostError, RunnableFailedError, ShardGroupLostError, ShutdownTimeoutError } from './errors.ts';
 export {
   fenceLeaseName,
+  isShardGroup,
   KubeShardLeaseStore,
   MemoryLeaseClient,
   MemoryLeases,
@@ -29,6 +30,7 @@ export {
   rendezvousOwner,
   Sharder,
   SHARD_GROUP_LABEL,
+  SHARD_GROUP_MAX_LENGTH,
   SHARD_KEY_ANNOTATION,
   SHARD_ROLE_LABEL,
   SHARD_WEIGHT_ANNOTATION,
@@ -62,6 +64,7 @@ export {
   type LeaseRecord,
   type StoredLease,
 } from './leader.ts';
+export type { LeaseTimingOptions } from './lease-timings.ts';
 export { KubeAuthFilter, type AuthDecision, type KubeAuthFilterOptions, type ReviewClient } from './auth.ts';
 export { readCertificate, selfSignedCertificate, watchCertificate, type CertificateFiles, type ServingCertificate } from './certificate.ts';
 export {

@@ -1,5 +1,6 @@
 import type { ClusterConnection } from '../transport/index.ts';
-import { KubeApiError, noopLogger, realClock, sleep, toError, type Clock, type Logger } from '../util/index.ts';
+import { KubeApiError, nonEmptyString, noopLogger, realClock, sleep, toError, type Clock, type Logger } from '../util/index.ts';
+import { JITTER_FACTOR, leaseTimings, type LeaseTimingOptions } from './lease-timings.ts';
 
 /** The part of a coordination.k8s.io/v1 Lease's spec leader election reads and writes. */
 export interface LeaseRecord {
@@ -90,12 +91,9 @@ export class KubeLeaseClient implements LeaseClient {
   readonly #name: string;
 
   constructor(options: KubeLeaseClientOptions) {
-    for (const key of ['namespace', 'name'] as const) {
-      if (typeof options[key] !== 'string' || options[key] === '') throw new TypeError(`KubeLeaseClient option ${key} must be a non-empty string, got ${JSON.stringify(options[key])}`);
-    }
     this.#connection = options.connection;
-    this.#namespace = options.namespace;
-    this.#name = options.name;
+    this.#namespace = nonEmptyString('KubeLeaseClient', 'namespace', options.namespace);
+    this.#name = nonEmptyString('KubeLeaseClient', 'name', options.name);
   }
 
   get description(): string {
@@ -131,17 +129,11 @@ export function microTime(ms: number): string {
 }
 
 /** Options of {@link LeaderElector}. Durations in milliseconds; client-go's rules apply: lease > renew deadline > 1.2 × retry. */
-export interface LeaderElectorOptions {
+export interface LeaderElectorOptions extends LeaseTimingOptions {
   /** The Lease. Required. */
   readonly leases: LeaseClient;
   /** This candidate's unique identity (`hostname_uuid`). Required, non-empty. */
   readonly identity: string;
-  /** How long a lease not renewed stays valid for the others. Default 30 000. */
-  readonly leaseDurationMs?: number | undefined;
-  /** How long the leader keeps trying to renew before it gives leadership up. Default 10 000. */
-  readonly renewDeadlineMs?: number | undefined;
-  /** Between attempts to acquire (with jitter up to +20 %) or renew. Default 2 000. */
-  readonly retryPeriodMs?: number | undefined;
   /** Release the lease (empty holder) when `run`'s signal aborts while leading. Default true. */
   readonly releaseOnCancel?: boolean | undefined;
   /** Default: discards everything. */
@@ -174,8 +166,6 @@ export type ElectionOutcome =
 /** Where this candidate stands. 'unknown' until the Lease was read once. */
 export type LeadershipState = 'unknown' | 'leading' | 'following';
 
-const jitterFactor = 0.2;
-
 /** The Lease's integer fields are int32: a value past this fails the API server's validation. */
 const MAX_INT32 = 2_147_483_647;
 
@@ -192,11 +182,6 @@ function validTransitions(value: number): number {
 export function nextTransitions(value: number): number {
   const current = validTransitions(value);
   return current === MAX_INT32 ? 0 : current + 1;
-}
-
-function duration(option: string, value: number): number {
-  if (!Number.isFinite(value) || value <= 0) throw new TypeError(`LeaderElector option ${option} must be a positive number, got ${value}`);
-  return value;
 }
 
 /**
@@ -231,25 +216,10 @@ export class LeaderElector {
     if (typeof leases !== 'object' || leases === null || typeof (leases as Partial<LeaseClient>).update !== 'function') {
       throw new TypeError('LeaderElector option leases must be a LeaseClient');
     }
-    if (typeof options.identity !== 'string' || options.identity === '') {
-      throw new TypeError(`LeaderElector option identity must be a non-empty string, got ${JSON.stringify(options.identity)}`);
-    }
-    const settings = {
-      leaseDurationMs: duration('leaseDurationMs', options.leaseDurationMs ?? 30_000),
-      renewDeadlineMs: duration('renewDeadlineMs', options.renewDeadlineMs ?? 10_000),
-      retryPeriodMs: duration('retryPeriodMs', options.retryPeriodMs ?? 2_000),
-    };
-    if (settings.leaseDurationMs < 1000 || settings.leaseDurationMs % 1000 !== 0) {
-      throw new TypeError(`LeaderElector option leaseDurationMs must be a whole number of seconds (the Lease stores seconds), got ${settings.leaseDurationMs}`);
-    }
-    if (settings.leaseDurationMs <= settings.renewDeadlineMs) {
-      throw new TypeError(`LeaderElector option leaseDurationMs (${settings.leaseDurationMs}) must be greater than renewDeadlineMs (${settings.renewDeadlineMs})`);
-    }
-    if (settings.renewDeadlineMs <= settings.retryPeriodMs * (1 + jitterFactor)) {
-      throw new TypeError(`LeaderElector option renewDeadlineMs (${settings.renewDeadlineMs}) must be greater than 1.2 × retryPeriodMs (${settings.retryPeriodMs})`);
-    }
+    const identity = nonEmptyString('LeaderElector', 'identity', options.identity);
+    const settings = leaseTimings('LeaderElector', options);
     this.#leases = options.leases;
-    this.#identity = options.identity;
+    this.#identity = identity;
     this.#leaseDurationMs = settings.leaseDurationMs;
     this.#renewDeadlineMs = settings.renewDeadlineMs;
     this.#retryPeriodMs = settings.retryPeriodMs;
@@ -317,7 +287,7 @@ export class LeaderElector {
     while (!signal.aborted) {
       if (await this.#tryAcquireOrRenew(this.#renewDeadlineMs, signal)) return true;
       try {
-        await sleep(this.#retryPeriodMs * (1 + jitterFactor * this.#random()), signal, this.#clock);
+        await sleep(this.#retryPeriodMs * (1 + JITTER_FACTOR * this.#random()), signal, this.#clock);
       } catch {
         return false;
       }

@@ -6,8 +6,9 @@ import type { ClusterLease, Clusters } from '../cluster/index.ts';
 import { defaultControllerRateLimiter, RateLimitingWorkQueue, runWorkers, type RateLimitingQueue, type RequeueAfter, type WorkContext } from '../queue/index.ts';
 import { Registry, type OwnerKey } from '../registry/index.ts';
 import type { RequestObservation } from '../transport/index.ts';
-import { childController, noopLogger, onAbort, realClock, toError, type Clock, type Logger } from '../util/index.ts';
+import { childController, nonEmptyString, nonNegativeNumber, noopLogger, onAbort, realClock, toError, type Clock, type Logger } from '../util/index.ts';
 import { KubeAuthFilter } from './auth.ts';
+import type { LeaseTimingOptions } from './lease-timings.ts';
 import { readCertificate, selfSignedCertificate, watchCertificate, type CertificateFiles, type ServingCertificate } from './certificate.ts';
 import { LeadershipLostError, RunnableFailedError, ShardGroupLostError, ShutdownTimeoutError } from './errors.ts';
 import { KubeLeaseClient, LeaderElector, type ElectionOutcome, type LeaseClient, type LeaseRecord, type StoredLease } from './leader.ts';
@@ -17,7 +18,7 @@ import { DeferredShardLeaseStore } from './shard/deferred-store.ts';
 import { KubeShardLeaseStore, Sharder } from './shard/index.ts';
 
 /** Leader election on a coordination.k8s.io/v1 Lease in the management cluster (client-go's timings). */
-export interface LeaderElectionOptions {
+export interface LeaderElectionOptions extends LeaseTimingOptions {
   /** Run leader election. Default true; false keeps `name` as the label of `leader_election_master_status` (always 1). */
   readonly enabled?: boolean | undefined;
   /** The Lease's name. Required. */
@@ -26,12 +27,6 @@ export interface LeaderElectionOptions {
   readonly namespace?: string | undefined;
   /** This replica's identity, unique among replicas. Default `<hostname>_<random UUID>`. */
   readonly identity?: string | undefined;
-  /** Default 30 000. */
-  readonly leaseDurationMs?: number | undefined;
-  /** Default 10 000. */
-  readonly renewDeadlineMs?: number | undefined;
-  /** Default 2 000. */
-  readonly retryPeriodMs?: number | undefined;
   /**
    * Empty the Lease's holder when stopping while leading, so a follower takes over within its
    * retry period instead of a lease duration. Default true.
@@ -45,7 +40,7 @@ export interface LeaderElectionOptions {
  * Sharding: every replica runs the controllers, and each acts only for the shard keys it owns
  * (see `Sharder`). Peer and fence Leases live in `namespace` of the management cluster.
  */
-export interface ShardingOptions {
+export interface ShardingOptions extends LeaseTimingOptions {
   /** The shard group: replicas with the same group split the keys. A DNS label of at most 40 characters. Required. */
   readonly group: string;
   /** Where the group's Leases live (usually the pod's namespace). Required. */
@@ -56,12 +51,6 @@ export interface ShardingOptions {
   readonly identity?: string | undefined;
   /** This replica's share of the keys relative to the others' (a positive integer). Default 1. */
   readonly weight?: number | undefined;
-  /** Default 30 000. */
-  readonly leaseDurationMs?: number | undefined;
-  /** Default 10 000. */
-  readonly renewDeadlineMs?: number | undefined;
-  /** Default 2 000. */
-  readonly retryPeriodMs?: number | undefined;
   /** Fence takes per second at most. Default 20. */
   readonly maxFenceTakesPerSecond?: number | undefined;
   /** Fence takes at once before the rate applies. Default 50. */
@@ -300,21 +289,18 @@ export class Manager {
     if (typeof clustersOption !== 'function' && !isManagedClusters(clustersOption)) throw new TypeError('Manager option clusters must be a keeper of clusters (a ClusterSet) or a function that builds one');
     const registryOption: unknown = options.registry;
     if (!(registryOption instanceof Registry) && typeof registryOption !== 'function') throw new TypeError('Manager option registry must be a Registry or a function that builds one');
-    const grace = options.gracefulShutdownTimeoutMs ?? 30_000;
-    if (!Number.isFinite(grace) || grace < 0) throw new TypeError(`Manager option gracefulShutdownTimeoutMs must be a non-negative number, got ${grace}`);
+    const grace = nonNegativeNumber('Manager', 'gracefulShutdownTimeoutMs', options.gracefulShutdownTimeoutMs ?? 30_000);
     bindAddress('healthProbeBindAddress', options.healthProbeBindAddress, false);
     if (options.metricsServer !== undefined) bindAddress('metricsServer.bindAddress', options.metricsServer.bindAddress, true);
     const election = options.leaderElection;
     if (election !== undefined) {
-      if (typeof election.name !== 'string' || election.name === '') throw new TypeError(`Manager option leaderElection.name must be a non-empty string, got ${JSON.stringify(election.name)}`);
-      if ((election.enabled ?? true) && (typeof election.namespace !== 'string' || election.namespace === '')) {
-        throw new TypeError(`Manager option leaderElection.namespace must be a non-empty string, got ${JSON.stringify(election.namespace)}`);
-      }
+      nonEmptyString('Manager', 'leaderElection.name', election.name);
+      if (election.enabled ?? true) nonEmptyString('Manager', 'leaderElection.namespace', election.namespace);
     }
     const sharding = options.sharding;
     if (sharding !== undefined) {
       if (election !== undefined && election.enabled !== false) throw new TypeError('Manager options leaderElection and sharding exclude each other: one active replica, or every replica acting for its share');
-      if (typeof sharding.namespace !== 'string' || sharding.namespace === '') throw new TypeError(`Manager option sharding.namespace must be a non-empty string, got ${JSON.stringify(sharding.namespace)}`);
+      nonEmptyString('Manager', 'sharding.namespace', sharding.namespace);
     }
     this.#logger = options.logger ?? noopLogger;
     this.#clock = options.clock ?? realClock;

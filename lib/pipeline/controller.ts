@@ -3,7 +3,7 @@ import type { ClusterConnection } from '../transport/index.ts';
 import { serviceAccountIdentity, type ClusterRef } from '../cluster/index.ts';
 import { runWorkers, type ReconcileObservation, type RequeueAfter, type WorkContext } from '../queue/index.ts';
 import { ownerKey, parseOwnerKey, watchOwners, type HeldReader, type OwnerRef, type Registry } from '../registry/index.ts';
-import { apiVersionOf, isAbortError, KubeApiError, noopLogger, realClock, sanitizeForDisplay, sleep, toError, type Clock, type Logger } from '../util/index.ts';
+import { apiVersionOf, booleanOption, functionOption, invalidOption, isAbortError, isObjectName, KubeApiError, nonNegativeNumber, noopLogger, positiveInteger, positiveNumber, realClock, sanitizeForDisplay, sleep, toError, type Clock, type Logger } from '../util/index.ts';
 import { DRIFTED, displayEnvironments, driftedCondition, invalidSpecCondition, MAX_STATUS_TEXT, plain, promotingCondition, readyCondition, sameStatus, setCondition, type ConditionInput } from './conditions.ts';
 import { GitPromoter, type GitPromoterOptions } from '../gitops/index.ts';
 import { decidePromotion, DEFAULT_APPLY_TIMEOUT_MS, DEFAULT_RETRY, findRecord, retryDueAt, settleCommitted, withRecord, type PromotionDecision } from './decide.ts';
@@ -135,17 +135,8 @@ const OUTCOME_WRITE_ATTEMPTS = 5;
 /** The Pipeline's status could not be written: someone wrote it first. */
 class StatusConflict extends Error {}
 
-function positiveInteger(option: string, value: number): number {
-  if (!Number.isInteger(value) || value < 1) throw new TypeError(`PipelineController option ${option} must be a positive integer, got ${value}`);
-  return value;
-}
-
-function positiveNumber(option: string, value: number): number {
-  if (!Number.isFinite(value) || value <= 0) throw new TypeError(`PipelineController option ${option} must be a positive number, got ${value}`);
-  return value;
-}
-
-const SERVICE_ACCOUNT_NAME = /^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$/;
+/** The component every option error names. */
+const OWNER = 'PipelineController';
 
 /** How the controller's own per-Pipeline memory (grace, patched generations) is keyed. */
 function pipelineKey(ref: { readonly namespace: string; readonly name: string }): string {
@@ -219,40 +210,33 @@ export class PipelineController {
     if (typeof registry !== 'object' || registry === null || typeof (registry as { watchTargetAndGetReader?: unknown }).watchTargetAndGetReader !== 'function') {
       throw new TypeError('PipelineController option registry must be a Registry');
     }
-    if (options.allowPrivateWebhooks !== undefined && typeof options.allowPrivateWebhooks !== 'boolean') {
-      throw new TypeError('PipelineController option allowPrivateWebhooks must be a boolean');
-    }
-    if (options.beforePromotion !== undefined && typeof options.beforePromotion !== 'function') {
-      throw new TypeError('PipelineController option beforePromotion must be a function');
-    }
-    if (options.onReconcile !== undefined && typeof options.onReconcile !== 'function') throw new TypeError('PipelineController option onReconcile must be a function');
+    const allowPrivateWebhooks = booleanOption(OWNER, 'allowPrivateWebhooks', options.allowPrivateWebhooks ?? false);
+    if (options.beforePromotion !== undefined) functionOption(OWNER, 'beforePromotion', options.beforePromotion);
+    if (options.onReconcile !== undefined) functionOption(OWNER, 'onReconcile', options.onReconcile);
     const account: unknown = options.defaultServiceAccount;
-    if (account !== undefined && (typeof account !== 'string' || account.length > 253 || !SERVICE_ACCOUNT_NAME.test(account))) {
-      throw new TypeError(`PipelineController option defaultServiceAccount must be a ServiceAccount name, got ${JSON.stringify(account)}`);
-    }
+    if (account !== undefined && !isObjectName(account)) invalidOption(OWNER, 'defaultServiceAccount', account, 'a ServiceAccount name');
     const settings = {
       logger: options.logger ?? noopLogger,
       clock: options.clock ?? realClock,
-      workers: positiveInteger('workers', options.workers ?? 4),
-      webhookTimeoutMs: positiveNumber('webhookTimeoutMs', options.webhookTimeoutMs ?? 10_000),
+      workers: positiveInteger(OWNER, 'workers', options.workers ?? 4),
+      webhookTimeoutMs: positiveNumber(OWNER, 'webhookTimeoutMs', options.webhookTimeoutMs ?? 10_000),
     };
     this.#registry = options.registry;
     this.#logger = settings.logger;
     this.#clock = settings.clock;
     this.#workers = settings.workers;
     this.#webhookTimeoutMs = settings.webhookTimeoutMs;
-    this.#allowPrivateWebhooks = options.allowPrivateWebhooks ?? false;
+    this.#allowPrivateWebhooks = allowPrivateWebhooks;
     this.#git = new GitPromoter({ clock: settings.clock, ...options.git });
-    this.#gitPollIntervalMs = positiveNumber('gitPollIntervalMs', options.gitPollIntervalMs ?? 30_000);
+    this.#gitPollIntervalMs = positiveNumber(OWNER, 'gitPollIntervalMs', options.gitPollIntervalMs ?? 30_000);
     this.#beforePromotion = options.beforePromotion;
     this.#onReconcile = options.onReconcile;
     this.#allowCrossNamespaceTargets = options.allowCrossNamespaceTargets === true;
     this.#appKinds = options.appKinds === undefined ? AppKinds.defaults : AppKinds.parse(options.appKinds, 'PipelineController option appKinds');
     this.#defaultServiceAccount = options.defaultServiceAccount;
-    const graceMs = options.progressingGraceMs ?? DEFAULT_PROGRESSING_GRACE_MS;
-    if (!Number.isFinite(graceMs) || graceMs < 0) throw new TypeError(`PipelineController option progressingGraceMs must be a non-negative number, got ${graceMs}`);
+    const graceMs = nonNegativeNumber(OWNER, 'progressingGraceMs', options.progressingGraceMs ?? DEFAULT_PROGRESSING_GRACE_MS);
     this.#grace = new ProgressingGrace({ windowMs: graceMs });
-    this.#applyTimeoutMs = positiveNumber('applyTimeoutMs', options.applyTimeoutMs ?? DEFAULT_APPLY_TIMEOUT_MS);
+    this.#applyTimeoutMs = positiveNumber(OWNER, 'applyTimeoutMs', options.applyTimeoutMs ?? DEFAULT_APPLY_TIMEOUT_MS);
     this.#loop = loopPolicy('PipelineController option promotionLoop', options.promotionLoop);
     this.#shard = options.shard === undefined ? undefined : new PipelineShard(options.shard);
   }

@@ -191,7 +191,7 @@ describe('PipelineController sharded', () => {
     const registry = registryWithKeeper({ provider: new StaticProvider({ clusters: {} }) });
     t.after(() => registry.close());
     const ownership = new FakeOwnership();
-    assert.throws(() => new PipelineController({ registry, shard: { ownership, by: 'cluster' as PipelineShardBy } }), /option shard.by must be 'namespace' or 'pipeline', got "cluster"/);
+    assert.throws(() => new PipelineController({ registry, shard: { ownership, by: 'cluster' as PipelineShardBy } }), /option shard.by must be one of namespace, pipeline, got "cluster"/);
     assert.throws(() => new PipelineController({ registry, shard: { ownership: {} as PipelineShardOwnership, by: 'namespace' } }), /option shard.ownership must have owns, whileOwned and subscribe/);
     assert.deepEqual([...new PipelineController({ registry, shard: { ownership, by: 'namespace' } }).shardKeys()], [], 'no keys before the Pipeline cache exists');
   });

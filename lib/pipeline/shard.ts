@@ -1,7 +1,7 @@
 // The controller's side of sharding across replicas: which shard key a Pipeline falls under, and the
 // glue between the controller and an ownership (the manager kit's Sharder, seen structurally:
 // lib/pipeline may not import lib/manager).
-import { abortReason, childController, FleetcacheError, onAbort, type Logger } from '../util/index.ts';
+import { abortReason, childController, FleetcacheError, onAbort, oneOf, type Logger } from '../util/index.ts';
 
 /** What a change of ownership reports: shard keys whose fence was taken, and keys no longer acted for. */
 export interface PipelineShardChange {
@@ -25,13 +25,16 @@ export interface PipelineShardOwnership {
   subscribe(listener: (change: PipelineShardChange) => void): () => void;
 }
 
+/** The values of {@link PipelineShardBy}. */
+const SHARD_BY = ['namespace', 'pipeline'] as const;
+
 /**
  * The unit of work: a Pipeline's namespace (every Pipeline of a tenant on one replica, so the
  * tenant's caches, keyed by its identity, are built once; one fence per namespace) or the
  * Pipeline itself (`namespace/name`: finer balance, one fence per Pipeline, caches shared by a
  * tenant's Pipelines built on several replicas).
  */
-export type PipelineShardBy = 'namespace' | 'pipeline';
+export type PipelineShardBy = (typeof SHARD_BY)[number];
 
 /** {@link PipelineControllerOptions.shard}. */
 export interface PipelineShardOptions {
@@ -89,10 +92,8 @@ export class PipelineShard {
     if (typeof ownership !== 'object' || ownership === null || !['owns', 'whileOwned', 'subscribe'].every((m) => typeof (ownership as Record<string, unknown>)[m] === 'function')) {
       throw new TypeError('PipelineController option shard.ownership must have owns, whileOwned and subscribe');
     }
-    const by: unknown = options.by;
-    if (by !== 'namespace' && by !== 'pipeline') throw new TypeError(`PipelineController option shard.by must be 'namespace' or 'pipeline', got ${JSON.stringify(by)}`);
     this.#ownership = options.ownership;
-    this.by = by;
+    this.by = oneOf('PipelineController', 'shard.by', options.by, SHARD_BY);
   }
 
   keyOf(pipeline: PipelineName): string {

@@ -25,5 +25,5 @@ export type { FenceLeaseDraft, PeerLeaseDraft, ShardLease, ShardLeaseDraft, Shar
 export { KubeShardLeaseStore, type KubeShardLeaseStoreOptions } from './kube-store.ts';
 export { MemoryLeaseClient, MemoryLeases, type MemoryWrite, type PartitionMode } from './memory-store.ts';
 export { rendezvousOwner, type WeightedPeer } from './rendezvous.ts';
-export { fenceLeaseName, SHARD_GROUP_LABEL, SHARD_KEY_ANNOTATION, peerLeaseName, SHARD_ROLE_LABEL, SHARD_WEIGHT_ANNOTATION } from './names.ts';
+export { fenceLeaseName, isShardGroup, SHARD_GROUP_LABEL, SHARD_GROUP_MAX_LENGTH, SHARD_KEY_ANNOTATION, peerLeaseName, SHARD_ROLE_LABEL, SHARD_WEIGHT_ANNOTATION } from './names.ts';
 export type { UnownedKey } from './unowned.ts';

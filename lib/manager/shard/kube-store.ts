@@ -1,6 +1,6 @@
 // The shard Lease store on a real cluster: coordination.k8s.io/v1 Leases selected by group label.
 import { checkNamespace, type ClusterConnection } from '../../transport/index.ts';
-import { KubeApiError } from '../../util/index.ts';
+import { KubeApiError, positiveInteger } from '../../util/index.ts';
 import { leaseBody, storedLease } from '../leader.ts';
 import { checkGroup, SHARD_GROUP_LABEL, SHARD_KEY_ANNOTATION, SHARD_ROLE_LABEL, SHARD_WEIGHT_ANNOTATION } from './names.ts';
 import type { ShardLease, ShardLeaseDraft, ShardLeaseStore } from './store.ts';
@@ -68,14 +68,10 @@ export class KubeShardLeaseStore implements ShardLeaseStore {
   constructor(options: KubeShardLeaseStoreOptions) {
     checkNamespace(options.namespace);
     this.#group = checkGroup(options.group);
-    const pageSize = options.pageSize ?? 500;
-    const maxPages = options.maxPages ?? 200;
-    if (!Number.isSafeInteger(pageSize) || pageSize < 1) throw new TypeError(`KubeShardLeaseStore option pageSize must be a positive integer, got ${pageSize}`);
-    if (!Number.isSafeInteger(maxPages) || maxPages < 1) throw new TypeError(`KubeShardLeaseStore option maxPages must be a positive integer, got ${maxPages}`);
     this.#connection = options.connection;
     this.#namespace = options.namespace;
-    this.#pageSize = pageSize;
-    this.#maxPages = maxPages;
+    this.#pageSize = positiveInteger('KubeShardLeaseStore', 'pageSize', options.pageSize ?? 500);
+    this.#maxPages = positiveInteger('KubeShardLeaseStore', 'maxPages', options.maxPages ?? 200);
     this.description = `${options.namespace}/${options.group}`;
   }
 

@@ -1,5 +1,6 @@
 // The Sharder: membership, assignment and fences run together, and what a controller asks of them.
-import { noopLogger, onAbort, realClock, sleep, toError, type Clock, type Logger, type Timer } from '../../util/index.ts';
+import { nonEmptyString, noopLogger, onAbort, positiveInteger, realClock, sleep, toError, type Clock, type Logger, type Timer } from '../../util/index.ts';
+import { JITTER_FACTOR, leaseTimings, type LeaseTimingOptions } from '../lease-timings.ts';
 import { FenceWriter, type FenceLease } from './fences.ts';
 import { HeldFence } from './held.ts';
 import { OwnPeerLease, PeerView, type PeerLease } from './membership.ts';
@@ -64,7 +65,7 @@ export type ShardOutcome =
   | 'lost';
 
 /** Options of {@link Sharder}. Durations in milliseconds; leader election's rules apply: lease > renew deadline > 1.2 × retry. */
-export interface SharderOptions {
+export interface SharderOptions extends LeaseTimingOptions {
   /** The group's Leases. Required. */
   readonly leases: ShardLeaseStore;
   /** The shard group (a DNS label of at most 40 characters). Required. */
@@ -73,12 +74,6 @@ export interface SharderOptions {
   readonly identity: string;
   /** This replica's share relative to the others': a positive integer. Default 1. */
   readonly weight?: number | undefined;
-  /** How long a peer Lease not seen to change stays live. Whole seconds. Default 30 000. */
-  readonly leaseDurationMs?: number | undefined;
-  /** This replica stops acting for every key once its peer Lease has not been renewed for this long. Default 10 000. */
-  readonly renewDeadlineMs?: number | undefined;
-  /** Between renewals, and between reads of the group (plus up to 20 % jitter). Default 2 000. */
-  readonly retryPeriodMs?: number | undefined;
   /** Every live key, group-wide (not only this replica's); read on each tick and after {@link Sharder.keysChanged}. Required. */
   readonly keys: () => Iterable<string>;
   /** Fences this replica takes per second at most (a rolling restart must not stampede). Default 20. */
@@ -91,13 +86,6 @@ export interface SharderOptions {
   readonly clock?: Clock | undefined;
   /** Jitter source in [0, 1). Default Math.random. */
   readonly random?: (() => number) | undefined;
-}
-
-const jitterFactor = 0.2;
-
-function positive(option: string, value: number, integer = false): number {
-  if (!Number.isFinite(value) || value <= 0 || (integer && !Number.isSafeInteger(value))) throw new TypeError(`Sharder option ${option} must be a positive ${integer ? 'integer' : 'number'}, got ${value}`);
-  return value;
 }
 
 /** A few keys for a log line. */
@@ -158,15 +146,10 @@ export class Sharder implements ShardOwnership {
     const leases: unknown = options.leases;
     if (typeof leases !== 'object' || leases === null || typeof (leases as Partial<ShardLeaseStore>).list !== 'function') throw new TypeError('Sharder option leases must be a ShardLeaseStore');
     const group = checkGroup(options.group);
-    if (typeof options.identity !== 'string' || options.identity === '') throw new TypeError(`Sharder option identity must be a non-empty string, got ${JSON.stringify(options.identity)}`);
+    nonEmptyString('Sharder', 'identity', options.identity);
     if (typeof options.keys !== 'function') throw new TypeError('Sharder option keys must be a function returning the live keys');
-    const weight = positive('weight', options.weight ?? 1, true);
-    const lease = positive('leaseDurationMs', options.leaseDurationMs ?? 30_000);
-    const renew = positive('renewDeadlineMs', options.renewDeadlineMs ?? 10_000);
-    const retry = positive('retryPeriodMs', options.retryPeriodMs ?? 2_000);
-    if (lease < 1000 || lease % 1000 !== 0) throw new TypeError(`Sharder option leaseDurationMs must be a whole number of seconds (the Lease stores seconds), got ${lease}`);
-    if (lease <= renew) throw new TypeError(`Sharder option leaseDurationMs (${lease}) must be greater than renewDeadlineMs (${renew})`);
-    if (renew <= retry * (1 + jitterFactor)) throw new TypeError(`Sharder option renewDeadlineMs (${renew}) must be greater than 1.2 × retryPeriodMs (${retry})`);
+    const weight = positiveInteger('Sharder', 'weight', options.weight ?? 1);
+    const { leaseDurationMs: lease, renewDeadlineMs: renew, retryPeriodMs: retry } = leaseTimings('Sharder', options);
     this.identity = options.identity;
     this.#store = options.leases;
     this.#weight = weight;
@@ -325,7 +308,7 @@ export class Sharder implements ShardOwnership {
         this.#logger.warn(`could not renew the peer Lease; retrying: ${toError(err).message}`, { error: toError(err) });
       }
       try {
-        await sleep(this.#retryPeriodMs * (1 + jitterFactor * this.#random()), signal, this.#clock);
+        await sleep(this.#retryPeriodMs * (1 + JITTER_FACTOR * this.#random()), signal, this.#clock);
       } catch {
         return;
       }
@@ -382,7 +365,7 @@ export class Sharder implements ShardOwnership {
         this.#nudged = false;
         resolve(!signal.aborted);
       };
-      const timer = this.#clock.setTimer(this.#retryPeriodMs * (1 + jitterFactor * this.#random()), done);
+      const timer = this.#clock.setTimer(this.#retryPeriodMs * (1 + JITTER_FACTOR * this.#random()), done);
       detach = onAbort(signal, done);
       this.#wake = done;
     });

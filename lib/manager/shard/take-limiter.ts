@@ -1,5 +1,5 @@
 // A token bucket that never waits: fence takes beyond the rate are left for a later tick.
-import type { Clock } from '../../util/index.ts';
+import { positiveInteger, positiveNumber, type Clock } from '../../util/index.ts';
 
 /**
  * Bounds how many fences a replica takes: a rolling restart hands hundreds of keys to a new
@@ -14,10 +14,8 @@ export class TakeLimiter {
   #at: number;
 
   constructor(perSecond: number, burst: number, clock: Clock) {
-    if (!Number.isFinite(perSecond) || perSecond <= 0) throw new TypeError(`Sharder option maxFenceTakesPerSecond must be a positive number, got ${perSecond}`);
-    if (!Number.isSafeInteger(burst) || burst < 1) throw new TypeError(`Sharder option fenceTakeBurst must be a positive integer, got ${burst}`);
-    this.#perSecond = perSecond;
-    this.#burst = burst;
+    this.#perSecond = positiveNumber('Sharder', 'maxFenceTakesPerSecond', perSecond);
+    this.#burst = positiveInteger('Sharder', 'fenceTakeBurst', burst);
     this.#clock = clock;
     this.#tokens = burst;
     this.#at = clock.now();
