@@ -10,7 +10,7 @@ import { Mutex } from 'async-mutex';
 import { performance } from 'node:perf_hooks';
 import { SimulatedCluster } from '../fixtures/index.ts';
 import { clusterKey, StaticProvider, type ClusterRef } from '../lib/cluster/index.ts';
-import type { Registry } from '../lib/registry/index.ts';
+import { ownerKey, type OwnerKey, type Registry } from '../lib/registry/index.ts';
 import type { GroupVersionKind } from '../lib/util/index.ts';
 import { registryWithKeeper } from '../lib/registry/testing.ts';
 
@@ -63,12 +63,12 @@ async function requeueLatency(sim: SimulatedCluster, registry: Registry, ratePer
     if (next !== undefined) registry.queue.done(next.item);
   }
 
-  const writtenAt = new Map<string, number>();
+  const writtenAt = new Map<OwnerKey, number>();
   const latencies: number[] = [];
   const stop = new AbortController();
   const consumer = (async () => {
     for (;;) {
-      let next: { readonly item: string } | undefined;
+      let next: { readonly item: OwnerKey } | undefined;
       try {
         next = await registry.queue.get(stop.signal);
       } catch {
@@ -94,7 +94,7 @@ async function requeueLatency(sim: SimulatedCluster, registry: Registry, ratePer
     const n = i % objects;
     const current = sim.store.get({ apiVersion: 'v1', kind: 'ConfigMap', namespace: 'bench', name: `lat-${n}` });
     if (current === undefined) throw new Error('object vanished');
-    writtenAt.set(`bench/lat-owner-${n}`, performance.now());
+    writtenAt.set(ownerKey({ namespace: 'bench', name: `lat-owner-${n}` }), performance.now());
     sim.store.update({ ...current, data: { n: String(i) } });
   }
   await new Promise((resolve) => setTimeout(resolve, 500));

@@ -7,7 +7,7 @@ import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import { CompositeProvider, CoreV1SecretReader, LocalProvider, SecretProvider, type ClusterRef } from '../../lib/cluster/index.ts';
 import type { Registry} from '../../lib/registry/index.ts';
-import { type OwnerKey } from '../../lib/registry/index.ts';
+import { ownerKey, type OwnerKey } from '../../lib/registry/index.ts';
 import { KubeApiError } from '../../lib/util/index.ts';
 import { eventually, useClusters, type TestCluster } from '../harness/index.ts';
 import { registryWithKeeper } from '../../lib/registry/testing.ts';
@@ -84,7 +84,7 @@ describe('scenario: independent clusters', () => {
     assert.deepEqual(registry.caches().map((c) => c.cluster).sort(), ['local', `secret:${ownerNs}/b-kubeconfig`]);
 
     // Both owners are woken once their caches have synced; then a change on b wakes b's owner only.
-    const key = (o: { namespace: string; name: string }): OwnerKey => `${o.namespace}/${o.name}`;
+    const key = (o: { namespace: string; name: string }): OwnerKey => ownerKey(o);
     await requeued(key(ownerA), key(ownerB));
     await must(b, 'PUT', `/api/v1/namespaces/${onlyB}/configmaps/settings`, { metadata: { name: 'settings', namespace: onlyB }, data: { cluster: b.name, changed: 'yes' } });
     assert.deepEqual(await requeued(key(ownerB)), [], 'no other owner was woken first');

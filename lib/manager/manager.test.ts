@@ -7,7 +7,7 @@ import { SimulatedCluster } from '../../fixtures/index.ts';
 import { eventually } from '../../e2e/harness/index.ts';
 import { ClusterSet, LocalProvider } from '../cluster/index.ts';
 import { FakeClusters } from '../cluster/testing.ts';
-import { Registry } from '../registry/index.ts';
+import { ownerKey, Registry } from '../registry/index.ts';
 import { FakeClock, noopLogger, type Logger } from '../util/index.ts';
 import { parseExposition } from '../../cmd/exposition.test-util.ts';
 import { Manager, RunnableFailedError, ShutdownTimeoutError, signalHandler, syncedCheck, type ManagerOptions } from './index.ts';
@@ -118,7 +118,7 @@ describe('Manager', () => {
       const url = await eventually('the metrics server', () => manager.metricsUrl);
       assert.equal(await (await fetch(`${url}/debug/things`)).text(), 'things\n');
       assert.equal(await (await fetch(`${url}/dashboard/app.js`)).text(), 'dashboard /dashboard/app.js\n');
-      manager.registry.queue.add('example.com/Widget/ns/a');
+      manager.registry.queue.add(ownerKey({ group: 'example.com', kind: 'Widget', namespace: 'ns', name: 'a' }));
       await eventually('the key was reconciled', () => (reconciled.length > 0 ? true : undefined));
       const m = parseExposition(await (await fetch(`${url}/metrics`)).text());
       assert.equal(m.value('controller_runtime_reconcile_total', { controller: 'widgets', result: 'success' }), 1);
@@ -156,7 +156,7 @@ describe('Manager', () => {
     const running = run(manager);
     await eventually('this replica leads', () => (manager.isLeader ? true : undefined));
     assert.equal(lease(), manager.identity);
-    manager.registry.queue.add('example.com/Widget/ns/a');
+    manager.registry.queue.add(ownerKey({ group: 'example.com', kind: 'Widget', namespace: 'ns', name: 'a' }));
     await inFlight;
     running.signal.abort();
     await running.done;

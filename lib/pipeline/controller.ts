@@ -2,7 +2,7 @@ import { isDeepStrictEqual } from 'node:util';
 import type { ClusterConnection } from '../transport/index.ts';
 import { serviceAccountIdentity, type ClusterRef } from '../cluster/index.ts';
 import { runWorkers, type ReconcileObservation, type RequeueAfter, type WorkContext } from '../queue/index.ts';
-import { ownerKey, parseOwnerKey, watchOwners, type HeldReader, type OwnerRef, type Registry } from '../registry/index.ts';
+import { ownerKey, parseOwnerKey, watchOwners, type HeldReader, type OwnerKey, type OwnerRef, type Registry } from '../registry/index.ts';
 import { apiVersionOf, booleanOption, functionOption, invalidOption, isAbortError, isObjectName, KubeApiError, nonNegativeNumber, noopLogger, positiveInteger, positiveNumber, realClock, sanitizeForDisplay, sleep, toError, type Clock, type Logger } from '../util/index.ts';
 import { DRIFTED, displayEnvironments, driftedCondition, invalidSpecCondition, MAX_STATUS_TEXT, plain, promotingCondition, readyCondition, sameStatus, setCondition, type ConditionInput } from './conditions.ts';
 import { GitPromoter, type GitPromoterOptions } from '../gitops/index.ts';
@@ -339,7 +339,7 @@ export class PipelineController {
     }, this.#logger);
   }
 
-  async #reconcile(key: string, signal: AbortSignal, context: WorkContext): Promise<RequeueAfter | undefined> {
+  async #reconcile(key: OwnerKey, signal: AbortSignal, context: WorkContext): Promise<RequeueAfter | undefined> {
     const shard = this.#shard;
     if (shard === undefined) return this.#counted(signal, () => this.#reconcileOnce(key, signal, context.logger));
     // A deleted Pipeline's memory goes whoever owns it (no write): its key may have no owner any more.
@@ -372,7 +372,7 @@ export class PipelineController {
     this.#patched.delete(pipelineKey(ref));
   }
 
-  async #reconcileOnce(key: string, signal: AbortSignal, reconcileLogger: Logger): Promise<RequeueAfter | undefined> {
+  async #reconcileOnce(key: OwnerKey, signal: AbortSignal, reconcileLogger: Logger): Promise<RequeueAfter | undefined> {
     const pipelines = this.#pipelines;
     if (pipelines === undefined) return undefined;
     const ref = parseOwnerKey(key);

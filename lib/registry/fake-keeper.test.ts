@@ -9,7 +9,7 @@ import { eventually } from '../../e2e/harness/index.ts';
 import type { ResourceInfo } from '../transport/index.ts';
 import { FakeResourceClient } from '../transport/testing.ts';
 import { FakeClock, type GroupVersionKind } from '../util/index.ts';
-import { Registry, type OwnerKey } from './index.ts';
+import { ownerKey, Registry, type OwnerKey } from './index.ts';
 
 const configMaps: GroupVersionKind = { group: '', version: 'v1', kind: 'ConfigMap' };
 const east: ClusterRef = { kind: 'static', name: 'east' };
@@ -158,7 +158,7 @@ describe('Registry on the fake keeper: rotation', () => {
     assert.equal(keeper.leases(key), 1, 'the new cache holds the one lease');
     await reader.waitForSync(AbortSignal.timeout(10_000));
     assert.deepEqual(reader.get('apps', 'settings')?.data, { generation: '2' }, 'the same reader reads the new cache');
-    assert.ok((await take(registry)).includes('team-a/web'), 'its owner requeued');
+    assert.ok((await take(registry)).includes(ownerKey(owner)), 'its owner requeued');
     assert.equal(registry.caches().length, 1);
   });
 
@@ -170,7 +170,7 @@ describe('Registry on the fake keeper: rotation', () => {
     await keeper.remove(key);
     assert.equal(registry.caches().length, 0);
     assert.equal(keeper.leases(key), 0);
-    assert.ok((await take(registry)).includes('team-a/web'), 'its owner requeued');
+    assert.ok((await take(registry)).includes(ownerKey(owner)), 'its owner requeued');
     const again = await registry.watchTargetAndGetReader(east, target, owner);
     await again.waitForSync(AbortSignal.timeout(10_000));
     assert.deepEqual(clients.map((c) => c.generation), [1, 2]);

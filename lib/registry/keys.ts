@@ -21,8 +21,14 @@ export interface OwnerRef {
   readonly identity?: Identity | undefined;
 }
 
-/** An owner's key (see {@link ownerKey}): the item type of the requeue queue. */
-export type OwnerKey = string;
+declare const ownerKeyBrand: unique symbol;
+
+/**
+ * An owner's key, the item type of the requeue queue: made only by {@link ownerKey}, read back with
+ * {@link parseOwnerKey}. Branded so that no other string (an object, cache or connection key, a
+ * hand-built `namespace/name`) is taken for one.
+ */
+export type OwnerKey = string & { readonly [ownerKeyBrand]: true };
 
 /**
  * The owner's key: `namespace/name` without a kind, `group/kind/namespace/name` with one (the core
@@ -32,16 +38,19 @@ export type OwnerKey = string;
 export function ownerKey(owner: OwnerRef): OwnerKey {
   if (owner.kind === undefined) {
     if (owner.group !== undefined) throw new TypeError('an owner with a group must have a kind');
-    return `${owner.namespace}/${owner.name}`;
+    return `${owner.namespace}/${owner.name}` as OwnerKey;
   }
   for (const [part, value] of [['group', owner.group ?? ''], ['kind', owner.kind], ['namespace', owner.namespace]] as const) {
     if (value.includes('/')) throw new TypeError(`owner ${part} may not contain '/': ${JSON.stringify(value)}`);
   }
   if (owner.kind === '') throw new TypeError('owner kind may not be empty');
-  return `${owner.group ?? ''}/${owner.kind}/${owner.namespace}/${owner.name}`;
+  return `${owner.group ?? ''}/${owner.kind}/${owner.namespace}/${owner.name}` as OwnerKey;
 }
 
-/** The inverse of {@link ownerKey}. */
+/**
+ * The inverse of {@link ownerKey}. A `TypeError` for a malformed key, which only a caller without
+ * the compiler (plain JavaScript, a cast) can pass.
+ */
 export function parseOwnerKey(key: OwnerKey): OwnerRef {
   const parts = key.split('/');
   const name = parts.at(-1) ?? '';

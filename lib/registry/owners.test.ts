@@ -5,7 +5,7 @@ import { SimulatedCluster, type KubeObject } from '../../fixtures/index.ts';
 import { StaticProvider, type ClusterRef } from '../cluster/index.ts';
 import { FakeClock, type GroupVersionKind } from '../util/index.ts';
 import type { Registry} from './index.ts';
-import { parseOwnerKey, watchOwners, type CacheInfo } from './index.ts';
+import { parseOwnerKey, watchOwners, type CacheInfo, type OwnerKey } from './index.ts';
 import { registryWithKeeper } from './testing.ts';
 import { eventually } from '../../fixtures/support/index.ts';
 
@@ -23,7 +23,7 @@ async function setup(t: { after(fn: () => Promise<void>): void }): Promise<{ clu
 }
 
 /** The next key on the registry's queue (marked done and forgotten, as a worker would), or undefined after 5 s. */
-async function next(registry: Registry): Promise<string | undefined> {
+async function next(registry: Registry): Promise<OwnerKey | undefined> {
   const got = await registry.queue.get(AbortSignal.timeout(5_000)).catch(() => undefined);
   if (got === undefined) return undefined;
   registry.queue.done(got.item);
@@ -101,7 +101,7 @@ describe('watchOwners', () => {
 
     const target = { gvk: configMaps, namespace: 'apps', name: 'shared' };
     for (const key of keys) {
-      const owner = parseOwnerKey(key ?? '');
+      const owner = parseOwnerKey(key ?? assert.fail('no owner was requeued'));
       registry.setOwnerTargets(owner, [{ cluster: sim, target }]);
       await (await registry.watchTargetAndGetReader(sim, target, owner)).waitForSync(AbortSignal.timeout(10_000));
     }

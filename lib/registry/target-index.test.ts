@@ -2,20 +2,25 @@ import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import type { KubeObject } from '../transport/index.ts';
 import type { ConnectionKey } from '../cluster/index.ts';
-import { cacheKeyOf, objectKeyOf, type CacheKey } from './keys.ts';
+import { cacheKeyOf, objectKeyOf, ownerKey, type CacheKey, type OwnerKey } from './keys.ts';
 import { indexedTarget, TargetIndex } from './target-index.ts';
 
 const prod = 'secret:ns/prod' as ConnectionKey;
 const ks = cacheKeyOf(prod, '', { group: 'kustomize.toolkit.fluxcd.io', version: 'v1', kind: 'Kustomization' });
 const hr = cacheKeyOf(prod, '', { group: 'helm.toolkit.fluxcd.io', version: 'v2', kind: 'HelmRelease' });
+// Owner keys as the registry makes them: `o('a/p')` is the owner p in namespace a.
+const o = (namespaceName: string): OwnerKey => {
+  const [namespace = '', name = ''] = namespaceName.split('/');
+  return ownerKey({ namespace, name });
+};
 const target = (cacheKey: CacheKey, namespace: string, name: string) => ({ cacheKey, objectKey: objectKeyOf(cacheKey, namespace, name) });
 
 describe('TargetIndex', () => {
   it('answers which owners use an object, across namespaces of owners', () => {
     const index = new TargetIndex();
-    index.add('team-a/pipe', target(ks, 'apps', 'web'));
-    index.add('team-b/pipe', target(ks, 'apps', 'web'));
-    index.add('team-b/pipe', target(ks, 'apps', 'web')); // idempotent
+    index.add(o('team-a/pipe'), target(ks, 'apps', 'web'));
+    index.add(o('team-b/pipe'), target(ks, 'apps', 'web'));
+    index.add(o('team-b/pipe'), target(ks, 'apps', 'web')); // idempotent
     assert.deepEqual([...index.ownersOf(objectKeyOf(ks, 'apps', 'web'))].sort(), ['team-a/pipe', 'team-b/pipe']);
     assert.equal(index.ownersOf(objectKeyOf(ks, 'apps', 'other')).size, 0);
     assert.equal(index.ownerCount(ks), 2);
@@ -23,29 +28,29 @@ describe('TargetIndex', () => {
 
   it('counts distinct owners per cache, however many targets each has there', () => {
     const index = new TargetIndex();
-    index.add('a/p', target(ks, 'apps', 'web'));
-    index.add('a/p', target(ks, 'apps', 'api'));
+    index.add(o('a/p'), target(ks, 'apps', 'web'));
+    index.add(o('a/p'), target(ks, 'apps', 'api'));
     assert.equal(index.ownerCount(ks), 1);
-    assert.deepEqual(index.set('a/p', [target(ks, 'apps', 'api')]), [], 'still uses the cache through api');
+    assert.deepEqual(index.set(o('a/p'), [target(ks, 'apps', 'api')]), [], 'still uses the cache through api');
     assert.equal(index.ownerCount(ks), 1);
   });
 
   it('releases the targets an owner no longer declares, and reports caches left unused', () => {
     const index = new TargetIndex();
-    index.set('a/p', [target(ks, 'apps', 'web'), target(hr, 'apps', 'web')]);
-    index.set('b/p', [target(ks, 'apps', 'web')]);
-    assert.deepEqual(index.set('a/p', [target(ks, 'apps', 'web')]), [hr], 'dropping the HelmRelease leaves its cache unused');
+    index.set(o('a/p'), [target(ks, 'apps', 'web'), target(hr, 'apps', 'web')]);
+    index.set(o('b/p'), [target(ks, 'apps', 'web')]);
+    assert.deepEqual(index.set(o('a/p'), [target(ks, 'apps', 'web')]), [hr], 'dropping the HelmRelease leaves its cache unused');
     assert.equal(index.ownerCount(hr), 0);
-    assert.deepEqual(index.forget('a/p'), [], 'b/p still uses the Kustomization cache');
-    assert.deepEqual(index.forget('b/p'), [ks]);
+    assert.deepEqual(index.forget(o('a/p')), [], 'b/p still uses the Kustomization cache');
+    assert.deepEqual(index.forget(o('b/p')), [ks]);
     assert.equal(index.owners, 0);
     assert.equal(index.ownersOf(objectKeyOf(ks, 'apps', 'web')).size, 0);
-    assert.deepEqual(index.targetsOf('a/p'), []);
+    assert.deepEqual(index.targetsOf(o('a/p')), []);
   });
 
   it('keeps cluster-scoped targets apart from namespaced ones', () => {
     const index = new TargetIndex();
-    index.add('a/p', target(ks, '', 'web'));
+    index.add(o('a/p'), target(ks, '', 'web'));
     assert.equal(index.ownersOf(objectKeyOf(ks, undefined, 'web')).size, 1);
     assert.equal(index.ownersOf(objectKeyOf(ks, 'apps', 'web')).size, 0);
   });
@@ -54,13 +59,13 @@ describe('TargetIndex', () => {
     const index = new TargetIndex();
     const gvk = { group: 'kustomize.toolkit.fluxcd.io', version: 'v1', kind: 'Kustomization' };
     const web = indexedTarget(index, ks, { gvk, namespace: 'apps', labelSelector: 'tier=web' });
-    index.set('a/p', [web]);
-    index.set('b/p', [indexedTarget(index, ks, { gvk, namespace: 'apps', labelSelector: 'tier = web ' })]);
-    index.set('c/p', [indexedTarget(index, ks, { gvk })]); // every namespace
-    index.set('d/p', [indexedTarget(index, hr, { gvk, namespace: 'apps' })]); // another cache
+    index.set(o('a/p'), [web]);
+    index.set(o('b/p'), [indexedTarget(index, ks, { gvk, namespace: 'apps', labelSelector: 'tier = web ' })]);
+    index.set(o('c/p'), [indexedTarget(index, ks, { gvk })]); // every namespace
+    index.set(o('d/p'), [indexedTarget(index, hr, { gvk, namespace: 'apps' })]); // another cache
     const obj = (namespace: string, labels: Record<string, string>): KubeObject => ({ metadata: { namespace, name: 'x', labels } });
     const woken = (namespace: string, now: Record<string, string>, before?: Record<string, string>): string[] => {
-      const owners = new Set<string>();
+      const owners = new Set<OwnerKey>();
       index.wake(ks, objectKeyOf(ks, namespace, 'x'), obj(namespace, now), before === undefined ? undefined : obj(namespace, before), (o) => { owners.add(o); });
       return [...owners].sort();
     };
@@ -70,22 +75,22 @@ describe('TargetIndex', () => {
     assert.deepEqual(woken('apps', { tier: 'db' }, {}), ['c/p']);
     assert.equal(index.ownerCount(ks), 3);
     assert.deepEqual([...index.namespacesOfCache(ks)].sort(), ['', 'apps']);
-    assert.deepEqual(index.set('a/p', []), [], 'b/p and c/p still use the cache');
+    assert.deepEqual(index.set(o('a/p'), []), [], 'b/p and c/p still use the cache');
     assert.deepEqual(woken('apps', { tier: 'web' }), ['b/p', 'c/p']);
-    assert.deepEqual(index.forget('b/p'), []);
-    assert.deepEqual(index.forget('c/p'), [ks]);
+    assert.deepEqual(index.forget(o('b/p')), []);
+    assert.deepEqual(index.forget(o('c/p')), [ks]);
     assert.deepEqual(woken('apps', { tier: 'web' }), []);
-    assert.deepEqual(index.forget('d/p'), [hr]);
+    assert.deepEqual(index.forget(o('d/p')), [hr]);
     assert.equal(index.owners, 0);
   });
 
   it('never confuses a set target with an object target of the same cache', () => {
     const index = new TargetIndex();
     const gvk = { group: '', version: 'v1', kind: 'ConfigMap' };
-    index.add('a/p', indexedTarget(index, ks, { gvk, namespace: 'apps', name: 'web' }));
-    index.add('a/p', indexedTarget(index, ks, { gvk, namespace: 'apps' }));
-    assert.equal(index.targetsOf('a/p').length, 2);
-    assert.deepEqual(index.set('a/p', [indexedTarget(index, ks, { gvk, namespace: 'apps' })]), [], 'still uses the cache through the set');
+    index.add(o('a/p'), indexedTarget(index, ks, { gvk, namespace: 'apps', name: 'web' }));
+    index.add(o('a/p'), indexedTarget(index, ks, { gvk, namespace: 'apps' }));
+    assert.equal(index.targetsOf(o('a/p')).length, 2);
+    assert.deepEqual(index.set(o('a/p'), [indexedTarget(index, ks, { gvk, namespace: 'apps' })]), [], 'still uses the cache through the set');
     assert.equal(index.ownersOf(objectKeyOf(ks, 'apps', 'web')).size, 0);
     assert.equal(index.ownerCount(ks), 1);
   });
