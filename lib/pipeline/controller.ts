@@ -4,19 +4,20 @@ import { serviceAccountIdentity, type ClusterRef } from '../cluster/index.ts';
 import { runWorkers, type ReconcileObservation, type RequeueAfter, type WorkContext } from '../queue/index.ts';
 import { ownerKey, parseOwnerKey, watchOwners, type HeldReader, type OwnerRef, type Registry } from '../registry/index.ts';
 import { apiVersionOf, booleanOption, functionOption, invalidOption, isAbortError, isObjectName, KubeApiError, nonNegativeNumber, noopLogger, positiveInteger, positiveNumber, realClock, sanitizeForDisplay, sleep, toError, type Clock, type Logger } from '../util/index.ts';
-import { DRIFTED, displayEnvironments, driftedCondition, invalidSpecCondition, MAX_STATUS_TEXT, plain, promotingCondition, readyCondition, sameStatus, setCondition, type ConditionInput } from './conditions.ts';
+import { DRIFTED, driftedCondition, invalidSpecCondition, MAX_STATUS_TEXT, plain, readyCondition, sameStatus, type ConditionInput } from './conditions.ts';
 import { GitPromoter, type GitPromoterOptions } from '../gitops/index.ts';
 import { decidePromotion, DEFAULT_APPLY_TIMEOUT_MS, DEFAULT_RETRY, findRecord, retryDueAt, settleCommitted, withRecord, type PromotionDecision } from './decide.ts';
 import { gitSourceOf, isKustomization, isRevertedByFlux, requestReconcile } from './flux.ts';
 import { DEFAULT_PROGRESSING_GRACE_MS, ProgressingGrace, type ObservedEnvironment } from './grace.ts';
-import { activeHalt, checkPromotion, haltCondition, loopPolicy, PromotionRefusedError, withCommitted, type LoopPolicy } from './guard.ts';
+import { activeHalt, checkPromotion, loopPolicy, PromotionRefusedError, type LoopPolicy } from './guard.ts';
 import { PromotionError } from './errors.ts';
 import { environmentStatusOf, targetStatusOf, type TargetObservation } from './observe.ts';
 import { setRevision } from './patch.ts';
-import { PIPELINE_GVK, type CommittedPromotion, type EnvironmentStatus, type Pipeline, type PipelineStatus, type PromotionHalt, type PromotionRecord } from './types.ts';
+import { PIPELINE_GVK, type CommittedPromotion, type EnvironmentStatus, type Pipeline, type PromotionHalt, type PromotionRecord } from './types.ts';
 import { AppKinds } from './app-kinds.ts';
 import { validatePipelineSpec, type ResolvedTarget, type ValidPipelineSpec } from './validate.ts';
 import { deliverWebhook } from './webhook.ts';
+import { kubeTime, StatusConflict, StatusWriter } from './status-writer.ts';
 import { promoteThroughGit, type GitActOutcome } from './git.ts';
 import { approvedFields, findApproval, howToApprove, legacyAnnotationNote } from './approval.ts';
 import { NotShardOwnerError, PipelineShard, type PipelineName, type PipelineShardOptions } from './shard.ts';
@@ -112,7 +113,6 @@ export interface PipelineControllerOptions {
   readonly shard?: PipelineShardOptions;
 }
 
-const LOCAL: ClusterRef = { kind: 'local' };
 /** Backoff while the Pipeline cache cannot be built (the CRD not installed yet, say). */
 const PIPELINE_CACHE_RETRY_MS: { readonly initial: number; readonly max: number } = { initial: 1_000, max: 30_000 };
 
@@ -129,22 +129,12 @@ export interface PipelineControllerStats {
  * refused, a kind not served) has no cache to say when that changes.
  */
 const UNREADABLE_RECHECK_MS = 30_000;
-/** Attempts at recording a promotion's outcome against concurrent writers of the Pipeline. */
-const OUTCOME_WRITE_ATTEMPTS = 5;
-
-/** The Pipeline's status could not be written: someone wrote it first. */
-class StatusConflict extends Error {}
-
 /** The component every option error names. */
 const OWNER = 'PipelineController';
 
 /** How the controller's own per-Pipeline memory (grace, patched generations) is keyed. */
 function pipelineKey(ref: { readonly namespace: string; readonly name: string }): string {
   return `${ref.namespace}/${ref.name}`;
-}
-
-function pipelinePath(namespace: string, name: string, subresource = ''): string {
-  return `/apis/${PIPELINE_GVK.group}/${PIPELINE_GVK.version}/namespaces/${encodeURIComponent(namespace)}/pipelines/${encodeURIComponent(name)}${subresource}`;
 }
 
 /**
@@ -204,6 +194,8 @@ export class PipelineController {
   #pipelines: HeldReader | undefined;
   #running = false;
   readonly #shard: PipelineShard | undefined;
+  /** Status PUTs and Events on the management cluster, each behind the shard fence. */
+  readonly #writer: StatusWriter;
 
   constructor(options: PipelineControllerOptions) {
     const registry: unknown = options.registry;
@@ -239,6 +231,12 @@ export class PipelineController {
     this.#applyTimeoutMs = positiveNumber(OWNER, 'applyTimeoutMs', options.applyTimeoutMs ?? DEFAULT_APPLY_TIMEOUT_MS);
     this.#loop = loopPolicy('PipelineController option promotionLoop', options.promotionLoop);
     this.#shard = options.shard === undefined ? undefined : new PipelineShard(options.shard);
+    this.#writer = new StatusWriter({
+      registry: this.#registry,
+      clock: this.#clock,
+      fence: (pipeline, what) => { this.#shard?.fence(pipeline, what); },
+      running: () => this.#pipelines !== undefined,
+    });
   }
 
   /**
@@ -390,7 +388,7 @@ export class PipelineController {
       this.#registry.setOwnerTargets(ref, []);
       this.#grace.forget(pipelineKey(ref));
       log.debug('invalid spec', { problems: validation.problems });
-      await this.#writeIfChanged(pipeline, this.#status(pipeline, invalidSpecCondition(validation.problems, generation), [], records));
+      await this.#writer.writeIfChanged(pipeline, this.#writer.status(pipeline, invalidSpecCondition(validation.problems, generation), [], records));
       return undefined;
     }
     const spec = validation.spec;
@@ -412,15 +410,15 @@ export class PipelineController {
 
     switch (decision.action) {
       case 'none': {
-        const written = await this.#writeIfChanged(pipeline, this.#status(pipeline, ready, environments, records));
+        const written = await this.#writer.writeIfChanged(pipeline, this.#writer.status(pipeline, ready, environments, records));
         return requeueAfter(written ? undefined : 1_000, decision.retryInMs, recheck);
       }
       case 'supersede': {
         const closed: PromotionRecord = { ...decision.record, state: 'Failed', message: `superseded: ${decision.reason}`, finishedAt: this.#now() };
-        const written = await this.#writeIfChanged(pipeline, this.#status(pipeline, ready, environments, withRecord(records, closed)));
+        const written = await this.#writer.writeIfChanged(pipeline, this.#writer.status(pipeline, ready, environments, withRecord(records, closed)));
         if (written) {
           log.info('promotion superseded', { environment: closed.environment, revision: closed.revision, reason: decision.reason });
-          await this.#event(pipeline, 'Warning', 'PromotionSuperseded', `promotion of ${closed.revision} to ${closed.environment} abandoned: ${decision.reason}`, log);
+          await this.#writer.event(pipeline, 'Warning', 'PromotionSuperseded', `promotion of ${closed.revision} to ${closed.environment} abandoned: ${decision.reason}`, log);
         }
         return requeueAfter(written ? undefined : 1_000, recheck);
       }
@@ -451,12 +449,12 @@ export class PipelineController {
       ...(existing?.state === 'AwaitingApproval' ? existing : { environment: decision.to, revision: decision.revision, strategy: spec.promotion.strategy, state: 'AwaitingApproval', attempts: 0, startedAt: this.#now() }),
       message: `${howToApprove(decision.to, decision.revision)}${legacy === undefined ? '' : `; ${legacy}`}`,
     };
-    const status = this.#status(pipeline, ready, environments, withRecord(records, awaiting));
+    const status = this.#writer.status(pipeline, ready, environments, withRecord(records, awaiting));
     if (sameStatus(pipeline.status, status)) return requeueAfter(recheck);
-    const written = await this.#writeIfChanged(pipeline, status);
+    const written = await this.#writer.writeIfChanged(pipeline, status);
     if (written && existing?.state !== 'AwaitingApproval') {
       log.info('promotion awaits approval', { environment: decision.to, revision: decision.revision });
-      await this.#event(pipeline, 'Normal', 'PromotionAwaitingApproval', `promoting ${decision.revision} to ${decision.to} waits for approval: ${awaiting.message ?? ''}`, log);
+      await this.#writer.event(pipeline, 'Normal', 'PromotionAwaitingApproval', `promoting ${decision.revision} to ${decision.to} waits for approval: ${awaiting.message ?? ''}`, log);
     }
     return requeueAfter(written ? undefined : 1_000, recheck);
   }
@@ -495,25 +493,25 @@ export class PipelineController {
     const drift = driftedCondition(environments, previous, pipeline.metadata?.generation ?? 0);
     if (drift?.status !== 'True' || previous.some((c) => c.type === DRIFTED && c.status === 'True')) return;
     log.warn('a patched value was put back by Flux', { message: drift.message });
-    await this.#event(pipeline, 'Warning', 'Drifted', drift.message, log);
+    await this.#writer.event(pipeline, 'Warning', 'Drifted', drift.message, log);
   }
 
   /** Closes `Committed` records: the environment runs the revision (Succeeded), or did not in time (Failed). */
   async #settle(pipeline: Pipeline, spec: ValidPipelineSpec, settled: readonly PromotionRecord[], ready: ConditionInput, environments: readonly EnvironmentStatus[], log: Logger, recheck: number | undefined): Promise<RequeueAfter | undefined> {
     let records = pipeline.status?.promotions ?? [];
     for (const record of settled) records = withRecord(records, record);
-    const written = await this.#writeIfChanged(pipeline, this.#status(pipeline, ready, environments, records));
+    const written = await this.#writer.writeIfChanged(pipeline, this.#writer.status(pipeline, ready, environments, records));
     if (!written) return requeueAfter(1_000, recheck);
     for (const record of settled) {
       const from = spec.environments[spec.environments.findIndex((e) => e.name === record.environment) - 1]?.name ?? '?';
       if (record.state === 'Succeeded') {
         this.#stats.succeeded += 1;
         log.info('promoted', { environment: record.environment, revision: record.revision, commit: record.commit });
-        await this.#event(pipeline, 'Normal', 'Promoted', `promoted ${record.revision} from ${from} to ${record.environment}: ${record.message ?? ''}`, log);
+        await this.#writer.event(pipeline, 'Normal', 'Promoted', `promoted ${record.revision} from ${from} to ${record.environment}: ${record.message ?? ''}`, log);
       } else {
         this.#stats.failed += 1;
         log.warn('a committed promotion was not applied', { environment: record.environment, revision: record.revision, commit: record.commit });
-        await this.#event(pipeline, 'Warning', 'PromotionNotApplied', `promoting ${record.revision} from ${from} to ${record.environment}: ${record.message ?? ''}`, log);
+        await this.#writer.event(pipeline, 'Warning', 'PromotionNotApplied', `promoting ${record.revision} from ${from} to ${record.environment}: ${record.message ?? ''}`, log);
       }
     }
     return requeueAfter(recheck);
@@ -522,10 +520,10 @@ export class PipelineController {
   /** Stops promotions of the Pipeline until its spec changes, saying why (condition and Event). */
   async #halt(pipeline: Pipeline, refusal: PromotionRefusedError, ready: ConditionInput, environments: readonly EnvironmentStatus[], log: Logger, recheck: number | undefined): Promise<RequeueAfter | undefined> {
     const halt: PromotionHalt = { reason: refusal.reason, message: sanitizeForDisplay(refusal.message, MAX_STATUS_TEXT), generation: pipeline.metadata?.generation ?? 0, at: this.#now() };
-    const written = await this.#writeIfChanged(pipeline, this.#status(pipeline, ready, environments, pipeline.status?.promotions ?? [], halt));
+    const written = await this.#writer.writeIfChanged(pipeline, this.#writer.status(pipeline, ready, environments, pipeline.status?.promotions ?? [], halt));
     if (written) {
       log.warn('promotions stopped', { reason: refusal.reason, environment: refusal.environment });
-      await this.#event(pipeline, 'Warning', refusal.reason, halt.message, log);
+      await this.#writer.event(pipeline, 'Warning', refusal.reason, halt.message, log);
     }
     return requeueAfter(written ? undefined : 1_000, recheck);
   }
@@ -619,8 +617,8 @@ export class PipelineController {
     };
     let current: Pipeline;
     try {
-      const status = this.#status(pipeline, ready, environments, withRecord(pipeline.status?.promotions ?? [], pending));
-      current = polling !== undefined && sameStatus(pipeline.status, status) ? pipeline : await this.#putStatus(pipeline, status);
+      const status = this.#writer.status(pipeline, ready, environments, withRecord(pipeline.status?.promotions ?? [], pending));
+      current = polling !== undefined && sameStatus(pipeline.status, status) ? pipeline : await this.#writer.putStatus(pipeline, status);
     } catch (err) {
       if (err instanceof StatusConflict) return { requeueAfterMs: 1_000 }; // someone else acted; look again
       throw err;
@@ -638,7 +636,7 @@ export class PipelineController {
     };
     if (this.#beforePromotion !== undefined) await this.#beforePromotion(request, signal);
     // Not started once the shard moved: the new owner resumes the Pending record.
-    this.#fence(pipeline, 'a promotion');
+    this.#writer.fence(pipeline, 'a promotion');
 
     // Not bound to `signal`: once acting, finish and record the outcome (each step has a timeout).
     let outcome: { readonly ok: boolean; readonly message: string; readonly git?: GitActOutcome };
@@ -659,8 +657,8 @@ export class PipelineController {
     if (outcome.git?.state === 'waiting') {
       // A pull request is open: still Pending; done when it merges (polled), or superseded.
       const waiting: PromotionRecord = { ...pending, ...carried, message: outcome.message };
-      if (!isDeepStrictEqual(plain(waiting), plain(pending))) await this.#recordOutcome(current, waiting);
-      if (outcome.git.opened === true) await this.#event(current, 'Normal', 'PullRequestOpened', `promoting ${decision.revision} from ${decision.from} to ${decision.to}: opened ${outcome.message}`, log);
+      if (!isDeepStrictEqual(plain(waiting), plain(pending))) await this.#writer.recordOutcome(current, waiting);
+      if (outcome.git.opened === true) await this.#writer.event(current, 'Normal', 'PullRequestOpened', `promoting ${decision.revision} from ${decision.from} to ${decision.to}: opened ${outcome.message}`, log);
       log.debug('promotion waits for a merge', { environment: decision.to, revision: decision.revision, pullRequest: outcome.git.pullRequest?.number });
       return requeueAfter(this.#gitPollIntervalMs, recheck);
     }
@@ -669,22 +667,22 @@ export class PipelineController {
     const state = !outcome.ok ? 'Failed' : outcome.git === undefined ? 'Succeeded' : 'Committed';
     const finished: PromotionRecord = { ...pending, ...carried, state, message: outcome.message, finishedAt: now, ...(state === 'Committed' ? { committedAt: now } : {}) };
     const carriedOut: CommittedPromotion | undefined = outcome.ok ? { environment: decision.to, revision: decision.revision, at: now, ...(outcome.git?.commit === undefined ? {} : { commit: outcome.git.commit }) } : undefined;
-    await this.#recordOutcome(current, finished, carriedOut);
+    await this.#writer.recordOutcome(current, finished, carriedOut);
     if (state === 'Committed') {
       log.info('committed; waiting for the environment to run it', { environment: decision.to, revision: decision.revision, commit: outcome.git?.commit });
-      await this.#event(current, 'Normal', 'Committed', `promoting ${decision.revision} from ${decision.from} to ${decision.to}: ${outcome.message}; waiting for ${decision.to} to run it`, log);
+      await this.#writer.event(current, 'Normal', 'Committed', `promoting ${decision.revision} from ${decision.from} to ${decision.to}: ${outcome.message}; waiting for ${decision.to} to run it`, log);
       await this.#requestFluxReconcile(owner, spec, decision.to, log, signal);
       return requeueAfter(recheck);
     }
     if (outcome.ok) {
       this.#stats.succeeded += 1;
       log.info('promoted', { environment: decision.to, revision: decision.revision, attempt: decision.attempt });
-      await this.#event(current, 'Normal', 'Promoted', `promoted ${decision.revision} from ${decision.from} to ${decision.to}: ${outcome.message}`, log);
+      await this.#writer.event(current, 'Normal', 'Promoted', `promoted ${decision.revision} from ${decision.from} to ${decision.to}: ${outcome.message}`, log);
       return requeueAfter(recheck);
     }
     this.#stats.failed += 1;
     log.warn('promotion failed', { environment: decision.to, revision: decision.revision, attempt: decision.attempt, error: outcome.message });
-    await this.#event(current, 'Warning', 'PromotionFailed', `promoting ${decision.revision} from ${decision.from} to ${decision.to} failed (attempt ${decision.attempt}): ${outcome.message}`, log);
+    await this.#writer.event(current, 'Warning', 'PromotionFailed', `promoting ${decision.revision} from ${decision.from} to ${decision.to} failed (attempt ${decision.attempt}): ${outcome.message}`, log);
     return requeueAfter(Math.max(0, retryDueAt(finished, DEFAULT_RETRY) - this.#clock.now()), recheck);
   }
 
@@ -760,127 +758,9 @@ export class PipelineController {
     return url;
   }
 
-  /**
-   * Writes a promotion's outcome. A conflict (the spec was edited meanwhile, say) re-reads the
-   * Pipeline and sets just this record again, so the outcome is not lost to a stale cache.
-   */
-  async #recordOutcome(written: Pipeline, record: PromotionRecord, carriedOut?: CommittedPromotion): Promise<void> {
-    let current = written;
-    for (let attempt = 1; ; attempt++) {
-      const records = withRecord(current.status?.promotions ?? [], record);
-      const generation = current.metadata?.generation ?? 0;
-      const conditions = setCondition(current.status?.conditions ?? [], promotingCondition(records, generation), this.#now());
-      const committed = carriedOut === undefined ? current.status?.committed : withCommitted(current.status?.committed, carriedOut);
-      try {
-        await this.#putStatus(current, plain({ ...current.status, conditions, promotions: records, ...(committed === undefined ? {} : { committed }) }));
-        return;
-      } catch (err) {
-        if (!(err instanceof StatusConflict) || attempt >= OUTCOME_WRITE_ATTEMPTS) throw err;
-        const meta = current.metadata ?? {};
-        current = (await (await this.#management(current)).request({ method: 'GET', path: pipelinePath(meta.namespace ?? '', meta.name ?? '') })) as Pipeline;
-      }
-    }
-  }
-
-  /** The full status for this reconcile, conditions' transition times carried over. */
-  #status(pipeline: Pipeline, ready: ConditionInput, environments: readonly EnvironmentStatus[], records: readonly PromotionRecord[], halt?: PromotionHalt): PipelineStatus {
-    const generation = pipeline.metadata?.generation ?? 0;
-    const now = this.#now();
-    // The last halt stays in status (the guard counts from it); it is in force at its generation only.
-    const halted = halt ?? pipeline.status?.halted;
-    const active = halt ?? activeHalt(pipeline.status, generation);
-    let conditions = setCondition(pipeline.status?.conditions ?? [], ready, now);
-    conditions = setCondition(conditions, active === undefined ? promotingCondition(records, generation) : haltCondition(active, generation), now);
-    const drift = driftedCondition(environments, pipeline.status?.conditions ?? [], generation);
-    if (drift !== undefined) conditions = setCondition(conditions, drift, now);
-    const committed = pipeline.status?.committed;
-    return plain({
-      observedGeneration: generation,
-      conditions,
-      environments: displayEnvironments(environments),
-      promotions: records,
-      ...(committed === undefined ? {} : { committed }),
-      ...(halted === undefined ? {} : { halted }),
-      ...(pipeline.status?.approvals === undefined ? {} : { approvals: pipeline.status.approvals }),
-    });
-  }
-
-  /** Writes the status when it differs from the Pipeline's; false when someone wrote first. */
-  async #writeIfChanged(pipeline: Pipeline, status: PipelineStatus): Promise<boolean> {
-    if (sameStatus(pipeline.status, status)) return true;
-    try {
-      await this.#putStatus(pipeline, status);
-      return true;
-    } catch (err) {
-      // A newer Pipeline exists; the cache delivers it and requeues us.
-      if (err instanceof StatusConflict) return false;
-      throw err;
-    }
-  }
-
-  /** PUT on the status subresource, conditional on the Pipeline's resourceVersion. */
-  async #putStatus(pipeline: Pipeline, status: PipelineStatus): Promise<Pipeline> {
-    const meta = pipeline.metadata ?? {};
-    this.#fence(pipeline, 'the status');
-    const body = { ...plain(pipeline), status };
-    try {
-      return (await (await this.#management(pipeline)).request({ method: 'PUT', path: pipelinePath(meta.namespace ?? '', meta.name ?? '', '/status'), body, gvk: PIPELINE_GVK })) as Pipeline;
-    } catch (err) {
-      if (err instanceof KubeApiError && err.statusCode === 409) throw new StatusConflict(err.message, { cause: err });
-      throw err;
-    }
-  }
-
-  /**
-   * Records a core/v1 Event on the Pipeline. Best effort: a failure is logged, never fatal; a
-   * shard no longer owned throws NotShardOwnerError (the reconcile ends).
-   */
-  async #event(pipeline: Pipeline, type: 'Normal' | 'Warning', reason: string, message: string, log: Logger): Promise<void> {
-    const meta = pipeline.metadata ?? {};
-    this.#fence(pipeline, `the event ${reason}`);
-    const namespace = meta.namespace ?? '';
-    const now = this.#now();
-    try {
-      await (await this.#management(pipeline)).request({
-        method: 'POST',
-        path: `/api/v1/namespaces/${encodeURIComponent(namespace)}/events`,
-        body: {
-          apiVersion: 'v1',
-          kind: 'Event',
-          metadata: { generateName: `${meta.name ?? 'pipeline'}.`, namespace },
-          involvedObject: { apiVersion: apiVersionOf(PIPELINE_GVK), kind: PIPELINE_GVK.kind, namespace, name: meta.name, uid: meta.uid, resourceVersion: meta.resourceVersion },
-          type,
-          reason,
-          message: sanitizeForDisplay(message, 1_000),
-          source: { component: 'fleetcache' },
-          firstTimestamp: now,
-          lastTimestamp: now,
-          count: 1,
-        },
-      });
-    } catch (err) {
-      log.warn('could not record an event', { reason, error: toError(err).message });
-    }
-  }
-
-  /** With sharding: throws NotShardOwnerError unless this replica owns the Pipeline's shard now. */
-  #fence(pipeline: Pipeline, what: string): void {
-    this.#shard?.fence({ namespace: pipeline.metadata?.namespace ?? '', name: pipeline.metadata?.name ?? '' }, what);
-  }
-
-  /**
-   * The management cluster as the service itself, for what the controller owns: the Pipeline's
-   * status subresource and its Events. The keeper's shared connection, as the Pipeline cache's.
-   */
-  async #management(pipeline: Pipeline): Promise<ClusterConnection> {
-    if (this.#pipelines === undefined) throw new Error('PipelineController is not running');
-    const meta = pipeline.metadata ?? {};
-    return this.#registry.connectionFor(LOCAL, { namespace: meta.namespace ?? '', name: meta.name ?? '' });
-  }
-
   /** RFC 3339 with second precision, as Kubernetes writes times. */
   #now(): string {
-    return new Date(Math.floor(this.#clock.now() / 1_000) * 1_000).toISOString().replace('.000Z', 'Z');
+    return kubeTime(this.#clock);
   }
 }
 
