@@ -1,41 +1,23 @@
 import { isDeepStrictEqual } from 'node:util';
-import type { ClusterConnection } from '../transport/index.ts';
-import { serviceAccountIdentity, type ClusterRef } from '../cluster/index.ts';
+import { serviceAccountIdentity } from '../cluster/index.ts';
 import { runWorkers, type ReconcileObservation, type RequeueAfter, type WorkContext } from '../queue/index.ts';
 import { ownerKey, parseOwnerKey, watchOwners, type HeldReader, type OwnerRef, type Registry } from '../registry/index.ts';
-import { apiVersionOf, booleanOption, functionOption, invalidOption, isAbortError, isObjectName, KubeApiError, nonNegativeNumber, noopLogger, positiveInteger, positiveNumber, realClock, sanitizeForDisplay, sleep, toError, type Clock, type Logger } from '../util/index.ts';
+import { booleanOption, functionOption, invalidOption, isAbortError, isObjectName, nonNegativeNumber, noopLogger, positiveInteger, positiveNumber, realClock, sanitizeForDisplay, sleep, toError, type Clock, type Logger } from '../util/index.ts';
 import { DRIFTED, driftedCondition, invalidSpecCondition, MAX_STATUS_TEXT, plain, readyCondition, sameStatus, type ConditionInput } from './conditions.ts';
 import { GitPromoter, type GitPromoterOptions } from '../gitops/index.ts';
 import { decidePromotion, DEFAULT_APPLY_TIMEOUT_MS, DEFAULT_RETRY, findRecord, retryDueAt, settleCommitted, withRecord, type PromotionDecision } from './decide.ts';
-import { gitSourceOf, isKustomization, isRevertedByFlux, requestReconcile } from './flux.ts';
-import { DEFAULT_PROGRESSING_GRACE_MS, ProgressingGrace, type ObservedEnvironment } from './grace.ts';
+import { DEFAULT_PROGRESSING_GRACE_MS, ProgressingGrace } from './grace.ts';
 import { activeHalt, checkPromotion, loopPolicy, PromotionRefusedError, type LoopPolicy } from './guard.ts';
-import { PromotionError } from './errors.ts';
-import { environmentStatusOf, targetStatusOf, type TargetObservation } from './observe.ts';
-import { setRevision } from './patch.ts';
 import { PIPELINE_GVK, type CommittedPromotion, type EnvironmentStatus, type Pipeline, type PromotionHalt, type PromotionRecord } from './types.ts';
 import { AppKinds } from './app-kinds.ts';
 import { validatePipelineSpec, type ResolvedTarget, type ValidPipelineSpec } from './validate.ts';
-import { deliverWebhook } from './webhook.ts';
+import { PromotionActor, type PromotionRequest } from './act.ts';
+import { TargetObserver, type PatchedMemory } from './target-observer.ts';
 import { kubeTime, StatusConflict, StatusWriter } from './status-writer.ts';
-import { promoteThroughGit, type GitActOutcome } from './git.ts';
 import { approvedFields, findApproval, howToApprove, legacyAnnotationNote } from './approval.ts';
 import { NotShardOwnerError, PipelineShard, type PipelineName, type PipelineShardOptions } from './shard.ts';
 
-/** A promotion about to act, as {@link PipelineControllerOptions.beforePromotion} sees it. */
-export interface PromotionRequest {
-  readonly pipeline: { readonly namespace: string; readonly name: string; readonly uid: string };
-  /** The environment the revision is ready in. */
-  readonly from: string;
-  /** The environment it is promoted into. */
-  readonly to: string;
-  readonly revision: string;
-  readonly strategy: 'patch' | 'webhook' | 'git';
-  /** 1 for the first attempt. */
-  readonly attempt: number;
-  /** True when a Pending promotion is taken up again (after a restart). */
-  readonly resumed: boolean;
-}
+export type { PromotionRequest } from './act.ts';
 
 /** Options of {@link PipelineController}. */
 export interface PipelineControllerOptions {
@@ -170,9 +152,6 @@ export class PipelineController {
   readonly #logger: Logger;
   readonly #clock: Clock;
   readonly #workers: number;
-  readonly #webhookTimeoutMs: number;
-  readonly #allowPrivateWebhooks: boolean;
-  readonly #git: GitPromoter;
   readonly #gitPollIntervalMs: number;
   readonly #beforePromotion: PipelineControllerOptions['beforePromotion'];
   readonly #onReconcile: PipelineControllerOptions['onReconcile'];
@@ -182,13 +161,8 @@ export class PipelineController {
   readonly #grace: ProgressingGrace;
   readonly #applyTimeoutMs: number;
   readonly #loop: LoopPolicy;
-  /**
-   * Patch strategy: per Pipeline key, per `<environment>\0<cluster key>\0<namespace>`, the
-   * revision patched and the generation the patch left, so that a cache which has not seen the
-   * patch yet is not taken for Flux reverting it. Replaced by each patch promotion of that
-   * environment; a Pipeline's entries go when it is deleted. Touched only by its reconcile.
-   */
-  readonly #patched = new Map<string, Map<string, { readonly revision: string; readonly generation: number | undefined }>>();
+  /** What patch promotions left (the actor writes, the observer reads); a Pipeline's entries go when it is forgotten. */
+  readonly #patched: PatchedMemory = new Map();
   readonly #stats = { reconciles: 0, reconcileErrors: 0, succeeded: 0, failed: 0 };
   /** The registry's held reader of Pipelines (never collected while held); set for the duration of `run`. */
   #pipelines: HeldReader | undefined;
@@ -196,6 +170,10 @@ export class PipelineController {
   readonly #shard: PipelineShard | undefined;
   /** Status PUTs and Events on the management cluster, each behind the shard fence. */
   readonly #writer: StatusWriter;
+  /** Reads the targets through the registry's caches. */
+  readonly #observer: TargetObserver;
+  /** Carries out promotions as the Pipeline's identity. */
+  readonly #actor: PromotionActor;
 
   constructor(options: PipelineControllerOptions) {
     const registry: unknown = options.registry;
@@ -217,9 +195,7 @@ export class PipelineController {
     this.#logger = settings.logger;
     this.#clock = settings.clock;
     this.#workers = settings.workers;
-    this.#webhookTimeoutMs = settings.webhookTimeoutMs;
-    this.#allowPrivateWebhooks = allowPrivateWebhooks;
-    this.#git = new GitPromoter({ clock: settings.clock, ...options.git });
+    const git = new GitPromoter({ clock: settings.clock, ...options.git });
     this.#gitPollIntervalMs = positiveNumber(OWNER, 'gitPollIntervalMs', options.gitPollIntervalMs ?? 30_000);
     this.#beforePromotion = options.beforePromotion;
     this.#onReconcile = options.onReconcile;
@@ -236,6 +212,16 @@ export class PipelineController {
       clock: this.#clock,
       fence: (pipeline, what) => { this.#shard?.fence(pipeline, what); },
       running: () => this.#pipelines !== undefined,
+    });
+    this.#observer = new TargetObserver({ registry: this.#registry, clock: this.#clock, grace: this.#grace, patched: this.#patched });
+    this.#actor = new PromotionActor({
+      registry: this.#registry,
+      clock: this.#clock,
+      webhookTimeoutMs: settings.webhookTimeoutMs,
+      allowPrivateWebhooks,
+      git,
+      patched: this.#patched,
+      observer: this.#observer,
     });
   }
 
@@ -398,7 +384,7 @@ export class PipelineController {
     const targetRef = (t: ResolvedTarget): { readonly gvk: ValidPipelineSpec['app']['gvk']; readonly namespace: string; readonly name: string } => ({ gvk: spec.app.gvk, namespace: t.namespace, name: spec.app.name });
     this.#registry.setOwnerTargets(owner, spec.environments.flatMap((env) => env.targets.map((t) => ({ cluster: t.cluster, target: targetRef(t) }))));
 
-    const { environments, graceEndsInMs } = await this.#observeAll(pipelineKey(ref), pipeline, spec, owner, signal);
+    const { environments, graceEndsInMs } = await this.#observer.observeAll(pipelineKey(ref), pipeline, spec, owner, signal);
     const ready = readyCondition(environments, generation);
     const recheck = requeueAfter(ready.reason === 'TargetNotReadable' ? UNREADABLE_RECHECK_MS : undefined, graceEndsInMs)?.requeueAfterMs;
     await this.#reportDrift(pipeline, environments, log);
@@ -459,34 +445,6 @@ export class PipelineController {
     return requeueAfter(written ? undefined : 1_000, recheck);
   }
 
-  /**
-   * Every environment's status from the caches: each target's readiness and revision, marked
-   * `drifted` where Flux put a patched value back, then the Progressing grace applied.
-   */
-  async #observeAll(key: string, pipeline: Pipeline, spec: ValidPipelineSpec, owner: OwnerRef, signal: AbortSignal): Promise<{ readonly environments: EnvironmentStatus[]; readonly graceEndsInMs: number | undefined }> {
-    const promotion = spec.promotion;
-    const records = pipeline.status?.promotions ?? [];
-    const patched = this.#patched.get(key);
-    const observed: ObservedEnvironment[] = await Promise.all(spec.environments.map(async (env) => {
-      const seen = await Promise.all(env.targets.map((t) => this.#observe(t, spec, owner, signal)));
-      const newest = records.findLast((r) => r.environment === env.name);
-      const expected = promotion.strategy === 'patch' && newest?.strategy === 'patch' && newest.state === 'Succeeded' ? newest.revision : undefined;
-      return {
-        name: env.name,
-        targets: env.targets.map((t, i) => {
-          const view = seen[i] ?? { state: 'loading' as const };
-          const status = targetStatusOf(t, view, spec.revisionPath);
-          if (expected === undefined || promotion.strategy !== 'patch' || view.state !== 'read' || view.object === undefined) return status;
-          const memory = patched?.get(`${env.name}\u0000${t.clusterKey}\u0000${t.namespace}`);
-          const generation = memory?.revision === expected ? memory.generation : undefined;
-          return isRevertedByFlux(view.object, promotion.path, expected, generation) ? { ...status, drifted: true } : status;
-        }),
-      };
-    }));
-    const held = this.#grace.hold(key, observed, pipeline.status?.environments, this.#clock.now());
-    return { environments: held.environments.map((e) => environmentStatusOf(e.name, e.targets)), graceEndsInMs: held.recheckInMs };
-  }
-
   /** An Event when a patched value is seen put back by Flux (the Drifted condition turning True). */
   async #reportDrift(pipeline: Pipeline, environments: readonly EnvironmentStatus[], log: Logger): Promise<void> {
     const previous = pipeline.status?.conditions ?? [];
@@ -526,56 +484,6 @@ export class PipelineController {
       await this.#writer.event(pipeline, 'Warning', refusal.reason, halt.message, log);
     }
     return requeueAfter(written ? undefined : 1_000, recheck);
-  }
-
-  /**
-   * After a commit: asks Flux to reconcile now the environment's Kustomizations and the
-   * GitRepository each reads from (`reconcile.fluxcd.io/requestedAt`), as the Pipeline's identity,
-   * so the step does not wait for a Git poll. Best effort: a refusal is logged, never a failure. On
-   * the management cluster without impersonation only the target's own namespace is touched.
-   */
-  async #requestFluxReconcile(owner: OwnerRef, spec: ValidPipelineSpec, environment: string, log: Logger, signal: AbortSignal): Promise<void> {
-    if (!isKustomization(spec.app.gvk)) return;
-    const env = spec.environments.find((e) => e.name === environment);
-    const at = new Date(this.#clock.now()).toISOString();
-    const asked = new Set<string>();
-    await Promise.all((env?.targets ?? []).map(async (t) => {
-      let connection: ClusterConnection;
-      try {
-        connection = await this.#connectionFor(t.cluster, owner);
-      } catch (err) {
-        log.debug('no connection to ask Flux to reconcile now', { cluster: t.clusterKey, error: toError(err).message });
-        return;
-      }
-      const seen = await this.#observe(t, spec, owner, signal);
-      const object = seen.state === 'read' ? seen.object : undefined;
-      await requestReconcile(connection, { gvk: spec.app.gvk, namespace: t.namespace, name: spec.app.name }, at, log);
-      const source = object === undefined ? undefined : gitSourceOf(object);
-      if (source === undefined) return;
-      const namespace = source.namespace ?? t.namespace;
-      if (t.cluster.kind === 'local' && owner.identity === undefined && namespace !== t.namespace) {
-        log.debug('not asking a GitRepository in another namespace to reconcile (no impersonation)', { namespace });
-        return;
-      }
-      const id = `${t.clusterKey}\u0000${namespace}\u0000${source.name}`;
-      if (asked.has(id)) return;
-      asked.add(id);
-      await requestReconcile(connection, { gvk: source.gvk, namespace, name: source.name }, at, log);
-    }));
-  }
-
-  /** What the cache of one target shows. Cluster failures are observations, never reconcile errors. */
-  async #observe(target: ResolvedTarget, spec: ValidPipelineSpec, owner: OwnerRef, signal: AbortSignal): Promise<TargetObservation> {
-    try {
-      const reader = await this.#registry.watchTargetAndGetReader(target.cluster, { gvk: spec.app.gvk, namespace: target.namespace, name: spec.app.name }, owner, signal);
-      const error = reader.lastError;
-      if (error !== undefined) return { state: 'unreadable', error };
-      if (!reader.synced) return { state: 'loading' }; // the registry requeues the owner on sync
-      return { state: 'read', object: reader.get(target.namespace, spec.app.name) };
-    } catch (err) {
-      if (signal.aborted) throw err;
-      return { state: 'unreadable', error: toError(err) };
-    }
   }
 
   /**
@@ -639,17 +547,7 @@ export class PipelineController {
     this.#writer.fence(pipeline, 'a promotion');
 
     // Not bound to `signal`: once acting, finish and record the outcome (each step has a timeout).
-    let outcome: { readonly ok: boolean; readonly message: string; readonly git?: GitActOutcome };
-    try {
-      if (spec.promotion.strategy === 'git') {
-        const git = await promoteThroughGit(this.#git, spec.promotion, { namespace, pipeline: name, environment: decision.to, revision: decision.revision }, (secret) => this.#secretData(owner, secret, 'git'));
-        outcome = { ok: true, message: sanitizeForDisplay(git.message, MAX_STATUS_TEXT), git };
-      } else {
-        outcome = { ok: true, message: sanitizeForDisplay(await this.#act(owner, spec, request, pipelineKey({ namespace, name })), MAX_STATUS_TEXT) };
-      }
-    } catch (err) {
-      outcome = { ok: false, message: sanitizeForDisplay(toError(err).message, MAX_STATUS_TEXT) };
-    }
+    const outcome = await this.#actor.carryOut(owner, spec, request, pipelineKey({ namespace, name }));
     const carried = outcome.git === undefined ? {} : {
       ...(outcome.git.commit === undefined ? {} : { commit: outcome.git.commit }),
       ...(outcome.git.pullRequest === undefined ? {} : { pullRequest: outcome.git.pullRequest }),
@@ -671,7 +569,7 @@ export class PipelineController {
     if (state === 'Committed') {
       log.info('committed; waiting for the environment to run it', { environment: decision.to, revision: decision.revision, commit: outcome.git?.commit });
       await this.#writer.event(current, 'Normal', 'Committed', `promoting ${decision.revision} from ${decision.from} to ${decision.to}: ${outcome.message}; waiting for ${decision.to} to run it`, log);
-      await this.#requestFluxReconcile(owner, spec, decision.to, log, signal);
+      await this.#actor.requestFluxReconcile(owner, spec, decision.to, log, signal);
       return requeueAfter(recheck);
     }
     if (outcome.ok) {
@@ -684,78 +582,6 @@ export class PipelineController {
     log.warn('promotion failed', { environment: decision.to, revision: decision.revision, attempt: decision.attempt, error: outcome.message });
     await this.#writer.event(current, 'Warning', 'PromotionFailed', `promoting ${decision.revision} from ${decision.from} to ${decision.to} failed (attempt ${decision.attempt}): ${outcome.message}`, log);
     return requeueAfter(Math.max(0, retryDueAt(finished, DEFAULT_RETRY) - this.#clock.now()), recheck);
-  }
-
-  /** Carries out one promotion; resolves with a summary for the record, rejects with why it failed. */
-  async #act(owner: OwnerRef, spec: ValidPipelineSpec, request: PromotionRequest, key: string): Promise<string> {
-    const env = spec.environments.find((e) => e.name === request.to);
-    if (env === undefined) throw new PromotionError(`environment ${request.to} is not in the spec`);
-    const promotion = spec.promotion;
-    if (promotion.strategy === 'patch') {
-      const patched = this.#patched.get(key) ?? new Map<string, { readonly revision: string; readonly generation: number | undefined }>();
-      this.#patched.set(key, patched);
-      const results = await Promise.allSettled(env.targets.map(async (t) => {
-        const connection = await this.#connectionFor(t.cluster, owner);
-        const onResult = (object: { readonly metadata?: { readonly generation?: number } }): void => {
-          patched.set(`${env.name}\u0000${t.clusterKey}\u0000${t.namespace}`, { revision: request.revision, generation: object.metadata?.generation });
-        };
-        return setRevision({ connection, gvk: spec.app.gvk, namespace: t.namespace, name: spec.app.name, path: promotion.path, revision: request.revision, onResult });
-      }));
-      const failures = results.flatMap((r, i) => (r.status === 'rejected' ? [`${env.targets[i]?.clusterKey ?? '?'} namespace ${env.targets[i]?.namespace ?? '?'}: ${toError(r.reason).message}`] : []));
-      if (failures.length > 0) throw new PromotionError(failures.join('; '));
-      const unchanged = results.filter((r) => r.status === 'fulfilled' && r.value === 'unchanged').length;
-      return `set ${promotion.path} to ${request.revision} in ${env.targets.length - unchanged} target(s)${unchanged > 0 ? `, ${unchanged} already at it` : ''}`;
-    }
-    if (promotion.strategy === 'git') throw new PromotionError('the git strategy is carried out by promoteThroughGit');
-    const url = await this.#webhookUrl(owner, promotion.secretName, promotion.secretKey);
-    const status = await deliverWebhook({
-      url,
-      body: {
-        pipeline: request.pipeline,
-        appRef: { apiVersion: apiVersionOf(spec.app.gvk), kind: spec.app.gvk.kind, name: spec.app.name },
-        from: request.from,
-        environment: request.to,
-        revision: request.revision,
-        attempt: request.attempt,
-        targets: env.targets.map((t) => ({ cluster: t.clusterKey, namespace: t.namespace })),
-      },
-      idempotencyKey: `${request.pipeline.uid}/${request.to}/${request.revision}`,
-      timeoutMs: this.#webhookTimeoutMs,
-      clock: this.#clock,
-      allowPrivateNetworks: this.#allowPrivateWebhooks,
-    });
-    return `webhook answered HTTP ${status}`;
-  }
-
-  /**
-   * The registry's connection for the owner's writes (and Secret reads), as the owner's identity:
-   * on the management cluster a Pipeline with a ServiceAccount never borrows the service's rights.
-   */
-  async #connectionFor(ref: ClusterRef, owner: OwnerRef): Promise<ClusterConnection> {
-    return this.#registry.connectionFor(ref, owner);
-  }
-
-  /** Every key of a Secret beside the Pipeline, decoded, read as the Pipeline's identity. */
-  async #secretData(owner: OwnerRef, secretName: string, what: string): Promise<Readonly<Record<string, string>>> {
-    const namespace = owner.namespace;
-    const local = await this.#connectionFor({ kind: 'local' }, owner);
-    let secret: { readonly data?: Readonly<Record<string, string>> };
-    try {
-      secret = (await local.request({ method: 'GET', path: `/api/v1/namespaces/${encodeURIComponent(namespace)}/secrets/${encodeURIComponent(secretName)}` })) as typeof secret;
-    } catch (err) {
-      if (err instanceof KubeApiError) throw new PromotionError(`reading the ${what} Secret ${namespace}/${secretName}: HTTP ${err.statusCode}${err.reason === '' ? '' : ` ${err.reason}`}`, { cause: err });
-      throw err;
-    }
-    return Object.fromEntries(Object.entries(secret.data ?? {}).map(([k, v]) => [k, Buffer.from(v, 'base64').toString('utf8')]));
-  }
-
-  /** The webhook URL from the Secret beside the Pipeline, read as the Pipeline's identity. */
-  async #webhookUrl(owner: OwnerRef, secretName: string, key: string): Promise<string> {
-    const data = await this.#secretData(owner, secretName, 'webhook');
-    // Own keys only: a tenant's key named `constructor` must not find Object.prototype's.
-    const url = Object.hasOwn(data, key) ? data[key] : undefined;
-    if (url === undefined) throw new PromotionError(`the webhook Secret ${owner.namespace}/${secretName} has no key ${JSON.stringify(key)}`);
-    return url;
   }
 
   /** RFC 3339 with second precision, as Kubernetes writes times. */
