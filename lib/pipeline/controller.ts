@@ -1,109 +1,26 @@
 import { isDeepStrictEqual } from 'node:util';
 import { serviceAccountIdentity } from '../cluster/index.ts';
-import { runWorkers, type ReconcileObservation, type RequeueAfter, type WorkContext } from '../queue/index.ts';
+import { runWorkers, type RequeueAfter, type WorkContext } from '../queue/index.ts';
 import { ownerKey, parseOwnerKey, watchOwners, type HeldReader, type OwnerRef, type Registry } from '../registry/index.ts';
-import { booleanOption, functionOption, invalidOption, isAbortError, isObjectName, nonNegativeNumber, noopLogger, positiveInteger, positiveNumber, realClock, sanitizeForDisplay, sleep, toError, type Clock, type Logger } from '../util/index.ts';
+import { isAbortError, sanitizeForDisplay, sleep, toError, type Clock, type Logger } from '../util/index.ts';
 import { DRIFTED, driftedCondition, invalidSpecCondition, MAX_STATUS_TEXT, plain, readyCondition, sameStatus, type ConditionInput } from './conditions.ts';
-import { GitPromoter, type GitPromoterOptions } from '../gitops/index.ts';
-import { decidePromotion, DEFAULT_APPLY_TIMEOUT_MS, DEFAULT_RETRY, findRecord, retryDueAt, settleCommitted, withRecord, type PromotionDecision } from './decide.ts';
-import { DEFAULT_PROGRESSING_GRACE_MS, ProgressingGrace } from './grace.ts';
-import { activeHalt, checkPromotion, loopPolicy, PromotionRefusedError, type LoopPolicy } from './guard.ts';
+import { decidePromotion, DEFAULT_RETRY, findRecord, retryDueAt, settleCommitted, withRecord, type PromotionDecision } from './decide.ts';
+import type { ProgressingGrace } from './grace.ts';
+import { activeHalt, checkPromotion, PromotionRefusedError } from './guard.ts';
 import { PIPELINE_GVK, type CommittedPromotion, type EnvironmentStatus, type Pipeline, type PromotionHalt, type PromotionRecord } from './types.ts';
-import { AppKinds } from './app-kinds.ts';
 import { validatePipelineSpec, type ResolvedTarget, type ValidPipelineSpec } from './validate.ts';
 import { PromotionActor, type PromotionRequest } from './act.ts';
+import { resolveControllerOptions, type PipelineControllerOptions, type PipelineControllerStats, type ResolvedControllerOptions } from './controller-options.ts';
 import { TargetObserver, type PatchedMemory } from './target-observer.ts';
 import { kubeTime, StatusConflict, StatusWriter } from './status-writer.ts';
 import { approvedFields, findApproval, howToApprove, legacyAnnotationNote } from './approval.ts';
-import { NotShardOwnerError, PipelineShard, type PipelineName, type PipelineShardOptions } from './shard.ts';
+import { NotShardOwnerError, type PipelineName, type PipelineShard } from './shard.ts';
 
 export type { PromotionRequest } from './act.ts';
-
-/** Options of {@link PipelineController}. */
-export interface PipelineControllerOptions {
-  /**
-   * The registry whose caches hold the targets and whose queue carries the Pipeline keys. Owned by
-   * the caller, who closes it after `run` resolves. Required.
-   */
-  readonly registry: Registry;
-  /** Child loggers per pipeline. Default: discards everything. */
-  readonly logger?: Logger;
-  /** Default: the wall clock. */
-  readonly clock?: Clock;
-  /** Pipelines reconciled at once (never the same one twice at once). Default 4. */
-  readonly workers?: number;
-  /** Bound on one webhook delivery, answer included. Default 10 000. */
-  readonly webhookTimeoutMs?: number;
-  /**
-   * Let webhooks reach loopback and private addresses (RFC 1918, CGNAT, IPv6 ULA); link-local,
-   * unspecified, multicast and reserved addresses stay refused. Default false.
-   */
-  readonly allowPrivateWebhooks?: boolean;
-  /**
-   * The git strategy's settings: URL policy (`allowPrivateNetworks`, `allowHttp` for tests and
-   * demos), commit author, bounds. Default: {@link GitPromoter}'s defaults.
-   */
-  readonly git?: GitPromoterOptions;
-  /** How often an open pull request is looked at for its merge. Default 30 000. */
-  readonly gitPollIntervalMs?: number;
-  /**
-   * Called once a promotion has been recorded `Pending` in the Pipeline's status, just before it
-   * acts: an approval gate or audit hook. Rejecting leaves the promotion Pending: the reconcile
-   * fails and the promotion is resumed by a later one. `signal` aborts when `run` is stopping.
-   * Default: none.
-   */
-  readonly beforePromotion?: (promotion: PromotionRequest, signal: AbortSignal) => Promise<void>;
-  /** Told how each reconcile ended (controller `pipeline`), for metrics. Default: none. */
-  readonly onReconcile?: (observation: ReconcileObservation) => void;
-  /**
-   * Let targets on the management cluster (no `clusterRef`) live outside their Pipeline's
-   * namespace. Default false: such a Pipeline is Ready=False `InvalidSpec`.
-   */
-  readonly allowCrossNamespaceTargets?: boolean;
-  /**
-   * Kind patterns `spec.appRef` may name (`Kind.group`, `*.group`, `Kind` for core, `*`); a
-   * Pipeline naming another kind is Ready=False `InvalidSpec`. Default: `DEFAULT_APP_KINDS`.
-   */
-  readonly appKinds?: readonly string[];
-  /**
-   * A ServiceAccount name: a Pipeline without `spec.serviceAccountName` acts on the management
-   * cluster as this account of its own namespace, so impersonation is mandatory. Default none:
-   * such a Pipeline acts with the service's own identity.
-   */
-  readonly defaultServiceAccount?: string;
-  /**
-   * How long a target ready at a revision still counts as ready at it while Flux reconciles it
-   * (Ready=Unknown/Progressing at the observed generation). Default 30 000; 0: no grace.
-   */
-  readonly progressingGraceMs?: number;
-  /**
-   * How long a git promotion stays `Committed` waiting for its environment to run the revision
-   * before it is `Failed`. Default 600 000 (10 minutes).
-   */
-  readonly applyTimeoutMs?: number;
-  /**
-   * When promotions of one environment are a loop that stops the Pipeline (`PromotionLoop`):
-   * more than `maxPerEnvironment` carried out within `windowMs`. Default 6 within 600 000.
-   */
-  readonly promotionLoop?: Partial<LoopPolicy>;
-  /**
-   * Share the Pipelines with other replicas (shard.ts): a Pipeline is reconciled only while
-   * `ownership` owns its shard key (its namespace, or `namespace/name`), every status write and
-   * Event is refused once it does not, a key gained is reconciled at once and a key lost
-   * forgotten. Default: none, every Pipeline is this controller's.
-   */
-  readonly shard?: PipelineShardOptions;
-}
+export type { PipelineControllerOptions, PipelineControllerStats } from './controller-options.ts';
 
 /** Backoff while the Pipeline cache cannot be built (the CRD not installed yet, say). */
 const PIPELINE_CACHE_RETRY_MS: { readonly initial: number; readonly max: number } = { initial: 1_000, max: 30_000 };
-
-/** Counters for metrics. */
-export interface PipelineControllerStats {
-  readonly reconciles: number;
-  readonly reconcileErrors: number;
-  readonly promotions: { readonly succeeded: number; readonly failed: number };
-}
 
 /**
  * How often a Pipeline with an unreadable target is looked at again. A cache that recovers wakes
@@ -111,9 +28,6 @@ export interface PipelineControllerStats {
  * refused, a kind not served) has no cache to say when that changes.
  */
 const UNREADABLE_RECHECK_MS = 30_000;
-/** The component every option error names. */
-const OWNER = 'PipelineController';
-
 /** How the controller's own per-Pipeline memory (grace, patched generations) is keyed. */
 function pipelineKey(ref: { readonly namespace: string; readonly name: string }): string {
   return `${ref.namespace}/${ref.name}`;
@@ -151,16 +65,10 @@ export class PipelineController {
   readonly #registry: Registry;
   readonly #logger: Logger;
   readonly #clock: Clock;
-  readonly #workers: number;
-  readonly #gitPollIntervalMs: number;
+  /** The options checked, defaults merged (controller-options.ts). */
+  readonly #settings: ResolvedControllerOptions;
   readonly #beforePromotion: PipelineControllerOptions['beforePromotion'];
-  readonly #onReconcile: PipelineControllerOptions['onReconcile'];
-  readonly #allowCrossNamespaceTargets: boolean;
-  readonly #appKinds: AppKinds;
-  readonly #defaultServiceAccount: string | undefined;
   readonly #grace: ProgressingGrace;
-  readonly #applyTimeoutMs: number;
-  readonly #loop: LoopPolicy;
   /** What patch promotions left (the actor writes, the observer reads); a Pipeline's entries go when it is forgotten. */
   readonly #patched: PatchedMemory = new Map();
   readonly #stats = { reconciles: 0, reconcileErrors: 0, succeeded: 0, failed: 0 };
@@ -176,37 +84,14 @@ export class PipelineController {
   readonly #actor: PromotionActor;
 
   constructor(options: PipelineControllerOptions) {
-    const registry: unknown = options.registry;
-    if (typeof registry !== 'object' || registry === null || typeof (registry as { watchTargetAndGetReader?: unknown }).watchTargetAndGetReader !== 'function') {
-      throw new TypeError('PipelineController option registry must be a Registry');
-    }
-    const allowPrivateWebhooks = booleanOption(OWNER, 'allowPrivateWebhooks', options.allowPrivateWebhooks ?? false);
-    if (options.beforePromotion !== undefined) functionOption(OWNER, 'beforePromotion', options.beforePromotion);
-    if (options.onReconcile !== undefined) functionOption(OWNER, 'onReconcile', options.onReconcile);
-    const account: unknown = options.defaultServiceAccount;
-    if (account !== undefined && !isObjectName(account)) invalidOption(OWNER, 'defaultServiceAccount', account, 'a ServiceAccount name');
-    const settings = {
-      logger: options.logger ?? noopLogger,
-      clock: options.clock ?? realClock,
-      workers: positiveInteger(OWNER, 'workers', options.workers ?? 4),
-      webhookTimeoutMs: positiveNumber(OWNER, 'webhookTimeoutMs', options.webhookTimeoutMs ?? 10_000),
-    };
-    this.#registry = options.registry;
-    this.#logger = settings.logger;
-    this.#clock = settings.clock;
-    this.#workers = settings.workers;
-    const git = new GitPromoter({ clock: settings.clock, ...options.git });
-    this.#gitPollIntervalMs = positiveNumber(OWNER, 'gitPollIntervalMs', options.gitPollIntervalMs ?? 30_000);
-    this.#beforePromotion = options.beforePromotion;
-    this.#onReconcile = options.onReconcile;
-    this.#allowCrossNamespaceTargets = options.allowCrossNamespaceTargets === true;
-    this.#appKinds = options.appKinds === undefined ? AppKinds.defaults : AppKinds.parse(options.appKinds, 'PipelineController option appKinds');
-    this.#defaultServiceAccount = options.defaultServiceAccount;
-    const graceMs = nonNegativeNumber(OWNER, 'progressingGraceMs', options.progressingGraceMs ?? DEFAULT_PROGRESSING_GRACE_MS);
-    this.#grace = new ProgressingGrace({ windowMs: graceMs });
-    this.#applyTimeoutMs = positiveNumber(OWNER, 'applyTimeoutMs', options.applyTimeoutMs ?? DEFAULT_APPLY_TIMEOUT_MS);
-    this.#loop = loopPolicy('PipelineController option promotionLoop', options.promotionLoop);
-    this.#shard = options.shard === undefined ? undefined : new PipelineShard(options.shard);
+    const resolved = resolveControllerOptions(options);
+    this.#registry = resolved.registry;
+    this.#logger = resolved.logger;
+    this.#clock = resolved.clock;
+    this.#settings = resolved;
+    this.#beforePromotion = resolved.beforePromotion;
+    this.#grace = resolved.grace;
+    this.#shard = resolved.shard;
     this.#writer = new StatusWriter({
       registry: this.#registry,
       clock: this.#clock,
@@ -217,9 +102,9 @@ export class PipelineController {
     this.#actor = new PromotionActor({
       registry: this.#registry,
       clock: this.#clock,
-      webhookTimeoutMs: settings.webhookTimeoutMs,
-      allowPrivateWebhooks,
-      git,
+      webhookTimeoutMs: resolved.webhookTimeoutMs,
+      allowPrivateWebhooks: resolved.allowPrivateWebhooks,
+      git: resolved.git,
       patched: this.#patched,
       observer: this.#observer,
     });
@@ -265,11 +150,11 @@ export class PipelineController {
       await runWorkers(this.#registry.queue, {
         signal,
         handler: (key, workerSignal, context) => this.#reconcile(key, workerSignal, context),
-        workers: this.#workers,
+        workers: this.#settings.workers,
         // No maxRetries: a failing Pipeline is retried with the queue's capped backoff until it
         // reconciles, never dropped (controller-runtime's semantics).
         name: 'pipeline',
-        onReconcile: this.#onReconcile,
+        onReconcile: this.#settings.onReconcile,
         logger: this.#logger,
         clock: this.#clock,
       });
@@ -369,7 +254,7 @@ export class PipelineController {
     const generation = pipeline.metadata?.generation ?? 0;
     const records = pipeline.status?.promotions ?? [];
 
-    const validation = validatePipelineSpec(pipeline.spec, ref.namespace, { allowCrossNamespaceTargets: this.#allowCrossNamespaceTargets, appKinds: this.#appKinds });
+    const validation = validatePipelineSpec(pipeline.spec, ref.namespace, { allowCrossNamespaceTargets: this.#settings.allowCrossNamespaceTargets, appKinds: this.#settings.appKinds });
     if (!validation.valid) {
       this.#registry.setOwnerTargets(ref, []);
       this.#grace.forget(pipelineKey(ref));
@@ -379,7 +264,7 @@ export class PipelineController {
     }
     const spec = validation.spec;
     // Who the Pipeline acts as on the management cluster, for every registry call it makes.
-    const account = spec.serviceAccountName ?? this.#defaultServiceAccount;
+    const account = spec.serviceAccountName ?? this.#settings.defaultServiceAccount;
     const owner: OwnerRef = account === undefined ? ref : { ...ref, identity: serviceAccountIdentity(ref.namespace, account) };
     const targetRef = (t: ResolvedTarget): { readonly gvk: ValidPipelineSpec['app']['gvk']; readonly namespace: string; readonly name: string } => ({ gvk: spec.app.gvk, namespace: t.namespace, name: spec.app.name });
     this.#registry.setOwnerTargets(owner, spec.environments.flatMap((env) => env.targets.map((t) => ({ cluster: t.cluster, target: targetRef(t) }))));
@@ -388,10 +273,10 @@ export class PipelineController {
     const ready = readyCondition(environments, generation);
     const recheck = requeueAfter(ready.reason === 'TargetNotReadable' ? UNREADABLE_RECHECK_MS : undefined, graceEndsInMs)?.requeueAfterMs;
     await this.#reportDrift(pipeline, environments, log);
-    const settled = settleCommitted(environments, records, this.#clock.now(), this.#now(), this.#applyTimeoutMs);
+    const settled = settleCommitted(environments, records, this.#clock.now(), this.#now(), this.#settings.applyTimeoutMs);
     if (settled.length > 0) return this.#settle(pipeline, spec, settled.map((x) => x.record), ready, environments, log, recheck);
     const decision = activeHalt(pipeline.status, generation) === undefined
-      ? decidePromotion(environments, records, this.#clock.now(), DEFAULT_RETRY, { committed: pipeline.status?.committed, applyTimeoutMs: this.#applyTimeoutMs })
+      ? decidePromotion(environments, records, this.#clock.now(), DEFAULT_RETRY, { committed: pipeline.status?.committed, applyTimeoutMs: this.#settings.applyTimeoutMs })
       : { action: 'none' as const };
 
     switch (decision.action) {
@@ -506,7 +391,7 @@ export class PipelineController {
     const name = meta.name ?? '';
     try {
       const isNew = decision.attempt === 1 && !decision.resumed;
-      checkPromotion(pipeline.status?.committed, { environment: decision.to, revision: decision.revision, isNew, haltedAt: pipeline.status?.halted?.at }, this.#clock.now(), this.#loop);
+      checkPromotion(pipeline.status?.committed, { environment: decision.to, revision: decision.revision, isNew, haltedAt: pipeline.status?.halted?.at }, this.#clock.now(), this.#settings.loop);
     } catch (err) {
       if (err instanceof PromotionRefusedError) return this.#halt(pipeline, err, ready, environments, log, recheck);
       throw err;
@@ -558,7 +443,7 @@ export class PipelineController {
       if (!isDeepStrictEqual(plain(waiting), plain(pending))) await this.#writer.recordOutcome(current, waiting);
       if (outcome.git.opened === true) await this.#writer.event(current, 'Normal', 'PullRequestOpened', `promoting ${decision.revision} from ${decision.from} to ${decision.to}: opened ${outcome.message}`, log);
       log.debug('promotion waits for a merge', { environment: decision.to, revision: decision.revision, pullRequest: outcome.git.pullRequest?.number });
-      return requeueAfter(this.#gitPollIntervalMs, recheck);
+      return requeueAfter(this.#settings.gitPollIntervalMs, recheck);
     }
     const now = this.#now();
     // A commit is done when the environment runs it: Committed until then (settled by a later reconcile).
