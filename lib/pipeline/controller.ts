@@ -1,127 +1,26 @@
 import { isDeepStrictEqual } from 'node:util';
-import type { ClusterConnection } from '../transport/index.ts';
-import { serviceAccountIdentity, type ClusterRef } from '../cluster/index.ts';
-import { runWorkers, type ReconcileObservation, type RequeueAfter, type WorkContext } from '../queue/index.ts';
+import { serviceAccountIdentity } from '../cluster/index.ts';
+import { runWorkers, type RequeueAfter, type WorkContext } from '../queue/index.ts';
 import { ownerKey, parseOwnerKey, watchOwners, type HeldReader, type OwnerKey, type OwnerRef, type Registry } from '../registry/index.ts';
-import { apiVersionOf, booleanOption, functionOption, invalidOption, isAbortError, isObjectName, KubeApiError, nonNegativeNumber, noopLogger, positiveInteger, positiveNumber, realClock, sanitizeForDisplay, sleep, toError, type Clock, type Logger } from '../util/index.ts';
-import { DRIFTED, displayEnvironments, driftedCondition, invalidSpecCondition, MAX_STATUS_TEXT, plain, promotingCondition, readyCondition, sameStatus, setCondition, type ConditionInput } from './conditions.ts';
-import { GitPromoter, type GitPromoterOptions } from '../gitops/index.ts';
-import { decidePromotion, DEFAULT_APPLY_TIMEOUT_MS, DEFAULT_RETRY, findRecord, retryDueAt, settleCommitted, withRecord, type PromotionDecision } from './decide.ts';
-import { gitSourceOf, isKustomization, isRevertedByFlux, requestReconcile } from './flux.ts';
-import { DEFAULT_PROGRESSING_GRACE_MS, ProgressingGrace, type ObservedEnvironment } from './grace.ts';
-import { activeHalt, checkPromotion, haltCondition, loopPolicy, PromotionRefusedError, withCommitted, type LoopPolicy } from './guard.ts';
-import { PromotionError } from './errors.ts';
-import { environmentStatusOf, targetStatusOf, type TargetObservation } from './observe.ts';
-import { setRevision } from './patch.ts';
-import { PIPELINE_GVK, type CommittedPromotion, type EnvironmentStatus, type Pipeline, type PipelineStatus, type PromotionHalt, type PromotionRecord } from './types.ts';
-import { AppKinds } from './app-kinds.ts';
+import { isAbortError, sanitizeForDisplay, sleep, toError, type Clock, type Logger } from '../util/index.ts';
+import { DRIFTED, driftedCondition, invalidSpecCondition, MAX_STATUS_TEXT, plain, readyCondition, sameStatus, type ConditionInput } from './conditions.ts';
+import { decidePromotion, DEFAULT_RETRY, findRecord, retryDueAt, settleCommitted, withRecord, type PromotionDecision } from './decide.ts';
+import type { ProgressingGrace } from './grace.ts';
+import { activeHalt, checkPromotion, PromotionRefusedError } from './guard.ts';
+import { PIPELINE_GVK, type CommittedPromotion, type EnvironmentStatus, type Pipeline, type PromotionHalt, type PromotionRecord } from './types.ts';
 import { validatePipelineSpec, type ResolvedTarget, type ValidPipelineSpec } from './validate.ts';
-import { deliverWebhook } from './webhook.ts';
-import { promoteThroughGit, type GitActOutcome } from './git.ts';
+import { PromotionActor, type PromotionRequest } from './act.ts';
+import { resolveControllerOptions, type PipelineControllerOptions, type PipelineControllerStats, type ResolvedControllerOptions } from './controller-options.ts';
+import { TargetObserver, type PatchedMemory } from './target-observer.ts';
+import { kubeTime, StatusConflict, StatusWriter } from './status-writer.ts';
 import { approvedFields, findApproval, howToApprove, legacyAnnotationNote } from './approval.ts';
-import { NotShardOwnerError, PipelineShard, type PipelineName, type PipelineShardOptions } from './shard.ts';
+import { NotShardOwnerError, type PipelineName, type PipelineShard } from './shard.ts';
 
-/** A promotion about to act, as {@link PipelineControllerOptions.beforePromotion} sees it. */
-export interface PromotionRequest {
-  readonly pipeline: { readonly namespace: string; readonly name: string; readonly uid: string };
-  /** The environment the revision is ready in. */
-  readonly from: string;
-  /** The environment it is promoted into. */
-  readonly to: string;
-  readonly revision: string;
-  readonly strategy: 'patch' | 'webhook' | 'git';
-  /** 1 for the first attempt. */
-  readonly attempt: number;
-  /** True when a Pending promotion is taken up again (after a restart). */
-  readonly resumed: boolean;
-}
+export type { PromotionRequest } from './act.ts';
+export type { PipelineControllerOptions, PipelineControllerStats } from './controller-options.ts';
 
-/** Options of {@link PipelineController}. */
-export interface PipelineControllerOptions {
-  /**
-   * The registry whose caches hold the targets and whose queue carries the Pipeline keys. Owned by
-   * the caller, who closes it after `run` resolves. Required.
-   */
-  readonly registry: Registry;
-  /** Child loggers per pipeline. Default: discards everything. */
-  readonly logger?: Logger;
-  /** Default: the wall clock. */
-  readonly clock?: Clock;
-  /** Pipelines reconciled at once (never the same one twice at once). Default 4. */
-  readonly workers?: number;
-  /** Bound on one webhook delivery, answer included. Default 10 000. */
-  readonly webhookTimeoutMs?: number;
-  /**
-   * Let webhooks reach loopback and private addresses (RFC 1918, CGNAT, IPv6 ULA); link-local,
-   * unspecified, multicast and reserved addresses stay refused. Default false.
-   */
-  readonly allowPrivateWebhooks?: boolean;
-  /**
-   * The git strategy's settings: URL policy (`allowPrivateNetworks`, `allowHttp` for tests and
-   * demos), commit author, bounds. Default: {@link GitPromoter}'s defaults.
-   */
-  readonly git?: GitPromoterOptions;
-  /** How often an open pull request is looked at for its merge. Default 30 000. */
-  readonly gitPollIntervalMs?: number;
-  /**
-   * Called once a promotion has been recorded `Pending` in the Pipeline's status, just before it
-   * acts: an approval gate or audit hook. Rejecting leaves the promotion Pending: the reconcile
-   * fails and the promotion is resumed by a later one. `signal` aborts when `run` is stopping.
-   * Default: none.
-   */
-  readonly beforePromotion?: (promotion: PromotionRequest, signal: AbortSignal) => Promise<void>;
-  /** Told how each reconcile ended (controller `pipeline`), for metrics. Default: none. */
-  readonly onReconcile?: (observation: ReconcileObservation) => void;
-  /**
-   * Let targets on the management cluster (no `clusterRef`) live outside their Pipeline's
-   * namespace. Default false: such a Pipeline is Ready=False `InvalidSpec`.
-   */
-  readonly allowCrossNamespaceTargets?: boolean;
-  /**
-   * Kind patterns `spec.appRef` may name (`Kind.group`, `*.group`, `Kind` for core, `*`); a
-   * Pipeline naming another kind is Ready=False `InvalidSpec`. Default: `DEFAULT_APP_KINDS`.
-   */
-  readonly appKinds?: readonly string[];
-  /**
-   * A ServiceAccount name: a Pipeline without `spec.serviceAccountName` acts on the management
-   * cluster as this account of its own namespace, so impersonation is mandatory. Default none:
-   * such a Pipeline acts with the service's own identity.
-   */
-  readonly defaultServiceAccount?: string;
-  /**
-   * How long a target ready at a revision still counts as ready at it while Flux reconciles it
-   * (Ready=Unknown/Progressing at the observed generation). Default 30 000; 0: no grace.
-   */
-  readonly progressingGraceMs?: number;
-  /**
-   * How long a git promotion stays `Committed` waiting for its environment to run the revision
-   * before it is `Failed`. Default 600 000 (10 minutes).
-   */
-  readonly applyTimeoutMs?: number;
-  /**
-   * When promotions of one environment are a loop that stops the Pipeline (`PromotionLoop`):
-   * more than `maxPerEnvironment` carried out within `windowMs`. Default 6 within 600 000.
-   */
-  readonly promotionLoop?: Partial<LoopPolicy>;
-  /**
-   * Share the Pipelines with other replicas (shard.ts): a Pipeline is reconciled only while
-   * `ownership` owns its shard key (its namespace, or `namespace/name`), every status write and
-   * Event is refused once it does not, a key gained is reconciled at once and a key lost
-   * forgotten. Default: none, every Pipeline is this controller's.
-   */
-  readonly shard?: PipelineShardOptions;
-}
-
-const LOCAL: ClusterRef = { kind: 'local' };
 /** Backoff while the Pipeline cache cannot be built (the CRD not installed yet, say). */
 const PIPELINE_CACHE_RETRY_MS: { readonly initial: number; readonly max: number } = { initial: 1_000, max: 30_000 };
-
-/** Counters for metrics. */
-export interface PipelineControllerStats {
-  readonly reconciles: number;
-  readonly reconcileErrors: number;
-  readonly promotions: { readonly succeeded: number; readonly failed: number };
-}
 
 /**
  * How often a Pipeline with an unreadable target is looked at again. A cache that recovers wakes
@@ -129,22 +28,9 @@ export interface PipelineControllerStats {
  * refused, a kind not served) has no cache to say when that changes.
  */
 const UNREADABLE_RECHECK_MS = 30_000;
-/** Attempts at recording a promotion's outcome against concurrent writers of the Pipeline. */
-const OUTCOME_WRITE_ATTEMPTS = 5;
-
-/** The Pipeline's status could not be written: someone wrote it first. */
-class StatusConflict extends Error {}
-
-/** The component every option error names. */
-const OWNER = 'PipelineController';
-
 /** How the controller's own per-Pipeline memory (grace, patched generations) is keyed. */
 function pipelineKey(ref: { readonly namespace: string; readonly name: string }): string {
   return `${ref.namespace}/${ref.name}`;
-}
-
-function pipelinePath(namespace: string, name: string, subresource = ''): string {
-  return `/apis/${PIPELINE_GVK.group}/${PIPELINE_GVK.version}/namespaces/${encodeURIComponent(namespace)}/pipelines/${encodeURIComponent(name)}${subresource}`;
 }
 
 /**
@@ -179,66 +65,49 @@ export class PipelineController {
   readonly #registry: Registry;
   readonly #logger: Logger;
   readonly #clock: Clock;
-  readonly #workers: number;
-  readonly #webhookTimeoutMs: number;
-  readonly #allowPrivateWebhooks: boolean;
-  readonly #git: GitPromoter;
-  readonly #gitPollIntervalMs: number;
+  /** The options checked, defaults merged (controller-options.ts). */
+  readonly #settings: ResolvedControllerOptions;
   readonly #beforePromotion: PipelineControllerOptions['beforePromotion'];
-  readonly #onReconcile: PipelineControllerOptions['onReconcile'];
-  readonly #allowCrossNamespaceTargets: boolean;
-  readonly #appKinds: AppKinds;
-  readonly #defaultServiceAccount: string | undefined;
   readonly #grace: ProgressingGrace;
-  readonly #applyTimeoutMs: number;
-  readonly #loop: LoopPolicy;
-  /**
-   * Patch strategy: per Pipeline key, per `<environment>\0<cluster key>\0<namespace>`, the
-   * revision patched and the generation the patch left, so that a cache which has not seen the
-   * patch yet is not taken for Flux reverting it. Replaced by each patch promotion of that
-   * environment; a Pipeline's entries go when it is deleted. Touched only by its reconcile.
-   */
-  readonly #patched = new Map<string, Map<string, { readonly revision: string; readonly generation: number | undefined }>>();
+  /** What patch promotions left (the actor writes, the observer reads); a Pipeline's entries go when it is forgotten. */
+  readonly #patched: PatchedMemory = new Map();
   readonly #stats = { reconciles: 0, reconcileErrors: 0, succeeded: 0, failed: 0 };
   /** The registry's held reader of Pipelines (never collected while held); set for the duration of `run`. */
   #pipelines: HeldReader | undefined;
   #running = false;
   readonly #shard: PipelineShard | undefined;
+  /** Status PUTs and Events on the management cluster, each behind the shard fence. */
+  readonly #writer: StatusWriter;
+  /** Reads the targets through the registry's caches. */
+  readonly #observer: TargetObserver;
+  /** Carries out promotions as the Pipeline's identity. */
+  readonly #actor: PromotionActor;
 
   constructor(options: PipelineControllerOptions) {
-    const registry: unknown = options.registry;
-    if (typeof registry !== 'object' || registry === null || typeof (registry as { watchTargetAndGetReader?: unknown }).watchTargetAndGetReader !== 'function') {
-      throw new TypeError('PipelineController option registry must be a Registry');
-    }
-    const allowPrivateWebhooks = booleanOption(OWNER, 'allowPrivateWebhooks', options.allowPrivateWebhooks ?? false);
-    if (options.beforePromotion !== undefined) functionOption(OWNER, 'beforePromotion', options.beforePromotion);
-    if (options.onReconcile !== undefined) functionOption(OWNER, 'onReconcile', options.onReconcile);
-    const account: unknown = options.defaultServiceAccount;
-    if (account !== undefined && !isObjectName(account)) invalidOption(OWNER, 'defaultServiceAccount', account, 'a ServiceAccount name');
-    const settings = {
-      logger: options.logger ?? noopLogger,
-      clock: options.clock ?? realClock,
-      workers: positiveInteger(OWNER, 'workers', options.workers ?? 4),
-      webhookTimeoutMs: positiveNumber(OWNER, 'webhookTimeoutMs', options.webhookTimeoutMs ?? 10_000),
-    };
-    this.#registry = options.registry;
-    this.#logger = settings.logger;
-    this.#clock = settings.clock;
-    this.#workers = settings.workers;
-    this.#webhookTimeoutMs = settings.webhookTimeoutMs;
-    this.#allowPrivateWebhooks = allowPrivateWebhooks;
-    this.#git = new GitPromoter({ clock: settings.clock, ...options.git });
-    this.#gitPollIntervalMs = positiveNumber(OWNER, 'gitPollIntervalMs', options.gitPollIntervalMs ?? 30_000);
-    this.#beforePromotion = options.beforePromotion;
-    this.#onReconcile = options.onReconcile;
-    this.#allowCrossNamespaceTargets = options.allowCrossNamespaceTargets === true;
-    this.#appKinds = options.appKinds === undefined ? AppKinds.defaults : AppKinds.parse(options.appKinds, 'PipelineController option appKinds');
-    this.#defaultServiceAccount = options.defaultServiceAccount;
-    const graceMs = nonNegativeNumber(OWNER, 'progressingGraceMs', options.progressingGraceMs ?? DEFAULT_PROGRESSING_GRACE_MS);
-    this.#grace = new ProgressingGrace({ windowMs: graceMs });
-    this.#applyTimeoutMs = positiveNumber(OWNER, 'applyTimeoutMs', options.applyTimeoutMs ?? DEFAULT_APPLY_TIMEOUT_MS);
-    this.#loop = loopPolicy('PipelineController option promotionLoop', options.promotionLoop);
-    this.#shard = options.shard === undefined ? undefined : new PipelineShard(options.shard);
+    const resolved = resolveControllerOptions(options);
+    this.#registry = resolved.registry;
+    this.#logger = resolved.logger;
+    this.#clock = resolved.clock;
+    this.#settings = resolved;
+    this.#beforePromotion = resolved.beforePromotion;
+    this.#grace = resolved.grace;
+    this.#shard = resolved.shard;
+    this.#writer = new StatusWriter({
+      registry: this.#registry,
+      clock: this.#clock,
+      fence: (pipeline, what) => { this.#shard?.fence(pipeline, what); },
+      running: () => this.#pipelines !== undefined,
+    });
+    this.#observer = new TargetObserver({ registry: this.#registry, clock: this.#clock, grace: this.#grace, patched: this.#patched });
+    this.#actor = new PromotionActor({
+      registry: this.#registry,
+      clock: this.#clock,
+      webhookTimeoutMs: resolved.webhookTimeoutMs,
+      allowPrivateWebhooks: resolved.allowPrivateWebhooks,
+      git: resolved.git,
+      patched: this.#patched,
+      observer: this.#observer,
+    });
   }
 
   /**
@@ -281,11 +150,11 @@ export class PipelineController {
       await runWorkers(this.#registry.queue, {
         signal,
         handler: (key, workerSignal, context) => this.#reconcile(key, workerSignal, context),
-        workers: this.#workers,
+        workers: this.#settings.workers,
         // No maxRetries: a failing Pipeline is retried with the queue's capped backoff until it
         // reconciles, never dropped (controller-runtime's semantics).
         name: 'pipeline',
-        onReconcile: this.#onReconcile,
+        onReconcile: this.#settings.onReconcile,
         logger: this.#logger,
         clock: this.#clock,
       });
@@ -385,42 +254,42 @@ export class PipelineController {
     const generation = pipeline.metadata?.generation ?? 0;
     const records = pipeline.status?.promotions ?? [];
 
-    const validation = validatePipelineSpec(pipeline.spec, ref.namespace, { allowCrossNamespaceTargets: this.#allowCrossNamespaceTargets, appKinds: this.#appKinds });
+    const validation = validatePipelineSpec(pipeline.spec, ref.namespace, { allowCrossNamespaceTargets: this.#settings.allowCrossNamespaceTargets, appKinds: this.#settings.appKinds });
     if (!validation.valid) {
       this.#registry.setOwnerTargets(ref, []);
       this.#grace.forget(pipelineKey(ref));
       log.debug('invalid spec', { problems: validation.problems });
-      await this.#writeIfChanged(pipeline, this.#status(pipeline, invalidSpecCondition(validation.problems, generation), [], records));
+      await this.#writer.writeIfChanged(pipeline, this.#writer.status(pipeline, invalidSpecCondition(validation.problems, generation), [], records));
       return undefined;
     }
     const spec = validation.spec;
     // Who the Pipeline acts as on the management cluster, for every registry call it makes.
-    const account = spec.serviceAccountName ?? this.#defaultServiceAccount;
+    const account = spec.serviceAccountName ?? this.#settings.defaultServiceAccount;
     const owner: OwnerRef = account === undefined ? ref : { ...ref, identity: serviceAccountIdentity(ref.namespace, account) };
     const targetRef = (t: ResolvedTarget): { readonly gvk: ValidPipelineSpec['app']['gvk']; readonly namespace: string; readonly name: string } => ({ gvk: spec.app.gvk, namespace: t.namespace, name: spec.app.name });
     this.#registry.setOwnerTargets(owner, spec.environments.flatMap((env) => env.targets.map((t) => ({ cluster: t.cluster, target: targetRef(t) }))));
 
-    const { environments, graceEndsInMs } = await this.#observeAll(pipelineKey(ref), pipeline, spec, owner, signal);
+    const { environments, graceEndsInMs } = await this.#observer.observeAll(pipelineKey(ref), pipeline, spec, owner, signal);
     const ready = readyCondition(environments, generation);
     const recheck = requeueAfter(ready.reason === 'TargetNotReadable' ? UNREADABLE_RECHECK_MS : undefined, graceEndsInMs)?.requeueAfterMs;
     await this.#reportDrift(pipeline, environments, log);
-    const settled = settleCommitted(environments, records, this.#clock.now(), this.#now(), this.#applyTimeoutMs);
+    const settled = settleCommitted(environments, records, this.#clock.now(), this.#now(), this.#settings.applyTimeoutMs);
     if (settled.length > 0) return this.#settle(pipeline, spec, settled.map((x) => x.record), ready, environments, log, recheck);
     const decision = activeHalt(pipeline.status, generation) === undefined
-      ? decidePromotion(environments, records, this.#clock.now(), DEFAULT_RETRY, { committed: pipeline.status?.committed, applyTimeoutMs: this.#applyTimeoutMs })
+      ? decidePromotion(environments, records, this.#clock.now(), DEFAULT_RETRY, { committed: pipeline.status?.committed, applyTimeoutMs: this.#settings.applyTimeoutMs })
       : { action: 'none' as const };
 
     switch (decision.action) {
       case 'none': {
-        const written = await this.#writeIfChanged(pipeline, this.#status(pipeline, ready, environments, records));
+        const written = await this.#writer.writeIfChanged(pipeline, this.#writer.status(pipeline, ready, environments, records));
         return requeueAfter(written ? undefined : 1_000, decision.retryInMs, recheck);
       }
       case 'supersede': {
         const closed: PromotionRecord = { ...decision.record, state: 'Failed', message: `superseded: ${decision.reason}`, finishedAt: this.#now() };
-        const written = await this.#writeIfChanged(pipeline, this.#status(pipeline, ready, environments, withRecord(records, closed)));
+        const written = await this.#writer.writeIfChanged(pipeline, this.#writer.status(pipeline, ready, environments, withRecord(records, closed)));
         if (written) {
           log.info('promotion superseded', { environment: closed.environment, revision: closed.revision, reason: decision.reason });
-          await this.#event(pipeline, 'Warning', 'PromotionSuperseded', `promotion of ${closed.revision} to ${closed.environment} abandoned: ${decision.reason}`, log);
+          await this.#writer.event(pipeline, 'Warning', 'PromotionSuperseded', `promotion of ${closed.revision} to ${closed.environment} abandoned: ${decision.reason}`, log);
         }
         return requeueAfter(written ? undefined : 1_000, recheck);
       }
@@ -451,42 +320,14 @@ export class PipelineController {
       ...(existing?.state === 'AwaitingApproval' ? existing : { environment: decision.to, revision: decision.revision, strategy: spec.promotion.strategy, state: 'AwaitingApproval', attempts: 0, startedAt: this.#now() }),
       message: `${howToApprove(decision.to, decision.revision)}${legacy === undefined ? '' : `; ${legacy}`}`,
     };
-    const status = this.#status(pipeline, ready, environments, withRecord(records, awaiting));
+    const status = this.#writer.status(pipeline, ready, environments, withRecord(records, awaiting));
     if (sameStatus(pipeline.status, status)) return requeueAfter(recheck);
-    const written = await this.#writeIfChanged(pipeline, status);
+    const written = await this.#writer.writeIfChanged(pipeline, status);
     if (written && existing?.state !== 'AwaitingApproval') {
       log.info('promotion awaits approval', { environment: decision.to, revision: decision.revision });
-      await this.#event(pipeline, 'Normal', 'PromotionAwaitingApproval', `promoting ${decision.revision} to ${decision.to} waits for approval: ${awaiting.message ?? ''}`, log);
+      await this.#writer.event(pipeline, 'Normal', 'PromotionAwaitingApproval', `promoting ${decision.revision} to ${decision.to} waits for approval: ${awaiting.message ?? ''}`, log);
     }
     return requeueAfter(written ? undefined : 1_000, recheck);
-  }
-
-  /**
-   * Every environment's status from the caches: each target's readiness and revision, marked
-   * `drifted` where Flux put a patched value back, then the Progressing grace applied.
-   */
-  async #observeAll(key: string, pipeline: Pipeline, spec: ValidPipelineSpec, owner: OwnerRef, signal: AbortSignal): Promise<{ readonly environments: EnvironmentStatus[]; readonly graceEndsInMs: number | undefined }> {
-    const promotion = spec.promotion;
-    const records = pipeline.status?.promotions ?? [];
-    const patched = this.#patched.get(key);
-    const observed: ObservedEnvironment[] = await Promise.all(spec.environments.map(async (env) => {
-      const seen = await Promise.all(env.targets.map((t) => this.#observe(t, spec, owner, signal)));
-      const newest = records.findLast((r) => r.environment === env.name);
-      const expected = promotion.strategy === 'patch' && newest?.strategy === 'patch' && newest.state === 'Succeeded' ? newest.revision : undefined;
-      return {
-        name: env.name,
-        targets: env.targets.map((t, i) => {
-          const view = seen[i] ?? { state: 'loading' as const };
-          const status = targetStatusOf(t, view, spec.revisionPath);
-          if (expected === undefined || promotion.strategy !== 'patch' || view.state !== 'read' || view.object === undefined) return status;
-          const memory = patched?.get(`${env.name}\u0000${t.clusterKey}\u0000${t.namespace}`);
-          const generation = memory?.revision === expected ? memory.generation : undefined;
-          return isRevertedByFlux(view.object, promotion.path, expected, generation) ? { ...status, drifted: true } : status;
-        }),
-      };
-    }));
-    const held = this.#grace.hold(key, observed, pipeline.status?.environments, this.#clock.now());
-    return { environments: held.environments.map((e) => environmentStatusOf(e.name, e.targets)), graceEndsInMs: held.recheckInMs };
   }
 
   /** An Event when a patched value is seen put back by Flux (the Drifted condition turning True). */
@@ -495,25 +336,25 @@ export class PipelineController {
     const drift = driftedCondition(environments, previous, pipeline.metadata?.generation ?? 0);
     if (drift?.status !== 'True' || previous.some((c) => c.type === DRIFTED && c.status === 'True')) return;
     log.warn('a patched value was put back by Flux', { message: drift.message });
-    await this.#event(pipeline, 'Warning', 'Drifted', drift.message, log);
+    await this.#writer.event(pipeline, 'Warning', 'Drifted', drift.message, log);
   }
 
   /** Closes `Committed` records: the environment runs the revision (Succeeded), or did not in time (Failed). */
   async #settle(pipeline: Pipeline, spec: ValidPipelineSpec, settled: readonly PromotionRecord[], ready: ConditionInput, environments: readonly EnvironmentStatus[], log: Logger, recheck: number | undefined): Promise<RequeueAfter | undefined> {
     let records = pipeline.status?.promotions ?? [];
     for (const record of settled) records = withRecord(records, record);
-    const written = await this.#writeIfChanged(pipeline, this.#status(pipeline, ready, environments, records));
+    const written = await this.#writer.writeIfChanged(pipeline, this.#writer.status(pipeline, ready, environments, records));
     if (!written) return requeueAfter(1_000, recheck);
     for (const record of settled) {
       const from = spec.environments[spec.environments.findIndex((e) => e.name === record.environment) - 1]?.name ?? '?';
       if (record.state === 'Succeeded') {
         this.#stats.succeeded += 1;
         log.info('promoted', { environment: record.environment, revision: record.revision, commit: record.commit });
-        await this.#event(pipeline, 'Normal', 'Promoted', `promoted ${record.revision} from ${from} to ${record.environment}: ${record.message ?? ''}`, log);
+        await this.#writer.event(pipeline, 'Normal', 'Promoted', `promoted ${record.revision} from ${from} to ${record.environment}: ${record.message ?? ''}`, log);
       } else {
         this.#stats.failed += 1;
         log.warn('a committed promotion was not applied', { environment: record.environment, revision: record.revision, commit: record.commit });
-        await this.#event(pipeline, 'Warning', 'PromotionNotApplied', `promoting ${record.revision} from ${from} to ${record.environment}: ${record.message ?? ''}`, log);
+        await this.#writer.event(pipeline, 'Warning', 'PromotionNotApplied', `promoting ${record.revision} from ${from} to ${record.environment}: ${record.message ?? ''}`, log);
       }
     }
     return requeueAfter(recheck);
@@ -522,62 +363,12 @@ export class PipelineController {
   /** Stops promotions of the Pipeline until its spec changes, saying why (condition and Event). */
   async #halt(pipeline: Pipeline, refusal: PromotionRefusedError, ready: ConditionInput, environments: readonly EnvironmentStatus[], log: Logger, recheck: number | undefined): Promise<RequeueAfter | undefined> {
     const halt: PromotionHalt = { reason: refusal.reason, message: sanitizeForDisplay(refusal.message, MAX_STATUS_TEXT), generation: pipeline.metadata?.generation ?? 0, at: this.#now() };
-    const written = await this.#writeIfChanged(pipeline, this.#status(pipeline, ready, environments, pipeline.status?.promotions ?? [], halt));
+    const written = await this.#writer.writeIfChanged(pipeline, this.#writer.status(pipeline, ready, environments, pipeline.status?.promotions ?? [], halt));
     if (written) {
       log.warn('promotions stopped', { reason: refusal.reason, environment: refusal.environment });
-      await this.#event(pipeline, 'Warning', refusal.reason, halt.message, log);
+      await this.#writer.event(pipeline, 'Warning', refusal.reason, halt.message, log);
     }
     return requeueAfter(written ? undefined : 1_000, recheck);
-  }
-
-  /**
-   * After a commit: asks Flux to reconcile now the environment's Kustomizations and the
-   * GitRepository each reads from (`reconcile.fluxcd.io/requestedAt`), as the Pipeline's identity,
-   * so the step does not wait for a Git poll. Best effort: a refusal is logged, never a failure. On
-   * the management cluster without impersonation only the target's own namespace is touched.
-   */
-  async #requestFluxReconcile(owner: OwnerRef, spec: ValidPipelineSpec, environment: string, log: Logger, signal: AbortSignal): Promise<void> {
-    if (!isKustomization(spec.app.gvk)) return;
-    const env = spec.environments.find((e) => e.name === environment);
-    const at = new Date(this.#clock.now()).toISOString();
-    const asked = new Set<string>();
-    await Promise.all((env?.targets ?? []).map(async (t) => {
-      let connection: ClusterConnection;
-      try {
-        connection = await this.#connectionFor(t.cluster, owner);
-      } catch (err) {
-        log.debug('no connection to ask Flux to reconcile now', { cluster: t.clusterKey, error: toError(err).message });
-        return;
-      }
-      const seen = await this.#observe(t, spec, owner, signal);
-      const object = seen.state === 'read' ? seen.object : undefined;
-      await requestReconcile(connection, { gvk: spec.app.gvk, namespace: t.namespace, name: spec.app.name }, at, log);
-      const source = object === undefined ? undefined : gitSourceOf(object);
-      if (source === undefined) return;
-      const namespace = source.namespace ?? t.namespace;
-      if (t.cluster.kind === 'local' && owner.identity === undefined && namespace !== t.namespace) {
-        log.debug('not asking a GitRepository in another namespace to reconcile (no impersonation)', { namespace });
-        return;
-      }
-      const id = `${t.clusterKey}\u0000${namespace}\u0000${source.name}`;
-      if (asked.has(id)) return;
-      asked.add(id);
-      await requestReconcile(connection, { gvk: source.gvk, namespace, name: source.name }, at, log);
-    }));
-  }
-
-  /** What the cache of one target shows. Cluster failures are observations, never reconcile errors. */
-  async #observe(target: ResolvedTarget, spec: ValidPipelineSpec, owner: OwnerRef, signal: AbortSignal): Promise<TargetObservation> {
-    try {
-      const reader = await this.#registry.watchTargetAndGetReader(target.cluster, { gvk: spec.app.gvk, namespace: target.namespace, name: spec.app.name }, owner, signal);
-      const error = reader.lastError;
-      if (error !== undefined) return { state: 'unreadable', error };
-      if (!reader.synced) return { state: 'loading' }; // the registry requeues the owner on sync
-      return { state: 'read', object: reader.get(target.namespace, spec.app.name) };
-    } catch (err) {
-      if (signal.aborted) throw err;
-      return { state: 'unreadable', error: toError(err) };
-    }
   }
 
   /**
@@ -600,7 +391,7 @@ export class PipelineController {
     const name = meta.name ?? '';
     try {
       const isNew = decision.attempt === 1 && !decision.resumed;
-      checkPromotion(pipeline.status?.committed, { environment: decision.to, revision: decision.revision, isNew, haltedAt: pipeline.status?.halted?.at }, this.#clock.now(), this.#loop);
+      checkPromotion(pipeline.status?.committed, { environment: decision.to, revision: decision.revision, isNew, haltedAt: pipeline.status?.halted?.at }, this.#clock.now(), this.#settings.loop);
     } catch (err) {
       if (err instanceof PromotionRefusedError) return this.#halt(pipeline, err, ready, environments, log, recheck);
       throw err;
@@ -619,8 +410,8 @@ export class PipelineController {
     };
     let current: Pipeline;
     try {
-      const status = this.#status(pipeline, ready, environments, withRecord(pipeline.status?.promotions ?? [], pending));
-      current = polling !== undefined && sameStatus(pipeline.status, status) ? pipeline : await this.#putStatus(pipeline, status);
+      const status = this.#writer.status(pipeline, ready, environments, withRecord(pipeline.status?.promotions ?? [], pending));
+      current = polling !== undefined && sameStatus(pipeline.status, status) ? pipeline : await this.#writer.putStatus(pipeline, status);
     } catch (err) {
       if (err instanceof StatusConflict) return { requeueAfterMs: 1_000 }; // someone else acted; look again
       throw err;
@@ -638,20 +429,10 @@ export class PipelineController {
     };
     if (this.#beforePromotion !== undefined) await this.#beforePromotion(request, signal);
     // Not started once the shard moved: the new owner resumes the Pending record.
-    this.#fence(pipeline, 'a promotion');
+    this.#writer.fence(pipeline, 'a promotion');
 
     // Not bound to `signal`: once acting, finish and record the outcome (each step has a timeout).
-    let outcome: { readonly ok: boolean; readonly message: string; readonly git?: GitActOutcome };
-    try {
-      if (spec.promotion.strategy === 'git') {
-        const git = await promoteThroughGit(this.#git, spec.promotion, { namespace, pipeline: name, environment: decision.to, revision: decision.revision }, (secret) => this.#secretData(owner, secret, 'git'));
-        outcome = { ok: true, message: sanitizeForDisplay(git.message, MAX_STATUS_TEXT), git };
-      } else {
-        outcome = { ok: true, message: sanitizeForDisplay(await this.#act(owner, spec, request, pipelineKey({ namespace, name })), MAX_STATUS_TEXT) };
-      }
-    } catch (err) {
-      outcome = { ok: false, message: sanitizeForDisplay(toError(err).message, MAX_STATUS_TEXT) };
-    }
+    const outcome = await this.#actor.carryOut(owner, spec, request, pipelineKey({ namespace, name }));
     const carried = outcome.git === undefined ? {} : {
       ...(outcome.git.commit === undefined ? {} : { commit: outcome.git.commit }),
       ...(outcome.git.pullRequest === undefined ? {} : { pullRequest: outcome.git.pullRequest }),
@@ -659,228 +440,38 @@ export class PipelineController {
     if (outcome.git?.state === 'waiting') {
       // A pull request is open: still Pending; done when it merges (polled), or superseded.
       const waiting: PromotionRecord = { ...pending, ...carried, message: outcome.message };
-      if (!isDeepStrictEqual(plain(waiting), plain(pending))) await this.#recordOutcome(current, waiting);
-      if (outcome.git.opened === true) await this.#event(current, 'Normal', 'PullRequestOpened', `promoting ${decision.revision} from ${decision.from} to ${decision.to}: opened ${outcome.message}`, log);
+      if (!isDeepStrictEqual(plain(waiting), plain(pending))) await this.#writer.recordOutcome(current, waiting);
+      if (outcome.git.opened === true) await this.#writer.event(current, 'Normal', 'PullRequestOpened', `promoting ${decision.revision} from ${decision.from} to ${decision.to}: opened ${outcome.message}`, log);
       log.debug('promotion waits for a merge', { environment: decision.to, revision: decision.revision, pullRequest: outcome.git.pullRequest?.number });
-      return requeueAfter(this.#gitPollIntervalMs, recheck);
+      return requeueAfter(this.#settings.gitPollIntervalMs, recheck);
     }
     const now = this.#now();
     // A commit is done when the environment runs it: Committed until then (settled by a later reconcile).
     const state = !outcome.ok ? 'Failed' : outcome.git === undefined ? 'Succeeded' : 'Committed';
     const finished: PromotionRecord = { ...pending, ...carried, state, message: outcome.message, finishedAt: now, ...(state === 'Committed' ? { committedAt: now } : {}) };
     const carriedOut: CommittedPromotion | undefined = outcome.ok ? { environment: decision.to, revision: decision.revision, at: now, ...(outcome.git?.commit === undefined ? {} : { commit: outcome.git.commit }) } : undefined;
-    await this.#recordOutcome(current, finished, carriedOut);
+    await this.#writer.recordOutcome(current, finished, carriedOut);
     if (state === 'Committed') {
       log.info('committed; waiting for the environment to run it', { environment: decision.to, revision: decision.revision, commit: outcome.git?.commit });
-      await this.#event(current, 'Normal', 'Committed', `promoting ${decision.revision} from ${decision.from} to ${decision.to}: ${outcome.message}; waiting for ${decision.to} to run it`, log);
-      await this.#requestFluxReconcile(owner, spec, decision.to, log, signal);
+      await this.#writer.event(current, 'Normal', 'Committed', `promoting ${decision.revision} from ${decision.from} to ${decision.to}: ${outcome.message}; waiting for ${decision.to} to run it`, log);
+      await this.#actor.requestFluxReconcile(owner, spec, decision.to, log, signal);
       return requeueAfter(recheck);
     }
     if (outcome.ok) {
       this.#stats.succeeded += 1;
       log.info('promoted', { environment: decision.to, revision: decision.revision, attempt: decision.attempt });
-      await this.#event(current, 'Normal', 'Promoted', `promoted ${decision.revision} from ${decision.from} to ${decision.to}: ${outcome.message}`, log);
+      await this.#writer.event(current, 'Normal', 'Promoted', `promoted ${decision.revision} from ${decision.from} to ${decision.to}: ${outcome.message}`, log);
       return requeueAfter(recheck);
     }
     this.#stats.failed += 1;
     log.warn('promotion failed', { environment: decision.to, revision: decision.revision, attempt: decision.attempt, error: outcome.message });
-    await this.#event(current, 'Warning', 'PromotionFailed', `promoting ${decision.revision} from ${decision.from} to ${decision.to} failed (attempt ${decision.attempt}): ${outcome.message}`, log);
+    await this.#writer.event(current, 'Warning', 'PromotionFailed', `promoting ${decision.revision} from ${decision.from} to ${decision.to} failed (attempt ${decision.attempt}): ${outcome.message}`, log);
     return requeueAfter(Math.max(0, retryDueAt(finished, DEFAULT_RETRY) - this.#clock.now()), recheck);
-  }
-
-  /** Carries out one promotion; resolves with a summary for the record, rejects with why it failed. */
-  async #act(owner: OwnerRef, spec: ValidPipelineSpec, request: PromotionRequest, key: string): Promise<string> {
-    const env = spec.environments.find((e) => e.name === request.to);
-    if (env === undefined) throw new PromotionError(`environment ${request.to} is not in the spec`);
-    const promotion = spec.promotion;
-    if (promotion.strategy === 'patch') {
-      const patched = this.#patched.get(key) ?? new Map<string, { readonly revision: string; readonly generation: number | undefined }>();
-      this.#patched.set(key, patched);
-      const results = await Promise.allSettled(env.targets.map(async (t) => {
-        const connection = await this.#connectionFor(t.cluster, owner);
-        const onResult = (object: { readonly metadata?: { readonly generation?: number } }): void => {
-          patched.set(`${env.name}\u0000${t.clusterKey}\u0000${t.namespace}`, { revision: request.revision, generation: object.metadata?.generation });
-        };
-        return setRevision({ connection, gvk: spec.app.gvk, namespace: t.namespace, name: spec.app.name, path: promotion.path, revision: request.revision, onResult });
-      }));
-      const failures = results.flatMap((r, i) => (r.status === 'rejected' ? [`${env.targets[i]?.clusterKey ?? '?'} namespace ${env.targets[i]?.namespace ?? '?'}: ${toError(r.reason).message}`] : []));
-      if (failures.length > 0) throw new PromotionError(failures.join('; '));
-      const unchanged = results.filter((r) => r.status === 'fulfilled' && r.value === 'unchanged').length;
-      return `set ${promotion.path} to ${request.revision} in ${env.targets.length - unchanged} target(s)${unchanged > 0 ? `, ${unchanged} already at it` : ''}`;
-    }
-    if (promotion.strategy === 'git') throw new PromotionError('the git strategy is carried out by promoteThroughGit');
-    const url = await this.#webhookUrl(owner, promotion.secretName, promotion.secretKey);
-    const status = await deliverWebhook({
-      url,
-      body: {
-        pipeline: request.pipeline,
-        appRef: { apiVersion: apiVersionOf(spec.app.gvk), kind: spec.app.gvk.kind, name: spec.app.name },
-        from: request.from,
-        environment: request.to,
-        revision: request.revision,
-        attempt: request.attempt,
-        targets: env.targets.map((t) => ({ cluster: t.clusterKey, namespace: t.namespace })),
-      },
-      idempotencyKey: `${request.pipeline.uid}/${request.to}/${request.revision}`,
-      timeoutMs: this.#webhookTimeoutMs,
-      clock: this.#clock,
-      allowPrivateNetworks: this.#allowPrivateWebhooks,
-    });
-    return `webhook answered HTTP ${status}`;
-  }
-
-  /**
-   * The registry's connection for the owner's writes (and Secret reads), as the owner's identity:
-   * on the management cluster a Pipeline with a ServiceAccount never borrows the service's rights.
-   */
-  async #connectionFor(ref: ClusterRef, owner: OwnerRef): Promise<ClusterConnection> {
-    return this.#registry.connectionFor(ref, owner);
-  }
-
-  /** Every key of a Secret beside the Pipeline, decoded, read as the Pipeline's identity. */
-  async #secretData(owner: OwnerRef, secretName: string, what: string): Promise<Readonly<Record<string, string>>> {
-    const namespace = owner.namespace;
-    const local = await this.#connectionFor({ kind: 'local' }, owner);
-    let secret: { readonly data?: Readonly<Record<string, string>> };
-    try {
-      secret = (await local.request({ method: 'GET', path: `/api/v1/namespaces/${encodeURIComponent(namespace)}/secrets/${encodeURIComponent(secretName)}` })) as typeof secret;
-    } catch (err) {
-      if (err instanceof KubeApiError) throw new PromotionError(`reading the ${what} Secret ${namespace}/${secretName}: HTTP ${err.statusCode}${err.reason === '' ? '' : ` ${err.reason}`}`, { cause: err });
-      throw err;
-    }
-    return Object.fromEntries(Object.entries(secret.data ?? {}).map(([k, v]) => [k, Buffer.from(v, 'base64').toString('utf8')]));
-  }
-
-  /** The webhook URL from the Secret beside the Pipeline, read as the Pipeline's identity. */
-  async #webhookUrl(owner: OwnerRef, secretName: string, key: string): Promise<string> {
-    const data = await this.#secretData(owner, secretName, 'webhook');
-    // Own keys only: a tenant's key named `constructor` must not find Object.prototype's.
-    const url = Object.hasOwn(data, key) ? data[key] : undefined;
-    if (url === undefined) throw new PromotionError(`the webhook Secret ${owner.namespace}/${secretName} has no key ${JSON.stringify(key)}`);
-    return url;
-  }
-
-  /**
-   * Writes a promotion's outcome. A conflict (the spec was edited meanwhile, say) re-reads the
-   * Pipeline and sets just this record again, so the outcome is not lost to a stale cache.
-   */
-  async #recordOutcome(written: Pipeline, record: PromotionRecord, carriedOut?: CommittedPromotion): Promise<void> {
-    let current = written;
-    for (let attempt = 1; ; attempt++) {
-      const records = withRecord(current.status?.promotions ?? [], record);
-      const generation = current.metadata?.generation ?? 0;
-      const conditions = setCondition(current.status?.conditions ?? [], promotingCondition(records, generation), this.#now());
-      const committed = carriedOut === undefined ? current.status?.committed : withCommitted(current.status?.committed, carriedOut);
-      try {
-        await this.#putStatus(current, plain({ ...current.status, conditions, promotions: records, ...(committed === undefined ? {} : { committed }) }));
-        return;
-      } catch (err) {
-        if (!(err instanceof StatusConflict) || attempt >= OUTCOME_WRITE_ATTEMPTS) throw err;
-        const meta = current.metadata ?? {};
-        current = (await (await this.#management(current)).request({ method: 'GET', path: pipelinePath(meta.namespace ?? '', meta.name ?? '') })) as Pipeline;
-      }
-    }
-  }
-
-  /** The full status for this reconcile, conditions' transition times carried over. */
-  #status(pipeline: Pipeline, ready: ConditionInput, environments: readonly EnvironmentStatus[], records: readonly PromotionRecord[], halt?: PromotionHalt): PipelineStatus {
-    const generation = pipeline.metadata?.generation ?? 0;
-    const now = this.#now();
-    // The last halt stays in status (the guard counts from it); it is in force at its generation only.
-    const halted = halt ?? pipeline.status?.halted;
-    const active = halt ?? activeHalt(pipeline.status, generation);
-    let conditions = setCondition(pipeline.status?.conditions ?? [], ready, now);
-    conditions = setCondition(conditions, active === undefined ? promotingCondition(records, generation) : haltCondition(active, generation), now);
-    const drift = driftedCondition(environments, pipeline.status?.conditions ?? [], generation);
-    if (drift !== undefined) conditions = setCondition(conditions, drift, now);
-    const committed = pipeline.status?.committed;
-    return plain({
-      observedGeneration: generation,
-      conditions,
-      environments: displayEnvironments(environments),
-      promotions: records,
-      ...(committed === undefined ? {} : { committed }),
-      ...(halted === undefined ? {} : { halted }),
-      ...(pipeline.status?.approvals === undefined ? {} : { approvals: pipeline.status.approvals }),
-    });
-  }
-
-  /** Writes the status when it differs from the Pipeline's; false when someone wrote first. */
-  async #writeIfChanged(pipeline: Pipeline, status: PipelineStatus): Promise<boolean> {
-    if (sameStatus(pipeline.status, status)) return true;
-    try {
-      await this.#putStatus(pipeline, status);
-      return true;
-    } catch (err) {
-      // A newer Pipeline exists; the cache delivers it and requeues us.
-      if (err instanceof StatusConflict) return false;
-      throw err;
-    }
-  }
-
-  /** PUT on the status subresource, conditional on the Pipeline's resourceVersion. */
-  async #putStatus(pipeline: Pipeline, status: PipelineStatus): Promise<Pipeline> {
-    const meta = pipeline.metadata ?? {};
-    this.#fence(pipeline, 'the status');
-    const body = { ...plain(pipeline), status };
-    try {
-      return (await (await this.#management(pipeline)).request({ method: 'PUT', path: pipelinePath(meta.namespace ?? '', meta.name ?? '', '/status'), body, gvk: PIPELINE_GVK })) as Pipeline;
-    } catch (err) {
-      if (err instanceof KubeApiError && err.statusCode === 409) throw new StatusConflict(err.message, { cause: err });
-      throw err;
-    }
-  }
-
-  /**
-   * Records a core/v1 Event on the Pipeline. Best effort: a failure is logged, never fatal; a
-   * shard no longer owned throws NotShardOwnerError (the reconcile ends).
-   */
-  async #event(pipeline: Pipeline, type: 'Normal' | 'Warning', reason: string, message: string, log: Logger): Promise<void> {
-    const meta = pipeline.metadata ?? {};
-    this.#fence(pipeline, `the event ${reason}`);
-    const namespace = meta.namespace ?? '';
-    const now = this.#now();
-    try {
-      await (await this.#management(pipeline)).request({
-        method: 'POST',
-        path: `/api/v1/namespaces/${encodeURIComponent(namespace)}/events`,
-        body: {
-          apiVersion: 'v1',
-          kind: 'Event',
-          metadata: { generateName: `${meta.name ?? 'pipeline'}.`, namespace },
-          involvedObject: { apiVersion: apiVersionOf(PIPELINE_GVK), kind: PIPELINE_GVK.kind, namespace, name: meta.name, uid: meta.uid, resourceVersion: meta.resourceVersion },
-          type,
-          reason,
-          message: sanitizeForDisplay(message, 1_000),
-          source: { component: 'fleetcache' },
-          firstTimestamp: now,
-          lastTimestamp: now,
-          count: 1,
-        },
-      });
-    } catch (err) {
-      log.warn('could not record an event', { reason, error: toError(err).message });
-    }
-  }
-
-  /** With sharding: throws NotShardOwnerError unless this replica owns the Pipeline's shard now. */
-  #fence(pipeline: Pipeline, what: string): void {
-    this.#shard?.fence({ namespace: pipeline.metadata?.namespace ?? '', name: pipeline.metadata?.name ?? '' }, what);
-  }
-
-  /**
-   * The management cluster as the service itself, for what the controller owns: the Pipeline's
-   * status subresource and its Events. The keeper's shared connection, as the Pipeline cache's.
-   */
-  async #management(pipeline: Pipeline): Promise<ClusterConnection> {
-    if (this.#pipelines === undefined) throw new Error('PipelineController is not running');
-    const meta = pipeline.metadata ?? {};
-    return this.#registry.connectionFor(LOCAL, { namespace: meta.namespace ?? '', name: meta.name ?? '' });
   }
 
   /** RFC 3339 with second precision, as Kubernetes writes times. */
   #now(): string {
-    return new Date(Math.floor(this.#clock.now() / 1_000) * 1_000).toISOString().replace('.000Z', 'Z');
+    return kubeTime(this.#clock);
   }
 }
 
