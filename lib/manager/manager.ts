@@ -278,6 +278,8 @@ export class Manager {
   readonly #sharding: ShardingOptions | undefined;
   /** The sharder's Lease store, connected at start. */
   readonly #shardLeases: DeferredShardLeaseStore | undefined;
+  /** The Sharder's own peer Lease, on a connection of its own (see `SharderOptions.heartbeat`). */
+  readonly #shardHeartbeat: DeferredShardLeaseStore | undefined;
   #started = false;
   #stopping = false;
   #servers: HttpServer[] = [];
@@ -326,11 +328,14 @@ export class Manager {
     }
     if (sharding === undefined) {
       this.sharder = undefined;
+      this.#shardHeartbeat = undefined;
     } else {
       this.#shardLeases = new DeferredShardLeaseStore(`${sharding.namespace}/${sharding.group}`);
+      this.#shardHeartbeat = new DeferredShardLeaseStore(`${sharding.namespace}/${sharding.group}`);
       // Built here so that invalid options throw now, not at start.
       this.sharder = new Sharder({
         leases: this.#shardLeases,
+        heartbeat: this.#shardHeartbeat,
         group: sharding.group,
         identity: sharding.identity ?? `${hostname()}_${randomUUID()}`,
         weight: sharding.weight,
@@ -544,8 +549,8 @@ export class Manager {
     // Sharding runs on every replica, not gated on leadership; controllers drop keys until it owns some.
     const sharding = new AbortController();
     let sharded: Promise<void> | undefined;
-    if (this.sharder !== undefined && this.#shardLeases !== undefined && this.#sharding !== undefined) {
-      sharded = this.#shard(this.sharder, this.#shardLeases, this.#sharding, sharding.signal, reportStop);
+    if (this.sharder !== undefined && this.#shardLeases !== undefined && this.#shardHeartbeat !== undefined && this.#sharding !== undefined) {
+      sharded = this.#shard(this.sharder, { leases: this.#shardLeases, heartbeat: this.#shardHeartbeat }, this.#sharding, sharding.signal, reportStop);
     }
     for (const m of this.#managed) if (!m.needLeaderElection) launch(m);
     const startLeading = (): void => { for (const m of this.#managed) if (m.needLeaderElection) launch(m); };
@@ -630,22 +635,28 @@ export class Manager {
    * Runs the sharder until `signal` aborts; resolves once it released its fences and peer Lease and
    * let its connection go. Never rejects: a lost group or an unreachable cluster goes to `reportStop`.
    */
-  async #shard(sharder: Sharder, leases: DeferredShardLeaseStore, options: ShardingOptions, signal: AbortSignal, reportStop: (reason: StopReason) => void): Promise<void> {
-    let hold: ClusterLease;
+  async #shard(sharder: Sharder, stores: { readonly leases: DeferredShardLeaseStore; readonly heartbeat: DeferredShardLeaseStore }, options: ShardingOptions, signal: AbortSignal, reportStop: (reason: StopReason) => void): Promise<void> {
+    const holds: ClusterLease[] = [];
     try {
-      // A connection of its own, like leader election's: renewals never queue behind the caches.
-      hold = await this.clusters.acquire({ kind: 'local' }, { ownerNamespace: options.namespace, purpose: 'sharding', signal });
+      // Connections of their own, like leader election's: the group's reads and fence writes never
+      // queue behind the caches, and the peer Lease's renewals never queue behind a burst of fence
+      // writes (hundreds of releases when a replica joins would outlast the renew deadline).
+      for (const purpose of ['sharding', 'sharding-heartbeat']) holds.push(await this.clusters.acquire({ kind: 'local' }, { ownerNamespace: options.namespace, purpose, signal }));
     } catch (err) {
+      for (const hold of holds) hold.release();
       if (!signal.aborted) reportStop({ kind: 'failed', error: toError(err) });
       return;
     }
     try {
-      leases.connect(new KubeShardLeaseStore({ connection: hold.connection, namespace: options.namespace, group: options.group }));
-      if ((await sharder.run(signal)) === 'lost') reportStop({ kind: 'failed', error: new ShardGroupLostError(leases.description) });
+      const [group, heartbeat] = holds;
+      if (group === undefined || heartbeat === undefined) throw new Error('the shard connections were not made');
+      stores.leases.connect(new KubeShardLeaseStore({ connection: group.connection, namespace: options.namespace, group: options.group }));
+      stores.heartbeat.connect(new KubeShardLeaseStore({ connection: heartbeat.connection, namespace: options.namespace, group: options.group }));
+      if ((await sharder.run(signal)) === 'lost') reportStop({ kind: 'failed', error: new ShardGroupLostError(stores.leases.description) });
     } catch (err) {
       reportStop({ kind: 'failed', error: toError(err) });
     } finally {
-      hold.release();
+      for (const hold of holds) hold.release();
     }
   }
 

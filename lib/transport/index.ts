@@ -24,7 +24,7 @@ export { checkAddress, OutboundError, resolveHost, sendOutbound } from './outbou
 export type { AddressPolicy, HostResolver, OutboundAnswer, OutboundFailure, OutboundRequest, OutboundStage, ResolvedAddress } from './outbound.ts';
 export { checkGvk, checkName, checkNamespace, checkPathSegment } from './segments.ts';
 export { createListLimiter } from './limiter.ts';
-export type { ConcurrencyLimiter } from './limiter.ts';
+export { ConcurrencyLimiter } from './limiter.ts';
 export { defaultMaxSockets, defaultSocketBudget, SocketBudget, SocketReclaimedError } from './budget.ts';
 export type { SocketBudgetOptions } from './budget.ts';
 export type { Impersonation } from './transport.ts';

@@ -16,9 +16,13 @@
  * Liveness (no orphan): every live key is owned by exactly one live replica within
  * leaseDuration + retryPeriod after the change as its observers saw it (a holder dies: its Lease
  * lapses after leaseDuration, the assignee takes at its next tick), plus one retry period of
- * slack for jitter and requests and, when many keys move at once, the rate limit's delay
- * (`ShardStatus.boundMs`). A key unowned past that bound is logged at error and reported in
- * `status().orphaned` (`fleetcache_shard_orphaned_keys`).
+ * slack for jitter and requests and, when many keys move at once, the rate limit's delay. Each
+ * replica checks this from its own reads of the group, a retry period apart, so it reports a key
+ * as orphaned (logged at error, `status().orphaned`, `fleetcache_shard_orphaned_keys`) only past
+ * leaseDuration + 3 × 1.2 retry periods + the rate limit's delay (`ShardStatus.boundMs`).
+ *
+ * Mass handoffs: the peer Lease is renewed on a store of its own (`heartbeat`), so hundreds of
+ * fence writes never delay a renewal past the renew deadline; fence releases go 8 at a time.
  */
 export { Sharder, type SharderOptions, type ShardChange, type ShardOutcome, type ShardOwnership, type ShardPeerStatus, type ShardStatus } from './sharder.ts';
 export type { FenceLeaseDraft, PeerLeaseDraft, ShardLease, ShardLeaseDraft, ShardLeaseStore } from './store.ts';

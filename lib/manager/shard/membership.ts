@@ -123,6 +123,13 @@ export class OwnPeerLease {
       this.#lastFailed = false;
     } catch (err) {
       this.#lastFailed = true;
+      // A create refused because our Lease exists: left by an earlier run under this identity (a
+      // pod restarted under its name). Take its resourceVersion so that the next attempt updates
+      // it; otherwise we could not join until the others collect it as garbage (10 lease durations).
+      if (this.#resourceVersion === undefined) {
+        const listed: readonly ShardLease[] = await this.#store.list(signal).catch(() => []);
+        this.adopt(listed.find((lease): lease is PeerLease => lease.role === 'peer' && lease.name === this.name));
+      }
       throw err;
     }
   }

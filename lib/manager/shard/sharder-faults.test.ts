@@ -77,7 +77,7 @@ describe('Sharder under faults', () => {
     const group = new Group(tenants(40));
     const a = group.start('a', { maxFenceTakesPerSecond: 2, fenceTakeBurst: 5 });
     // 40 keys at 2/s after a burst of 5: 17.5 s of delay on top of the lease bound.
-    group.boundMs = timing.leaseDurationMs + 2 * timing.retryPeriodMs + 17_500;
+    group.boundMs = timing.leaseDurationMs + 3 * timing.retryPeriodMs * 1.2 + 17_500;
     const start = group.clock.now();
     const creates = (): number => group.leases.writes.filter((w) => w.verb === 'create' && w.name !== peerLeaseName('test', 'a')).length;
     let worst = 0;

@@ -1,4 +1,5 @@
 // The Sharder: membership, assignment and fences run together, and what a controller asks of them.
+import { ConcurrencyLimiter } from '../../transport/index.ts';
 import { nonEmptyString, noopLogger, onAbort, positiveInteger, realClock, sleep, toError, type Clock, type Logger, type Timer } from '../../util/index.ts';
 import { JITTER_FACTOR, leaseTimings, type LeaseTimingOptions } from '../lease-timings.ts';
 import { FenceWriter, type FenceLease } from './fences.ts';
@@ -51,7 +52,7 @@ export interface ShardStatus {
   readonly handoff: readonly string[];
   /** Live keys no live replica acts for, group-wide, longest first. */
   readonly unowned: readonly UnownedKey[];
-  /** The no-orphan bound now (lease duration + 2 retry periods + the rate limit's delay for the live keys). */
+  /** The no-orphan bound this replica checks now (lease duration + 3 × 1.2 retry periods + the rate limit's delay for the live keys). */
   readonly boundMs: number;
   /** Unowned keys past `boundMs`: each is an error. */
   readonly orphaned: readonly string[];
@@ -68,6 +69,12 @@ export type ShardOutcome =
 export interface SharderOptions extends LeaseTimingOptions {
   /** The group's Leases. Required. */
   readonly leases: ShardLeaseStore;
+  /**
+   * Where this replica's own peer Lease is written: a store on a connection of its own, so that
+   * renewals never queue behind a burst of fence writes (hundreds of releases when a replica joins)
+   * and miss the renew deadline. Default `leases`.
+   */
+  readonly heartbeat?: ShardLeaseStore | undefined;
   /** The shard group (a DNS label of at most 40 characters). Required. */
   readonly group: string;
   /** This replica's identity, unique in the group (`hostname_uuid`). Required. */
@@ -87,6 +94,9 @@ export interface SharderOptions extends LeaseTimingOptions {
   /** Jitter source in [0, 1). Default Math.random. */
   readonly random?: (() => number) | undefined;
 }
+
+/** Fence DELETEs in flight at once (a join can move hundreds of keys away from one replica). */
+const RELEASES_AT_ONCE = 8;
 
 /** A few keys for a log line. */
 function sample(keys: readonly string[]): string {
@@ -125,6 +135,8 @@ export class Sharder implements ShardOwnership {
   readonly #listeners = new Set<(change: ShardChange) => void>();
   /** Releases in flight (each waits for its key's work to settle); `run` awaits them before resolving. */
   readonly #releases = new Set<Promise<void>>();
+  /** Fence DELETEs at once: a mass handoff must not flood the connection the group is read on. */
+  readonly #releaseSlots = new ConcurrencyLimiter({ maxConcurrent: RELEASES_AT_ONCE, what: 'shard fence releases' });
   #keys: ReadonlySet<string> = new Set();
   #peers: readonly WeightedPeer[] = [];
   #peersSignature = '';
@@ -160,7 +172,7 @@ export class Sharder implements ShardOwnership {
     this.#logger = (options.logger ?? noopLogger).child({ shardGroup: options.leases.description, identity: options.identity });
     this.#clock = options.clock ?? realClock;
     this.#random = options.random ?? Math.random;
-    this.#self = new OwnPeerLease({ store: options.leases, group, identity: options.identity, weight, leaseDurationMs: lease, clock: this.#clock });
+    this.#self = new OwnPeerLease({ store: options.heartbeat ?? options.leases, group, identity: options.identity, weight, leaseDurationMs: lease, clock: this.#clock });
     this.#view = new PeerView(group, lease);
     this.#fences = new FenceWriter({ store: options.leases, group, identity: options.identity, leaseDurationMs: lease, clock: this.#clock });
     this.#limiter = new TakeLimiter(options.maxFenceTakesPerSecond ?? 20, options.fenceTakeBurst ?? 50, this.#clock);
@@ -234,8 +246,13 @@ export class Sharder implements ShardOwnership {
     return { identity: this.identity, joined: this.joined, peers, owned, handoff: [...handoff].sort(), unowned, boundMs, orphaned: unowned.filter((u) => u.forMs > boundMs).map((u) => u.key) };
   }
 
+  /**
+   * Measured from the holder's last renewal as this replica saw it: a lease duration for it to
+   * lapse, then up to a retry period (with jitter) until the assignee reads the group, one for its
+   * write to land, and one until this replica reads the group again and sees it.
+   */
   #boundMs(): number {
-    return this.#leaseDurationMs + 2 * this.#retryPeriodMs + this.#limiter.delayMs(this.#keys.size);
+    return this.#leaseDurationMs + 3 * this.#retryPeriodMs * (1 + JITTER_FACTOR) + this.#limiter.delayMs(this.#keys.size);
   }
 
   /**
@@ -450,7 +467,7 @@ export class Sharder implements ShardOwnership {
     const done = (async (): Promise<void> => {
       await held.idle();
       try {
-        await this.#bounded(this.#renewDeadlineMs, (s) => this.#fences.release(held, s));
+        await this.#releaseSlots.run(undefined, () => this.#bounded(this.#renewDeadlineMs, (s) => this.#fences.release(held, s)));
         if (this.#held.get(key) === held) this.#held.delete(key);
       } catch (err) {
         this.#logger.warn(`could not release the fence of ${key}; retrying: ${toError(err).message}`, { key, error: toError(err) });
@@ -501,11 +518,19 @@ export class Sharder implements ShardOwnership {
     }
   }
 
-  /** Deletes peer Leases dead for 10 lease durations, and fences of gone keys whose holder is not live. */
+  /**
+   * Deletes peer Leases dead for 10 lease durations, fences of gone keys whose holder is not live,
+   * and fences that name us but that this run does not hold and is not assigned (left by an earlier
+   * run with the same identity: no one else would take them while we are live).
+   */
   async #collectGarbage(fences: ReadonlyMap<string, FenceLease>, now: number): Promise<void> {
     const garbage: { readonly name: string; readonly resourceVersion: string }[] = this.#view.garbage(now).filter((p) => p.name !== this.#self.name);
     for (const fence of fences.values()) {
       const holder = fence.record.holderIdentity;
+      if (holder === this.identity && !this.#held.has(fence.key) && (!this.#keys.has(fence.key) || this.#ownerOf(fence.key) !== this.identity)) {
+        garbage.push(fence);
+        continue;
+      }
       if (this.#keys.has(fence.key) || holder === this.identity || (holder !== '' && this.#view.isLive(holder, now))) continue;
       // One collector per fence: the replica the key would go to.
       if (rendezvousOwner(fence.key, this.#peers) === this.identity) garbage.push(fence);
