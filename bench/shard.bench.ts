@@ -34,7 +34,9 @@ const replicaCounts = option('replicas', '1,2,4').split(',').map(Number);
 const tenantCount = Number(option('tenants', quick ? '20' : '50'));
 const largest = Number(option('largest', quick ? '20' : '60'));
 const timings = { leaseDurationMs: 10_000, renewDeadlineMs: 7_000, retryPeriodMs: 1_000 } as const;
-const settleTimeoutMs = Number(option('settle-timeout', quick ? '180' : '600')) * 1000;
+const settleTimeoutMs = Number(option('settle-timeout', quick ? '120' : '300')) * 1000;
+/** The replicas' connection to the management cluster: requests per second (the connection's default is 20, as the service's --kube-api-qps). */
+const managementQps = Number(option('management-qps', '20'));
 const MiB = 2 ** 20;
 const bench = new URL('./', import.meta.url).pathname;
 
@@ -52,6 +54,8 @@ class Replica {
   lastEvent = 0;
   maxOrphaned = 0;
   maxBoundMs = 0;
+  /** Times it lost the group (peer Lease not renewed within the renew deadline) and joined again. */
+  losses = 0;
   alive = true;
   readonly #proc: ChildProcess;
   readonly exited: Promise<void>;
@@ -91,6 +95,7 @@ class Replica {
         this.maxBoundMs = Math.max(this.maxBoundMs, e.boundMs);
         break;
       case 'mem': this.#memory?.(e); break;
+      case 'lost': this.losses++; break;
       case 'done': break;
     }
   }
@@ -155,6 +160,10 @@ async function settle(units: readonly Unit[], live: readonly Replica[], t0: numb
     if (owned) ownedMs ??= Date.now() - t0;
     else ownedMs = undefined;
     if (owned && live.every((r) => r.settled())) return { ownedMs, syncedMs: Date.now() - t0 };
+    if (live.some((r) => !r.alive)) {
+      process.stderr.write('# a replica exited on its own\n');
+      return { ownedMs: undefined, syncedMs: undefined };
+    }
     await delay(50);
   }
   process.stderr.write(`# not settled within ${settleTimeoutMs / 1000} s (keys owned as assigned: ${allOwned(units, live)})\n`);
@@ -179,6 +188,7 @@ interface RunResult {
   readonly kill: { readonly share: number; readonly moved: number; readonly movedElsewhere: number; readonly settled: Settled };
   readonly maxOrphaned: number;
   readonly maxBoundMs: number;
+  readonly losses: number;
 }
 
 async function run(dir: string, base: Omit<ReplicaConfig, 'group' | 'units'>, by: 'namespace' | 'pipeline', units: readonly Unit[], n: number): Promise<RunResult> {
@@ -225,6 +235,7 @@ async function run(dir: string, base: Omit<ReplicaConfig, 'group' | 'units'>, by
       kill: { share, moved: movedKill.length, movedElsewhere: movedKill.filter((u) => joined.get(u.key) !== victim.id).length, settled: killSettled },
       maxOrphaned: Math.max(...all.map((r) => r.maxOrphaned)),
       maxBoundMs: Math.max(...all.map((r) => r.maxBoundMs)),
+      losses: all.reduce((sum, r) => sum + r.losses, 0),
     };
   } finally {
     await Promise.all(all.map((r) => r.stop()));
@@ -274,7 +285,7 @@ try {
   });
   const fleet = JSON.parse(line) as { name: string; kubeconfig: string }[];
   const tenants = tenantsOf(fleet.map((c) => c.name), tenantCount, largest);
-  const base = { fleet, management: management.kubeconfig, namespace: 'fleetcache', ...timings };
+  const base = { fleet, management: management.kubeconfig, managementQps, namespace: 'fleetcache', ...timings };
   for (const n of replicaCounts) results.push(await run(dir, base, 'pipeline', unitsOf(tenants, 'pipeline'), n));
   results.push(await run(dir, base, 'namespace', unitsOf(tenants, 'namespace'), Math.max(...replicaCounts)));
 } finally {
@@ -286,7 +297,7 @@ try {
 
 const sizes = zipfSizes(clusters, tenantCount, largest);
 console.log(`\n${clusters} simulated clusters × 4 kinds × ${objects} objects, ${tenantCount} tenant namespaces of ${sizes[sizes.length - 1]}–${sizes[0]} clusters (Zipf-like), one pipeline per cluster.`);
-console.log(`Lease ${timings.leaseDurationMs / 1000} s, renew deadline ${timings.renewDeadlineMs / 1000} s, retry ${timings.retryPeriodMs / 1000} s; fence takes at the default rate (20/s, burst 50). RSS and heap after a GC, Δ over the replica's own start.`);
+console.log(`Lease ${timings.leaseDurationMs / 1000} s, renew deadline ${timings.renewDeadlineMs / 1000} s, retry ${timings.retryPeriodMs / 1000} s; fence takes at the default rate (20/s, burst 50); management connection ${managementQps} requests/s. "group lost": a replica's peer Lease not renewed within the renew deadline (it stops acting for every key, then joins again). RSS and heap after a GC, Δ over the replica's own start.`);
 const one = results.find((r) => r.by === 'pipeline' && r.n === 1);
 const maxRss = (r: RunResult): number => maxOf(r.memory.map((m) => m.rss - m.baseRss));
 console.log('\n| shard by | replicas | keys per replica (ideal) | caches per replica | RSS Δ per replica, MiB | heap Δ per replica, MiB | max RSS Δ ÷ 1 replica\'s (goal ≤ 1.2/N) | all keys owned in | all synced in |');
@@ -295,10 +306,10 @@ for (const r of results) {
   const ratio = one === undefined ? '-' : `${(maxRss(r) / maxRss(one)).toFixed(2)} (≤ ${(1.2 / r.n).toFixed(2)})`;
   console.log(`| ${r.by} | ${r.n} | ${Math.min(...r.keysPer)}–${maxOf(r.keysPer)} (${(r.keys / r.n).toFixed(0)}) | ${r.memory.map((m) => m.caches).join(' / ')} | ${r.memory.map((m) => mib(m.rss - m.baseRss)).join(' / ')} (total RSS ${r.memory.map((m) => mib(m.rss)).join(' / ')}) | ${r.memory.map((m) => mib(m.heap - m.baseHeap)).join(' / ')} | ${ratio} | ${s(r.first.ownedMs)} | ${s(r.first.syncedMs)} |`);
 }
-console.log('\n| shard by | N | join N→N+1: keys moved (ideal K/(N+1)), moved not to the new replica, all owned / synced in | SIGKILL N+1→N: dead replica\'s keys, keys moved, moved from others, owned again in (goal ≤ lease + 5 s = 15 s), synced in | max orphaned (status) | bound (status) |');
-console.log('| --- | --- | --- | --- | --- | --- |');
+console.log('\n| shard by | N | join N→N+1: keys moved (ideal K/(N+1)), moved not to the new replica, all owned / synced in | SIGKILL N+1→N: dead replica\'s keys, keys moved, moved from others, owned again in (goal ≤ lease + 5 s = 15 s), synced in | max orphaned (status) | bound (status) | group lost |');
+console.log('| --- | --- | --- | --- | --- | --- | --- |');
 for (const r of results) {
-  console.log(`| ${r.by} | ${r.n} | ${r.join.moved} (${(r.keys / (r.n + 1)).toFixed(0)}), ${r.join.movedElsewhere}, ${s(r.join.settled.ownedMs)} / ${s(r.join.settled.syncedMs)} | ${r.kill.share}, ${r.kill.moved}, ${r.kill.movedElsewhere}, ${s(r.kill.settled.ownedMs)}, ${s(r.kill.settled.syncedMs)} | ${r.maxOrphaned} | ${s(r.maxBoundMs)} |`);
+  console.log(`| ${r.by} | ${r.n} | ${r.join.moved} (${(r.keys / (r.n + 1)).toFixed(0)}), ${r.join.movedElsewhere}, ${s(r.join.settled.ownedMs)} / ${s(r.join.settled.syncedMs)} | ${r.kill.share}, ${r.kill.moved}, ${r.kill.movedElsewhere}, ${s(r.kill.settled.ownedMs)}, ${s(r.kill.settled.syncedMs)} | ${r.maxOrphaned} | ${s(r.maxBoundMs)} | ${r.losses} |`);
 }
 const n = Math.max(...replicaCounts);
 console.log(`\nUnit of work at N = ${n} (memory balance: max ÷ mean over the replicas; 1.00 is perfect):`);

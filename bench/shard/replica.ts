@@ -20,6 +20,7 @@ import type { Unit } from './tenants.ts';
 export interface ReplicaConfig {
   readonly fleet: readonly { readonly name: string; readonly kubeconfig: string }[];
   readonly management: string;
+  readonly managementQps: number;
   readonly namespace: string;
   readonly group: string;
   readonly units: readonly Unit[];
@@ -35,6 +36,7 @@ export type ReplicaEvent =
   | { readonly ev: 'stopped'; readonly key: string; readonly t: number }
   | { readonly ev: 'stat'; readonly t: number; readonly acting: number; readonly wanted: number; readonly synced: number; readonly failed: number; readonly caches: number; readonly joined: boolean; readonly orphaned: number; readonly unowned: number; readonly boundMs: number }
   | { readonly ev: 'mem'; readonly rss: number; readonly heap: number; readonly caches: number }
+  | { readonly ev: 'lost'; readonly t: number }
   | { readonly ev: 'done'; readonly outcome: string };
 
 const KINDS = [
@@ -63,7 +65,7 @@ const registry = registryWithKeeper({
 });
 const kubeConfig = new KubeConfig();
 kubeConfig.loadFromString(config.management);
-const connection = new ClusterConnection({ name: 'management', kubeConfig });
+const connection = new ClusterConnection({ name: 'management', kubeConfig, qps: config.managementQps, burst: Math.max(30, config.managementQps) });
 const sharder = new Sharder({
   leases: new KubeShardLeaseStore({ connection, namespace: config.namespace, group: config.group }),
   group: config.group,
@@ -160,7 +162,13 @@ createInterface({ input: process.stdin }).on('line', (line) => {
   }
 });
 
-const outcome = await sharder.run(controller.signal);
+// A replica that lost the group (its peer Lease not renewed within the renew deadline) stopped
+// acting for every key; the service would exit and be restarted: here it joins again at once.
+let outcome = await sharder.run(controller.signal);
+while (outcome === 'lost' && !controller.signal.aborted) {
+  emit({ ev: 'lost', t: Date.now() });
+  outcome = await sharder.run(controller.signal);
+}
 clearInterval(stats);
 emit({ ev: 'done', outcome });
 await registry.close();
