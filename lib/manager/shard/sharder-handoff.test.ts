@@ -3,6 +3,7 @@
 // run's fences where no one would take them).
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
+import { RecordingLogger } from '../../../fixtures/support/index.ts';
 import { Group, timing } from './group.test-util.ts';
 import type { MemoryLeaseClient } from './memory-store.ts';
 import { rendezvousOwner } from './rendezvous.ts';
@@ -97,6 +98,24 @@ describe('Sharder in a mass handoff', () => {
     assert.equal(gated.maxInFlight, 8);
     assert.ok(group.ownedBy('b').length > 30, `b took its share (${group.ownedBy('b').length})`);
     assert.equal(a.settled(), undefined, 'a kept the group throughout');
+  });
+
+  it('renews its peer Lease until a clean stop has released every fence, however long that takes', async () => {
+    const group = new Group(tenants(120));
+    const gated = new GatedDeletes(group.leases.client('a'));
+    const logger = new RecordingLogger();
+    const a = group.start('a', { leases: gated, logger, fenceTakeBurst: 200, maxFenceTakesPerSecond: 200 });
+    gated.open();
+    await group.until('a holds every key', () => group.ownedBy('a').length === 120);
+    gated.close();
+    a.stop();
+    group.boundMs = Infinity; // the gate holds the fences back on purpose
+    await group.advance(3 * timing.renewDeadlineMs);
+    assert.equal(a.settled(), undefined, 'still releasing');
+    assert.deepEqual(logger.lines.filter((l) => l.level === 'error').map((l) => l.message), [], 'the group was not lost while releasing');
+    gated.open(); // the releases stuck at the gate timed out meanwhile: they are tried again
+    await group.until('a clean stop', () => a.settled() === 'released');
+    assert.deepEqual(group.leases.snapshot(), [], 'every fence released, then the peer Lease deleted');
   });
 
   it('a second run under the same identity joins at once and lets go of the first run\'s fences that are not its own any more', async () => {

@@ -97,6 +97,8 @@ export interface SharderOptions extends LeaseTimingOptions {
 
 /** Fence DELETEs in flight at once (a join can move hundreds of keys away from one replica). */
 const RELEASES_AT_ONCE = 8;
+/** Attempts at each fence's release on a clean stop. */
+const RELEASE_ROUNDS = 3;
 
 /** A few keys for a log line. */
 function sample(keys: readonly string[]): string {
@@ -268,15 +270,25 @@ export class Sharder implements ShardOwnership {
     const inner = new AbortController();
     this.#inner = inner;
     const detach = onAbort(signal, () => { inner.abort(signal.reason); });
+    // The peer Lease is renewed until the fences are released on a clean stop (hundreds of
+    // releases can take longer than the renew deadline), not only until `signal` aborts.
+    const beating = new AbortController();
+    const renewing = this.#renewLoop(beating.signal);
     try {
-      await Promise.all([this.#renewLoop(inner.signal), this.#reconcileLoop(inner.signal)]);
+      await this.#reconcileLoop(inner.signal);
       if (this.#hasExpired()) {
         await this.#settleReleases();
         return 'lost';
       }
-      await this.#stop();
+      await this.#releaseAll();
+      if (this.#hasExpired()) return 'lost';
+      beating.abort();
+      await renewing;
+      await this.#leaveGroup();
       return 'released';
     } finally {
+      beating.abort();
+      await renewing;
       detach();
       this.#expiry?.cancel();
       this.#running = false;
@@ -579,10 +591,21 @@ export class Sharder implements ShardOwnership {
   }
 
   /** A clean stop: end every ownership, release every fence once its work settled, delete the peer Lease. */
-  async #stop(): Promise<void> {
+  /** A clean stop, first half: lets go of every key and releases its fence once its work settled. */
+  async #releaseAll(): Promise<void> {
     for (const [key, held] of this.#held) if (!held.leaving) this.#leave(key, held, 'this replica is stopping');
     this.#flush();
     await this.#settleReleases();
+    // A release that failed (a timeout behind a queue) is tried again, as a tick would; what is
+    // left after that lapses with our peer Lease, which we delete next.
+    for (let round = 1; round < RELEASE_ROUNDS && this.#held.size > 0 && !this.#expired; round++) {
+      for (const [key, held] of this.#held) if (!held.releasing) this.#release(key, held);
+      await this.#settleReleases();
+    }
+  }
+
+  /** A clean stop, second half: deletes the peer Lease, so the others see us gone at once. */
+  async #leaveGroup(): Promise<void> {
     try {
       await this.#bounded(this.#renewDeadlineMs, (s) => this.#self.delete(s));
       this.#logger.info('left the shard group');
