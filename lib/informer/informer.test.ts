@@ -136,7 +136,7 @@ describe('ResourceInformer: watch events', () => {
   });
 
   it('does not report an update whose resourceVersion did not change', async () => {
-    const { client, informer, seen } = await synced();
+    const { client, seen } = await synced();
     const obj = client.upsert(cm('ns', 'a'));
     client.send({ type: 'MODIFIED', object: obj });
     await settle();
