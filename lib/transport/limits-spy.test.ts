@@ -4,12 +4,11 @@
 import assert from 'node:assert/strict';
 import { getEventListeners } from 'node:events';
 import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
-import type { AddressInfo } from 'node:net';
 import { after, afterEach, before, describe, it } from 'node:test';
 import { ClosedError, FakeClock, type Clock, type Timer } from '../util/index.ts';
 import { ClusterConnection, createListLimiter, resourcePath } from './index.ts';
 import { ConcurrencyLimiter, defaultListLimiter, TokenBucket } from './limiter.ts';
-import { eventually, kubeConfigFor, settle } from '../../fixtures/support/index.ts';
+import { closeServer, eventually, kubeConfigFor, listenLoopback, settle } from '../../fixtures/support/index.ts';
 
 /** Tracks whether a promise settled, and how, without awaiting it. */
 function track<T>(promise: Promise<T>): { state: 'pending' | 'resolved' | 'rejected'; error?: unknown } {
@@ -283,13 +282,9 @@ describe('ClusterConnection limits', () => {
   const info = { gvk: configMapGvk, resource: 'configmaps', namespaced: true, verbs: ['list', 'watch'] } as const;
   const getPath = resourcePath(info, { namespace: 'ns', name: 'x' });
 
-  before(async () => {
-    await new Promise<void>((resolve) => { server.listen(0, '127.0.0.1', resolve); });
-    url = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
-  });
+  before(async () => { url = await listenLoopback(server); });
   after(async () => {
-    server.closeAllConnections();
-    await new Promise<void>((resolve) => { server.close(() => { resolve(); }); });
+    await closeServer(server);
   });
   afterEach(() => {
     arrivals.length = 0;
