@@ -242,18 +242,18 @@ describe('ResourceInformer: retries', () => {
     await settle();
     assert.equal(client.listCalls.length, 1);
     assert.ok(informer.stats().lastError instanceof KubeApiError);
-    clock.advance(799);
-    await settle();
-    assert.equal(client.listCalls.length, 1, 'the first retry waits 800 ms');
-    clock.advance(1);
-    await settle();
-    assert.equal(client.listCalls.length, 2);
-    clock.advance(6_999);
-    await settle();
-    assert.equal(client.listCalls.length, 2, 'Retry-After: 7 is honoured over the 1.6 s backoff');
-    clock.advance(1);
-    await settle();
-    assert.equal(client.listCalls.length, 3);
+    // [advance the clock by, LISTs made by then, why]
+    const steps: readonly (readonly [number, number, string?])[] = [
+      [799, 1, 'the first retry waits 800 ms'],
+      [1, 2],
+      [6_999, 2, 'Retry-After: 7 is honoured over the 1.6 s backoff'],
+      [1, 3],
+    ];
+    for (const [ms, lists, why] of steps) {
+      clock.advance(ms);
+      await settle();
+      assert.equal(client.listCalls.length, lists, why);
+    }
     assert.equal(informer.synced, true);
     assert.equal(informer.stats().lastError, undefined, 'cleared by a successful LIST');
   });
