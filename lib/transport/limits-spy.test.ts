@@ -353,20 +353,22 @@ describe('ClusterConnection limits', () => {
     };
     const stuck = new AbortController();
     t.after(() => { stuck.abort(); });
-    const hungClient = connect('hung').resourceClient(info);
-    const pending = Array.from({ length: 4 }, () => hungClient.list({ namespace: 'hang', signal: stuck.signal }).then(() => 'answered', () => 'aborted'));
-    await eventually('the hung cluster\'s first LISTs to arrive', () => hanging.size === 2, 5_000);
-    await settle(5);
+    /** Starts `count` LISTs on `cluster` that hang until `stuck` aborts; waits until `arrived` hang at the server. */
+    const hang = async (cluster: string, count: number, what: string, arrived: number): Promise<Promise<string>[]> => {
+      const client = connect(cluster).resourceClient(info);
+      const lists = Array.from({ length: count }, () => client.list({ namespace: 'hang', signal: stuck.signal }).then(() => 'answered', () => 'aborted'));
+      await eventually(what, () => hanging.size === arrived, 5_000);
+      await settle(5);
+      return lists;
+    };
+    const pending = await hang('hung', 4, 'the hung cluster\'s first LISTs to arrive', 2);
     assert.equal(listLimiter.held, 2, 'the hung cluster holds its share of 2');
     assert.equal(listLimiter.waiting, 0, 'its other LISTs wait in its share, not in the shared queue');
 
     const healthy = await released('a healthy cluster\'s LIST', connect('healthy').resourceClient(info).list({ namespace: 'ns', signal: AbortSignal.timeout(10_000) }));
     assert.equal(healthy.items.length, ITEMS.length, 'the healthy cluster listed while the hung one held its share');
 
-    const other = connect('other-hung').resourceClient(info);
-    const more = Array.from({ length: 2 }, () => other.list({ namespace: 'hang', signal: stuck.signal }).then(() => 'answered', () => 'aborted'));
-    await eventually('the other hung cluster\'s first LIST to arrive', () => hanging.size === 3, 5_000);
-    await settle(5);
+    const more = await hang('other-hung', 2, 'the other hung cluster\'s first LIST to arrive', 3);
     assert.equal(listLimiter.held, 3, 'the shared cap of 3');
     assert.equal(listLimiter.waiting, 1, 'the next LIST waits for a shared slot');
     stuck.abort();
