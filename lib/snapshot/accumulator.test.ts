@@ -6,15 +6,8 @@ import { FakeClock, TransportError, type GroupVersionKind } from '../util/index.
 import { FleetAccumulator, snapshotQuery, type FleetSnapshot, type QuerySet } from './index.ts';
 import { FakeSnapshotSource, type FakeCache } from './testing.ts';
 import { settle } from '../../fixtures/support/index.ts';
+import { CM, east, SECRET, west, type ConfigMap } from './objects.test-util.ts';
 
-interface ConfigMap extends KubeObject {
-  readonly data?: Readonly<Record<string, string>>;
-}
-
-const CM: GroupVersionKind = { group: '', version: 'v1', kind: 'ConfigMap' };
-const SECRET: GroupVersionKind = { group: '', version: 'v1', kind: 'Secret' };
-const east: ClusterRef = { kind: 'static', name: 'east' };
-const west: ClusterRef = { kind: 'static', name: 'west' };
 
 function cm(name: string, data: Record<string, string> = {}, labels: Record<string, string> = {}, namespace = 'ns'): ConfigMap {
   return { metadata: { namespace, name, labels }, data };
