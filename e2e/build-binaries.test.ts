@@ -8,6 +8,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { fileURLToPath } from 'node:url';
+import { fakeGoScript } from './fake-go.test-util.ts';
 
 const script = fileURLToPath(new URL('./build-binaries.sh', import.meta.url));
 
@@ -55,13 +56,7 @@ const packages: Record<string, string[]> = {
 
 // Emulates the go subcommands the script runs. FAKE_GO_FAIL=download|etcd|kube-apiserver fails that step
 // the way go does: its own lines on stderr, then a non-zero exit.
-const fakeGo = `#!/usr/bin/env bash
-set -euo pipefail
-echo "$*" >>"$FAKE_GO_LOG"
-name="$(basename "$PWD")"
-case "$1 \${2:-}" in
-  "env GOMODCACHE") echo "$FAKE_GO_MODCACHE" ;;
-  "mod download")
+const fakeGo = fakeGoScript(`  "mod download")
     while read -r path version; do
       [[ -z "$path" ]] && continue
       url="https://proxy.golang.org/$path/@v/$version"
@@ -93,9 +88,7 @@ case "$1 \${2:-}" in
     echo "$pkg" >&2
     printf '#!/bin/sh\\n' >"$out"; chmod +x "$out"
     ;;
-  *) echo "fake go: unexpected: go $*" >&2; exit 2 ;;
-esac
-`;
+`);
 
 interface Run {
   readonly code: number;

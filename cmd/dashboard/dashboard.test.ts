@@ -6,9 +6,10 @@ import type { InformerHandler } from '../../lib/informer/index.ts';
 import type { CacheInfo, HeldReader } from '../../lib/registry/index.ts';
 import type { KubeObject } from '../../lib/transport/index.ts';
 import { FakeClock, type GroupVersionKind } from '../../lib/util/index.ts';
-import { HttpServer, type ShardStatus } from '../../lib/manager/index.ts';
+import { HttpServer, type HttpServerOptions, type ShardStatus } from '../../lib/manager/index.ts';
 import { Dashboard, type DashboardRegistry, type DashboardState } from './index.ts';
 import { appJs, pageHtml, securityHeaders } from './page.ts';
+import { unreachablePipeline } from './fleet.test-util.ts';
 import { eventually, EVERY_TURN } from '../../fixtures/support/index.ts';
 
 const PIPELINE_GVK: GroupVersionKind = { group: 'fleetcache.dev', version: 'v1alpha1', kind: 'Pipeline' };
@@ -101,6 +102,18 @@ async function events(url: string, headers: Record<string, string> = {}): Promis
   return { status: res.status, retryAfter: res.headers.get('retry-after'), documents, get reconnect() { return seen.reconnect; }, done, close };
 }
 
+/** The dashboard's handlers on a loopback HTTP server that asks `authorize` about every request. */
+function serveDashboard(dashboard: Dashboard, authorize: NonNullable<HttpServerOptions['authorize']>): Promise<HttpServer> {
+  return HttpServer.start({
+    name: 'metrics',
+    address: { host: '127.0.0.1', port: 0 },
+    routes: {},
+    handlers: dashboard.handlers,
+    publicPaths: dashboard.publicPaths,
+    authorize,
+  });
+}
+
 describe('the dashboard', () => {
   const clock = new FakeClock(Date.UTC(2026, 10, 23, 9));
   const dashboard = new Dashboard({ clock, stream: { minIntervalMs: 250 } });
@@ -116,18 +129,11 @@ describe('the dashboard', () => {
 
   it('serves the page to anyone with a strict CSP, and the state only to who the server authorizes', async () => {
     const asked: string[] = [];
-    server = await HttpServer.start({
-      name: 'metrics',
-      address: { host: '127.0.0.1', port: 0 },
-      routes: {},
-      handlers: dashboard.handlers,
-      publicPaths: dashboard.publicPaths,
-      authorize: (req, path) => {
-        asked.push(path);
-        return Promise.resolve(req.headers.authorization === 'Bearer good'
-          ? { allowed: true, user: 'reader' }
-          : { allowed: false, status: 401, message: 'Unauthorized' });
-      },
+    server = await serveDashboard(dashboard, (req, path) => {
+      asked.push(path);
+      return Promise.resolve(req.headers.authorization === 'Bearer good'
+        ? { allowed: true, user: 'reader' }
+        : { allowed: false, status: 401, message: 'Unauthorized' });
     });
     for (const [path, type] of [['/dashboard/', 'text/html; charset=utf-8'], ['/dashboard/app.js', 'text/javascript; charset=utf-8'], ['/dashboard/app.css', 'text/css; charset=utf-8'], ['/dashboard/favicon.svg', 'image/svg+xml']] as const) {
       const res = await fetch(`${server.url}${path}`);
@@ -248,17 +254,7 @@ describe('the dashboard', () => {
 
 /** `count` Pipelines with `targets` unreachable targets in each of two environments. */
 function unreachableFleet(count: number, targets: number): KubeObject[] {
-  return Array.from({ length: count }, (_, p) => ({
-    metadata: { namespace: `team-${p}`, name: `app-${p}`, generation: 1 },
-    status: {
-      observedGeneration: 1,
-      environments: ['staging', 'prod'].map((env) => ({
-        name: env,
-        ready: false,
-        targets: Array.from({ length: targets }, (_, t) => ({ cluster: `secret:team-${p}/cluster-${t}`, namespace: 'apps', readable: false, ready: false, error: `cluster secret:team-${p}/cluster-${t}: connect ETIMEDOUT 10.0.${p}.${t % 250}:6443` })),
-      })),
-    },
-  }));
+  return Array.from({ length: count }, (_, p) => unreachablePipeline(p, targets));
 }
 
 describe('the dashboard under load and over time', () => {
@@ -290,19 +286,12 @@ describe('the dashboard under load and over time', () => {
 
   it('serves 6 Pipelines × 1,000 unreachable targets (over 1 MiB of status) to every viewer, cut to its bound with a marker', async () => {
     registry.pipelines.objects.push(...unreachableFleet(6, 1_000));
-    server = await HttpServer.start({
-      name: 'metrics',
-      address: { host: '127.0.0.1', port: 0 },
-      routes: {},
-      handlers: dashboard.handlers,
-      publicPaths: dashboard.publicPaths,
-      authorize: (req) => {
-        const user = users.get(req.headers.authorization ?? '');
-        asked.push(user ?? '');
-        if (user === undefined) return Promise.resolve({ allowed: false, status: 401, message: 'Unauthorized' });
-        if (revoked.has(user)) return Promise.resolve({ allowed: false, status: 403, message: `Authorization denied for user ${user}` });
-        return Promise.resolve({ allowed: true, user });
-      },
+    server = await serveDashboard(dashboard, (req) => {
+      const user = users.get(req.headers.authorization ?? '');
+      asked.push(user ?? '');
+      if (user === undefined) return Promise.resolve({ allowed: false, status: 401, message: 'Unauthorized' });
+      if (revoked.has(user)) return Promise.resolve({ allowed: false, status: 403, message: `Authorization denied for user ${user}` });
+      return Promise.resolve({ allowed: true, user });
     });
     running = dashboard.run(registry, stop.signal);
     await eventually('the Pipelines read', () => registry.attempts === 1, EVERY_TURN);

@@ -7,6 +7,7 @@ import { rendezvousOwner, type ShardStatus } from '../../lib/manager/index.ts';
 import { KubeApiError, TransportError } from '../../lib/util/index.ts';
 import { AssignmentMemo, MAX_SHARD_KEYS, type ShardView } from './shards.ts';
 import { buildState, clusterOfConnection, errorReason, MAX_FIELD_TEXT, MAX_HISTORY, MAX_OMITTED_NAMES, MIN_DOCUMENT_BYTES, pipelineView, type DashboardState, type RequestCounts } from './model.ts';
+import { unreachablePipeline } from './fleet.test-util.ts';
 
 const NOW = Date.UTC(2026, 10, 23, 9, 0, 0);
 
@@ -188,18 +189,16 @@ describe('the dashboard state', () => {
     const MAX = 512 * 1024;
     /** `count` Pipelines of `targets` unreachable targets in each of two environments, and some history. */
     function fleet(count: number, targets: number, name = 'app'): KubeObject[] {
-      return Array.from({ length: count }, (_, p) => ({
-        metadata: { namespace: `team-${p}`, name: `${name}-${p}`, generation: 1 },
-        status: {
-          observedGeneration: 1,
-          environments: ['staging', 'prod'].map((env) => ({
-            name: env,
-            ready: false,
-            targets: Array.from({ length: targets }, (_, t) => ({ cluster: `secret:team-${p}/cluster-${t}`, namespace: 'apps', readable: false, ready: false, error: `cluster secret:team-${p}/cluster-${t}: connect ETIMEDOUT 10.0.${p}.${t % 250}:6443` })),
-          })),
-          promotions: Array.from({ length: 10 }, (_, i) => ({ environment: 'prod', revision: `1.${i}.0`, strategy: 'patch', state: 'Failed', attempts: 1, startedAt: new Date(NOW + i * 1000).toISOString() })),
-        },
-      }));
+      return Array.from({ length: count }, (_, p) => {
+        const pipeline = unreachablePipeline(p, targets, name);
+        return {
+          ...pipeline,
+          status: {
+            ...pipeline.status,
+            promotions: Array.from({ length: 10 }, (_, i) => ({ environment: 'prod', revision: `1.${i}.0`, strategy: 'patch', state: 'Failed', attempts: 1, startedAt: new Date(NOW + i * 1000).toISOString() })),
+          },
+        };
+      });
     }
     const size = (state: DashboardState): number => Buffer.byteLength(JSON.stringify(state));
 

@@ -32,17 +32,26 @@ function deferred(): { promise: Promise<string>; resolve: (value: string) => voi
 
 const erase = '\r\u001b[K';
 
+/**
+ * Waits, through the narrator, on work that ends when the test settles `work`; `label` renames what
+ * is awaited (a no-op until the narrator has started the work, as the optional call it replaces was).
+ */
+function waitOnDeferred(narrator: Narrator, what: string): { work: ReturnType<typeof deferred>; waiting: Promise<string>; label: (what: string) => void } {
+  const work = deferred();
+  let update: ((what: string) => void) | undefined;
+  const waiting = narrator.wait(what, async (wait) => {
+    update = (next) => { wait.update(next); };
+    return work.promise;
+  });
+  return { work, waiting, label: (next) => { update?.(next); } };
+}
+
 describe('Narrator off a terminal (CI logs)', () => {
   it('writes a "still waiting" line with the elapsed time once per interval, and nothing once done', async () => {
     const clock = new FakeClock(1_000_000);
     const screen = new Screen(false);
     const narrator = new Narrator({ out: screen, clock, lineIntervalMs: 5000 });
-    const work = deferred();
-    let label: ((what: string) => void) | undefined;
-    const waiting = narrator.wait('the apiserver to start', async (wait) => {
-      label = (what) => { wait.update(what); };
-      return work.promise;
-    });
+    const { work, waiting, label } = waitOnDeferred(narrator, 'the apiserver to start');
     assert.equal(screen.take(), '', 'the step line already says what starts; nothing more at once');
     clock.advance(4999);
     assert.equal(screen.take(), '');
@@ -51,7 +60,7 @@ describe('Narrator off a terminal (CI logs)', () => {
     clock.advance(2500);
     narrator.line('management   etcd ready');
     assert.equal(screen.take(), 'management   etcd ready\n');
-    label?.('caches to sync');
+    label('caches to sync');
     assert.equal(screen.take(), '', 'a new phase waits for the next line');
     clock.advance(2500);
     assert.equal(screen.take(), '  … still waiting for caches to sync (10 s)\n');
@@ -80,12 +89,7 @@ describe('Narrator on a terminal', () => {
     const clock = new FakeClock();
     const screen = new Screen(true, 200);
     const narrator = new Narrator({ out: screen, clock, frameIntervalMs: 100 });
-    const work = deferred();
-    let label: ((what: string) => void) | undefined;
-    const waiting = narrator.wait('prod to reach 1.1.0', async (wait) => {
-      label = (what) => { wait.update(what); };
-      return work.promise;
-    });
+    const { work, waiting, label } = waitOnDeferred(narrator, 'prod to reach 1.1.0');
     assert.equal(screen.take(), `${erase}⠋ waiting for prod to reach 1.1.0 (0.0 s)`, 'drawn at once');
     clock.advance(100);
     assert.equal(screen.take(), `${erase}⠙ waiting for prod to reach 1.1.0 (0.1 s)`);
@@ -95,7 +99,7 @@ describe('Narrator on a terminal', () => {
     assert.equal(frames.at(-1), '⠋ waiting for prod to reach 1.1.0 (2.0 s)', 'ten frames, round and round');
     narrator.line('pipeline     dev 1.1.0 ✓');
     assert.equal(screen.take(), `${erase}pipeline     dev 1.1.0 ✓\n${erase}⠋ waiting for prod to reach 1.1.0 (2.0 s)`, 'the line goes above the spinner');
-    label?.('staging to be promoted');
+    label('staging to be promoted');
     assert.equal(screen.take(), `${erase}⠋ waiting for staging to be promoted (2.0 s)`);
     work.resolve('done');
     assert.equal(await waiting, 'done');

@@ -8,17 +8,12 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { fileURLToPath } from 'node:url';
+import { fakeGoScript } from '../fake-go.test-util.ts';
 
 const script = fileURLToPath(new URL('../build-binaries.sh', import.meta.url));
 const MODULES = { 'source-controller': 'v1.9.0', 'kustomize-controller': 'v1.9.6' } as const;
 
-const fakeGo = `#!/usr/bin/env bash
-set -euo pipefail
-echo "$*" >>"$FAKE_GO_LOG"
-name="$(basename "$PWD")"
-case "$1 \${2:-}" in
-  "env GOMODCACHE") echo "$FAKE_GO_MODCACHE" ;;
-  "mod download")
+const fakeGo = fakeGoScript(`  "mod download")
     url="https://proxy.golang.org/github.com/fluxcd/$name/@v/v1.zip"
     echo "# get $url" >&2; echo "# get $url: 200 OK (0.010s)" >&2 ;;
   "list -deps") echo "github.com/fluxcd/pkg/runtime" ;;
@@ -28,9 +23,7 @@ case "$1 \${2:-}" in
     while (($#)); do case "$1" in -o) out="$2"; shift 2 ;; *) pkg="$1"; shift ;; esac; done
     echo "github.com/fluxcd/pkg/runtime" >&2; echo "$pkg" >&2
     printf '#!/bin/sh\\n' >"$out"; chmod +x "$out" ;;
-  *) echo "fake go: unexpected: go $*" >&2; exit 2 ;;
-esac
-`;
+`);
 
 interface Run { readonly code: number; readonly stdout: string; readonly stderr: string }
 

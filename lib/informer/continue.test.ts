@@ -71,14 +71,20 @@ function listRequests(sim: SimulatedCluster): Promise<[string | undefined, boole
   }, 10_000);
 }
 
+/** Five ConfigMaps, the first `expiries` continuations expired, and an informer paging by 2, synced. */
+async function syncedWithExpiries(t: TestContext, expiries: number): Promise<{ sim: SimulatedCluster; lists: Setup['lists']; informer: ResourceInformer }> {
+  const { sim, client, lists } = await setup(t, 5);
+  expireContinuations(sim, expiries);
+  const informer = new ResourceInformer({ client, namespace: 'apps', pageSize: 2 });
+  t.after(() => informer.stop());
+  informer.start();
+  await informer.waitForSync(AbortSignal.timeout(10_000));
+  return { sim, lists, informer };
+}
+
 describe('informer: expired continue tokens (simulated API server)', () => {
   it('restarts the LIST from the beginning when a continuation answers 410', async (t) => {
-    const { sim, client, lists } = await setup(t, 5);
-    expireContinuations(sim, 1);
-    const informer = new ResourceInformer({ client, namespace: 'apps', pageSize: 2 });
-    t.after(() => informer.stop());
-    informer.start();
-    await informer.waitForSync(AbortSignal.timeout(10_000));
+    const { sim, lists, informer } = await syncedWithExpiries(t, 1);
     assert.deepEqual(await listRequests(sim), [
       ['2', false, 200], ['2', true, 410],
       ['2', false, 200], ['2', true, 200],
@@ -89,12 +95,7 @@ describe('informer: expired continue tokens (simulated API server)', () => {
   });
 
   it('falls back to one unpaginated LIST after a second expiry', async (t) => {
-    const { sim, client, lists } = await setup(t, 5);
-    expireContinuations(sim, 2);
-    const informer = new ResourceInformer({ client, namespace: 'apps', pageSize: 2 });
-    t.after(() => informer.stop());
-    informer.start();
-    await informer.waitForSync(AbortSignal.timeout(10_000));
+    const { sim, lists, informer } = await syncedWithExpiries(t, 2);
     assert.deepEqual(await listRequests(sim), [
       ['2', false, 200], ['2', true, 410],
       ['2', false, 200], ['2', true, 410],

@@ -50,6 +50,17 @@ function setup(options: Partial<InformerOptions> = {}, client = new FakeResource
   return { client, clock, informer };
 }
 
+/** A default informer with a recording handler, started, synced, and its initial events delivered. */
+async function synced(): Promise<{ client: FakeResourceClient; informer: ResourceInformer; seen: Seen[] }> {
+  const { client, informer } = setup();
+  const { seen, handler } = recorder();
+  informer.addHandler(handler);
+  informer.start();
+  await informer.waitForSync();
+  await settle();
+  return { client, informer, seen };
+}
+
 describe('ResourceInformer: listing and syncing', () => {
   it('lists page by page and is synced only after the last page is applied', async () => {
     const client = new FakeResourceClient();
@@ -109,12 +120,7 @@ describe('ResourceInformer: listing and syncing', () => {
 
 describe('ResourceInformer: watch events', () => {
   it('reports add, update with old and new objects, and delete with the final state', async () => {
-    const { client, informer } = setup();
-    const { seen, handler } = recorder();
-    informer.addHandler(handler);
-    informer.start();
-    await informer.waitForSync();
-    await settle();
+    const { client, informer, seen } = await synced();
     const created = client.upsert(cm('ns', 'a', { v: '1' }));
     client.upsert(cm('ns', 'a', { v: '2' }));
     const old = created.metadata?.resourceVersion;
@@ -130,12 +136,7 @@ describe('ResourceInformer: watch events', () => {
   });
 
   it('does not report an update whose resourceVersion did not change', async () => {
-    const { client, informer } = setup();
-    const { seen, handler } = recorder();
-    informer.addHandler(handler);
-    informer.start();
-    await informer.waitForSync();
-    await settle();
+    const { client, seen } = await synced();
     const obj = client.upsert(cm('ns', 'a'));
     client.send({ type: 'MODIFIED', object: obj });
     await settle();
@@ -143,12 +144,7 @@ describe('ResourceInformer: watch events', () => {
   });
 
   it('shows a delete and recreate (new UID) as a delete then an add', async () => {
-    const { client, informer } = setup();
-    const { seen, handler } = recorder();
-    informer.addHandler(handler);
-    informer.start();
-    await informer.waitForSync();
-    await settle();
+    const { client, informer, seen } = await synced();
     client.upsert(cm('ns', 'a'));
     client.remove('ns/a');
     client.upsert(cm('ns', 'a'));
@@ -246,18 +242,18 @@ describe('ResourceInformer: retries', () => {
     await settle();
     assert.equal(client.listCalls.length, 1);
     assert.ok(informer.stats().lastError instanceof KubeApiError);
-    clock.advance(799);
-    await settle();
-    assert.equal(client.listCalls.length, 1, 'the first retry waits 800 ms');
-    clock.advance(1);
-    await settle();
-    assert.equal(client.listCalls.length, 2);
-    clock.advance(6_999);
-    await settle();
-    assert.equal(client.listCalls.length, 2, 'Retry-After: 7 is honoured over the 1.6 s backoff');
-    clock.advance(1);
-    await settle();
-    assert.equal(client.listCalls.length, 3);
+    // [advance the clock by, LISTs made by then, why]
+    const steps: readonly (readonly [number, number, string?])[] = [
+      [799, 1, 'the first retry waits 800 ms'],
+      [1, 2],
+      [6_999, 2, 'Retry-After: 7 is honoured over the 1.6 s backoff'],
+      [1, 3],
+    ];
+    for (const [ms, lists, why] of steps) {
+      clock.advance(ms);
+      await settle();
+      assert.equal(client.listCalls.length, lists, why);
+    }
     assert.equal(informer.synced, true);
     assert.equal(informer.stats().lastError, undefined, 'cleared by a successful LIST');
   });

@@ -48,16 +48,22 @@ function setup(options: Partial<InformerOptions> = {}, client = new FakeResource
   return { client, clock, informer };
 }
 
+/** Starts the informer with a recording handler and returns what it records after the initial sync. */
+async function recordingAfterSync(informer: ResourceInformer): Promise<Seen[]> {
+  const { seen, handler } = recorder();
+  informer.addHandler(handler);
+  informer.start();
+  await informer.waitForSync();
+  await settle();
+  seen.length = 0;
+  return seen;
+}
+
 describe('informer: a delete for an object already gone delivers nothing', () => {
   it('a repeated DELETED on the watch is delivered once', async () => {
     const { client, informer } = setup({ random: () => 0 });
     const last = client.upsert(cm('a'), { quiet: true });
-    const { seen, handler } = recorder();
-    informer.addHandler(handler);
-    informer.start();
-    await informer.waitForSync();
-    await settle();
-    seen.length = 0;
+    const seen = await recordingAfterSync(informer);
     client.remove('ns/a');
     // The same deletion again, as a replayed event, and once more with a later resourceVersion.
     client.send({ type: 'DELETED', object: last });
@@ -73,12 +79,7 @@ describe('informer: a delete for an object already gone delivers nothing', () =>
     const { client, informer } = setup({ random: () => 0 });
     const final = client.upsert(cm('a'), { quiet: true });
     client.upsert(cm('b'), { quiet: true });
-    const { seen, handler } = recorder();
-    informer.addHandler(handler);
-    informer.start();
-    await informer.waitForSync();
-    await settle();
-    seen.length = 0;
+    const seen = await recordingAfterSync(informer);
     // Deleted while the watch was broken: the relist after the 410 synthesizes the delete...
     client.remove('ns/a', { quiet: true });
     client.stream?.fail(gone());

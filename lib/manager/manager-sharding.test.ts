@@ -1,7 +1,6 @@
 import assert from 'node:assert/strict';
-import { after, before, describe, it } from 'node:test';
-import { KubeConfig } from '@kubernetes/client-node';
-import { SimulatedCluster } from '../../fixtures/index.ts';
+import { describe, it } from 'node:test';
+import { simulatedClusterForSuite } from '../../fixtures/support/index.ts';
 import { eventually } from '../../e2e/harness/index.ts';
 import { parseExposition } from '../../cmd/exposition.test-util.ts';
 import { ClusterSet, LocalProvider } from '../cluster/index.ts';
@@ -15,13 +14,8 @@ const loopback = { host: '127.0.0.1', port: 0 };
 const shardTiming = { leaseDurationMs: 2_000, renewDeadlineMs: 1_500, retryPeriodMs: 200 } as const;
 
 describe('Manager with sharding', () => {
-  let cluster: SimulatedCluster;
-  const kubeConfig = new KubeConfig();
-  before(async () => {
-    cluster = await SimulatedCluster.start({ namespaces: ['ops'], kinds: [{ ...leaseKind, namespaced: true }] });
-    kubeConfig.loadFromString(cluster.kubeconfig);
-  });
-  after(() => cluster.close());
+  const suite = simulatedClusterForSuite({ namespaces: ['ops'], kinds: [{ ...leaseKind, namespaced: true }] });
+  const { kubeConfig } = suite;
 
   const clusters: ManagerOptions['clusters'] = ({ onRequest }) => new ClusterSet({ local: kubeConfig, provider: new LocalProvider({ kubeConfig }), onRequest, logger: noopLogger });
   const registry: ManagerOptions['registry'] = ({ queue, clusters: keeper }) => new Registry({ clusters: keeper, queue, logger: noopLogger });
@@ -97,7 +91,7 @@ describe('Manager with sharding', () => {
       for (const r of replicas) r.controller.abort();
       await Promise.all(replicas.map((r) => r.done));
     }
-    const left = cluster.store.list({ apiVersion: 'coordination.k8s.io/v1', kind: 'Lease' }, { namespace: 'ops', labelSelector: `${SHARD_GROUP_LABEL}=widgets` });
+    const left = suite.cluster.store.list({ apiVersion: 'coordination.k8s.io/v1', kind: 'Lease' }, { namespace: 'ops', labelSelector: `${SHARD_GROUP_LABEL}=widgets` });
     assert.deepEqual(left, [], 'a clean stop leaves no Lease behind');
   });
 
@@ -121,7 +115,7 @@ describe('Manager with sharding', () => {
     controller.abort();
     const hung = new Promise<never>((_, reject) => { setTimeout(() => { reject(new Error('start did not resolve after the grace period')); }, 10_000).unref(); });
     await assert.rejects(Promise.race([done, hung]), ShutdownTimeoutError);
-    const fence = (): unknown => cluster.store.list({ apiVersion: 'coordination.k8s.io/v1', kind: 'Lease' }, { namespace: 'ops', labelSelector: `${SHARD_GROUP_LABEL}=stuck,fleetcache.io/shard-role=fence` })[0];
+    const fence = (): unknown => suite.cluster.store.list({ apiVersion: 'coordination.k8s.io/v1', kind: 'Lease' }, { namespace: 'ops', labelSelector: `${SHARD_GROUP_LABEL}=stuck,fleetcache.io/shard-role=fence` })[0];
     assert.ok(fence() !== undefined, 'the fence stays while the work it guards runs');
     finish();
   });

@@ -1,9 +1,8 @@
 import assert from 'node:assert/strict';
 import { EventEmitter } from 'node:events';
 import { request as httpsRequest } from 'node:https';
-import { after, before, describe, it } from 'node:test';
-import { KubeConfig } from '@kubernetes/client-node';
-import { SimulatedCluster } from '../../fixtures/index.ts';
+import { describe, it } from 'node:test';
+import { simulatedClusterForSuite } from '../../fixtures/support/index.ts';
 import { eventually } from '../../e2e/harness/index.ts';
 import { ClusterSet, LocalProvider } from '../cluster/index.ts';
 import { FakeClusters } from '../cluster/testing.ts';
@@ -42,13 +41,8 @@ function getInsecure(url: string, token?: string): Promise<{ status: number; bod
 }
 
 describe('Manager', () => {
-  let cluster: SimulatedCluster;
-  const kubeConfig = new KubeConfig();
-  before(async () => {
-    cluster = await SimulatedCluster.start({ namespaces: ['ops'], kinds: [{ ...leaseKind, namespaced: true }] });
-    kubeConfig.loadFromString(cluster.kubeconfig);
-  });
-  after(() => cluster.close());
+  const suite = simulatedClusterForSuite({ namespaces: ['ops'], kinds: [{ ...leaseKind, namespaced: true }] });
+  const { kubeConfig } = suite;
 
   const clusters: ManagerOptions['clusters'] = ({ onRequest }) => new ClusterSet({ local: kubeConfig, provider: new LocalProvider({ kubeConfig }), onRequest, logger: noopLogger });
   const registry: ManagerOptions['registry'] = ({ queue, clusters: keeper }) => new Registry({ clusters: keeper, queue, logger: noopLogger });
@@ -152,7 +146,7 @@ describe('Manager', () => {
         events.push(`reconciled ${key}`);
       },
     });
-    const lease = (): string | undefined => (cluster.store.get({ apiVersion: 'coordination.k8s.io/v1', kind: 'Lease', namespace: 'ops', name: 'widgets-leader' })?.spec as { holderIdentity?: string } | undefined)?.holderIdentity;
+    const lease = (): string | undefined => (suite.cluster.store.get({ apiVersion: 'coordination.k8s.io/v1', kind: 'Lease', namespace: 'ops', name: 'widgets-leader' })?.spec as { holderIdentity?: string } | undefined)?.holderIdentity;
     const running = run(manager);
     await eventually('this replica leads', () => (manager.isLeader ? true : undefined));
     assert.equal(lease(), manager.identity);

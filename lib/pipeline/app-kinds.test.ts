@@ -1,13 +1,12 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { SimulatedCluster } from '../../fixtures/index.ts';
 import { eventually } from '../../e2e/harness/index.ts';
 import { StaticProvider } from '../cluster/index.ts';
 import { registryWithKeeper } from '../registry/testing.ts';
 import { AppKinds, DEFAULT_APP_KINDS, kindName } from './app-kinds.ts';
 import { PipelineController } from './controller.ts';
 import type { Pipeline } from './types.ts';
-import { kubeConfigFrom, PIPELINE_KIND } from '../../fixtures/support/index.ts';
+import { kubeConfigFrom, PIPELINE_KIND, simulatedClusterForTest } from '../../fixtures/support/index.ts';
 
 describe('AppKinds', () => {
   it('matches group and kind, never the version', () => {
@@ -39,11 +38,7 @@ describe('AppKinds', () => {
 
 describe('a Pipeline naming a kind outside the allow-list', () => {
   it('is Ready=False InvalidSpec, the kind named, and nothing of that kind is watched', async (t) => {
-    const sim = await SimulatedCluster.start({
-      namespaces: ['apps'],
-      kinds: [PIPELINE_KIND],
-    });
-    t.after(() => sim.close());
+    const sim = await simulatedClusterForTest(t, { namespaces: ['apps'], kinds: [PIPELINE_KIND] });
     sim.store.create({
       apiVersion: 'fleetcache.dev/v1alpha1', kind: 'Pipeline', metadata: { namespace: 'apps', name: 'grab' },
       spec: {

@@ -1,11 +1,10 @@
 import assert from 'node:assert/strict';
 import { after, describe, it } from 'node:test';
-import { SimulatedCluster } from '../../fixtures/index.ts';
 import { eventually } from '../../e2e/harness/index.ts';
 import { StaticProvider, type ClusterProvider } from '../cluster/index.ts';
 import { PipelineController } from './controller.ts';
 import { registryWithKeeper } from '../registry/testing.ts';
-import { kubeConfigFrom, PIPELINE_KIND } from '../../fixtures/support/index.ts';
+import { kubeConfigFrom, PIPELINE_KIND, simulatedClusterForTest } from '../../fixtures/support/index.ts';
 
 describe('PipelineController options', () => {
   const provider: ClusterProvider = { resolve: () => Promise.reject(new Error('no cluster in this test')) };
@@ -33,11 +32,7 @@ describe('PipelineController options', () => {
 
 describe('PipelineController on the registry', () => {
   it('reads Pipelines through one of the registry\'s caches and writes through the keeper: no connection of its own', async (t) => {
-    const sim = await SimulatedCluster.start({
-      namespaces: ['apps'],
-      kinds: [PIPELINE_KIND],
-    });
-    t.after(() => sim.close());
+    const sim = await simulatedClusterForTest(t, { namespaces: ['apps'], kinds: [PIPELINE_KIND] });
     // An invalid spec: reconciling it only writes InvalidSpec to the status.
     sim.store.create({ apiVersion: 'fleetcache.dev/v1alpha1', kind: 'Pipeline', metadata: { namespace: 'apps', name: 'p' }, spec: {} });
     const kubeConfig = kubeConfigFrom(sim.kubeconfig);

@@ -3,7 +3,6 @@
 // semantics); the backoff doubles up to the rate limiter's cap and stays there.
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { SimulatedCluster } from '../../fixtures/index.ts';
 import { eventually } from '../../e2e/harness/index.ts';
 import { StaticProvider } from '../cluster/index.ts';
 import { ItemExponentialRateLimiter, RateLimitingWorkQueue } from '../queue/index.ts';
@@ -11,16 +10,12 @@ import { ownerKey, type OwnerKey } from '../registry/index.ts';
 import { FakeClock } from '../util/index.ts';
 import { PipelineController } from './index.ts';
 import { registryWithKeeper } from '../registry/testing.ts';
-import { kubeConfigFrom, PIPELINE_KIND, RecordingLogger } from '../../fixtures/support/index.ts';
+import { kubeConfigFrom, PIPELINE_KIND, RecordingLogger, simulatedClusterForTest } from '../../fixtures/support/index.ts';
 
 
 describe('PipelineController retries', () => {
   it('retries a failing reconcile past 15 failures with capped backoff, and never drops the Pipeline', async (t) => {
-    const sim = await SimulatedCluster.start({
-      namespaces: ['apps'],
-      kinds: [PIPELINE_KIND],
-    });
-    t.after(() => sim.close());
+    const sim = await simulatedClusterForTest(t, { namespaces: ['apps'], kinds: [PIPELINE_KIND] });
     // An invalid spec needs no target: each reconcile only writes InvalidSpec to the status, and
     // that write always fails. 403 is an answer no layer underneath retries on its own.
     sim.store.create({ apiVersion: 'fleetcache.dev/v1alpha1', kind: 'Pipeline', metadata: { namespace: 'apps', name: 'broken' }, spec: {} });

@@ -20,6 +20,31 @@ const onUnhandled = (reason: unknown): void => { unhandled.push(reason); };
 before(() => { process.on('unhandledRejection', onUnhandled); });
 after(() => { process.off('unhandledRejection', onUnhandled); });
 
+/**
+ * Runs workers whose handler always fails ("cluster unreachable") on one item, team-a/pipeline-1, for
+ * 40 rounds of the clock, each to the next timer; returns the time of each attempt and the worker run.
+ */
+async function failFor40Rounds(queue: RateLimitingWorkQueue<string>, clock: FakeClock, options: { maxRetries?: number } = {}): Promise<{ logger: RecordingLogger; controller: AbortController; attempts: number[]; run: Promise<void> }> {
+  const logger = new RecordingLogger();
+  const controller = new AbortController();
+  const attempts: number[] = [];
+  const run = runWorkers(queue, {
+    signal: controller.signal,
+    logger,
+    ...options,
+    handler: () => {
+      attempts.push(clock.now());
+      return Promise.reject(new Error('cluster unreachable'));
+    },
+  });
+  queue.add('team-a/pipeline-1');
+  for (let i = 0; i < 40; i++) {
+    await settle(2);
+    clock.advance(clock.nextTimerIn ?? 1_000);
+  }
+  return { logger, controller, attempts, run };
+}
+
 describe('runWorkers', () => {
   it('runs items on N workers in parallel, never the same item twice at once', async () => {
     const clock = new FakeClock();
@@ -89,22 +114,7 @@ describe('runWorkers', () => {
     const clock = new FakeClock();
     // 5 ms doubling, capped at 1 s: 40 rounds reach the cap well past 15 retries.
     const queue = new RateLimitingWorkQueue<string>({ name: 'owners', clock, rateLimiter: new ItemExponentialRateLimiter({ baseDelayMs: 5, maxDelayMs: 1_000 }) });
-    const logger = new RecordingLogger();
-    const controller = new AbortController();
-    const attempts: number[] = [];
-    const run = runWorkers(queue, {
-      signal: controller.signal,
-      logger,
-      handler: () => {
-        attempts.push(clock.now());
-        return Promise.reject(new Error('cluster unreachable'));
-      },
-    });
-    queue.add('team-a/pipeline-1');
-    for (let i = 0; i < 40; i++) {
-      await settle(2);
-      clock.advance(clock.nextTimerIn ?? 1_000);
-    }
+    const { logger, controller, attempts, run } = await failFor40Rounds(queue, clock);
     await settle(2);
     assert.equal(attempts.length, 41, 'one attempt per round, well past 15 retries');
     const gaps = attempts.slice(1).map((at, i) => at - (attempts[i] ?? 0));
@@ -121,23 +131,7 @@ describe('runWorkers', () => {
   it('with maxRetries: 15, retries a failing item 15 times with backoff, then drops it with a warning', async () => {
     const clock = new FakeClock();
     const queue = new RateLimitingWorkQueue<string>({ name: 'owners', clock });
-    const logger = new RecordingLogger();
-    const controller = new AbortController();
-    const attempts: number[] = [];
-    const run = runWorkers(queue, {
-      signal: controller.signal,
-      logger,
-      maxRetries: 15,
-      handler: () => {
-        attempts.push(clock.now());
-        return Promise.reject(new Error('cluster unreachable'));
-      },
-    });
-    queue.add('team-a/pipeline-1');
-    for (let i = 0; i < 40; i++) {
-      await settle(2);
-      clock.advance(clock.nextTimerIn ?? 1_000);
-    }
+    const { logger, controller, attempts, run } = await failFor40Rounds(queue, clock, { maxRetries: 15 });
     assert.equal(attempts.length, 16, 'one attempt plus 15 retries');
     const gaps = attempts.slice(1).map((at, i) => at - (attempts[i] ?? 0));
     assert.deepEqual(gaps.slice(0, 4), [5, 10, 20, 40], 'exponential backoff between attempts');

@@ -8,6 +8,7 @@ import { SocketBudget } from '../transport/index.ts';
 import { FakeClock, TransportError, type GroupVersionKind } from '../util/index.ts';
 import { Registry } from './index.ts';
 import { registryWithKeeper } from './testing.ts';
+import { registryPastDiscovery } from './lists.test-util.ts';
 import { eventually } from '../../fixtures/support/index.ts';
 
 const configMaps: GroupVersionKind = { group: '', version: 'v1', kind: 'ConfigMap' };
@@ -79,18 +80,8 @@ describe('Registry connection options', () => {
     const serverClock = new FakeClock(1_000_000);
     const cluster = await SimulatedCluster.start({ namespaces: ['apps'], clock: serverClock });
     t.after(() => cluster.close());
-    const registry = registryWithKeeper({
-      provider: new StaticProvider({ clusters: { sim: cluster.kubeconfig } }),
-      clock: new FakeClock(Date.now()),
-      credentialCheckIntervalMs: 0,
-      // Plenty of shared slots: only the cluster's share can make the second LIST wait.
-      maxConcurrentLists: 50,
-      connection: { maxListsPerCluster: 1 },
-    });
-    t.after(() => registry.close());
-    const connection = await registry.connectionFor(sim, { namespace: 'team-a', name: 'warm-up' });
-    await connection.resolve(configMaps);
-    await connection.resolve(secrets);
+    // Plenty of shared slots: only the cluster's share can make the second LIST wait.
+    const registry = await registryPastDiscovery(t, cluster.kubeconfig, { maxConcurrentLists: 50, connection: { maxListsPerCluster: 1 } });
 
     cluster.faults.setLatency(1_000);
     const readers = await Promise.all([configMaps, secrets].map((gvk) => registry.watchTargetAndGetReader(sim, { gvk, namespace: 'apps', name: 'x' }, owner)));

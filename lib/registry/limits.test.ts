@@ -4,12 +4,10 @@ import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { SimulatedCluster, startSimulatedClusters } from '../../fixtures/index.ts';
 import { StaticProvider, type ClusterRef } from '../cluster/index.ts';
-import { FakeClock, type GroupVersionKind } from '../util/index.ts';
+import { FakeClock } from '../util/index.ts';
 import { registryWithKeeper } from './testing.ts';
+import { configMaps, registryPastDiscovery, secrets, sim } from './lists.test-util.ts';
 
-const configMaps: GroupVersionKind = { group: '', version: 'v1', kind: 'ConfigMap' };
-const secrets: GroupVersionKind = { group: '', version: 'v1', kind: 'Secret' };
-const sim: ClusterRef = { kind: 'static', name: 'sim' };
 
 describe('Registry limits', () => {
   it('passes maxConcurrentLists to its connections: with 1, a second cache\'s LIST waits for the first', async (t) => {
@@ -18,17 +16,8 @@ describe('Registry limits', () => {
     const serverClock = new FakeClock(1_000_000);
     const cluster = await SimulatedCluster.start({ namespaces: ['apps'], clock: serverClock });
     t.after(() => cluster.close());
-    const registry = registryWithKeeper({
-      provider: new StaticProvider({ clusters: { sim: cluster.kubeconfig } }),
-      clock: new FakeClock(Date.now()),
-      credentialCheckIntervalMs: 0,
-      maxConcurrentLists: 1,
-    });
-    t.after(() => registry.close());
     // Discovery first, so that from here on the only requests the caches make are LIST and WATCH.
-    const connection = await registry.connectionFor(sim, { namespace: 'team-a', name: 'warm-up' });
-    await connection.resolve(configMaps);
-    await connection.resolve(secrets);
+    const registry = await registryPastDiscovery(t, cluster.kubeconfig, { maxConcurrentLists: 1 });
 
     cluster.faults.setLatency(1_000);
     const owner = { namespace: 'team-a', name: 'both' };

@@ -17,7 +17,7 @@ import {
 } from '../cluster/index.ts';
 import { ClosedError, FakeClock, KubeApiError, KubeconfigRefusedError, type GroupVersionKind } from '../util/index.ts';
 import { eventually } from '../../e2e/harness/index.ts';
-import { CacheGoneError, Registry } from './index.ts';
+import { CacheGoneError, Registry, type TargetRef } from './index.ts';
 import { registryWithKeeper, type RegistryWithKeeperOptions } from './testing.ts';
 
 const configMaps: GroupVersionKind = { group: '', version: 'v1', kind: 'ConfigMap' };
@@ -74,20 +74,27 @@ function newRegistry(t: TestContext, options: RegistryWithKeeperOptions): Regist
   return registry;
 }
 
+/**
+ * Holds team-a's admission, asks for `target` as team-a then, while that build waits on its
+ * admission, as team-b; team-a gets it once released, team-b is refused as cross-namespace.
+ */
+async function assertThiefRefusedDuringAdmission(registry: Registry, provider: ControlledProvider, target: TargetRef): Promise<void> {
+  const releaseA = provider.hold('team-a');
+  const a = registry.watchTargetAndGetReader(east, target, { namespace: 'team-a', name: 'mine' });
+  const b = registry.watchTargetAndGetReader(east, target, { namespace: 'team-b', name: 'thief' });
+  b.catch(() => undefined);
+  releaseA();
+  await a;
+  await assert.rejects(b, (err: unknown) => err instanceof KubeconfigRefusedError && err.rule === 'cross-namespace');
+}
+
 describe('admission: every caller runs its own', () => {
   it('refuses an owner of another namespace that asks while the first owner\'s build is in flight', async (t) => {
     const sim = await startSim(t);
     const provider = new ControlledProvider(sim.kubeconfig, ['team-a']);
     const registry = newRegistry(t, { provider, clock: new FakeClock() });
-    const releaseA = provider.hold('team-a');
     const target = { gvk: configMaps, namespace: 'apps', name: 'x' };
-    const a = registry.watchTargetAndGetReader(east, target, { namespace: 'team-a', name: 'mine' });
-    // team-b asks for the very same cache while team-a's build waits on its admission.
-    const b = registry.watchTargetAndGetReader(east, target, { namespace: 'team-b', name: 'thief' });
-    b.catch(() => undefined);
-    releaseA();
-    await a;
-    await assert.rejects(b, (err: unknown) => err instanceof KubeconfigRefusedError && err.rule === 'cross-namespace');
+    await assertThiefRefusedDuringAdmission(registry, provider, target);
     assert.deepEqual(provider.resolved.sort(), ['team-a', 'team-b'], 'team-b\'s admission ran');
     // Nor does the published cache let team-b in through the hot path.
     await assert.rejects(registry.watchTargetAndGetReader(east, target, { namespace: 'team-b', name: 'thief' }), KubeconfigRefusedError);
@@ -100,13 +107,7 @@ describe('admission: every caller runs its own', () => {
     const registry = newRegistry(t, { provider, clock: new FakeClock() });
     const target = { gvk: configMaps, namespace: 'apps', name: 'x' };
     await registry.watchTargetAndGetReader(east, target, { namespace: 'team-c', name: 'first' }); // connected, cache published
-    const releaseA = provider.hold('team-a');
-    const a = registry.watchTargetAndGetReader(east, target, { namespace: 'team-a', name: 'mine' });
-    const b = registry.watchTargetAndGetReader(east, target, { namespace: 'team-b', name: 'thief' });
-    b.catch(() => undefined);
-    releaseA();
-    await a;
-    await assert.rejects(b, (err: unknown) => err instanceof KubeconfigRefusedError && err.rule === 'cross-namespace');
+    await assertThiefRefusedDuringAdmission(registry, provider, target);
   });
 });
 

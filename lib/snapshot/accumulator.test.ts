@@ -6,15 +6,8 @@ import { FakeClock, TransportError, type GroupVersionKind } from '../util/index.
 import { FleetAccumulator, snapshotQuery, type FleetSnapshot, type QuerySet } from './index.ts';
 import { FakeSnapshotSource, type FakeCache } from './testing.ts';
 import { settle } from '../../fixtures/support/index.ts';
+import { CM, east, SECRET, west, type ConfigMap } from './objects.test-util.ts';
 
-interface ConfigMap extends KubeObject {
-  readonly data?: Readonly<Record<string, string>>;
-}
-
-const CM: GroupVersionKind = { group: '', version: 'v1', kind: 'ConfigMap' };
-const SECRET: GroupVersionKind = { group: '', version: 'v1', kind: 'Secret' };
-const east: ClusterRef = { kind: 'static', name: 'east' };
-const west: ClusterRef = { kind: 'static', name: 'west' };
 
 function cm(name: string, data: Record<string, string> = {}, labels: Record<string, string> = {}, namespace = 'ns'): ConfigMap {
   return { metadata: { namespace, name, labels }, data };
@@ -197,6 +190,17 @@ describe('FleetAccumulator: coalescing', () => {
   });
 });
 
+/** One cache on east holding a and b, bootstrapped, then holding back its events (as a broken watch would). */
+async function holdingAB(): Promise<{ cache: FakeCache; puller: Puller<{ maps: { cluster: ClusterRef; gvk: GroupVersionKind } }> }> {
+  const { source, acc } = setup({ maps: { cluster: east, gvk: CM } }, { minIntervalMs: 0 });
+  const cache = source.cache(east, CM);
+  cache.upsert(cm('a'));
+  cache.upsert(cm('b'));
+  const { puller } = await bootstrapped(acc, [cache]);
+  cache.holdEvents = true;
+  return { cache, puller };
+}
+
 describe('FleetAccumulator: deltas and predicate', () => {
   it('reports add, update and delete since the consumer\'s previous snapshot, and nothing for an object that came and went', async () => {
     const { source, acc } = setup({ maps: { cluster: east, gvk: CM } }, { minIntervalMs: 0 });
@@ -215,12 +219,7 @@ describe('FleetAccumulator: deltas and predicate', () => {
   });
 
   it('deletes inferred by a relist carry finalStateUnknown', async () => {
-    const { source, acc } = setup({ maps: { cluster: east, gvk: CM } }, { minIntervalMs: 0 });
-    const cache = source.cache(east, CM);
-    cache.upsert(cm('a'));
-    cache.upsert(cm('b'));
-    const { puller } = await bootstrapped(acc, [cache]);
-    cache.holdEvents = true;
+    const { cache, puller } = await holdingAB();
     cache.remove('ns', 'a');
     cache.sync(); // a 410 relist: the held DELETED is lost, the relist infers it
     const snap = await puller.poll();
@@ -228,12 +227,7 @@ describe('FleetAccumulator: deltas and predicate', () => {
   });
 
   it('a cache replaced after a credential rotation: what it no longer holds is deleted (finalStateUnknown), the rest is unchanged', async () => {
-    const { source, acc } = setup({ maps: { cluster: east, gvk: CM } }, { minIntervalMs: 0 });
-    const cache = source.cache(east, CM);
-    cache.upsert(cm('a'));
-    cache.upsert(cm('b'));
-    const { puller } = await bootstrapped(acc, [cache]);
-    cache.holdEvents = true;
+    const { cache, puller } = await holdingAB();
     cache.remove('ns', 'b'); // lost with the old cache
     cache.rotate();
     const snap = await puller.poll();

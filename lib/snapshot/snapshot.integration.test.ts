@@ -5,25 +5,17 @@
 import assert from 'node:assert/strict';
 import { createServer, request as httpsRequest, type Server } from 'node:https';
 import type { IncomingMessage, ServerResponse } from 'node:http';
-import { describe, it } from 'node:test';
+import { describe, it, type TestContext } from 'node:test';
 import { SIM_CERT_PEM, simKeyPem } from '../../fixtures/sim/cert.ts';
 import { eventually, useClusters, type TestCluster } from '../../e2e/harness/index.ts';
-import { StaticProvider, type ClusterRef } from '../cluster/index.ts';
+import { StaticProvider } from '../cluster/index.ts';
 import type { Registry } from '../registry/index.ts';
 import type { KubeObject } from '../transport/index.ts';
-import type { GroupVersionKind } from '../util/index.ts';
-import { FleetAccumulator, registrySource, snapshotQuery, type FleetSnapshot, type QuerySet } from './index.ts';
+import { FleetAccumulator, registrySource, snapshotQuery, type FleetSnapshot, type QuerySet, type SnapshotQuery } from './index.ts';
 import { registryWithKeeper } from '../registry/testing.ts';
 import { ensureNamespace } from '../../fixtures/support/index.ts';
+import { CM, east, SECRET, west, type ConfigMap } from './objects.test-util.ts';
 
-interface ConfigMap extends KubeObject {
-  readonly data?: Readonly<Record<string, string>>;
-}
-
-const CM: GroupVersionKind = { group: '', version: 'v1', kind: 'ConfigMap' };
-const SECRET: GroupVersionKind = { group: '', version: 'v1', kind: 'Secret' };
-const east: ClusterRef = { kind: 'static', name: 'east' };
-const west: ClusterRef = { kind: 'static', name: 'west' };
 const NS = 'snap';
 
 const fixture = useClusters(2, { namePrefix: 'snapshot' });
@@ -176,6 +168,30 @@ function registryFor(clusters: readonly TestCluster[]): Registry {
   });
 }
 
+/** ConfigMaps in NS on east that carry the label `labelSelector` names. */
+interface RelayedQueries extends QuerySet {
+  readonly maps: SnapshotQuery<ConfigMap>;
+}
+
+/**
+ * An accumulator (closed after the test) of one query, {@link RelayedQueries}, on the first cluster
+ * reached as east through a {@link WatchRelay} the test can hold.
+ */
+async function relayedAccumulator(t: TestContext, labelSelector: string): Promise<{ relay: WatchRelay; acc: FleetAccumulator<RelayedQueries> }> {
+  const [a] = fixture.clusters;
+  assert.ok(a);
+  await ensureNamespace(a, NS);
+  const relay = new WatchRelay(a);
+  await relay.start();
+  t.after(() => relay.close());
+  const registry = registryWithKeeper({ provider: new StaticProvider({ clusters: { east: relay.kubeconfig } }), credentialCheckIntervalMs: 0 });
+  t.after(() => registry.close());
+  const queries: RelayedQueries = { maps: snapshotQuery<ConfigMap>({ cluster: east, gvk: CM, namespace: NS, labelSelector }) };
+  const acc = new FleetAccumulator({ source: registrySource(registry), queries, minIntervalMs: 0 });
+  t.after(() => acc.close());
+  return { relay, acc };
+}
+
 describe('FleetAccumulator on real apiservers', () => {
   it('holds the first snapshot of two clusters × two kinds until both clusters are listed (one started late)', async (t) => {
     const [a, b] = pair();
@@ -278,23 +294,13 @@ describe('FleetAccumulator on real apiservers', () => {
   });
 
   it('makes own writes visible in the next snapshot', async (t) => {
-    const [a] = fixture.clusters;
-    assert.ok(a);
-    await ensureNamespace(a, NS);
     // East through a relay that can hold the watch back: while it does, the cache cannot learn of
     // the writes, so a snapshot that shows them shows the accumulator's write overlay.
-    const relay = new WatchRelay(a);
-    await relay.start();
-    t.after(() => relay.close());
-    const registry = registryWithKeeper({ provider: new StaticProvider({ clusters: { east: relay.kubeconfig } }), credentialCheckIntervalMs: 0 });
-    t.after(() => registry.close());
-    const queries = { maps: snapshotQuery<ConfigMap>({ cluster: east, gvk: CM, namespace: NS, labelSelector: 'own' }) };
-    const acc = new FleetAccumulator({ source: registrySource(registry), queries, minIntervalMs: 0 });
-    t.after(() => acc.close());
+    const { relay, acc } = await relayedAccumulator(t, 'own');
     const it = acc.snapshots()[Symbol.asyncIterator]();
     // The next snapshot, which the write must already have made due: without the overlay nothing
     // changed while the watch is held, and this fails instead of waiting for the watch.
-    const next = async (what: string): Promise<FleetSnapshot<typeof queries>> => {
+    const next = async (what: string): Promise<FleetSnapshot<RelayedQueries>> => {
       const pending = it.next();
       assert.equal(await settled(pending), true, `a snapshot is due after the ${what}, with the watch held`);
       const r = await pending;
@@ -328,17 +334,7 @@ describe('FleetAccumulator on real apiservers', () => {
   });
 
   it('never rolls an own delete back with a stale watch event of the object it deleted', async (t) => {
-    const [a] = fixture.clusters;
-    assert.ok(a);
-    await ensureNamespace(a, NS);
-    const relay = new WatchRelay(a);
-    await relay.start();
-    t.after(() => relay.close());
-    const registry = registryWithKeeper({ provider: new StaticProvider({ clusters: { east: relay.kubeconfig } }), credentialCheckIntervalMs: 0 });
-    t.after(() => registry.close());
-    const queries = { maps: snapshotQuery<ConfigMap>({ cluster: east, gvk: CM, namespace: NS, labelSelector: 'stale' }) };
-    const acc = new FleetAccumulator({ source: registrySource(registry), queries, minIntervalMs: 0 });
-    t.after(() => acc.close());
+    const { relay, acc } = await relayedAccumulator(t, 'stale');
     const it = acc.snapshots()[Symbol.asyncIterator]();
     await it.next();
     relay.hold();

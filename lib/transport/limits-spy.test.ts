@@ -4,12 +4,11 @@
 import assert from 'node:assert/strict';
 import { getEventListeners } from 'node:events';
 import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
-import type { AddressInfo } from 'node:net';
 import { after, afterEach, before, describe, it } from 'node:test';
 import { ClosedError, FakeClock, type Clock, type Timer } from '../util/index.ts';
 import { ClusterConnection, createListLimiter, resourcePath } from './index.ts';
 import { ConcurrencyLimiter, defaultListLimiter, TokenBucket } from './limiter.ts';
-import { eventually, kubeConfigFor, settle } from '../../fixtures/support/index.ts';
+import { closeServer, eventually, kubeConfigFor, listenLoopback, settle } from '../../fixtures/support/index.ts';
 
 /** Tracks whether a promise settled, and how, without awaiting it. */
 function track<T>(promise: Promise<T>): { state: 'pending' | 'resolved' | 'rejected'; error?: unknown } {
@@ -283,13 +282,9 @@ describe('ClusterConnection limits', () => {
   const info = { gvk: configMapGvk, resource: 'configmaps', namespaced: true, verbs: ['list', 'watch'] } as const;
   const getPath = resourcePath(info, { namespace: 'ns', name: 'x' });
 
-  before(async () => {
-    await new Promise<void>((resolve) => { server.listen(0, '127.0.0.1', resolve); });
-    url = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
-  });
+  before(async () => { url = await listenLoopback(server); });
   after(async () => {
-    server.closeAllConnections();
-    await new Promise<void>((resolve) => { server.close(() => { resolve(); }); });
+    await closeServer(server);
   });
   afterEach(() => {
     arrivals.length = 0;
@@ -358,20 +353,22 @@ describe('ClusterConnection limits', () => {
     };
     const stuck = new AbortController();
     t.after(() => { stuck.abort(); });
-    const hungClient = connect('hung').resourceClient(info);
-    const pending = Array.from({ length: 4 }, () => hungClient.list({ namespace: 'hang', signal: stuck.signal }).then(() => 'answered', () => 'aborted'));
-    await eventually('the hung cluster\'s first LISTs to arrive', () => hanging.size === 2, 5_000);
-    await settle(5);
+    /** Starts `count` LISTs on `cluster` that hang until `stuck` aborts; waits until `arrived` hang at the server. */
+    const hang = async (cluster: string, count: number, what: string, arrived: number): Promise<Promise<string>[]> => {
+      const client = connect(cluster).resourceClient(info);
+      const lists = Array.from({ length: count }, () => client.list({ namespace: 'hang', signal: stuck.signal }).then(() => 'answered', () => 'aborted'));
+      await eventually(what, () => hanging.size === arrived, 5_000);
+      await settle(5);
+      return lists;
+    };
+    const pending = await hang('hung', 4, 'the hung cluster\'s first LISTs to arrive', 2);
     assert.equal(listLimiter.held, 2, 'the hung cluster holds its share of 2');
     assert.equal(listLimiter.waiting, 0, 'its other LISTs wait in its share, not in the shared queue');
 
     const healthy = await released('a healthy cluster\'s LIST', connect('healthy').resourceClient(info).list({ namespace: 'ns', signal: AbortSignal.timeout(10_000) }));
     assert.equal(healthy.items.length, ITEMS.length, 'the healthy cluster listed while the hung one held its share');
 
-    const other = connect('other-hung').resourceClient(info);
-    const more = Array.from({ length: 2 }, () => other.list({ namespace: 'hang', signal: stuck.signal }).then(() => 'answered', () => 'aborted'));
-    await eventually('the other hung cluster\'s first LIST to arrive', () => hanging.size === 3, 5_000);
-    await settle(5);
+    const more = await hang('other-hung', 2, 'the other hung cluster\'s first LIST to arrive', 3);
     assert.equal(listLimiter.held, 3, 'the shared cap of 3');
     assert.equal(listLimiter.waiting, 1, 'the next LIST waits for a shared slot');
     stuck.abort();

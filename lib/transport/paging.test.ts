@@ -2,12 +2,11 @@
 // (read from the start of the body), at most one page ahead and only for pages a caller took.
 import assert from 'node:assert/strict';
 import { createServer, type ServerResponse } from 'node:http';
-import type { AddressInfo } from 'node:net';
 import { after, before, describe, it } from 'node:test';
 import { eventually } from '../../e2e/harness/index.ts';
 import { ClusterConnection, createListLimiter } from './index.ts';
 import { continueTokenOf } from './resource-client.ts';
-import { kubeConfigFor, settle } from '../../fixtures/support/index.ts';
+import { closeServer, kubeConfigFor, listenLoopback, settle } from '../../fixtures/support/index.ts';
 
 const configMaps = { gvk: { group: '', version: 'v1', kind: 'ConfigMap' }, resource: 'configmaps', namespaced: true, verbs: ['list'] } as const;
 const PAGES = 5;
@@ -34,13 +33,9 @@ describe('LIST paging', () => {
   });
   let url = '';
   const listLimiter = createListLimiter(4);
-  before(async () => {
-    await new Promise<void>((resolve) => { server.listen(0, '127.0.0.1', resolve); });
-    url = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
-  });
+  before(async () => { url = await listenLoopback(server); });
   after(async () => {
-    server.closeAllConnections();
-    await new Promise<void>((resolve) => { server.close(() => { resolve(); }); });
+    await closeServer(server);
     await listLimiter.stop();
   });
 
