@@ -1,4 +1,5 @@
-// Reproduction of two Sharder issues found by the sharding benchmark (issue 25), not a benchmark:
+// Reproduction of two Sharder issues found by the sharding benchmark (issue 25), both fixed since
+// (fence releases 8 at a time; a run under a reused identity lets go of the earlier run's fences); not a benchmark:
 // `node bench/shard/release-storm.ts [keys] [--rerun]`. Replica a alone owns every key; b joins; a releases
 // about half its fences at once. The DELETEs queue on a's connection (qps 20, burst 30, the
 // connection's and the service's default) ahead of the renewals of a's peer Lease, which miss the
