@@ -92,7 +92,7 @@ describe('--help', () => {
     assert.equal(config.shardBy, documented('shard-by'));
     assert.equal(String(config.shardWeight), documented('shard-weight'));
     assert.equal(config.shardGroup, documented('shard-group'));
-    assert.deepEqual([config.shardBy, config.shardWeight, config.shardGroup], ['namespace', 1, 'fleetcache-shard'], 'the design\'s defaults');
+    assert.deepEqual([config.shardBy, config.shardWeight, config.shardGroup], ['pipeline', 1, 'fleetcache-shard'], 'the design\'s defaults');
   });
 
   it('keeps every line within 100 columns', () => {
@@ -135,7 +135,7 @@ describe('parseFlags', () => {
       appKinds: ['HelmRelease.helm.toolkit.fluxcd.io', '*.apps', 'ConfigMap'],
       defaultServiceAccount: 'pipeline-runner',
       shard: false,
-      shardBy: 'namespace',
+      shardBy: 'pipeline',
       shardWeight: 1,
       shardGroup: 'fleetcache-shard',
       leaseDurationMs: 90_000,

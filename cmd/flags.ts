@@ -175,8 +175,8 @@ export const flagTable: readonly FlagSpec[] = [
     description: 'Share the Pipelines among every replica running with --shard, instead of electing one leader: each shard (see --shard-by) is reconciled by exactly one live replica, assigned by weighted rendezvous hashing over one peer Lease per replica and held through one fence Lease per shard, all in the --leader-election-namespace, with the --leader-elect-* timings. Excludes --leader-elect.',
   },
   {
-    name: 'shard-by', type: 'string', value: 'key', default: 'namespace',
-    description: 'What one shard is, with --shard: namespace (all of a namespace\'s Pipelines on one replica, so a tenant\'s caches are built once; one fence Lease per namespace) or pipeline (finer balance; one fence Lease per Pipeline, and a tenant\'s caches built on every replica holding one of its Pipelines).',
+    name: 'shard-by', type: 'string', value: 'key', default: 'pipeline',
+    description: 'What one shard is, with --shard: pipeline (the measured better balance of memory over replicas; one fence Lease per Pipeline, and a tenant\'s caches built on every replica holding one of its Pipelines) or namespace (all of a namespace\'s Pipelines on one replica, so a tenant\'s caches are built once; one fence Lease per namespace, for tenants whose Pipelines share many targets).',
   },
   {
     name: 'shard-weight', type: 'string', value: 'n', default: '1',
