@@ -6,19 +6,7 @@ import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { RouteHandler } from '../../lib/manager/index.ts';
 import { APPROVE_VERB, ApprovalError, approvalEvent, isRevision, PIPELINE_GVK, recordApproval, type ApprovalClient, type Approver } from '../../lib/pipeline/index.ts';
 import { readBounded } from '../../lib/transport/index.ts';
-import {
-  functionOption,
-  isDnsLabel,
-  isNamespaceName,
-  isObjectName,
-  KubeApiError,
-  noopLogger,
-  positiveInteger,
-  realClock,
-  toError,
-  type Clock,
-  type Logger,
-} from '../../lib/util/index.ts';
+import { functionOption, isDnsLabel, isNamespaceName, isObjectName, KubeApiError, noopLogger, positiveInteger, realClock, toError, type Clock, type Logger } from '../../lib/util/index.ts';
 import { securityHeaders } from './page.ts';
 
 /** Where approvals are posted. */

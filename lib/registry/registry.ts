@@ -6,17 +6,7 @@ import type { ClusterRef, Clusters, Identity } from '../cluster/index.ts';
 import type { InformerHandler } from '../informer/index.ts';
 import { RateLimitingWorkQueue, defaultControllerRateLimiter, type RateLimitingQueue } from '../queue/index.ts';
 import { checkGvk, type ClusterConnection, type KubeObject } from '../transport/index.ts';
-import {
-  ClosedError,
-  nonNegativeNumber,
-  noopLogger,
-  positiveInteger,
-  positiveNumber,
-  realClock,
-  type Clock,
-  type GroupVersionKind,
-  type Logger,
-} from '../util/index.ts';
+import { ClosedError, nonNegativeNumber, noopLogger, positiveInteger, positiveNumber, realClock, type Clock, type GroupVersionKind, type Logger } from '../util/index.ts';
 import { BuildGate } from './build-gate.ts';
 import { CacheTable } from './cache-table.ts';
 import { HeldReaders } from './holds.ts';
