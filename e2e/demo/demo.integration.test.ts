@@ -96,20 +96,25 @@ describe('make demo --keep-running on a terminal', () => {
   });
 });
 
+/** Runs the demo to its end (SIGTERM at the test's end if it is still running); its output, plain. */
+async function runDemo(args: readonly string[]): Promise<string> {
+  const child = spawn(process.execPath, [demo, ...args], { stdio: ['ignore', 'pipe', 'pipe'] });
+  let output = '';
+  child.stdout.on('data', (chunk: Buffer) => { output += chunk.toString('utf8'); });
+  child.stderr.on('data', (chunk: Buffer) => { output += chunk.toString('utf8'); });
+  const exited = new Promise<number | null>((resolve) => { child.once('exit', (code) => { resolve(code); }); });
+  after(async () => {
+    if (child.exitCode !== null) return;
+    child.kill('SIGTERM');
+    await exited;
+  });
+  assert.equal(await exited, 0, output);
+  return plain(output);
+}
+
 describe('make demo --git, through real Flux', () => {
   it('promotes dev → staging → prod by commits that Flux applies, and tells each step', async () => {
-    const child = spawn(process.execPath, [demo, '--git', '--timeout-seconds', '300'], { stdio: ['ignore', 'pipe', 'pipe'] });
-    let output = '';
-    child.stdout.on('data', (chunk: Buffer) => { output += chunk.toString('utf8'); });
-    child.stderr.on('data', (chunk: Buffer) => { output += chunk.toString('utf8'); });
-    const exited = new Promise<number | null>((resolve) => { child.once('exit', (code) => { resolve(code); }); });
-    after(async () => {
-      if (child.exitCode !== null) return;
-      child.kill('SIGTERM');
-      await exited;
-    });
-    assert.equal(await exited, 0, output);
-    const text = plain(output);
+    const text = await runDemo(['--git', '--timeout-seconds', '300']);
     assert.match(text, /Flux source-controller and kustomize-controller in \S+/);
     assert.match(text, /git +a human pushed [0-9a-f]{7} to main: clusters\/dev\/podinfo\.yaml asks for 1\.1\.0/);
     // From the service's log, in the order it acts: each promotion is Committed, then Succeeded once Flux runs it.
@@ -139,18 +144,7 @@ describe('make demo --git, through real Flux', () => {
 
 describe('make demo --replicas=3, sharded', () => {
   it('splits the 13 Pipelines over three replicas, tells who owns and who promotes which, and promotes each once', async () => {
-    const child = spawn(process.execPath, [demo, '--replicas=3', '--timeout-seconds', '300'], { stdio: ['ignore', 'pipe', 'pipe'] });
-    let output = '';
-    child.stdout.on('data', (chunk: Buffer) => { output += chunk.toString('utf8'); });
-    child.stderr.on('data', (chunk: Buffer) => { output += chunk.toString('utf8'); });
-    const exited = new Promise<number | null>((resolve) => { child.once('exit', (code) => { resolve(code); }); });
-    after(async () => {
-      if (child.exitCode !== null) return;
-      child.kill('SIGTERM');
-      await exited;
-    });
-    assert.equal(await exited, 0, output);
-    const text = plain(output);
+    const text = await runDemo(['--replicas=3', '--timeout-seconds', '300']);
     // The split, as each replica's /debug/shards reports it: every Pipeline on exactly one replica.
     const owned = [1, 2, 3].map((n) => {
       const line = new RegExp(`shards +replica-${n} \\(\\S+\\): (\\d+) Pipelines?(?:: (.*))?\\n`).exec(text);
