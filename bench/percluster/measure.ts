@@ -8,14 +8,10 @@ import { setTimeout as delay } from 'node:timers/promises';
 import { getHeapSpaceStatistics, writeHeapSnapshot } from 'node:v8';
 import { StaticProvider } from '../../lib/cluster/index.ts';
 import { registryWithKeeper } from '../../lib/registry/testing.ts';
+import { FLEET_KINDS } from '../fleet-kinds.ts';
 
 interface Target { readonly name: string; readonly kubeconfig: string }
-const KINDS = [
-  { group: '', version: 'v1', kind: 'ConfigMap' },
-  { group: '', version: 'v1', kind: 'Secret' },
-  { group: 'helm.toolkit.fluxcd.io', version: 'v2', kind: 'HelmRelease' },
-  { group: 'kustomize.toolkit.fluxcd.io', version: 'v1', kind: 'Kustomization' },
-] as const;
+const KINDS = FLEET_KINDS;
 
 const fleet = (JSON.parse(readFileSync(process.argv[2] ?? '', 'utf8')) as Target[]).slice(0, Number(process.argv[3] ?? Infinity));
 const snapshot = process.argv[4];

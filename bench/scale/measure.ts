@@ -6,14 +6,10 @@ import { readdirSync, readFileSync } from 'node:fs';
 import { setTimeout as delay } from 'node:timers/promises';
 import { StaticProvider } from '../../lib/cluster/index.ts';
 import { registryWithKeeper } from '../../lib/registry/testing.ts';
+import { FLEET_KINDS } from '../fleet-kinds.ts';
 
 interface Target { readonly name: string; readonly kubeconfig: string }
-const KINDS = [
-  { group: '', version: 'v1', kind: 'ConfigMap' },
-  { group: '', version: 'v1', kind: 'Secret' },
-  { group: 'helm.toolkit.fluxcd.io', version: 'v2', kind: 'HelmRelease' },
-  { group: 'kustomize.toolkit.fluxcd.io', version: 'v1', kind: 'Kustomization' },
-] as const;
+const KINDS = FLEET_KINDS;
 
 const fleet = JSON.parse(readFileSync(process.argv[2] ?? '', 'utf8')) as Target[];
 const deadlineMs = Number(process.argv[3] ?? 600_000);

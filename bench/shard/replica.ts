@@ -15,6 +15,7 @@ import type { CacheReader } from '../../lib/registry/index.ts';
 import { registryWithKeeper } from '../../lib/registry/testing.ts';
 import { ClusterConnection } from '../../lib/transport/index.ts';
 import type { Unit } from './tenants.ts';
+import { FLEET_KINDS } from '../fleet-kinds.ts';
 
 /** What the bench writes for its replicas. */
 export interface ReplicaConfig {
@@ -39,12 +40,7 @@ export type ReplicaEvent =
   | { readonly ev: 'lost'; readonly t: number }
   | { readonly ev: 'done'; readonly outcome: string };
 
-const KINDS = [
-  { group: '', version: 'v1', kind: 'ConfigMap' },
-  { group: '', version: 'v1', kind: 'Secret' },
-  { group: 'helm.toolkit.fluxcd.io', version: 'v2', kind: 'HelmRelease' },
-  { group: 'kustomize.toolkit.fluxcd.io', version: 'v1', kind: 'Kustomization' },
-] as const;
+const KINDS = FLEET_KINDS;
 
 const config = JSON.parse(readFileSync(process.argv[2] ?? '', 'utf8')) as ReplicaConfig;
 const identity = process.argv[3] ?? 'replica';
