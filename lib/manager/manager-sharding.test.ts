@@ -67,9 +67,11 @@ describe('Manager with sharding', () => {
       const peers = [{ identity: 'r1', weight: 1 }, { identity: 'r2', weight: 1 }];
       const expected = keys.map((k) => `${rendezvousOwner(k, peers) ?? ''}:${k}`).sort();
       await eventually('every key reconciled by its owner', () => (expected.every((e) => reconciled.includes(e)) ? true : undefined), 20_000);
-      await new Promise((resolve) => setTimeout(resolve, 1_000));
       // Keys may be reconciled while the replicas joined (one replica owned all for a moment); once both are in,
-      // each key is owned by its rendezvous owner.
+      // each key is owned by its rendezvous owner, and each replica's next read of the group sees none unowned.
+      const ownerOf = (key: string): string => replicas.filter((r) => r.manager.sharder?.owns(key) === true).map((r) => r.identity).join();
+      await eventually('each key owned by its rendezvous owner alone, as both replicas see it', () => keys.every((k) => ownerOf(k) === rendezvousOwner(k, peers))
+        && replicas.every((r) => r.manager.sharder?.status().unowned.length === 0), 20_000);
       for (const key of keys) {
         const owners = replicas.filter((r) => r.manager.sharder?.owns(key) === true).map((r) => r.identity);
         assert.deepEqual(owners, [rendezvousOwner(key, peers)], key);

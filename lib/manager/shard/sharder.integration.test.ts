@@ -1,5 +1,5 @@
 import assert from 'node:assert/strict';
-import { setTimeout as delay } from 'node:timers/promises';
+import { eventually } from '../../../fixtures/support/index.ts';
 import { after, describe, it } from 'node:test';
 import { ClusterConnection } from '../../transport/index.ts';
 import { useClusters } from '../../../e2e/harness/index.ts';
@@ -17,12 +17,10 @@ const slackMs = 1_500;
 const boundMs = timing.leaseDurationMs + 2 * timing.retryPeriodMs + slackMs;
 const keys = Array.from({ length: 30 }, (_, i) => `tenant-${i}`);
 
+/** Waits for `condition` (the shared `eventually`, polled every 25 ms); resolves with how long it took. */
 async function until(what: string, condition: () => boolean, timeoutMs = 60_000): Promise<number> {
   const start = Date.now();
-  while (!condition()) {
-    if (Date.now() - start > timeoutMs) throw new Error(`timed out after ${timeoutMs / 1000} s waiting for ${what}`);
-    await delay(25);
-  }
+  await eventually(what, () => condition() || undefined, { timeoutMs, pollMs: 25 });
   return Date.now() - start;
 }
 
