@@ -64,7 +64,8 @@ export interface ClusterSetOptions {
   /**
    * Settings of every connection the set opens: `http2` (default true), `requestTimeoutMs`
    * (default 60 000), `maxListsPerCluster` (default 5), `pingIntervalMs` (default 30 000) and
-   * `pingTimeoutMs` (default 15 000); see `ClusterConnectionOptions`. Default: all defaults.
+   * `pingTimeoutMs` (default 15 000), `socketBudget` and `onWatchChunk` (default none); see
+   * `ClusterConnectionOptions`. Default: all defaults.
    */
   readonly connection?: ConnectionOptions | undefined;
   /** Limiter on concurrent LISTs across every connection. Default: a new one of 50, stopped by `close()`. */

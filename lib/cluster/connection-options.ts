@@ -4,9 +4,9 @@ import { SocketBudget, type ClusterConnectionOptions } from '../transport/index.
  * Settings every connection of a keeper (`ClusterSet`) is built with: a subset
  * of `ClusterConnectionOptions`, whose JSDoc states each default (HTTP/2 on, request timeout
  * 60 000 ms, 5 LIST pages per cluster, PING every 30 000 ms answered within 15 000 ms, the
- * process-wide socket budget). Unset fields keep those defaults; an empty object changes nothing.
+ * process-wide socket budget, no watch chunk observer). Unset fields keep those defaults; an empty object changes nothing.
  */
-export type ConnectionOptions = Pick<ClusterConnectionOptions, 'http2' | 'requestTimeoutMs' | 'maxListsPerCluster' | 'pingIntervalMs' | 'pingTimeoutMs' | 'socketBudget'>;
+export type ConnectionOptions = Pick<ClusterConnectionOptions, 'http2' | 'requestTimeoutMs' | 'maxListsPerCluster' | 'pingIntervalMs' | 'pingTimeoutMs' | 'socketBudget' | 'onWatchChunk'>;
 
 type Check = (value: unknown) => boolean;
 
@@ -21,6 +21,7 @@ const CHECKS: Readonly<Record<keyof ConnectionOptions, readonly [Check, string]>
   pingIntervalMs: [positive, 'a positive number (ms)'],
   pingTimeoutMs: [positive, 'a positive number (ms)'],
   socketBudget: [(value) => value instanceof SocketBudget, 'a SocketBudget'],
+  onWatchChunk: [(value) => typeof value === 'function', 'a function'],
 };
 
 /**

@@ -1,6 +1,7 @@
 // The connection to one cluster: its options, the limiters every request passes, observation and
 // close (discovery and the resource client live in their own files).
 import type { KubeConfig } from '@kubernetes/client-node';
+import type { Readable } from 'node:stream';
 import {
   booleanOption,
   ClosedError,
@@ -106,6 +107,13 @@ export interface ClusterConnectionOptions extends ReadLimits {
    * a throw is ignored). Requests still waiting for the limiter are not requests yet. Default: none.
    */
   readonly onRequest?: ((observation: RequestObservation) => void) | undefined;
+  /**
+   * Called with each chunk of every watch response as it arrives, before the watch decoder sees it
+   * (synchronously, on the stream's path: keep it cheap and do not keep or change the chunk; a throw
+   * is ignored). For latency measurements that start where the bytes reach the process
+   * (`bench/registry.bench.ts`). Default: none, and then nothing is attached to the stream.
+   */
+  readonly onWatchChunk?: ((chunk: Buffer) => void) | undefined;
 }
 
 /** A request made through {@link ClusterConnection.request}. */
@@ -145,6 +153,7 @@ export class ClusterConnection implements ResourceResolver {
   readonly #logger: Logger;
   readonly #clock: Clock;
   readonly #onRequest: ((observation: RequestObservation) => void) | undefined;
+  readonly #onWatchChunk: ((chunk: Buffer) => void) | undefined;
   /** GVK → resource and scope (`discovery.ts`: its invariants are stated there). */
   readonly #discovery: Discovery;
   /** Aborted by `close()`: ends shared work (discovery) no single caller owns. */
@@ -176,8 +185,10 @@ export class ClusterConnection implements ResourceResolver {
       limits: readLimitsOf(options, 'ClusterConnection'),
     };
     if (options.onRequest !== undefined) functionOption('ClusterConnection', 'onRequest', options.onRequest);
+    if (options.onWatchChunk !== undefined) functionOption('ClusterConnection', 'onWatchChunk', options.onWatchChunk);
     this.name = options.name;
     this.#onRequest = options.onRequest;
+    this.#onWatchChunk = options.onWatchChunk;
     this.#clock = settings.clock;
     this.#limits = settings.limits;
     this.#logger = (options.logger ?? noopLogger).child({ cluster: options.name });
@@ -288,6 +299,7 @@ export class ClusterConnection implements ResourceResolver {
     const { path, query, gvk } = request;
     await this.#requests.take(signal);
     const res = await this.#observed('GET', () => this.#transport.open({ method: 'GET', path, query, gvk, signal, long: true }));
+    if (this.#onWatchChunk !== undefined) observeChunks(res.body, this.#onWatchChunk);
     return decodeWatchStream(res.body, { cluster: this.name, gvk }, signal, {
       dropManagedFields: request.dropManagedFields,
       maxEventBytes: this.#limits.maxWatchEventBytes,
@@ -315,4 +327,21 @@ export class ClusterConnection implements ResourceResolver {
       }
     }
   }
+}
+
+/**
+ * Puts `observer` ahead of the watch decoder on `body`. The stream is paused first so that this
+ * listener does not start the flow before the decoder listens (chunks would reach only the
+ * observer); the decoder resumes a paused stream at its first read, and from then on each chunk
+ * reaches the observer, then the decoder, in one emit.
+ */
+function observeChunks(body: Readable, observer: (chunk: Buffer) => void): void {
+  body.pause();
+  body.on('data', (chunk: Buffer) => {
+    try {
+      observer(chunk);
+    } catch {
+      // An observer's failure must not fail the watch it observed.
+    }
+  });
 }
