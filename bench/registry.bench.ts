@@ -1,36 +1,126 @@
-// Registry benchmark: `node bench/registry.bench.ts` (make bench). Runs against an in-process
-// simulated API server, so it needs no cluster.
+// Registry benchmark: `node --expose-gc bench/registry.bench.ts [--quick] [--rates=1000,5000,10000]
+// [--seconds=3] [--rounds=1] [--objects=1000]` (make bench). The simulated API server runs in a
+// process of its own (bench/latency/sim-host.ts), so this process holds only the registry.
 //
-// 1. Hot path: watchTargetAndGetReader for a key whose cache exists, in calls per second, beside a
+// 1. Event → owner requeued, measured where it is made: each event is stamped when the chunk
+//    holding it reaches the connection (`onWatchChunk`, before decoding) and when its owner is
+//    added to the registry's requeue queue (a queue given as the `queue` option), both on this
+//    process's monotonic clock; no clock crosses processes. At each rate, p50/p99/p99.9/max of that
+//    latency, the garbage collector's pauses in the same window (perf_hooks 'gc' entries: count,
+//    longest, total), and beside them how late the simulator sent against its schedule (its own
+//    clock): lag there is the simulator's, not the registry's. A consumer takes keys off the
+//    queue as a worker would (get, done; no work). One owner per object, 1,000 objects by default.
+// 2. Hot path: watchTargetAndGetReader for a key whose cache exists, in calls per second, beside a
 //    plain async-mutex-guarded Map doing the same key computation and lookup. Ratios, not absolute
-//    times, are what to compare: the machines are shared.
-// 2. Event → owner requeued: objects updated at a steady rate; the time from the write to the owner
-//    key coming off the requeue queue, p50 and p99.
+//    times, are what to compare: the machines are shared (the load average is printed).
 import { Mutex } from 'async-mutex';
-import { performance } from 'node:perf_hooks';
-import { SimulatedCluster } from '../fixtures/index.ts';
+import { spawn } from 'node:child_process';
+import { loadavg } from 'node:os';
+import { join } from 'node:path';
+import { performance, PerformanceObserver, type PerformanceEntry } from 'node:perf_hooks';
+import { createInterface } from 'node:readline';
 import { clusterKey, StaticProvider, type ClusterRef } from '../lib/cluster/index.ts';
 import { ownerKey, type OwnerKey, type Registry } from '../lib/registry/index.ts';
-import type { GroupVersionKind } from '../lib/util/index.ts';
 import { registryWithKeeper } from '../lib/registry/testing.ts';
+import type { GroupVersionKind } from '../lib/util/index.ts';
+import { StampedQueue, Window } from './latency/stamps.ts';
+
+const args = process.argv.slice(2);
+const option = (name: string, fallback: string): string => args.find((a) => a.startsWith(`--${name}=`))?.slice(name.length + 3) ?? fallback;
+const quick = args.includes('--quick');
+const rates = option('rates', '1000,5000,10000').split(',').map(Number);
+const seconds = Number(option('seconds', quick ? '1' : '3'));
+const rounds = Number(option('rounds', '1'));
+const objects = Number(option('objects', '1000'));
+if (rates.some((r) => !(r > 0)) || !(seconds > 0) || !Number.isInteger(rounds) || rounds < 1 || !Number.isInteger(objects) || objects < 1) {
+  throw new TypeError('--rates must be positive numbers, --seconds positive, --rounds and --objects positive integers');
+}
 
 const configMaps: GroupVersionKind = { group: '', version: 'v1', kind: 'ConfigMap' };
 const ref: ClusterRef = { kind: 'static', name: 'sim' };
+const owner = (k: number): { namespace: string; name: string } => ({ namespace: 'bench', name: `lat-owner-${k}` });
 
-function median(values: readonly number[]): number {
-  const sorted = [...values].sort((a, b) => a - b);
-  return sorted[Math.floor(sorted.length / 2)] ?? Number.NaN;
+/** The p-th percentile (nearest rank) of sorted values. */
+function percentile(sorted: ArrayLike<number>, p: number): number {
+  if (sorted.length === 0) return Number.NaN;
+  return sorted[Math.min(sorted.length - 1, Math.ceil((p / 100) * sorted.length) - 1)] ?? Number.NaN;
 }
 
-function percentile(values: readonly number[], p: number): number {
-  const sorted = [...values].sort((a, b) => a - b);
-  return sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))] ?? Number.NaN;
+function median(values: readonly number[]): number {
+  return percentile([...values].sort((a, b) => a - b), 50);
+}
+
+/** Lines from the simulator's stdout, one at a time. */
+class SimHost {
+  readonly #child = spawn(process.execPath, [join(import.meta.dirname, 'latency', 'sim-host.ts'), String(objects)], { stdio: ['pipe', 'pipe', 'inherit'] });
+  readonly #lines = createInterface({ input: this.#child.stdout })[Symbol.asyncIterator]();
+
+  async next<T>(): Promise<T> {
+    const line = await this.#lines.next();
+    if (line.done === true) throw new Error('the simulator exited');
+    return JSON.parse(line.value) as T;
+  }
+
+  send(message: unknown): void {
+    this.#child.stdin.write(`${JSON.stringify(message)}\n`);
+  }
+
+  async close(): Promise<void> {
+    const exited = new Promise((resolve) => { this.#child.once('exit', resolve); setTimeout(resolve, 10_000).unref(); });
+    this.#child.stdin.end();
+    await exited;
+  }
+}
+
+interface Figures {
+  readonly rate: number;
+  readonly latencies: Float64Array;
+  readonly unmatched: number;
+  readonly lag: readonly number[];
+  readonly gc: { readonly count: number; readonly maxMs: number; readonly totalMs: number };
+  readonly load: number;
+}
+
+/** One window at `rate`: the simulator sends, the consumer drains, then both stamps are read. */
+async function window(sim: SimHost, queue: StampedQueue, rate: number, from: number): Promise<Figures> {
+  const total = Math.max(objects, Math.round((rate * seconds) / objects) * objects);
+  const stamps = new Window(from, total, objects);
+  const pauses: PerformanceEntry[] = [];
+  const gc = new PerformanceObserver((list) => { pauses.push(...list.getEntries()); });
+  gc.observe({ entryTypes: ['gc'] });
+  const load = loadavg()[0] ?? Number.NaN;
+  const begin = performance.now();
+  queue.window = stamps;
+  sim.send({ rate, total, from });
+  const { lagMs } = await sim.next<{ sent: number; lagMs: number[] }>();
+  // Whatever is still on its way when the simulator is done.
+  for (let waited = 0; waited < 5_000 && stamps.requeued.some(Number.isNaN); waited += 50) await new Promise((resolve) => setTimeout(resolve, 50));
+  queue.window = undefined;
+  const end = performance.now();
+  await new Promise((resolve) => setImmediate(resolve));
+  gc.disconnect();
+  const inWindow = pauses.filter((p) => p.startTime >= begin && p.startTime <= end);
+  const latencies: number[] = [];
+  let unmatched = 0;
+  for (let i = 0; i < total; i++) {
+    const d = (stamps.requeued[i] ?? Number.NaN) - (stamps.arrived[i] ?? Number.NaN);
+    if (Number.isNaN(d) || d < 0) unmatched += 1;
+    else latencies.push(d);
+  }
+  return {
+    rate,
+    latencies: Float64Array.from(latencies).sort(),
+    unmatched,
+    lag: lagMs,
+    gc: { count: inWindow.length, maxMs: Math.max(0, ...inWindow.map((p) => p.duration)), totalMs: inWindow.reduce((sum, p) => sum + p.duration, 0) },
+    load,
+  };
 }
 
 async function hotPath(registry: Registry, calls: number): Promise<number> {
   const started = performance.now();
   for (let i = 0; i < calls; i++) {
-    await registry.watchTargetAndGetReader(ref, { gvk: configMaps, namespace: 'bench', name: `cm-${i % 100}` }, { namespace: 'bench', name: `owner-${i % 100}` });
+    await registry.watchTargetAndGetReader(ref, { gvk: configMaps, namespace: 'bench', name: `lat-${i % 100}` }, owner(i % 100));
   }
   return calls / ((performance.now() - started) / 1000);
 }
@@ -48,87 +138,77 @@ async function mutexMap(calls: number): Promise<number> {
   return calls / ((performance.now() - started) / 1000);
 }
 
-async function requeueLatency(sim: SimulatedCluster, registry: Registry, ratePerSecond: number, seconds: number): Promise<number[]> {
-  const objects = 50;
-  for (let i = 0; i < objects; i++) {
-    sim.store.create({ apiVersion: 'v1', kind: 'ConfigMap', metadata: { name: `lat-${i}`, namespace: 'bench' }, data: { n: '0' } });
-    await registry.watchTargetAndGetReader(ref, { gvk: configMaps, namespace: 'bench', name: `lat-${i}` }, { namespace: 'bench', name: `lat-owner-${i}` });
-  }
-  const reader = await registry.watchTargetAndGetReader(ref, { gvk: configMaps, namespace: 'bench', name: 'lat-0' }, { namespace: 'bench', name: 'lat-owner-0' });
-  await reader.waitForSync();
-  // Let the initial adds drain.
-  await new Promise((resolve) => setTimeout(resolve, 300));
-  while (registry.queue.len > 0) {
-    const next = await registry.queue.get();
-    if (next !== undefined) registry.queue.done(next.item);
-  }
+const ms = (value: number): string => (value >= 100 ? value.toFixed(0) : value >= 10 ? value.toFixed(1) : value.toFixed(2));
 
-  const writtenAt = new Map<OwnerKey, number>();
-  const latencies: number[] = [];
-  const stop = new AbortController();
-  const consumer = (async () => {
-    for (;;) {
-      let next: { readonly item: OwnerKey } | undefined;
-      try {
-        next = await registry.queue.get(stop.signal);
-      } catch {
-        return;
-      }
-      if (next === undefined) return;
-      const at = writtenAt.get(next.item);
-      if (at !== undefined) {
-        latencies.push(performance.now() - at);
-        writtenAt.delete(next.item);
-      }
-      registry.queue.done(next.item);
+const sim = new SimHost();
+const { kubeconfig } = await sim.next<{ kubeconfig: string }>();
+const objectOf = new Map<OwnerKey, number>();
+for (let k = 0; k < objects; k++) objectOf.set(ownerKey(owner(k)), k);
+const queue = new StampedQueue(objectOf);
+const registry = registryWithKeeper({
+  provider: new StaticProvider({ clusters: { sim: kubeconfig } }),
+  credentialCheckIntervalMs: 0,
+  queue,
+  connection: { onWatchChunk: (chunk) => { queue.window?.chunk(chunk); } },
+});
+const stop = new AbortController();
+const consumer = (async () => {
+  for (;;) {
+    let next: { readonly item: OwnerKey } | undefined;
+    try {
+      next = await queue.get(stop.signal);
+    } catch {
+      return;
     }
-  })();
-
-  const total = ratePerSecond * seconds;
-  const interval = 1000 / ratePerSecond;
-  const begin = performance.now();
-  for (let i = 0; i < total; i++) {
-    const due = begin + i * interval;
-    const wait = due - performance.now();
-    if (wait > 0) await new Promise((resolve) => setTimeout(resolve, wait));
-    const n = i % objects;
-    const current = sim.store.get({ apiVersion: 'v1', kind: 'ConfigMap', namespace: 'bench', name: `lat-${n}` });
-    if (current === undefined) throw new Error('object vanished');
-    writtenAt.set(ownerKey({ namespace: 'bench', name: `lat-owner-${n}` }), performance.now());
-    sim.store.update({ ...current, data: { n: String(i) } });
+    if (next === undefined) return;
+    queue.done(next.item);
   }
-  await new Promise((resolve) => setTimeout(resolve, 500));
+})();
+try {
+  for (let k = 0; k < objects; k++) {
+    await registry.watchTargetAndGetReader(ref, { gvk: configMaps, namespace: 'bench', name: `lat-${k}` }, owner(k));
+  }
+  const reader = await registry.watchTargetAndGetReader(ref, { gvk: configMaps, namespace: 'bench', name: 'lat-0' }, owner(0));
+  await reader.waitForSync();
+  await new Promise((resolve) => setTimeout(resolve, 500)); // the initial adds drain
+
+  const results: Figures[] = [];
+  let from = 0;
+  for (let round = 0; round < rounds; round++) {
+    for (const rate of rates) {
+      process.stderr.write(`# round ${round + 1}/${rounds}, ${rate} events/s for ${seconds} s…\n`);
+      const figures = await window(sim, queue, rate, from);
+      results.push(figures);
+      from += figures.latencies.length + figures.unmatched;
+      await new Promise((resolve) => setTimeout(resolve, 300));
+    }
+  }
+
+  console.log(`\n| event → owner requeued (bytes at the connection → queue add), ${objects} objects, ${seconds} s per rate | samples | p50 | p99 | p99.9 | max | GC pauses: count, longest, total | simulator late vs schedule: p50, p99, max | load avg (1 min) |`);
+  console.log('| --- | --- | --- | --- | --- | --- | --- | --- | --- |');
+  for (const r of results) {
+    const l = r.latencies;
+    console.log(`| ${r.rate.toLocaleString('en')} events/s | ${l.length}${r.unmatched > 0 ? ` (${r.unmatched} unmatched)` : ''} | ${ms(percentile(l, 50))} ms | ${ms(percentile(l, 99))} ms | ${ms(percentile(l, 99.9))} ms | ${ms(percentile(l, 100))} ms | ${r.gc.count}, ${ms(r.gc.maxMs)} ms, ${ms(r.gc.totalMs)} ms | ${ms(percentile(r.lag, 50))} ms, ${ms(percentile(r.lag, 99))} ms, ${ms(percentile(r.lag, 100))} ms | ${r.load.toFixed(1)} |`);
+  }
+
+  if (!quick) {
+    const calls = 200_000;
+    const ours: number[] = [];
+    const theirs: number[] = [];
+    for (let round = 0; round < 5; round++) {
+      ours.push(await hotPath(registry, calls));
+      theirs.push(await mutexMap(calls));
+    }
+    const hot = median(ours);
+    const base = median(theirs);
+    console.log(`\n| hot path (existing key), 5 rounds of 200k calls, load avg ${(loadavg()[0] ?? 0).toFixed(1)} | calls/s (median) | vs mutex-guarded Map |`);
+    console.log('| --- | --- | --- |');
+    console.log(`| registry.watchTargetAndGetReader | ${hot.toFixed(0)} | ${(hot / base).toFixed(2)}× |`);
+    console.log(`| async-mutex runExclusive + Map.get | ${base.toFixed(0)} | 1.00× |`);
+  }
+} finally {
   stop.abort();
   await consumer;
-  return latencies;
-}
-
-const sim = await SimulatedCluster.start({ name: 'bench', namespaces: ['bench'] });
-const registry = registryWithKeeper({ provider: new StaticProvider({ clusters: { sim: sim.kubeconfig } }), credentialCheckIntervalMs: 0 });
-try {
-  const warm = await registry.watchTargetAndGetReader(ref, { gvk: configMaps, namespace: 'bench', name: 'cm-0' }, { namespace: 'bench', name: 'owner-0' });
-  await warm.waitForSync();
-
-  const calls = 200_000;
-  const ours: number[] = [];
-  const theirs: number[] = [];
-  for (let round = 0; round < 5; round++) {
-    ours.push(await hotPath(registry, calls));
-    theirs.push(await mutexMap(calls));
-  }
-  const hot = median(ours);
-  const base = median(theirs);
-
-  const latencies = await requeueLatency(sim, registry, 200, 5);
-
-  console.log('\n| hot path (existing key), 5 rounds of 200k calls | calls/s (median) | vs mutex-guarded Map |');
-  console.log('| --- | --- | --- |');
-  console.log(`| registry.watchTargetAndGetReader | ${hot.toFixed(0)} | ${(hot / base).toFixed(2)}× |`);
-  console.log(`| async-mutex runExclusive + Map.get | ${base.toFixed(0)} | 1.00× |`);
-  console.log('\n| event → owner requeued, 200 updates/s for 5 s | p50 | p99 | samples |');
-  console.log('| --- | --- | --- | --- |');
-  console.log(`| write in the simulated apiserver → key off the queue | ${percentile(latencies, 50).toFixed(2)} ms | ${percentile(latencies, 99).toFixed(2)} ms | ${latencies.length} |`);
-} finally {
   await registry.close();
   await sim.close();
 }
