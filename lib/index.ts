@@ -10,13 +10,15 @@
  */
 
 // The registry: caches built on first use, which owners use them, the readers handed out.
-export { CacheGoneError, fieldMatcher, labelMatcher, ownerKey, parseOwnerKey, Registry, watchOwners } from './registry/index.ts';
+export { CacheGoneError, fieldMatcher, labelMatcher, MemoryBudgetExceededError, ownerKey, parseOwnerKey, Registry, watchOwners } from './registry/index.ts';
 export type {
   CacheInfo,
   CacheInformerOptions,
   CacheReader,
   CacheScope,
   HeldReader,
+  MemoryBudgetOptions,
+  MemoryBudgetStatus,
   ObjectMatcher,
   ObjectTargetRef,
   OwnerKey,

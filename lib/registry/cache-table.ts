@@ -5,6 +5,7 @@ import { ClusterChangedError, type ClusterLease, type ClusterRef, type Clusters,
 import type { RateLimitingQueue } from '../queue/index.ts';
 import { abortReason, childController, ClosedError, onAbort, raceAbort, TransportError, type Clock, type GroupVersionKind, type Logger, type Timer } from '../util/index.ts';
 import type { BuildGate } from './build-gate.ts';
+import type { MemoryBudget } from './memory-budget.ts';
 import { detach, type Built, type CacheEntry } from './cache-entry.ts';
 import { GarbageCollector } from './gc.ts';
 import type { HeldReaders } from './holds.ts';
@@ -29,6 +30,8 @@ export interface CacheTableOptions {
   readonly queue: RateLimitingQueue<OwnerKey>;
   /** Bounds the slow path: a slot from before admission until the build this caller started settles. */
   readonly builds: BuildGate;
+  /** Checked before a caller starts a new cache (not when it joins a build or finds one published). */
+  readonly budget: MemoryBudget | undefined;
   readonly buildTimeoutMs: number;
   readonly gc: { readonly initialDelayMs: number; readonly maxDelayMs: number; readonly graceMs: number };
   readonly logger: Logger;
@@ -127,6 +130,8 @@ export class CacheTable {
     // Joining a build in flight (or a caller headed for one) takes no slot; a free slot is taken
     // without an await (nor a timer).
     const joining = this.#building.has(key) || this.#headed.has(key);
+    // A new cache, over the memory budget: refused before any slot, admission or request.
+    if (!joining && !this.#caches.has(key)) this.#options.budget?.check(this.#options.clusters.connectionKey(ref, ownerNamespace, identity), gvk);
     const release = joining ? undefined : this.#options.builds.tryAcquire() ?? await this.#buildSlot(signal);
     if (release !== undefined) this.#headed.set(key, (this.#headed.get(key) ?? 0) + 1);
     const arrived = (): void => {

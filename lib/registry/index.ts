@@ -11,6 +11,8 @@ export { Registry } from './registry.ts';
 export type { CacheInfo, ReaderOptions, RegistryOptions } from './registry.ts';
 export type { CacheInformerOptions } from './wiring.ts';
 export { CacheGoneError } from './reader.ts';
+export { MemoryBudgetExceededError } from './memory-budget.ts';
+export type { MemoryBudgetOptions, MemoryBudgetStatus } from './memory-budget.ts';
 export type { CacheReader, HeldReader } from './reader.ts';
 export { ownerKey, parseOwnerKey } from './keys.ts';
 export { watchOwners } from './owners.ts';

@@ -10,6 +10,7 @@ import { ClosedError, nonNegativeNumber, noopLogger, positiveInteger, positiveNu
 import { BuildGate } from './build-gate.ts';
 import { CacheTable } from './cache-table.ts';
 import { HeldReaders } from './holds.ts';
+import { MemoryBudget, type MemoryBudgetOptions, type MemoryBudgetStatus } from './memory-budget.ts';
 import { cacheKeyOf, ownerKey, type CacheScope, type OwnerKey, type OwnerRef, type TargetRef } from './keys.ts';
 import { HeldRegistryReader, type CacheReader, type HeldReader } from './reader.ts';
 import { followClusterChange } from './rotation.ts';
@@ -59,6 +60,13 @@ export interface RegistryOptions {
    * Calls served by a published cache, or joining a build in flight, never wait. Default 32.
    */
   readonly maxConcurrentBuilds?: number;
+  /**
+   * Refuse new caches while the process's resident memory is at or over `maxRssBytes`: the call
+   * that would build one rejects with `MemoryBudgetExceededError` (cluster, GVK, budget, figure),
+   * as a failed build does; calls served by caches already built, or joining a build in flight,
+   * carry on, and so do the caches. See {@link MemoryBudgetOptions}. Default: no budget.
+   */
+  readonly memoryBudget?: MemoryBudgetOptions | undefined;
   /** Default: discards everything. */
   readonly logger?: Logger;
   /** Default: the wall clock. */
@@ -132,6 +140,7 @@ export class Registry {
   readonly #scopeDown: ScopeDown;
   readonly #clock: Clock;
   readonly #scope: CacheScope;
+  readonly #budget: MemoryBudget | undefined;
   #closed: Promise<void> | undefined;
 
   constructor(options: RegistryOptions) {
@@ -140,6 +149,7 @@ export class Registry {
     this.#scope = checkScope('registry option scope', options.scope ?? 'auto');
     const buildTimeoutMs = positiveNumber('registry', 'buildTimeoutMs', options.buildTimeoutMs ?? 30_000);
     const maxConcurrentBuilds = positiveInteger('registry', 'maxConcurrentBuilds', options.maxConcurrentBuilds ?? 32);
+    this.#budget = options.memoryBudget === undefined ? undefined : new MemoryBudget(options.memoryBudget);
     const gc = {
       graceMs: nonNegativeNumber('registry', 'gcGraceMs', options.gcGraceMs ?? 30_000),
       initialDelayMs: positiveNumber('registry', 'gcInitialDelayMs', options.gcInitialDelayMs ?? 2_000),
@@ -181,6 +191,7 @@ export class Registry {
       scopes: this.#scopes,
       queue: this.#queue,
       builds: new BuildGate(maxConcurrentBuilds),
+      budget: this.#budget,
       buildTimeoutMs,
       gc,
       logger,
@@ -220,7 +231,8 @@ export class Registry {
    *   `KubeApiError` 403 when the owner's identity may not read the kubeconfig Secret, ...),
    *   `UnknownKindError` when the cluster does not serve the kind, `KubeApiError`/`TransportError`
    *   when discovery fails, `ClusterChangedError` (retryable) when the cluster kept changing under
-   *   the call, `ClosedError` after `close()` and only then, or the signal's reason. Nothing
+   *   the call, `MemoryBudgetExceededError` when a new cache is refused by `memoryBudget`,
+   *   `ClosedError` after `close()` and only then, or the signal's reason. Nothing
    *   failed is remembered: the next call tries again.
    */
   async watchTargetAndGetReader<T extends KubeObject = KubeObject>(
@@ -378,6 +390,11 @@ export class Registry {
         watchErrors: entry.errors,
       };
     });
+  }
+
+  /** The memory budget (`memoryBudget`) and how many new caches it refused; undefined without one. */
+  memoryBudget(): MemoryBudgetStatus | undefined {
+    return this.#budget?.status();
   }
 
   /**
