@@ -44,7 +44,7 @@ describe('--help', () => {
       assert.ok(text.startsWith(flag.description), `--${flag.name}: ${text}`);
       if (flag.default !== undefined) assert.match(text, new RegExp(`\\(default "?${flag.default}"?\\)$`), flag.name);
       // The parser knows every flag of the table.
-      const sample = flag.type === 'boolean' ? [`--${flag.name}`] : [`--${flag.name}`, flag.name === 'log-level' ? 'debug' : flag.name === 'log-format' ? 'console' : flag.name.endsWith('address') ? ':9000' : flag.name === 'concurrency' ? '2' : flag.value === 'duration' || flag.name.startsWith('kube-api-') || flag.name.startsWith('shard-') ? (flag.default ?? '') : 'x'];
+      const sample = flag.type === 'boolean' ? [`--${flag.name}`] : [`--${flag.name}`, flag.name === 'log-level' ? 'debug' : flag.name === 'log-format' ? 'console' : flag.name.endsWith('address') ? ':9000' : flag.name === 'concurrency' || flag.name === 'memory-budget' ? '2' : flag.value === 'duration' || flag.name.startsWith('kube-api-') || flag.name.startsWith('shard-') ? (flag.default ?? '') : 'x'];
       // The shard settings go with --shard.
       if (flag.name.startsWith('shard-')) sample.unshift('--shard');
       assert.doesNotThrow(() => parseFlags(sample), flag.name);
@@ -163,6 +163,12 @@ describe('parseFlags', () => {
     assert.equal(run(['--shard', `--shard-group=${group}`]).shardGroup, group);
     for (const name of [peerLeaseName(group, 'replica-a'), fenceLeaseName(group, 'ns/pipeline')]) assert.ok(isDnsLabel(name), name);
     assert.throws(() => parseFlags(['--shard', `--shard-group=${group}0`]), UsageError);
+  });
+
+  it('takes --memory-budget in MiB, unset by default', () => {
+    assert.equal(run([]).memoryBudgetBytes, undefined);
+    assert.equal(run(['--memory-budget=768']).memoryBudgetBytes, 768 * 2 ** 20);
+    for (const bad of ['0', '-5', '1.5', '512Mi', 'lots']) assert.throws(() => parseFlags([`--memory-budget=${bad}`]), { name: 'UsageError', message: /^--memory-budget must be a positive integer of MiB, got / });
   });
 
   it('takes Go-style durations, and keeps leader election timings in order', () => {

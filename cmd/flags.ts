@@ -81,6 +81,8 @@ export interface Config {
   readonly kubeApiBurst: number;
   /** Bound on each non-watch request to an API server, body included, in milliseconds. */
   readonly kubeApiRequestTimeoutMs: number;
+  /** Resident memory, in bytes, at or above which new caches are refused (`--memory-budget`); unset: no budget. */
+  readonly memoryBudgetBytes?: number;
 }
 
 /** What the command line asks for. */
@@ -245,6 +247,10 @@ export const flagTable: readonly FlagSpec[] = [
   {
     name: 'kube-api-request-timeout', type: 'string', value: 'duration', default: '60s',
     description: 'Bound on each request to an API server other than a watch, body included: an API server that accepts and never answers holds a LIST slot this long at most.',
+  },
+  {
+    name: 'memory-budget', type: 'string', value: 'mib',
+    description: 'Refuse new caches (one cluster and kind) while the process\'s resident memory is at or above this many MiB, so that a fleet that outgrows the container fails the Pipelines that would add caches (their targets unreadable, with the reason) instead of getting the process OOM-killed; caches already built carry on. Leave room for them to grow: about 80 % of the container\'s memory limit. When unset: no budget.',
   },
   {
     name: 'allow-cross-namespace-targets', type: 'boolean', default: 'false',
@@ -458,12 +464,16 @@ export function parseFlags(argv: readonly string[]): Invocation {
   const kubeApiBurstText = str('kube-api-burst') ?? '';
   const kubeApiBurst = /^\d+$/.test(kubeApiBurstText) ? Number(kubeApiBurstText) : Number.NaN;
   if (!Number.isSafeInteger(kubeApiBurst) || kubeApiBurst < 1) throw new UsageError(`--kube-api-burst must be a positive integer, got ${JSON.stringify(kubeApiBurstText)}`);
+  const memoryBudgetText = str('memory-budget');
+  const memoryBudgetMiB = memoryBudgetText === undefined ? undefined : /^\d+$/.test(memoryBudgetText) ? Number(memoryBudgetText) : Number.NaN;
+  if (memoryBudgetMiB !== undefined && !(Number.isSafeInteger(memoryBudgetMiB) && memoryBudgetMiB >= 1)) throw new UsageError(`--memory-budget must be a positive integer of MiB, got ${JSON.stringify(memoryBudgetText)}`);
   return {
     kind: 'run',
     config: {
       kubeApiQps,
       kubeApiBurst,
       kubeApiRequestTimeoutMs: parseDuration('kube-api-request-timeout', str('kube-api-request-timeout') ?? ''),
+      ...(memoryBudgetMiB === undefined ? {} : { memoryBudgetBytes: memoryBudgetMiB * 2 ** 20 }),
       leaseDurationMs,
       renewDeadlineMs,
       retryPeriodMs,

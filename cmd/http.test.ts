@@ -30,7 +30,7 @@ describe('the metrics server', () => {
   const queue = new RateLimitingWorkQueue<string>({ name: 'owners', clock, metrics: metrics.queueMetrics('pipeline') });
   const stats: ControllerStats = { reconciles: 7, reconcileErrors: 2, promotions: { succeeded: 3, failed: 1 } };
   let leader = false;
-  metrics.bind({ caches: () => caches, leader: () => leader, leaseName: 'fleetcache-leader' });
+  metrics.bind({ caches: () => caches, memoryBudget: () => ({ maxRssBytes: 768 * 2 ** 20, refusals: 3 }), leader: () => leader, leaseName: 'fleetcache-leader' });
   registerServiceMetrics(metrics.registry, () => stats);
   let server: HttpServer | undefined;
   after(async () => { queue.shutDown(); await server?.close(); });
@@ -126,6 +126,9 @@ describe('the metrics server', () => {
     assert.equal(m.value('fleetcache_watch_errors_total', prod), 5);
     assert.equal(m.value('fleetcache_cache_owners', prod), 2);
     assert.equal(m.value('fleetcache_cache_synced', { cluster: 'local', group: '', version: 'v1', kind: 'Config"Map' }), 0, 'label values are escaped and read back');
+    assert.equal(m.type('fleetcache_memory_budget_refusals_total'), 'counter');
+    assert.equal(m.value('fleetcache_memory_budget_refusals_total', {}), 3);
+    assert.equal(m.value('fleetcache_memory_budget_bytes', {}), 768 * 2 ** 20);
     assert.equal(m.value('fleetcache_promotions_total', { outcome: 'succeeded' }), 3);
     assert.equal(m.value('fleetcache_promotions_total', { outcome: 'failed' }), 1);
     assert.equal(m.type('leader_election_master_status'), 'gauge');

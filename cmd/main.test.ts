@@ -141,6 +141,15 @@ describe('the service wiring', () => {
     });
   });
 
+  it('refuses new target caches over --memory-budget, with the typed error in the Pipeline status', async () => {
+    // 1 MiB: any process is over it. The Pipelines' own cache is a held reader, never refused.
+    await withService(['--memory-budget=1'], async () => {
+      const seen = await target('capi');
+      assert.equal(seen.readable, false);
+      assert.match(seen.error ?? '', /^cluster cluster-api:apps\/remote, helm\.toolkit\.fluxcd\.io\/v2, Kind=HelmRelease: new cache refused: the process's resident memory \(\d+ MiB\) is over its budget of 1 MiB/);
+    });
+  });
+
   it('accepts an exec kubeconfig with --allow-exec-kubeconfigs (the plugin runs and authenticates)', async () => {
     await withService(['--allow-exec-kubeconfigs'], async () => {
       const seen = await target('exec');

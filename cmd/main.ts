@@ -183,6 +183,7 @@ export function serviceRegistry(config: Config, parts: ServiceRegistryParts): Re
     queue,
     logger,
     gcGraceMs: config.cacheGcGracePeriodMs,
+    ...(config.memoryBudgetBytes === undefined ? {} : { memoryBudget: { maxRssBytes: config.memoryBudgetBytes } }),
     ...(clock === undefined ? {} : { clock }),
   });
 }

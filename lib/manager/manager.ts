@@ -375,7 +375,7 @@ export class Manager {
     }
     const registry = this.registry;
     const sharder = this.sharder;
-    this.metrics.bind({ caches: () => registry.caches(), leader: () => this.isLeader, leaseName: election?.name ?? '', ...(sharder === undefined ? {} : { shard: () => sharder.status() }) });
+    this.metrics.bind({ caches: () => registry.caches(), memoryBudget: () => registry.memoryBudget(), leader: () => this.isLeader, leaseName: election?.name ?? '', ...(sharder === undefined ? {} : { shard: () => sharder.status() }) });
   }
 
   /** True while this replica leads (always, without leader election). */

@@ -1,6 +1,6 @@
 import { collectDefaultMetrics, Counter, Gauge, Histogram, Registry } from 'prom-client';
 import type { QueueMetricsProvider, QueueStats, ReconcileObservation } from '../queue/index.ts';
-import type { CacheInfo } from '../registry/index.ts';
+import type { CacheInfo, MemoryBudgetStatus } from '../registry/index.ts';
 import type { RequestObservation } from '../transport/index.ts';
 import type { ShardChange, ShardStatus } from './shard/index.ts';
 
@@ -31,6 +31,8 @@ export interface MetricsSources {
   readonly leaseName: string;
   /** The sharder's status, with sharding (`fleetcache_shard_*`). Default: no shard series. */
   readonly shard?: (() => ShardStatus) | undefined;
+  /** The registry's `memoryBudget()` (`fleetcache_memory_budget_*`). Default: both series at 0. */
+  readonly memoryBudget?: (() => MemoryBudgetStatus | undefined) | undefined;
 }
 
 /** controller-runtime's workqueue buckets: 10 ns to 1000 s, ×10 each (`ExponentialBuckets(10e-9, 10, 12)`). */
@@ -166,6 +168,15 @@ export class ManagerMetrics {
     perCache('fleetcache_cache_owners', 'Owners (Pipelines) that use at least one target in the cache.', 'gauge', (c) => c.owners);
     perCache('fleetcache_relists_total', 'Full LISTs the cache made after its first one (watch gaps, 410 Gone).', 'counter', (c) => c.relists);
     perCache('fleetcache_watch_errors_total', 'Errors the cache\'s list/watch loop met.', 'counter', (c) => c.watchErrors);
+    const budget = (): MemoryBudgetStatus | undefined => sources()?.memoryBudget?.();
+    new Gauge({
+      name: 'fleetcache_memory_budget_bytes', help: 'Resident memory at or above which the registry refuses new caches (--memory-budget); 0 without a budget.', registers,
+      collect() { this.set(budget()?.maxRssBytes ?? 0); },
+    });
+    new Counter({
+      name: 'fleetcache_memory_budget_refusals_total', help: 'New caches the registry refused because the process\'s resident memory was over its budget.', registers,
+      collect() { this.reset(); this.inc(budget()?.refusals ?? 0); },
+    });
   }
 
   /** `fleetcache_shard_*`, read from the sharder's status at scrape time; absent without sharding. */

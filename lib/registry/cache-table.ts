@@ -30,7 +30,7 @@ export interface CacheTableOptions {
   readonly queue: RateLimitingQueue<OwnerKey>;
   /** Bounds the slow path: a slot from before admission until the build this caller started settles. */
   readonly builds: BuildGate;
-  /** Checked before a caller starts a new cache (not when it joins a build or finds one published). */
+  /** Checked by {@link CacheTable.checkBudget}: a new cache for an owner's target (not when one is published or being built). */
   readonly budget: MemoryBudget | undefined;
   readonly buildTimeoutMs: number;
   readonly gc: { readonly initialDelayMs: number; readonly maxDelayMs: number; readonly graceMs: number };
@@ -130,8 +130,6 @@ export class CacheTable {
     // Joining a build in flight (or a caller headed for one) takes no slot; a free slot is taken
     // without an await (nor a timer).
     const joining = this.#building.has(key) || this.#headed.has(key);
-    // A new cache, over the memory budget: refused before any slot, admission or request.
-    if (!joining && !this.#caches.has(key)) this.#options.budget?.check(this.#options.clusters.connectionKey(ref, ownerNamespace, identity), gvk);
     const release = joining ? undefined : this.#options.builds.tryAcquire() ?? await this.#buildSlot(signal);
     if (release !== undefined) this.#headed.set(key, (this.#headed.get(key) ?? 0) + 1);
     const arrived = (): void => {
@@ -175,6 +173,17 @@ export class CacheTable {
       throw err;
     }
     return raceAbort(building, signal);
+  }
+
+  /**
+   * Throws `MemoryBudgetExceededError` when the memory budget is exceeded and a call for `key` now
+   * would start a new cache: none is published under it, built or headed for. Synchronous: call it
+   * right before {@link admitAndBuild}, with no `await` in between.
+   */
+  checkBudget(key: CacheKey, cluster: string, gvk: GroupVersionKind): void {
+    const budget = this.#options.budget;
+    if (budget === undefined || this.#caches.has(key) || this.#building.has(key) || this.#headed.has(key)) return;
+    budget.check(cluster, gvk);
   }
 
   /** A lease for this caller, admitted for its own namespace and identity, within the build deadline. */

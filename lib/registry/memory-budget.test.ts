@@ -1,6 +1,7 @@
 // The process memory budget: over it, a call that would build a new cache is refused with a typed
 // error naming cluster, kind, budget and figure, before any request; caches already built (on this
-// cluster and others) carry on, and the next call once memory is back under the budget builds.
+// cluster and others) and held readers carry on, and the next call once memory is back under the
+// budget builds.
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { SimulatedCluster } from '../../fixtures/index.ts';
@@ -61,11 +62,15 @@ describe('Registry memory budget', () => {
       assert.match(err.message, /^cluster static:east, v1, Kind=ConfigMap: new cache refused: .*\(120 MiB\) is over its budget of 100 MiB/);
       return true;
     });
-    // A held reader is a new cache too.
-    await assert.rejects(registry.reader(east, secrets, { namespace: 'apps' }), MemoryBudgetExceededError);
+    await assert.rejects(registry.watchTargetAndGetReader(east, { gvk: configMaps, namespace: 'apps', name: 'b' }, { namespace: 'team-b', name: 'o' }), MemoryBudgetExceededError);
     assert.equal(clusters.east.counters.totalRequests, before, 'nothing was requested');
     assert.equal(registry.caches().length, 0);
     assert.deepEqual(registry.memoryBudget(), { maxRssBytes: 100 * MiB, refusals: 2 });
+    // A held reader (the owners' own cache) is not refused: without it nothing is reconciled.
+    const owners = await registry.reader(east, secrets, { namespace: 'apps' });
+    await owners.waitForSync(AbortSignal.timeout(10_000));
+    owners.release();
+    assert.equal(registry.memoryBudget()?.refusals, 2);
 
     // Nothing refused is remembered: back under the budget, the next call builds.
     memory.rss = 99 * MiB;

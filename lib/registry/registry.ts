@@ -61,10 +61,13 @@ export interface RegistryOptions {
    */
   readonly maxConcurrentBuilds?: number;
   /**
-   * Refuse new caches while the process's resident memory is at or over `maxRssBytes`: the call
-   * that would build one rejects with `MemoryBudgetExceededError` (cluster, GVK, budget, figure),
-   * as a failed build does; calls served by caches already built, or joining a build in flight,
-   * carry on, and so do the caches. See {@link MemoryBudgetOptions}. Default: no budget.
+   * Refuse new caches for owners' targets while the process's resident memory is at or over
+   * `maxRssBytes`: the {@link Registry.watchTargetAndGetReader} call that would build one rejects
+   * with `MemoryBudgetExceededError` (cluster, GVK, budget, figure), as a failed build does; calls
+   * served by caches already built, or joining a build in flight, carry on, and so do the caches.
+   * Held readers ({@link Registry.reader}: the embedder's own objects, the owners themselves) are
+   * not refused: without them no owner is reconciled at all. See {@link MemoryBudgetOptions}.
+   * Default: no budget.
    */
   readonly memoryBudget?: MemoryBudgetOptions | undefined;
   /** Default: discards everything. */
@@ -259,6 +262,8 @@ export class Registry {
         this.#scopeDown.probeIfRefused(key, target);
         return this.#readers.reader(key, connection, target.gvk) as unknown as CacheReader<T>;
       }
+      // Over the memory budget, a new cache for a target is refused before anything is requested.
+      this.#table.checkBudget(key, connection, target.gvk);
       const built = await this.#table.admitAndBuild(ref, owner.namespace, owner.identity, key, namespace, target.gvk, scope === 'auto', signal);
       if (built === 'scoped-down') continue;
       this.#scopeDown.probeIfRefused(key, target);
