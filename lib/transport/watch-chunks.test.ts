@@ -24,7 +24,7 @@ describe('ClusterConnection onWatchChunk', () => {
   });
   after(() => { server.closeAllConnections(); server.close(); });
 
-  it('is told every chunk before the decoder hands out its events; a throwing observer fails nothing', async () => {
+  it('is told every chunk before the decoder hands out its events; a throwing observer fails nothing', async (t) => {
     await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
     const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
     for (const throwing of [false, true]) {
@@ -39,6 +39,9 @@ describe('ClusterConnection onWatchChunk', () => {
       });
       after(() => connection.close());
       const stop = new AbortController();
+      // Lost bytes would leave the loop below waiting for an event that never comes: fail instead.
+      const bound = setTimeout(() => { stop.abort(new Error('not every event arrived within 5 s')); }, 5_000);
+      t.after(() => { clearTimeout(bound); });
       const stream = await connection.resourceClient(configMaps).watch({ namespace: 'apps', resourceVersion: '1', timeoutSeconds: 300, allowWatchBookmarks: true, signal: stop.signal });
       // The first two events arrive while nobody reads: the observer must not start the flow without the decoder.
       await new Promise((resolve) => setTimeout(resolve, 50));
