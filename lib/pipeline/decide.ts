@@ -58,8 +58,8 @@ export function retryDueAt(record: PromotionRecord, policy: RetryPolicy): number
  *    with backoff). Only adjacent environments are compared, so nothing skips an environment.
  *    Never into an environment with a `Committed` record (one commit in flight per environment:
  *    it lands or times out first, see {@link settleCommitted}), never out of one whose own
- *    promotion of the revision is still `Committed` (a commit-status gate holds it), never a pair
- *    in `committed`.
+ *    promotion of the revision is still `Committed` (a commit-status gate holds it) or failed its
+ *    commit-status gate, never a pair in `committed`.
  */
 export function decidePromotion(
   environments: readonly EnvironmentStatus[],
@@ -100,8 +100,9 @@ export function decidePromotion(
     const revision = source.revision;
     if (!source.ready || revision === undefined || !isEnvironmentKnown(target)) continue;
     if (target.revision === revision || inFlight.has(target.name) || wasCommitted(context.committed, target.name, revision)) continue;
-    // A source whose own promotion of the revision is still Committed (its commit-status gate waits) passes nothing on yet.
-    if (inFlight.has(source.name) && findRecord(records, source.name, revision)?.state === 'Committed') continue;
+    // A source whose own promotion of the revision is still Committed (its commit-status gate waits), or failed its gate, passes nothing on.
+    const own = findRecord(records, source.name, revision);
+    if (own?.state === 'Committed' || own?.commitStatuses?.state === 'Failed') continue;
     const record = findRecord(records, target.name, revision);
     // AwaitingApproval: asked again each time; the controller checks the approval before acting.
     if (record === undefined || record.state === 'AwaitingApproval') return { action: 'promote', from: source.name, to: target.name, revision, attempt: 1, resumed: false, startedAt: undefined };
