@@ -173,7 +173,8 @@ export interface EnvironmentStatus {
  * `AwaitingApproval`: the environment requires approval and the revision has none yet.
  * `Committed` (git strategy): the commit is in the branch, the environment does not run the
  * revision yet; `Succeeded` once every target is observed ready at it, `Failed` past the apply
- * timeout.
+ * timeout. With the environment's `commitStatuses`, `Committed` lasts until the commit's statuses
+ * passed too (`Failed` on a failing status or past the gate's timeout; see `commitStatuses` on the record).
  */
 export type PromotionState = 'AwaitingApproval' | 'Pending' | 'Committed' | 'Succeeded' | 'Failed';
 
