@@ -6,6 +6,13 @@
 // web_url, state opened|closed|locked|merged; create takes source_branch, target_branch, title and
 // answers 201, 409 when an open MR for the branches exists). Every request is recorded, body
 // included, for tests to check what fleetcache sent.
+// Commit statuses, likewise: GitHub's combined status (GET /repos/{owner}/{repo}/commits/{ref}/status:
+// state, sha, total_count, statuses[] with context, state error|failure|pending|success,
+// description, target_url — the newest per context) and check runs (GET …/commits/{ref}/check-runs:
+// total_count, check_runs[] with id, name, status queued|in_progress|completed, conclusion), both
+// paged by per_page and page; GitLab's GET /projects/:id/repository/commits/:sha/statuses (a list
+// of id, name, status, allow_failure, description, target_url; the latest per name unless all=true),
+// paged likewise.
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 
@@ -25,6 +32,27 @@ interface StoredPull {
   state: 'open' | 'closed' | 'merged';
 }
 
+/** One status a CI system reported on a commit. */
+export interface ReportedStatus {
+  /** GitHub status context, check-run name or GitLab job name. */
+  readonly context: string;
+  /** GitHub status state, check-run status (`queued`, `in_progress`, `completed`) or GitLab status. */
+  readonly state: string;
+  /** `check-run`: a GitHub check run. Default `status`. */
+  readonly kind?: 'status' | 'check-run';
+  /** A completed check run's conclusion. */
+  readonly conclusion?: string;
+  /** GitLab: the job may fail. */
+  readonly allowFailure?: boolean;
+  /** Free text a CI system writes (what fleetcache must never echo unbounded). */
+  readonly description?: string;
+}
+
+interface StoredStatus extends ReportedStatus {
+  readonly id: number;
+  readonly sha: string;
+}
+
 export interface ProviderStandInOptions {
   readonly kind: 'github' | 'gitlab';
   /** GitHub "owner/repo" or GitLab "group/project". */
@@ -38,6 +66,8 @@ export interface ProviderStandInOptions {
 export class ProviderStandIn {
   readonly requests: ProviderRequest[] = [];
   readonly pulls: StoredPull[] = [];
+  /** Every status reported, oldest first. */
+  readonly statuses: StoredStatus[] = [];
   readonly #options: ProviderStandInOptions;
   readonly #server: http.Server;
 
@@ -64,6 +94,11 @@ export class ProviderStandIn {
     const pull = this.pulls.find((p) => p.number === number);
     if (pull === undefined) throw new Error(`no pull request #${number}`);
     pull.state = state;
+  }
+
+  /** What a CI system does: reports (or re-reports) a status on a commit. */
+  reportStatus(sha: string, status: ReportedStatus): void {
+    this.statuses.push({ ...status, id: this.statuses.length + 1, sha });
   }
 
   async close(): Promise<void> {
@@ -113,12 +148,43 @@ export class ProviderStandIn {
     res.writeHead(status, { 'content-type': 'application/json' }).end(JSON.stringify(answer));
   }
 
+  /** The statuses endpoints (undefined for any other path). */
+  #statuses(request: ProviderRequest, params: URLSearchParams): [number, unknown] | undefined {
+    const { kind, project } = this.#options;
+    const perPage = Math.min(Number(params.get('per_page') ?? (kind === 'github' ? 30 : 20)), 100);
+    const page = Number(params.get('page') ?? 1);
+    const paged = <T>(list: readonly T[]): T[] => list.slice((page - 1) * perPage, page * perPage);
+    /** The newest per context, as both providers' default views show. */
+    const newest = (list: readonly StoredStatus[]): StoredStatus[] => [...new Map(list.map((s) => [s.context, s])).values()];
+    if (kind === 'github') {
+      const match = new RegExp(`^/api/v3/repos/${project}/commits/([0-9a-f]+)/(status|check-runs)$`).exec(request.path);
+      if (match === null) return undefined;
+      if (request.method !== 'GET') return [404, { message: 'Not Found' }];
+      const sha = match[1] ?? '';
+      if (match[2] === 'status') {
+        const list = newest(this.statuses.filter((s) => s.sha === sha && (s.kind ?? 'status') === 'status'));
+        const state = list.some((s) => s.state === 'failure' || s.state === 'error') ? 'failure' : list.length > 0 && list.every((s) => s.state === 'success') ? 'success' : 'pending';
+        return [200, { state, sha, total_count: list.length, statuses: paged(list).map((s) => ({ id: s.id, context: s.context, state: s.state, description: s.description ?? null, target_url: 'https://ci.example/run' })) }];
+      }
+      const runs = this.statuses.filter((s) => s.sha === sha && s.kind === 'check-run');
+      return [200, { total_count: runs.length, check_runs: paged(runs).map((s) => ({ id: s.id, name: s.context, head_sha: sha, status: s.state, conclusion: s.conclusion ?? null, output: { title: s.description ?? null } })) }];
+    }
+    const match = new RegExp(`^/api/v4/projects/${encodeURIComponent(project)}/repository/commits/([0-9a-f]+)/statuses$`).exec(request.path);
+    if (match === null) return undefined;
+    if (request.method !== 'GET') return [404, { message: '404 Not Found' }];
+    const all = this.statuses.filter((s) => s.sha === match[1]);
+    const list = params.get('all') === 'true' ? all : newest(all);
+    return [200, paged(list).map((s) => ({ id: s.id, sha: s.sha, name: s.context, status: s.state, allow_failure: s.allowFailure ?? false, description: s.description ?? null, target_url: 'https://ci.example/job' }))];
+  }
+
   async #route(request: ProviderRequest, params: URLSearchParams): Promise<[number, unknown]> {
     const { kind, project, token } = this.#options;
     const authorized = kind === 'github' ? request.headers.authorization === `Bearer ${token}` : request.headers['private-token'] === token;
     if (!authorized) return [401, { message: kind === 'github' ? 'Bad credentials' : '401 Unauthorized' }];
     const fields = (typeof request.body === 'object' && request.body !== null ? request.body : {}) as Record<string, unknown>;
     const exists = async (branch: string): Promise<boolean> => await this.#options.branchExists?.(branch) ?? true;
+    const statuses = this.#statuses(request, params);
+    if (statuses !== undefined) return statuses;
     if (kind === 'github') {
       if (request.path !== `/api/v3/repos/${project}/pulls`) return [404, { message: 'Not Found' }];
       if (request.method === 'GET') {

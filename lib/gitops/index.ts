@@ -14,3 +14,6 @@ export type { MarkedText, MarkerUpdate, ScanContext, ScanLimits } from './marker
 export { checkBranch, GitPromoter, pullRequestBranch } from './promote.ts';
 export type { GitCredentials, GitPromoterOptions, GitPromotionRequest, GitPromotionResult } from './promote.ts';
 export type { ProviderKind, PullRequest } from './provider.ts';
+export { CommitStatusReader } from './commit-status.ts';
+export type { CommitStatusReaderOptions, CommitStatusRequest } from './commit-status.ts';
+export type { CommitStatus, CommitStatusOutcome, CommitStatusWord } from './statuses.ts';

@@ -1,6 +1,7 @@
 import { isIP } from 'node:net';
 import { OutboundError, sendOutbound, type OutboundAnswer } from '../transport/index.ts';
 import { GitOpsError } from './errors.ts';
+import { githubCheckRuns, githubCombinedStatuses, gitlabStatuses, newestPerContext, type CommitStatus } from './statuses.ts';
 import { addressRefused, checkUrl, pinUrl, type PinnedUrl, type UrlPolicy } from './url.ts';
 
 /** A pull (GitHub) or merge (GitLab) request, as fleetcache reports it. */
@@ -25,8 +26,16 @@ export interface ProviderSettings {
   readonly timeoutMs: number;
   /** Bound on an answer's body. */
   readonly maxResponseBytes: number;
+  /** Bound on the pages one listing reads (commit statuses: 100 a page). Default 10. */
+  readonly maxPages?: number | undefined;
   readonly signal?: AbortSignal | undefined;
 }
+
+/** Entries per page of a listing (the most both providers give). */
+const PER_PAGE = 100;
+const DEFAULT_MAX_PAGES = 10;
+/** A commit as both APIs take it: a full or abbreviated object name (SHA-1 or SHA-256). */
+const COMMIT_PATTERN = /^[0-9a-f]{7,64}$/;
 
 function defaultApiUrl(kind: ProviderKind, repository: URL): string {
   if (kind === 'github') return repository.hostname === 'github.com' ? 'https://api.github.com' : `https://${repository.host}/api/v3`;
@@ -53,8 +62,9 @@ function record(value: unknown): Record<string, unknown> {
 }
 
 /**
- * A small client of the two providers' REST APIs, for the three calls a promotion makes: find the
- * request whose head is a branch, open one, and (through the same find) see whether it merged.
+ * A small client of the two providers' REST APIs, for the calls a promotion makes: find the
+ * request whose head is a branch, open one, (through the same find) see whether it merged, and
+ * read a commit's statuses for a commit-status gate.
  * Connections go to the address checked once ({@link pinUrl}); redirects are not followed; the
  * answer is bounded and never quoted in errors (status code and the call only).
  */
@@ -96,6 +106,47 @@ export class ProviderClient {
       // GitHub: 422 "A pull request already exists"; GitLab: 409 "Another open merge request already exists".
       if (err instanceof GitOpsError && (err.statusCode === 422 || err.statusCode === 409)) return undefined;
       throw err;
+    }
+  }
+
+  /**
+   * Every status of `commit`, newest per context: on GitHub the combined status (Statuses API) and
+   * the check runs (Checks API, where GitHub Actions reports) both, since a gate may require either;
+   * on GitLab the commit's statuses (the latest per job name). Reads at most `maxPages` pages of
+   * each listing; a commit with more is a `ProviderError` rather than a partial answer.
+   */
+  async commitStatuses(commit: string): Promise<CommitStatus[]> {
+    if (!COMMIT_PATTERN.test(commit)) throw new GitOpsError('InvalidInput', 'a commit status gate needs a commit SHA');
+    if (this.#settings.kind === 'github') {
+      const statuses = await this.#pages('listing commit statuses', (page) => `/repos/${this.#project}/commits/${commit}/status?per_page=${PER_PAGE}&page=${page}`, (answer) => {
+        const parsed = githubCombinedStatuses(answer);
+        return { items: parsed.statuses.map((s, i) => ({ ...s, id: i })), entries: parsed.entries, total: parsed.total };
+      });
+      const runs = await this.#pages('listing check runs', (page) => `/repos/${this.#project}/commits/${commit}/check-runs?per_page=${PER_PAGE}&page=${page}`, (answer) => {
+        const parsed = githubCheckRuns(answer);
+        return { items: parsed.runs, entries: parsed.entries, total: parsed.total };
+      });
+      // The combined status holds the newest per context already; check runs are re-run by id.
+      return [...statuses.map(({ context, outcome, state, source }) => ({ context, outcome, state, source })), ...newestPerContext(runs)];
+    }
+    const statuses = await this.#pages('listing commit statuses', (page) => `/projects/${encodeURIComponent(this.#project)}/repository/commits/${commit}/statuses?per_page=${PER_PAGE}&page=${page}`, (answer) => {
+      const parsed = gitlabStatuses(answer);
+      return { items: parsed.statuses, entries: parsed.entries, total: undefined };
+    });
+    return newestPerContext(statuses);
+  }
+
+  /** Reads a listing page by page until a short page, the total, or the page bound (an error). */
+  async #pages<T>(what: string, path: (page: number) => string, parse: (answer: unknown) => { readonly items: readonly T[]; readonly entries: number; readonly total: number | undefined }): Promise<T[]> {
+    const maxPages = this.#settings.maxPages ?? DEFAULT_MAX_PAGES;
+    const items: T[] = [];
+    let entries = 0;
+    for (let page = 1; ; page++) {
+      const answer = parse(await this.#call('GET', path(page), undefined, what));
+      items.push(...answer.items);
+      entries += answer.entries;
+      if (answer.entries < PER_PAGE || (answer.total !== undefined && entries >= answer.total)) return items;
+      if (page >= maxPages) throw new GitOpsError('ProviderError', `${NAMES[this.#settings.kind]} has more than ${maxPages * PER_PAGE} entries ${what.replace(/^listing /, 'of ')} for the commit (${maxPages} pages)`);
     }
   }
 

@@ -6,7 +6,7 @@ import { apiVersionOf, KubeApiError, sanitizeForDisplay, toError, type Clock, ty
 import { MAX_STATUS_TEXT } from './conditions.ts';
 import { PromotionError } from './errors.ts';
 import { gitSourceOf, isKustomization, requestReconcile } from './flux.ts';
-import { promoteThroughGit, type GitActOutcome } from './git.ts';
+import { gitCredentials, promoteThroughGit, type GitActOutcome } from './git.ts';
 import { setRevision } from './patch.ts';
 import { patchedTargetKey, type PatchedMemory, type TargetObserver } from './target-observer.ts';
 import type { ValidPipelineSpec } from './validate.ts';
@@ -165,6 +165,17 @@ export class PromotionActor {
       asked.add(id);
       await requestReconcile(connection, { gvk: source.gvk, namespace, name: source.name }, at, log);
     }));
+  }
+
+  /**
+   * The provider API token of the git strategy (the git Secret's `token` or `password`, as pull
+   * requests use it), read as the Pipeline's identity; undefined without a Secret or with an SSH key.
+   */
+  async gitApiToken(owner: OwnerRef, spec: ValidPipelineSpec): Promise<string | undefined> {
+    const promotion = spec.promotion;
+    if (promotion.strategy !== 'git' || promotion.secretName === undefined) return undefined;
+    const credentials = gitCredentials(await this.#secretData(owner, promotion.secretName, 'git'), `${owner.namespace}/${promotion.secretName}`);
+    return credentials.kind === 'basic' ? credentials.password : undefined;
   }
 
   /**

@@ -68,6 +68,12 @@ describe('Flux-related conditions', () => {
     assert.match(c.message, /committed cccccccccccc promoting 1\.1\.0 to staging: waiting for staging to run it/);
   });
 
+  it('a committed promotion held by its commit-status gate says what the gate waits for', () => {
+    const c = promotingCondition([{ ...record('Committed'), commitStatuses: { state: 'Pending', message: 'waiting for commit statuses: "e2e" pending (0 of 1 passed)' } }], 2);
+    assert.equal(c.reason, 'WaitingForApply');
+    assert.match(c.message, /waiting for staging to run it; waiting for commit statuses: "e2e" pending \(0 of 1 passed\)$/);
+  });
+
   it('Drifted is True naming each reverted target, False once it holds again, absent when it never drifted', () => {
     const env = (drifted: boolean): EnvironmentStatus => ({ name: 'staging', ready: true, revision: '1.0.0', targets: [{ cluster: 'local', namespace: 'apps', ready: true, revision: '1.0.0', ...(drifted ? { drifted: true } : {}) }] });
     const on = driftedCondition([env(true)], [], 1);

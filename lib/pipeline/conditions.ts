@@ -86,7 +86,7 @@ export function promotingCondition(records: readonly PromotionRecord[], generati
     return { type: PROMOTING, status: 'True', reason: REASON_PROMOTING, message: `promoting ${newest.revision} to ${newest.environment} (attempt ${newest.attempts})${newest.pullRequest === undefined ? '' : `: pull request #${newest.pullRequest.number} ${newest.pullRequest.url} waits for its merge`}`, observedGeneration: generation };
   }
   if (newest?.state === 'Committed') {
-    return { type: PROMOTING, status: 'True', reason: REASON_WAITING_FOR_APPLY, message: `committed ${newest.commit === undefined ? '' : `${newest.commit.slice(0, 12)} `}promoting ${newest.revision} to ${newest.environment}: waiting for ${newest.environment} to run it`, observedGeneration: generation };
+    return { type: PROMOTING, status: 'True', reason: REASON_WAITING_FOR_APPLY, message: `committed ${newest.commit === undefined ? '' : `${newest.commit.slice(0, 12)} `}promoting ${newest.revision} to ${newest.environment}: waiting for ${newest.environment} to run it${newest.commitStatuses === undefined ? '' : `; ${newest.commitStatuses.message}`}`, observedGeneration: generation };
   }
   if (newest?.state === 'AwaitingApproval') {
     return { type: PROMOTING, status: 'False', reason: 'AwaitingApproval', message: `promoting ${newest.revision} to ${newest.environment} waits for approval${newest.message === undefined ? '' : `: ${newest.message}`}`, observedGeneration: generation };

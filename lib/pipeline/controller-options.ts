@@ -1,10 +1,11 @@
 import type { GitPromoterOptions } from '../gitops/index.ts';
-import { GitPromoter } from '../gitops/index.ts';
+import { CommitStatusReader, GitPromoter } from '../gitops/index.ts';
 import type { ReconcileObservation } from '../queue/index.ts';
 import type { Registry } from '../registry/index.ts';
 import { booleanOption, functionOption, invalidOption, isObjectName, nonNegativeNumber, noopLogger, positiveInteger, positiveNumber, realClock, type Clock, type Logger } from '../util/index.ts';
 import type { PromotionRequest } from './act.ts';
 import { AppKinds } from './app-kinds.ts';
+import { DEFAULT_COMMIT_STATUS_POLL_MS } from './commit-status-gate.ts';
 import { DEFAULT_APPLY_TIMEOUT_MS } from './decide.ts';
 import { DEFAULT_PROGRESSING_GRACE_MS, ProgressingGrace } from './grace.ts';
 import { loopPolicy, type LoopPolicy } from './guard.ts';
@@ -37,6 +38,12 @@ export interface PipelineControllerOptions {
   readonly git?: GitPromoterOptions;
   /** How often an open pull request is looked at for its merge. Default 30 000. */
   readonly gitPollIntervalMs?: number;
+  /**
+   * How often a commit-status gate (`environments[].commitStatuses`) reads its commit's statuses
+   * while it waits; doubled after each failed read, up to 5 minutes. Default 30 000. The reads use
+   * `git`'s URL policy, `providerTimeoutMs` and `maxResponseBytes`.
+   */
+  readonly commitStatusPollIntervalMs?: number;
   /**
    * Called once a promotion has been recorded `Pending` in the Pipeline's status, just before it
    * acts: an approval gate or audit hook. Rejecting leaves the promotion Pending: the reconcile
@@ -106,6 +113,8 @@ export interface ResolvedControllerOptions {
   readonly allowPrivateWebhooks: boolean;
   readonly git: GitPromoter;
   readonly gitPollIntervalMs: number;
+  readonly commitStatuses: CommitStatusReader;
+  readonly commitStatusPollIntervalMs: number;
   readonly beforePromotion: PipelineControllerOptions['beforePromotion'];
   readonly onReconcile: PipelineControllerOptions['onReconcile'];
   readonly allowCrossNamespaceTargets: boolean;
@@ -137,6 +146,15 @@ export function resolveControllerOptions(options: PipelineControllerOptions): Re
   const webhookTimeoutMs = positiveNumber(OWNER, 'webhookTimeoutMs', options.webhookTimeoutMs ?? 10_000);
   const git = new GitPromoter({ clock, ...options.git });
   const gitPollIntervalMs = positiveNumber(OWNER, 'gitPollIntervalMs', options.gitPollIntervalMs ?? 30_000);
+  const { allowHttp, allowPrivateNetworks, lookup, providerTimeoutMs, maxResponseBytes } = options.git ?? {};
+  const commitStatuses = new CommitStatusReader({
+    ...(allowHttp === undefined ? {} : { allowHttp }),
+    ...(allowPrivateNetworks === undefined ? {} : { allowPrivateNetworks }),
+    ...(lookup === undefined ? {} : { lookup }),
+    ...(providerTimeoutMs === undefined ? {} : { providerTimeoutMs }),
+    ...(maxResponseBytes === undefined ? {} : { maxResponseBytes }),
+  });
+  const commitStatusPollIntervalMs = positiveNumber(OWNER, 'commitStatusPollIntervalMs', options.commitStatusPollIntervalMs ?? DEFAULT_COMMIT_STATUS_POLL_MS);
   const appKinds = options.appKinds === undefined ? AppKinds.defaults : AppKinds.parse(options.appKinds, 'PipelineController option appKinds');
   const graceMs = nonNegativeNumber(OWNER, 'progressingGraceMs', options.progressingGraceMs ?? DEFAULT_PROGRESSING_GRACE_MS);
   const grace = new ProgressingGrace({ windowMs: graceMs });
@@ -152,6 +170,8 @@ export function resolveControllerOptions(options: PipelineControllerOptions): Re
     allowPrivateWebhooks,
     git,
     gitPollIntervalMs,
+    commitStatuses,
+    commitStatusPollIntervalMs,
     beforePromotion: options.beforePromotion,
     onReconcile: options.onReconcile,
     allowCrossNamespaceTargets: options.allowCrossNamespaceTargets === true,

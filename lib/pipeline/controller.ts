@@ -10,6 +10,7 @@ import { activeHalt, checkPromotion, PromotionRefusedError } from './guard.ts';
 import { PIPELINE_GVK, type CommittedPromotion, type EnvironmentStatus, type Pipeline, type PromotionHalt, type PromotionRecord } from './types.ts';
 import { validatePipelineSpec, type ResolvedTarget, type ValidPipelineSpec } from './validate.ts';
 import { PromotionActor, type PromotionRequest } from './act.ts';
+import { CommitStatusGates, type GatedSettlement } from './commit-status-gate.ts';
 import { resolveControllerOptions, type PipelineControllerOptions, type PipelineControllerStats, type ResolvedControllerOptions } from './controller-options.ts';
 import { TargetObserver, type PatchedMemory } from './target-observer.ts';
 import { kubeTime, StatusConflict, StatusWriter } from './status-writer.ts';
@@ -82,6 +83,8 @@ export class PipelineController {
   readonly #observer: TargetObserver;
   /** Carries out promotions as the Pipeline's identity. */
   readonly #actor: PromotionActor;
+  /** Holds `Committed` git promotions until their commit's statuses pass (environments with `commitStatuses`). */
+  readonly #gates: CommitStatusGates;
 
   constructor(options: PipelineControllerOptions) {
     const resolved = resolveControllerOptions(options);
@@ -108,6 +111,7 @@ export class PipelineController {
       patched: this.#patched,
       observer: this.#observer,
     });
+    this.#gates = new CommitStatusGates({ reader: resolved.commitStatuses, clock: this.#clock, pollIntervalMs: resolved.commitStatusPollIntervalMs });
   }
 
   /**
@@ -239,6 +243,7 @@ export class PipelineController {
     this.#registry.forgetOwner(ref);
     this.#grace.forget(pipelineKey(ref));
     this.#patched.delete(pipelineKey(ref));
+    this.#gates.forget(pipelineKey(ref));
   }
 
   async #reconcileOnce(key: OwnerKey, signal: AbortSignal, reconcileLogger: Logger): Promise<RequeueAfter | undefined> {
@@ -271,10 +276,12 @@ export class PipelineController {
 
     const { environments, graceEndsInMs } = await this.#observer.observeAll(pipelineKey(ref), pipeline, spec, owner, signal);
     const ready = readyCondition(environments, generation);
-    const recheck = requeueAfter(ready.reason === 'TargetNotReadable' ? UNREADABLE_RECHECK_MS : undefined, graceEndsInMs)?.requeueAfterMs;
     await this.#reportDrift(pipeline, environments, log);
     const settled = settleCommitted(environments, records, this.#clock.now(), this.#now(), this.#settings.applyTimeoutMs);
-    if (settled.length > 0) return this.#settle(pipeline, spec, settled.map((x) => x.record), ready, environments, log, recheck);
+    // A gated commit is done only once its statuses pass: the gates hold back, fail or annotate records, and say when to read again.
+    const gated = await this.#gates.apply({ pipeline: pipelineKey(ref), spec, records, settled, nowText: this.#now(), token: () => this.#actor.gitApiToken(owner, spec), signal });
+    const recheck = requeueAfter(ready.reason === 'TargetNotReadable' ? UNREADABLE_RECHECK_MS : undefined, graceEndsInMs, gated.pollInMs)?.requeueAfterMs;
+    if (gated.settled.length > 0) return this.#settle(pipeline, spec, gated.settled, ready, environments, log, recheck);
     const decision = activeHalt(pipeline.status, generation) === undefined
       ? decidePromotion(environments, records, this.#clock.now(), DEFAULT_RETRY, { committed: pipeline.status?.committed, applyTimeoutMs: this.#settings.applyTimeoutMs })
       : { action: 'none' as const };
@@ -339,22 +346,25 @@ export class PipelineController {
     await this.#writer.event(pipeline, 'Warning', 'Drifted', drift.message, log);
   }
 
-  /** Closes `Committed` records: the environment runs the revision (Succeeded), or did not in time (Failed). */
-  async #settle(pipeline: Pipeline, spec: ValidPipelineSpec, settled: readonly PromotionRecord[], ready: ConditionInput, environments: readonly EnvironmentStatus[], log: Logger, recheck: number | undefined): Promise<RequeueAfter | undefined> {
+  /**
+   * Closes `Committed` records: the environment runs the revision (Succeeded), or did not in time
+   * (Failed), or a commit-status gate failed; a record still `Committed` is written without an Event.
+   */
+  async #settle(pipeline: Pipeline, spec: ValidPipelineSpec, settled: readonly GatedSettlement[], ready: ConditionInput, environments: readonly EnvironmentStatus[], log: Logger, recheck: number | undefined): Promise<RequeueAfter | undefined> {
     let records = pipeline.status?.promotions ?? [];
-    for (const record of settled) records = withRecord(records, record);
+    for (const { record } of settled) records = withRecord(records, record);
     const written = await this.#writer.writeIfChanged(pipeline, this.#writer.status(pipeline, ready, environments, records));
     if (!written) return requeueAfter(1_000, recheck);
-    for (const record of settled) {
+    for (const { record, event } of settled) {
       const from = spec.environments[spec.environments.findIndex((e) => e.name === record.environment) - 1]?.name ?? '?';
       if (record.state === 'Succeeded') {
         this.#stats.succeeded += 1;
         log.info('promoted', { environment: record.environment, revision: record.revision, commit: record.commit });
         await this.#writer.event(pipeline, 'Normal', 'Promoted', `promoted ${record.revision} from ${from} to ${record.environment}: ${record.message ?? ''}`, log);
-      } else {
+      } else if (record.state === 'Failed') {
         this.#stats.failed += 1;
-        log.warn('a committed promotion was not applied', { environment: record.environment, revision: record.revision, commit: record.commit });
-        await this.#writer.event(pipeline, 'Warning', 'PromotionNotApplied', `promoting ${record.revision} from ${from} to ${record.environment}: ${record.message ?? ''}`, log);
+        log.warn(event === undefined ? 'a committed promotion was not applied' : 'a committed promotion failed its commit-status gate', { environment: record.environment, revision: record.revision, commit: record.commit });
+        await this.#writer.event(pipeline, 'Warning', event ?? 'PromotionNotApplied', `promoting ${record.revision} from ${from} to ${record.environment}: ${record.message ?? ''}`, log);
       }
     }
     return requeueAfter(recheck);

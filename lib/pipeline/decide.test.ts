@@ -134,6 +134,16 @@ describe('a git promotion is done when its environment runs it', () => {
     assert.deepEqual(decidePromotion(envs, [committed('staging', '2')], T0 + 1_000, policy, { applyTimeoutMs: 10_000 }), { action: 'none', retryInMs: 9_000 });
   });
 
+  it('passes nothing on from an environment whose own promotion is still Committed (a commit-status gate holds it) or failed its gate, and never asks for an immediate requeue past due', () => {
+    // staging runs 2, but its promotion waits for its commit's statuses: prod does not take 2 yet.
+    const envs = [env('dev', ['2']), env('staging', ['2']), env('prod', ['1'])];
+    assert.deepEqual(decidePromotion(envs, [committed('staging', '2')], T0 + 700_000, policy, { applyTimeoutMs: 600_000 }), { action: 'none' });
+    assert.equal(decidePromotion(envs, [{ ...committed('staging', '2'), state: 'Succeeded' }], T0 + 700_000, policy).action, 'promote', 'once Succeeded it moves on');
+    const gateFailed: PromotionRecord = { ...committed('staging', '2'), state: 'Failed', commitStatuses: { state: 'Failed', message: 'commit status "ci" is failure' } };
+    assert.deepEqual(decidePromotion(envs, [gateFailed], T0 + 700_000, policy), { action: 'none' }, 'a revision that failed its checks goes no further');
+    assert.equal(decidePromotion(envs, [{ ...committed('staging', '2'), state: 'Failed' }], T0 + 700_000, policy).action, 'promote', 'an apply timeout, as before, does not hold a revision the environment runs now');
+  });
+
   it('never promotes an ⟨environment, revision⟩ carried out already, not even to retry a failure', () => {
     const envs = [env('dev', ['2']), env('staging', ['1'])];
     const failed = record('staging', '2', 'Failed', 1, T0);

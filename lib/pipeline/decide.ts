@@ -57,7 +57,9 @@ export function retryDueAt(record: PromotionRecord, policy: RetryPolicy): number
  *    succeeded already (at most once per revision and environment) or failed too recently (retry
  *    with backoff). Only adjacent environments are compared, so nothing skips an environment.
  *    Never into an environment with a `Committed` record (one commit in flight per environment:
- *    it lands or times out first, see {@link settleCommitted}), never a pair in `committed`.
+ *    it lands or times out first, see {@link settleCommitted}), never out of one whose own
+ *    promotion of the revision is still `Committed` (a commit-status gate holds it) or failed its
+ *    commit-status gate, never a pair in `committed`.
  */
 export function decidePromotion(
   environments: readonly EnvironmentStatus[],
@@ -87,7 +89,9 @@ export function decidePromotion(
   for (const record of records) {
     if (record.state !== 'Committed') continue;
     inFlight.add(record.environment);
-    retryInMs = Math.min(retryInMs ?? Infinity, Math.max(0, applyDueAt(record, context.applyTimeoutMs ?? DEFAULT_APPLY_TIMEOUT_MS) - now));
+    // Past due it is settled before this runs, unless a commit-status gate holds it (and requeues itself).
+    const due = applyDueAt(record, context.applyTimeoutMs ?? DEFAULT_APPLY_TIMEOUT_MS) - now;
+    if (due > 0) retryInMs = Math.min(retryInMs ?? Infinity, due);
   }
   for (let i = 0; i + 1 < environments.length; i++) {
     const source = environments[i];
@@ -96,6 +100,9 @@ export function decidePromotion(
     const revision = source.revision;
     if (!source.ready || revision === undefined || !isEnvironmentKnown(target)) continue;
     if (target.revision === revision || inFlight.has(target.name) || wasCommitted(context.committed, target.name, revision)) continue;
+    // A source whose own promotion of the revision is still Committed (its commit-status gate waits), or failed its gate, passes nothing on.
+    const own = findRecord(records, source.name, revision);
+    if (own?.state === 'Committed' || own?.commitStatuses?.state === 'Failed') continue;
     const record = findRecord(records, target.name, revision);
     // AwaitingApproval: asked again each time; the controller checks the approval before acting.
     if (record === undefined || record.state === 'AwaitingApproval') return { action: 'promote', from: source.name, to: target.name, revision, attempt: 1, resumed: false, startedAt: undefined };

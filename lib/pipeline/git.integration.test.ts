@@ -11,7 +11,7 @@ import { ProviderStandIn } from '../../e2e/git/providers.ts';
 import { git, GitServer } from '../../e2e/git/server.ts';
 import { startGitSync } from '../../e2e/git/sync.ts';
 import { CompositeProvider, LocalProvider } from '../cluster/index.ts';
-import { PipelineController, pipelineCrd, type Pipeline, type PipelineControllerOptions } from './index.ts';
+import { PipelineController, pipelineCrd, type Pipeline, type PipelineControllerOptions, type PromotionRecord } from './index.ts';
 import type { Registry } from '../registry/index.ts';
 import { registryWithKeeper } from '../registry/testing.ts';
 import { ensureNamespace, must } from '../../fixtures/support/index.ts';
@@ -116,12 +116,14 @@ describe('PipelineController: the git strategy on a real apiserver', () => {
     await must(mgmt, 'POST', '/api/v1/namespaces', { metadata: { name: NS } });
     await must(mgmt, 'POST', `/api/v1/namespaces/${NS}/secrets`, { metadata: { name: 'fleet-git' }, stringData: AUTH });
     server = await GitServer.start({ auth: AUTH });
-    await server.seed('org/fleet', { 'apps/shop/staging.yaml': releaseFile('shop', 'staging', '1.0.0'), 'apps/cart/staging.yaml': releaseFile('cart', 'staging', '1.0.0'), 'apps/web/staging.yaml': childFile('web', 'staging', '1.0.0') });
+    await server.seed('org/fleet', { 'apps/shop/staging.yaml': releaseFile('shop', 'staging', '1.0.0'), 'apps/cart/staging.yaml': releaseFile('cart', 'staging', '1.0.0'), 'apps/web/staging.yaml': childFile('web', 'staging', '1.0.0'), 'apps/gate/staging.yaml': releaseFile('gate', 'staging', '1.0.0'), 'apps/gate/prod.yaml': releaseFile('gate', 'prod', '1.0.0') });
     api = await ProviderStandIn.start({ kind: 'github', project: 'org/fleet', token: AUTH.password, branchExists: async (b) => (await git(server.bare('org/fleet'), 'for-each-ref', `refs/heads/${b}`)).trim() !== '' });
     stops.push(await startFlux([mgmt]));
     stops.push(startGitSync(server, 'org/fleet', 'main', [
       { file: 'apps/shop/staging.yaml', cluster: mgmt, namespace: 'shop-staging', name: 'shop' },
       { file: 'apps/cart/staging.yaml', cluster: mgmt, namespace: 'cart-staging', name: 'cart' },
+      { file: 'apps/gate/staging.yaml', cluster: mgmt, namespace: 'gate-staging', name: 'gate' },
+      { file: 'apps/gate/prod.yaml', cluster: mgmt, namespace: 'gate-prod', name: 'gate' },
     ]));
   });
 
@@ -337,6 +339,85 @@ describe('PipelineController: the git strategy on a real apiserver', () => {
       assert.match(done.status?.promotions?.[0]?.message ?? '', /pull request #1 merged/);
     } finally {
       await mgmt.request('DELETE', `${PIPELINES}/cart`);
+      await stop();
+    }
+  });
+
+  it('with a commit-status gate: Committed until the commit\'s statuses pass, only then Succeeded and prod promoted; a failing status fails it, naming the context', async () => {
+    for (const env of ['dev', 'staging', 'prod']) await release(mgmt, `gate-${env}`, 'gate', '1.0.0');
+    const { stop } = startController({ commitStatusPollIntervalMs: 300 });
+    const record = async (environment: string, revision: string): Promise<PromotionRecord | undefined> => (await pipelineOf(mgmt, 'gate')).status?.promotions?.findLast((r) => r.environment === environment && r.revision === revision);
+    try {
+      await must(mgmt, 'POST', PIPELINES, {
+        apiVersion: 'fleetcache.dev/v1alpha1',
+        kind: 'Pipeline',
+        metadata: { name: 'gate', namespace: NS },
+        spec: {
+          appRef: { apiVersion: 'helm.toolkit.fluxcd.io/v2', kind: 'HelmRelease', name: 'gate' },
+          environments: [
+            { name: 'dev', targets: [{ namespace: 'gate-dev' }] },
+            { name: 'staging', targets: [{ namespace: 'gate-staging' }], commitStatuses: { contexts: ['ci/build', 'e2e'], timeout: '10m', provider: 'github', apiUrl: api.apiUrl } },
+            { name: 'prod', targets: [{ namespace: 'gate-prod' }] },
+          ],
+          promotion: { strategy: 'git', git: { url: server.url('org/fleet'), path: 'apps/gate', secretRef: { name: 'fleet-git' } } },
+        },
+      });
+      await eventually('every environment ready at 1.0.0', async () => (await pipelineOf(mgmt, 'gate')).status?.environments?.every((e) => e.ready && e.revision === '1.0.0') === true, 60_000);
+
+      // 2.0.0: committed for staging and applied there; its statuses are pending, so it waits.
+      await setVersion(mgmt, 'gate-dev', 'gate', '2.0.0');
+      const pending = await eventually('staging runs 2.0.0, the promotion waits for ci/build and e2e', async () => {
+        const p = await pipelineOf(mgmt, 'gate');
+        const r = p.status?.promotions?.find((x) => x.environment === 'staging' && x.revision === '2.0.0');
+        return p.status?.environments?.[1]?.revision === '2.0.0' && r?.state === 'Committed' && r.commitStatuses?.message.includes('"e2e" not reported') === true && r;
+      }, 60_000);
+      const commit = pending.commit ?? '';
+      assert.equal(commit, (await git(server.bare('org/fleet'), 'rev-parse', 'main')).trim());
+      assert.equal(pending.commitStatuses?.state, 'Pending');
+      api.reportStatus(commit, { context: 'ci/build', state: 'pending', description: 'building\u001b[2J' });
+      api.reportStatus(commit, { context: 'e2e', kind: 'check-run', state: 'in_progress' });
+      await eventually('the pending statuses are read', async () => (await record('staging', '2.0.0'))?.commitStatuses?.message === 'waiting for commit statuses: "ci/build" pending, "e2e" in_progress (0 of 2 passed)', 30_000);
+      const reads = api.requests.filter((r) => r.path.includes(commit)).length;
+      await eventually('read again on the poll interval', () => api.requests.filter((r) => r.path.includes(commit)).length >= reads + 4, 10_000);
+      assert.equal((await record('staging', '2.0.0'))?.state, 'Committed', 'not done while statuses are pending');
+      assert.equal(await record('prod', '2.0.0'), undefined, 'prod does not take 2.0.0 before staging passed its checks');
+      for (const r of api.requests.filter((x) => x.path.includes(commit))) assert.equal(r.headers.authorization, `Bearer ${AUTH.password}`);
+
+      api.reportStatus(commit, { context: 'ci/build', state: 'success' });
+      api.reportStatus(commit, { context: 'e2e', kind: 'check-run', state: 'completed', conclusion: 'success' });
+      const passed = await eventually('staging Succeeded once its statuses pass', async () => {
+        const r = await record('staging', '2.0.0');
+        return r?.state === 'Succeeded' && r;
+      }, 30_000);
+      assert.match(passed.message ?? '', /staging runs 2\.0\.0; commit statuses passed: "ci\/build", "e2e"$/);
+      assert.equal(passed.commitStatuses?.state, 'Passed');
+      await eventually('then prod is promoted and runs 2.0.0', async () => (await record('prod', '2.0.0'))?.state === 'Succeeded', 60_000);
+      assert.match(await server.show('org/fleet', 'main', 'apps/gate/prod.yaml'), /version: 2\.0\.0 #/);
+
+      // 3.0.0: e2e fails on its commit: Failed, naming e2e; prod stays at 2.0.0.
+      await setVersion(mgmt, 'gate-dev', 'gate', '3.0.0');
+      const next = await eventually('3.0.0 committed for staging', async () => {
+        const r = await record('staging', '3.0.0');
+        return r?.state === 'Committed' && r.commit !== undefined && r;
+      }, 60_000);
+      api.reportStatus(next.commit ?? '', { context: 'ci/build', state: 'success' });
+      api.reportStatus(next.commit ?? '', { context: 'e2e', kind: 'check-run', state: 'completed', conclusion: 'failure' });
+      const failed = await eventually('staging Failed on the e2e failure', async () => {
+        const r = await record('staging', '3.0.0');
+        return r?.state === 'Failed' && r;
+      }, 30_000);
+      assert.equal(failed.message, `commit ${(next.commit ?? '').slice(0, 12)} was pushed, but commit status "e2e" is failure`);
+      assert.deepEqual(failed.commitStatuses, { state: 'Failed', message: 'commit status "e2e" is failure' });
+      await eventually('the CommitStatusFailed event', async () => (await eventsOf(mgmt, 'gate')).some((e) => e.reason === 'CommitStatusFailed' && e.message.includes('"e2e" is failure')), 10_000);
+      await eventually('staging runs 3.0.0 (Git has it)', async () => (await pipelineOf(mgmt, 'gate')).status?.environments?.[1]?.revision === '3.0.0', 60_000);
+      await new Promise((resolve) => setTimeout(resolve, 2_000)); // reconciles of staging at 3.0.0 (ready), each a chance to promote
+      assert.equal(await record('prod', '3.0.0'), undefined, 'a revision that failed its checks goes no further');
+      assert.match(await server.show('org/fleet', 'main', 'apps/gate/prod.yaml'), /version: 2\.0\.0 #/);
+      const status = JSON.stringify((await pipelineOf(mgmt, 'gate')).status);
+      assert.ok(!status.includes(AUTH.password), 'the token is never in status');
+      assert.ok(!status.includes('\u001b'), 'a CI description is never echoed');
+    } finally {
+      await mgmt.request('DELETE', `${PIPELINES}/gate`);
       await stop();
     }
   });

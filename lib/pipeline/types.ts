@@ -32,6 +32,20 @@ export interface PipelineEnvironment {
    * service's approval endpoint, which records it in `status.approvals`. Default false.
    */
   readonly requireApproval?: boolean;
+  /**
+   * Git strategy: a promotion into this environment is done only once the commit that carried it
+   * has passing commit statuses (GitHub statuses and check runs, GitLab job statuses): it stays
+   * `Committed` until then, `Failed` on a failing status or at `timeout` (see commit-status.ts).
+   */
+  readonly commitStatuses?: {
+    /** Contexts that must be success. Unset or empty: every status reported (at least one). */
+    readonly contexts?: readonly string[];
+    /** A duration from the commit, `1s` to `24h`. Default `30m`. */
+    readonly timeout?: string;
+    /** Default: `spec.promotion.git.pullRequest.provider`. */
+    readonly provider?: 'github' | 'gitlab';
+    readonly apiUrl?: string;
+  };
 }
 
 /** Set the revision at a JSON pointer in each target object of the next environment. */
@@ -159,7 +173,8 @@ export interface EnvironmentStatus {
  * `AwaitingApproval`: the environment requires approval and the revision has none yet.
  * `Committed` (git strategy): the commit is in the branch, the environment does not run the
  * revision yet; `Succeeded` once every target is observed ready at it, `Failed` past the apply
- * timeout.
+ * timeout. With the environment's `commitStatuses`, `Committed` lasts until the commit's statuses
+ * passed too (`Failed` on a failing status or past the gate's timeout; see `commitStatuses` on the record).
  */
 export type PromotionState = 'AwaitingApproval' | 'Pending' | 'Committed' | 'Succeeded' | 'Failed';
 
@@ -185,6 +200,8 @@ export interface PromotionRecord {
   readonly committedAt?: string;
   /** The pull request that carries it (git strategy with pull requests); committed when merged. */
   readonly pullRequest?: { readonly number: number; readonly url: string };
+  /** The commit-status gate of a `Committed` record (environments with `commitStatuses`): where it stands and why. */
+  readonly commitStatuses?: { readonly state: 'Pending' | 'Passed' | 'Failed'; readonly message: string };
   /** Set when the environment requires approval and an approval named this revision. */
   readonly approved?: boolean;
   /** Who approved it (with `approved`), as the approval in `status.approvals` says. */

@@ -4,6 +4,7 @@ import {
   type GroupVersionKind,
 } from '../util/index.ts';
 import { AppKinds, kindName } from './app-kinds.ts';
+import { commitStatusProblems, validateCommitStatuses, type ResolvedCommitStatusGate } from './commit-status.ts';
 import { fluxSpecProblems } from './flux.ts';
 import { isJsonPointer } from './json-pointer.ts';
 
@@ -28,6 +29,8 @@ export interface ResolvedEnvironment {
   readonly targets: readonly ResolvedTarget[];
   /** Promotions into it wait for an approval annotation naming the revision. */
   readonly requireApproval: boolean;
+  /** Promotions into it are done once the commit's statuses pass (git strategy). */
+  readonly commitStatuses?: ResolvedCommitStatusGate;
 }
 
 export type ResolvedPromotion =
@@ -215,11 +218,13 @@ function validateEnvironments(value: unknown, pipelineNamespace: string, policy:
       problems.add(`${path}.requireApproval`, 'must be true or false');
       ok = false;
     }
-    if (name === undefined || rawTargets?.length !== targets.length) {
+    const before = problems.list.length;
+    const commitStatuses = validateCommitStatuses(env.commitStatuses, `${path}.commitStatuses`, (at, message) => { problems.add(at, message); });
+    if (name === undefined || rawTargets?.length !== targets.length || problems.list.length > before) {
       ok = false;
       continue;
     }
-    environments.push({ name, targets, requireApproval: env.requireApproval === true });
+    environments.push({ name, targets, requireApproval: env.requireApproval === true, ...(commitStatuses === undefined ? {} : { commitStatuses }) });
   }
   return ok ? environments : undefined;
 }
@@ -349,6 +354,7 @@ export function validatePipelineSpec(spec: unknown, pipelineNamespace: string, p
   const serviceAccountName = root.serviceAccountName === undefined
     ? undefined
     : problems.string(root.serviceAccountName, 'spec.serviceAccountName', isObjectName, DNS_SUBDOMAIN_MAX_LENGTH, 'a ServiceAccount name');
+  if (environments !== undefined && promotion !== undefined) problems.list.push(...commitStatusProblems(environments, promotion));
   if (app !== undefined && promotion !== undefined && (revisionPath === undefined || typeof revisionPath === 'string')) {
     validateUnderFlux(app, promotion, revisionPath, problems);
   }
