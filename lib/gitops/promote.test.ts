@@ -119,6 +119,32 @@ describe('GitPromoter against git http-backend', () => {
     }
   });
 
+  it('retries a push the server refused because the branch moved after its advertisement ([remote rejected] failed to update ref)', async () => {
+    let raced = false;
+    server.options = {
+      auth: AUTH,
+      // The POST of the pack comes after the ref advertisement: the server's update then finds the
+      // branch elsewhere than our push's old value, as when two writers push at once.
+      beforeRequest: async ({ method, url }) => {
+        if (raced || method !== 'POST' || !url.endsWith('/git-receive-pack')) return;
+        raced = true;
+        await server.commit('fleet', { 'README.md': 'fleet, pushed between advertisement and update\n' }, 'someone else');
+      },
+    };
+    try {
+      const count = await commits();
+      const result = await promoter.promote(request({ revision: '1.2.1' }));
+      assert.ok(raced, 'the concurrent push happened');
+      assert.ok(result.kind === 'commit' && result.created);
+      assert.equal(result.attempts, 2);
+      assert.equal(await commits(), count + 2, 'the other commit and ours, ours on top');
+      assert.equal(await server.show('fleet', 'main', 'README.md'), 'fleet, pushed between advertisement and update\n');
+      assert.match(await server.show('fleet', 'main', RELEASE), /version: 1\.2\.1 #/);
+    } finally {
+      server.options = { auth: AUTH };
+    }
+  });
+
   it('gives up after the bounded number of pushes when the branch keeps moving', async () => {
     let n = 0;
     server.options = {

@@ -3,10 +3,11 @@ import { mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { isIP } from 'node:net';
-import { abortReason, functionOption, positiveNumber, realClock, type Clock } from '../util/index.ts';
+import { abortReason, functionOption, positiveNumber, realClock, sleep, type Clock } from '../util/index.ts';
 import { GitOpsError, type GitOpsReason } from './errors.ts';
 import { checkRepositoryPath, DEFAULT_MAX_SCAN_BYTES, markerFor, REVISION_PATTERN, updateMarkers } from './marker.ts';
 import { ProviderClient, type ProviderKind, type PullRequest } from './provider.ts';
+import { pushOutcome } from './push.ts';
 import { runGit, treeSize, type GitOutput } from './run.ts';
 import { sparsePatterns, TreeListing } from './tree.ts';
 import { checkUrl, pinUrl, type CheckedUrl, type PinnedUrl, type UrlPolicy } from './url.ts';
@@ -308,18 +309,22 @@ export class GitPromoter {
         const sha = await this.#head(work, signal);
         const target = head === undefined ? `HEAD:refs/heads/${branch}` : `+HEAD:refs/heads/${head}`;
         const push = await this.#git(work, ['push', '--porcelain', '--no-verify', '--', 'origin', target], { step: 'push', failure: 'PushFailed', signal, allowFailure: true });
-        if (push.exitCode === 0) {
-          if (provider === undefined || head === undefined) return { kind: 'commit', sha, created: true, attempts: attempt };
+        const outcome = pushOutcome(push.exitCode, push.stdout, push.stderr, `refs/heads/${head ?? branch}`);
+        if (outcome === 'pushed' || outcome === 'present') {
+          // `present`: another writer pushed this very commit (same parent, tree, message, author
+          // and second, so the same SHA) first; the branch carries the change, but not by us.
+          if (provider === undefined || head === undefined) return { kind: 'commit', sha, created: outcome === 'pushed', attempts: attempt };
           const title = `Promote ${request.marker.pipeline} to ${request.marker.environment}: ${request.revision}`;
           const body = `fleetcache promotes revision \`${request.revision}\` of pipeline \`${request.marker.namespace}/${request.marker.pipeline}\` into environment \`${request.marker.environment}\`.`;
           const opened = await provider.create(head, branch, title, body) ?? await provider.find(head, branch);
           if (opened === undefined) throw new GitOpsError('ProviderError', 'the provider refused to open the request and lists none for the branch');
           return { kind: 'pull-request', pullRequest: opened, branch: head, created: true, sha };
         }
-        // `--porcelain`: "!\t<from>:<to>\t[rejected] (fetch first)" when someone pushed first.
-        const rejected = push.stdout.split('\n').some((l) => l.startsWith('!') && l.includes('[rejected]'));
-        if (!rejected || head !== undefined) throw new GitOpsError('PushFailed', `git push exited with code ${push.exitCode}`, { exitCode: push.exitCode });
-        if (attempt >= this.#maxPushAttempts) throw new GitOpsError('PushConflict', `the branch kept moving: ${attempt} pushes lost to concurrent ones`);
+        // A lost race, in whichever words (ours or the server's): fetch, re-apply on the new tip, push.
+        if (outcome !== 'lost' || head !== undefined) throw new GitOpsError('PushFailed', `git push exited with code ${push.exitCode}`, { exitCode: push.exitCode });
+        if (attempt >= this.#maxPushAttempts) throw new GitOpsError('PushConflict', `the branch kept moving: ${attempt} pushes lost to concurrent ones (maxPushAttempts)`);
+        // Writers that lost together should not collide again at once: up to 50 ms × attempt.
+        await sleep(Math.floor(Math.random() * 50 * attempt), signal, this.#clock);
         const remoteRef = `refs/remotes/origin/${branch}`;
         await this.#git(work, ['fetch', '--depth', '1', '--no-tags', '--', 'origin', `+refs/heads/${branch}:${remoteRef}`], { step: 'fetch', failure: 'CloneFailed', signal });
         // The branch moved: its new tree is sized and checked like the first before it is checked out.
