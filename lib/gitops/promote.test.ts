@@ -145,6 +145,53 @@ describe('GitPromoter against git http-backend', () => {
     }
   });
 
+  it('fails with a conflict naming file, line and environment when the marked line was pinned by hand during the promotion, and pushes nothing over it', async () => {
+    const pinned = SEED[RELEASE].replace('version: 1.0.0', 'version: 1.0.7-hotfix');
+    let raced = false;
+    server.options = {
+      auth: AUTH,
+      beforeRequest: async ({ method, url }) => {
+        if (raced || method !== 'POST' || !url.endsWith('/git-receive-pack')) return;
+        raced = true;
+        await server.commit('fleet', { [RELEASE]: `# pinned during an incident\n${pinned}` }, 'pin by hand');
+      },
+    };
+    try {
+      await assert.rejects(promoter.promote(request({ revision: '1.4.0' })), (err: unknown) => {
+        assert.ok(err instanceof GitOpsError && err.reason === 'MarkerConflict', String(err));
+        assert.match(err.message, /apps\/staging\/release\.yaml:7: the line marked for delivery:podinfo:staging was changed by someone else/);
+        assert.doesNotMatch(err.message, /hotfix/);
+        return true;
+      });
+      assert.ok(raced);
+      assert.match(await server.show('fleet', 'main', RELEASE), /version: 1\.0\.7-hotfix #/, 'the pinned value stays');
+      assert.equal((await git(server.bare('fleet'), 'log', '-1', '--format=%s', 'main')).trim(), 'pin by hand', 'nothing pushed on top');
+    } finally {
+      server.options = { auth: AUTH };
+    }
+  });
+
+  it('re-applies over a marked line another environment\'s writer changed meanwhile (no conflict: not ours)', async () => {
+    let raced = false;
+    server.options = {
+      auth: AUTH,
+      beforeRequest: async ({ method, url }) => {
+        if (raced || method !== 'POST' || !url.endsWith('/git-receive-pack')) return;
+        raced = true;
+        await server.commit('fleet', { 'apps/prod/release.yaml': SEED['apps/prod/release.yaml'].replace('1.0.0', '0.9.9') }, 'prod moved');
+      },
+    };
+    try {
+      const result = await promoter.promote(request({ revision: '1.5.0' }));
+      assert.ok(raced, 'the concurrent push happened');
+      assert.ok(result.kind === 'commit' && result.created && result.attempts === 2);
+      assert.match(await server.show('fleet', 'main', RELEASE), /version: 1\.5\.0 #/);
+      assert.match(await server.show('fleet', 'main', 'apps/prod/release.yaml'), /version: 0\.9\.9 #/);
+    } finally {
+      server.options = { auth: AUTH };
+    }
+  });
+
   it('gives up after the bounded number of pushes when the branch keeps moving', async () => {
     let n = 0;
     server.options = {

@@ -5,7 +5,7 @@ import path from 'node:path';
 import { isIP } from 'node:net';
 import { abortReason, functionOption, positiveNumber, realClock, sleep, type Clock } from '../util/index.ts';
 import { GitOpsError, type GitOpsReason } from './errors.ts';
-import { checkRepositoryPath, DEFAULT_MAX_SCAN_BYTES, markerFor, REVISION_PATTERN, updateMarkers } from './marker.ts';
+import { checkRepositoryPath, DEFAULT_MAX_SCAN_BYTES, markerFor, REVISION_PATTERN, updateMarkers, type MarkerSelector } from './marker.ts';
 import { ProviderClient, type ProviderKind, type PullRequest } from './provider.ts';
 import { pushOutcome } from './push.ts';
 import { runGit, treeSize, type GitOutput } from './run.ts';
@@ -30,6 +30,12 @@ export interface GitPromotionRequest {
   /** Open a pull request instead of pushing to `branch`. */
   readonly pullRequest?: { readonly provider: ProviderKind; readonly apiUrl?: string | undefined } | undefined;
   readonly marker: { readonly namespace: string; readonly pipeline: string; readonly environment: string };
+  /**
+   * `<namespace>:<name>` of the ImagePolicy whose Flux image-automation setters (`# {"$imagepolicy":
+   * "<it>"}`, `"<it>:tag"`, `"<it>:name"`, `"<it>:digest"`) the environment owns beside its
+   * `$promotion` markers: they get the revision as the image's tag ({@link setterValue}).
+   */
+  readonly imagePolicy?: string | undefined;
   readonly revision: string;
   readonly credentials: GitCredentials;
   readonly signal?: AbortSignal | undefined;
@@ -91,6 +97,8 @@ export interface GitPromoterOptions extends UrlPolicy {
   readonly clock?: Clock;
 }
 
+/** `<namespace>:<name>` of an ImagePolicy, both Kubernetes names. */
+const IMAGE_POLICY_PATTERN = /^[a-z0-9](?:[-a-z0-9]{0,61}[a-z0-9])?:[a-z0-9](?:[-a-z0-9.]{0,251}[a-z0-9])?$/;
 const BRANCH_PATTERN = /^(?!.*\.\.)(?!.*\/\/)(?!.*\.lock$)(?!.*\/\.)[A-Za-z0-9][A-Za-z0-9._/-]{0,199}(?<![./])$/;
 const MAX_OUTPUT = 1_048_576;
 const MiB = 1_048_576;
@@ -245,6 +253,7 @@ export class GitPromoter {
   async promote(request: GitPromotionRequest): Promise<GitPromotionResult> {
     if (!REVISION_PATTERN.test(request.revision)) throw new GitOpsError('InvalidInput', 'the revision is not a plain version, tag or commit name');
     const branch = checkBranch(request.branch);
+    if (request.imagePolicy !== undefined && !IMAGE_POLICY_PATTERN.test(request.imagePolicy)) throw new GitOpsError('InvalidInput', 'the image policy is not <namespace>:<name>');
     const subdir = checkRepositoryPath(request.path ?? '.');
     const checked = checkUrl(request.url, { ...this.#policy, allowSsh: true });
     if (checked.scheme === 'ssh' && request.credentials.kind !== 'ssh') throw new GitOpsError('UrlRefused', 'an ssh:// repository needs an SSH key and known_hosts in the Secret');
@@ -292,13 +301,17 @@ export class GitPromoter {
       await this.#git(work, ['clone', '--no-checkout', '--depth', '1', '--single-branch', '--branch', branch, '--no-tags', '--template=', '--', work.remote, work.repo], { step: 'clone', failure: 'CloneFailed', signal, outsideRepo: true });
       if (await treeSize(work.repo, this.#maxRepositoryBytes) > this.#maxRepositoryBytes) throw new GitOpsError('RepositoryTooLarge', `the clone is larger than ${this.#maxRepositoryBytes} bytes (maxRepositoryBytes)`);
       await this.#checkout(work, 'HEAD', subdir, ['read-tree', '-mu', 'HEAD'], signal);
-      const marker = markerFor(request.marker.namespace, request.marker.pipeline, request.marker.environment);
+      const marker: MarkerSelector = { promotion: markerFor(request.marker.namespace, request.marker.pipeline, request.marker.environment), imagePolicy: request.imagePolicy };
       const message = `promote ${request.marker.namespace}/${request.marker.pipeline} to ${request.marker.environment}: ${request.revision}\n\n`
         + `Pipeline: ${request.marker.namespace}/${request.marker.pipeline}\nEnvironment: ${request.marker.environment}\nRevision: ${request.revision}\n`;
       const scan = { maxFileBytes: this.#maxFileBytes, maxScanBytes: this.#maxScanBytes, budget: { bytesRead: 0 }, signal };
 
+      // What the marked lines held on the tip the promotion began from: a later attempt, on a tip
+      // someone else moved, never overwrites a line changed since (MarkerConflict).
+      let began: ReadonlyMap<string, readonly string[]> | undefined;
       for (let attempt = 1; ; attempt++) {
-        const update = await updateMarkers(work.repo, subdir, marker, request.revision, scan);
+        const update = await updateMarkers(work.repo, subdir, marker, request.revision, { ...scan, began });
+        began ??= update.held;
         if (update.changedFiles.length === 0) {
           return { kind: 'commit', sha: await this.#head(work, signal), created: false, attempts: attempt };
         }
