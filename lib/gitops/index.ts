@@ -9,7 +9,7 @@ export { GitOpsError } from './errors.ts';
 export type { GitOpsReason } from './errors.ts';
 export { checkUrl, describeUrl, pinUrl } from './url.ts';
 export type { CheckedUrl, PinnedUrl, UrlPolicy } from './url.ts';
-export { checkRepositoryPath, DEFAULT_MAX_SCAN_BYTES, markerFor, resolveInside, REVISION_PATTERN, setMarkedValues, setterValue, updateMarkers } from './marker.ts';
+export { checkRepositoryPath, DEFAULT_MAX_SCAN_BYTES, imagePolicyFor, markerFor, resolveInside, REVISION_PATTERN, setMarkedValues, setterValue, updateMarkers } from './marker.ts';
 export type { MarkedText, MarkerSelector, MarkerUpdate, ScanContext, ScanLimits, Setter } from './marker.ts';
 export { checkBranch, GitPromoter, pullRequestBranch } from './promote.ts';
 export type { GitCredentials, GitPromoterOptions, GitPromotionRequest, GitPromotionResult } from './promote.ts';

@@ -21,6 +21,19 @@ export function markerFor(namespace: string, pipeline: string, environment: stri
   return `${namespace}:${pipeline}:${environment}`;
 }
 
+/** `<namespace>:<name>` of an ImagePolicy, both Kubernetes names (namespace a DNS label, name a DNS subdomain). */
+export const IMAGE_POLICY_PATTERN = /^[a-z0-9](?:[-a-z0-9]{0,61}[a-z0-9])?:[a-z0-9](?:[-a-z0-9.]{0,251}[a-z0-9])?$/;
+
+/**
+ * The ImagePolicy whose Flux setters an environment of a Pipeline owns: `<namespace>:<pipeline>-<environment>`,
+ * in the Pipeline's namespace (so a tenant's markers name its own namespace); undefined when that
+ * is not a valid ImagePolicy reference (then only `$promotion` markers are the environment's).
+ */
+export function imagePolicyFor(namespace: string, pipeline: string, environment: string): string | undefined {
+  const reference = `${namespace}:${pipeline}-${environment}`;
+  return IMAGE_POLICY_PATTERN.test(reference) ? reference : undefined;
+}
+
 /**
  * Bounds of the scan of a working tree. The scan is linear ({@link splitComment}): its work on a
  * file is proportional to the file's size, at most `maxFileBytes`, and on a promotion to

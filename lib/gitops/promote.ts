@@ -5,7 +5,7 @@ import path from 'node:path';
 import { isIP } from 'node:net';
 import { abortReason, functionOption, positiveNumber, realClock, sleep, type Clock } from '../util/index.ts';
 import { GitOpsError, type GitOpsReason } from './errors.ts';
-import { checkRepositoryPath, DEFAULT_MAX_SCAN_BYTES, markerFor, REVISION_PATTERN, updateMarkers, type MarkerSelector } from './marker.ts';
+import { checkRepositoryPath, DEFAULT_MAX_SCAN_BYTES, IMAGE_POLICY_PATTERN, markerFor, REVISION_PATTERN, updateMarkers, type MarkerSelector } from './marker.ts';
 import { ProviderClient, type ProviderKind, type PullRequest } from './provider.ts';
 import { pushOutcome } from './push.ts';
 import { runGit, treeSize, type GitOutput } from './run.ts';
@@ -97,8 +97,6 @@ export interface GitPromoterOptions extends UrlPolicy {
   readonly clock?: Clock;
 }
 
-/** `<namespace>:<name>` of an ImagePolicy, both Kubernetes names. */
-const IMAGE_POLICY_PATTERN = /^[a-z0-9](?:[-a-z0-9]{0,61}[a-z0-9])?:[a-z0-9](?:[-a-z0-9.]{0,251}[a-z0-9])?$/;
 const BRANCH_PATTERN = /^(?!.*\.\.)(?!.*\/\/)(?!.*\.lock$)(?!.*\/\.)[A-Za-z0-9][A-Za-z0-9._/-]{0,199}(?<![./])$/;
 const MAX_OUTPUT = 1_048_576;
 const MiB = 1_048_576;
