@@ -43,7 +43,11 @@ export interface GitPromotionRequest {
 
 /** What a promotion through Git did. */
 export type GitPromotionResult =
-  /** `created` false: the branch already had the revision at every marker (a re-run); `sha` is its head then. */
+  /**
+   * `created` false: the branch already had the revision at every marker (a re-run, or another
+   * writer's push of the same promotion, possibly the very same commit); `sha` is its head then.
+   * Of writers promoting the same thing at once, exactly one gets `created` true.
+   */
   | { readonly kind: 'commit'; readonly sha: string; readonly created: boolean; readonly attempts: number }
   /** `created` false: the request existed already (a re-run, or a poll for its merge). */
   | { readonly kind: 'pull-request'; readonly pullRequest: PullRequest; readonly branch: string; readonly created: boolean; readonly sha: string | undefined };
@@ -188,7 +192,9 @@ interface Workspace {
  *
  * Idempotent: a branch that already has the revision at its markers gets no second commit; a
  * pull request from the same head branch is found (open, merged or closed) rather than opened
- * again. A push that loses to a concurrent one fetches, re-applies and retries.
+ * again. A push that loses to a concurrent one, in any of the forms a race takes ({@link pushOutcome}),
+ * fetches, re-applies and retries; a marked line someone else changed meanwhile is a
+ * `MarkerConflict`, never overwritten.
  *
  * Hostile input: the URL is checked ({@link checkUrl}) and its host resolved once, every address
  * checked, and git pinned to that address (`http.curloptResolve`; for ssh, the address with
