@@ -192,6 +192,31 @@ describe('GitPromoter against git http-backend', () => {
     }
   });
 
+  it('says it did not create the commit when another writer pushed the very same commit first (same SHA: same parent, tree, message, author, second)', async () => {
+    let raced = false;
+    server.options = {
+      auth: AUTH,
+      // Before our push is answered, the identical commit lands from elsewhere: what a second
+      // replica promoting the same revision in the same second pushes.
+      beforeRequest: async ({ url }) => {
+        if (raced || !url.includes('service=git-receive-pack')) return;
+        raced = true;
+        const [workspace] = (await readdir(scratch)).filter((d) => d.startsWith('fleetcache-git-'));
+        assert.ok(workspace !== undefined);
+        await git(path.join(scratch, workspace, 'repo'), 'push', '--quiet', server.bare('fleet'), 'HEAD:refs/heads/main');
+      },
+    };
+    try {
+      const count = await commits();
+      const result = await promoter.promote(request({ revision: '1.2.2' }));
+      assert.ok(raced, 'the identical commit was pushed first');
+      assert.deepEqual(result, { kind: 'commit', sha: (await git(server.bare('fleet'), 'rev-parse', 'main')).trim(), created: false, attempts: 1 });
+      assert.equal(await commits(), count + 1, 'one commit on the branch, made once');
+    } finally {
+      server.options = { auth: AUTH };
+    }
+  });
+
   it('gives up after the bounded number of pushes when the branch keeps moving', async () => {
     let n = 0;
     server.options = {
