@@ -20,6 +20,8 @@ export type GitOpsReason =
   | 'CommitFailed'
   | 'PushFailed'
   | 'PushConflict'
+  /** A marked line was changed by someone else while the promotion ran (a value pinned by hand); it is not overwritten. */
+  | 'MarkerConflict'
   | 'Timeout'
   /** The promotion as a whole outlived its deadline (`promotionTimeoutMs`). */
   | 'DeadlineExceeded'

@@ -5,7 +5,7 @@ import path from 'node:path';
 import { describe, it } from 'node:test';
 import { Worker } from 'node:worker_threads';
 import { GitOpsError } from './errors.ts';
-import { checkRepositoryPath, markerFor, setMarkedValues, updateMarkers } from './marker.ts';
+import { checkRepositoryPath, markerFor, setMarkedValues, updateMarkers, type MarkerSelector } from './marker.ts';
 import { splitComment, splitValue } from './scan.ts';
 
 const M = markerFor('delivery', 'podinfo', 'prod');
@@ -46,7 +46,7 @@ describe('setMarkedValues', () => {
 
   it('changes nothing when the value is already the revision', () => {
     const text = 'version: "1.2.3" # {"$promotion": "delivery:podinfo:prod"}\n';
-    assert.deepEqual(setMarkedValues(text, M, '1.2.3', 'f.yaml'), { text, found: 1, changed: 0 });
+    assert.deepEqual(setMarkedValues(text, M, '1.2.3', 'f.yaml'), { text, found: 1, changed: 0, held: ['1.2.3'] });
   });
 
   it('refuses a marked line without a single-line scalar, and a revision that is not a plain name', () => {
@@ -58,12 +58,87 @@ describe('setMarkedValues', () => {
   });
 });
 
+describe('setMarkedValues on a newer tip (a retried push)', () => {
+  const text = (a: string, b: string): string => `a: ${a} # {"$promotion": "delivery:podinfo:prod"}\nb: "${b}" # {"$promotion": "delivery:podinfo:prod"}\n`;
+
+  it('records what each marked line held, and re-applies over lines that still hold it', () => {
+    const first = setMarkedValues(text('1.0.0', '1.0.0'), M, '1.1.0', 'f.yaml');
+    assert.deepEqual(first.held, ['1.0.0', '1.0.0']);
+    const again = setMarkedValues(`# moved\n${text('1.0.0', '1.1.0')}`, M, '1.1.0', 'f.yaml', first.held);
+    assert.equal(again.text, `# moved\n${text('1.1.0', '1.1.0')}`, 'a line already at the revision is no conflict either');
+  });
+
+  it('refuses to overwrite a line pinned by hand since, naming file, line and environment but not the value', () => {
+    let error: unknown;
+    try {
+      setMarkedValues(`# moved\n${text('1.0.0', 'hand-pinned-9')}`, M, '1.1.0', 'apps/prod.yaml', ['1.0.0', '1.0.0']);
+    } catch (err) {
+      error = err;
+    }
+    assert.ok(error instanceof GitOpsError && error.reason === 'MarkerConflict', String(error));
+    assert.match(error.message, /^MarkerConflict: apps\/prod\.yaml:3: the line marked for delivery:podinfo:prod was changed by someone else/);
+    assert.doesNotMatch(error.message, /hand-pinned/);
+  });
+
+  it('sets a marked line the promotion did not see when it began', () => {
+    assert.equal(setMarkedValues(text('1.0.0', '0.9.0'), M, '1.1.0', 'f.yaml', ['1.0.0']).text, text('1.1.0', '1.1.0'));
+  });
+});
+
+describe('Flux image-automation setters', () => {
+  const S = { promotion: M, imagePolicy: 'flux-system:podinfo-prod' };
+  const D = 'sha256:' + 'ab'.repeat(32);
+  const file = [
+    'spec:',
+    '  containers:',
+    '    - name: app',
+    '      image: ghcr.io/stefanprodan/podinfo:6.2.0 # {"$imagepolicy": "flux-system:podinfo-prod"}',
+    '    - name: sidecar',
+    '      image: "registry.local:5000/side:1.0@sha256:' + 'cd'.repeat(32) + '" # {"$imagepolicy": "flux-system:podinfo-prod"}',
+    'values:',
+    '  image:',
+    '    repository: ghcr.io/stefanprodan/podinfo # {"$imagepolicy": "flux-system:podinfo-prod:name"}',
+    '    tag: 6.2.0 # {"$imagepolicy": "flux-system:podinfo-prod:tag"}',
+    '  other:',
+    '    tag: 6.2.0 # {"$imagepolicy": "flux-system:podinfo-staging:tag"}',
+    '    also: 6.2.0 # {"$imagepolicy": "flux-system:podinfo-prod:unknown"}',
+    '  version: 6.2.0 # {"$promotion": "delivery:podinfo:prod"}',
+    '',
+  ].join('\n');
+
+  it('sets the whole reference (name kept, digest dropped), the tag, and leaves the name, beside $promotion', () => {
+    const result = setMarkedValues(file, S, '6.3.0', 'f.yaml');
+    assert.equal(result.found, 5);
+    assert.equal(result.changed, 4);
+    assert.deepEqual(result.held, ['ghcr.io/stefanprodan/podinfo:6.2.0', `registry.local:5000/side:1.0@sha256:${'cd'.repeat(32)}`, 'ghcr.io/stefanprodan/podinfo', '6.2.0', '6.2.0']);
+    assert.equal(result.text, file
+      .replace('podinfo:6.2.0 #', 'podinfo:6.3.0 #')
+      .replace(`"registry.local:5000/side:1.0@sha256:${'cd'.repeat(32)}"`, '"registry.local:5000/side:6.3.0"')
+      .replace('    tag: 6.2.0 # {"$imagepolicy": "flux-system:podinfo-prod:tag"}', '    tag: 6.3.0 # {"$imagepolicy": "flux-system:podinfo-prod:tag"}')
+      .replace('version: 6.2.0', 'version: 6.3.0'));
+    assert.match(result.text, /podinfo-staging:tag"\}/);
+    assert.match(result.text, / {4}tag: 6\.2\.0 # \{"\$imagepolicy": "flux-system:podinfo-staging:tag"\}/, 'another policy is left alone');
+    assert.equal(setMarkedValues(result.text, S, '6.3.0', 'f.yaml').changed, 0, 'a re-run changes nothing');
+  });
+
+  it('writes tag@digest into the whole reference and the digest into :digest, and refuses :digest from a tag alone', () => {
+    const digestFile = `image: app:1 # {"$imagepolicy": "flux-system:podinfo-prod"}\ndigest: "sha256:${'00'.repeat(32)}" # {"$imagepolicy": "flux-system:podinfo-prod:digest"}\n`;
+    assert.equal(setMarkedValues(digestFile, S, `2.0.0@${D}`, 'f.yaml').text, `image: app:2.0.0@${D} # {"$imagepolicy": "flux-system:podinfo-prod"}\ndigest: "${D}" # {"$imagepolicy": "flux-system:podinfo-prod:digest"}\n`);
+    assert.equal(reasonOf(() => setMarkedValues(digestFile, S, '2.0.0', 'f.yaml')), 'MarkerInvalid');
+  });
+
+  it('refuses a revision that is no image tag for an image setter, and ignores $imagepolicy without a policy to own', () => {
+    assert.equal(reasonOf(() => setMarkedValues(file, S, 'main@sha1:0123', 'f.yaml')), 'MarkerInvalid');
+    assert.equal(setMarkedValues(file, M, '6.3.0', 'f.yaml').found, 1, 'only $promotion without imagePolicy');
+  });
+});
+
 // The expressions the scanner replaced (quadratic on hostile lines): the reference it must agree with.
 const OLD_COMMENT = /^(?<before>.*?)(?<gap>\s+)(?<comment>#\s*(?<json>\{.*\}))\s*$/;
 const OLD_BEFORE = /^(?<head>\s*(?:-\s+)?(?:(?:"(?:[^"\\]|\\.)*"|'(?:[^']|'')*'|[^\s"'#{}[\],][^#]*?)\s*:\s+)?)(?<value>\S.*?)?\s*$/;
 
 /** Runs setMarkedValues on `text` in a worker, so that a quadratic scan is stopped after `limitMs` instead of stalling the test. */
-async function inWorker(text: string, limitMs: number): Promise<{ found?: number; changed?: number; error?: string } | 'stalled'> {
+async function inWorker(text: string, limitMs: number, marker: string | MarkerSelector = M): Promise<{ found?: number; changed?: number; error?: string } | 'stalled'> {
   const url = new URL('./marker.ts', import.meta.url).href;
   const worker = new Worker(`
     const { parentPort, workerData } = require('node:worker_threads');
@@ -74,7 +149,7 @@ async function inWorker(text: string, limitMs: number): Promise<{ found?: number
       } catch (err) {
         parentPort.postMessage({ error: err.reason ?? String(err) });
       }
-    });`, { eval: true, workerData: { url, text, marker: M } });
+    });`, { eval: true, workerData: { url, text, marker } });
   let timer: NodeJS.Timeout | undefined;
   try {
     return await new Promise((resolve, reject) => {
@@ -125,6 +200,24 @@ describe('the marker scan on hostile lines', () => {
     }
     assert.deepEqual(outcomes, [{ found: 0, changed: 0 }, { found: 0, changed: 0 }, { found: 0, changed: 0 }, { error: 'MarkerInvalid' }, { found: 1, changed: 1 }]);
   });
+
+  it('scans 1 MiB lines of $imagepolicy setters in linear time', async () => {
+    const MiB = 1_048_576;
+    const selector = { promotion: M, imagePolicy: 'ns:p' };
+    const hostile = [
+      `$imagepolicy${' '.repeat(MiB)}`,
+      `image: ${'a/'.repeat(MiB / 2)}x:1 # {"$imagepolicy": "ns:p"}`,            // a long name of many segments
+      `image: ${'a:'.repeat(MiB / 2)}1 # {"$imagepolicy": "ns:p"}`,              // many colons
+      `${' #'.repeat(MiB / 2)} {"$imagepolicy": "ns:p:tag"}`,
+    ];
+    const outcomes = [];
+    for (const line of hostile) {
+      const result = await inWorker(`a: 1\n${line}\n`, 30_000, selector);
+      assert.notEqual(result, 'stalled', `a ${line.length}-character line took more than 30 s`);
+      outcomes.push(result);
+    }
+    assert.deepEqual(outcomes, [{ found: 0, changed: 0 }, { found: 1, changed: 1 }, { found: 1, changed: 1 }, { error: 'MarkerInvalid' }]);
+  });
 });
 
 describe('updateMarkers', () => {
@@ -141,7 +234,7 @@ describe('updateMarkers', () => {
     await symlink(outside, path.join(root, 'apps/prod/link.yaml'));
 
     const update = await updateMarkers(root, 'apps', M, '1.1.0');
-    assert.deepEqual(update, { found: 1, changedFiles: ['apps/prod/release.yaml'] });
+    assert.deepEqual(update, { found: 1, changedFiles: ['apps/prod/release.yaml'], held: new Map([['apps/prod/release.yaml', ['1.0.0']]]) });
     assert.equal(await readFile(path.join(root, 'apps/prod/release.yaml'), 'utf8'), 'version: 1.1.0 # {"$promotion": "delivery:podinfo:prod"}\n');
     assert.match(await readFile(outside, 'utf8'), /1\.0\.0/, 'a symlink is never followed');
     assert.match(await readFile(path.join(root, 'apps/prod/notes.txt'), 'utf8'), /1\.0\.0/, 'only YAML files');

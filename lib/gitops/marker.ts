@@ -21,6 +21,19 @@ export function markerFor(namespace: string, pipeline: string, environment: stri
   return `${namespace}:${pipeline}:${environment}`;
 }
 
+/** `<namespace>:<name>` of an ImagePolicy, both Kubernetes names (namespace a DNS label, name a DNS subdomain). */
+export const IMAGE_POLICY_PATTERN = /^[a-z0-9](?:[-a-z0-9]{0,61}[a-z0-9])?:[a-z0-9](?:[-a-z0-9.]{0,251}[a-z0-9])?$/;
+
+/**
+ * The ImagePolicy whose Flux setters an environment of a Pipeline owns: `<namespace>:<pipeline>-<environment>`,
+ * in the Pipeline's namespace (so a tenant's markers name its own namespace); undefined when that
+ * is not a valid ImagePolicy reference (then only `$promotion` markers are the environment's).
+ */
+export function imagePolicyFor(namespace: string, pipeline: string, environment: string): string | undefined {
+  const reference = `${namespace}:${pipeline}-${environment}`;
+  return IMAGE_POLICY_PATTERN.test(reference) ? reference : undefined;
+}
+
 /**
  * Bounds of the scan of a working tree. The scan is linear ({@link splitComment}): its work on a
  * file is proportional to the file's size, at most `maxFileBytes`, and on a promotion to
@@ -44,8 +57,33 @@ export interface ScanContext extends ScanLimits {
   readonly budget?: { bytesRead: number };
   /** Stops the scan between files (the promotion's deadline). */
   readonly signal?: AbortSignal | undefined;
+  /**
+   * On a later attempt: what the marked lines of each file held when the promotion began
+   * ({@link MarkerUpdate.held} of its first attempt); a line changed since by someone else is a
+   * `MarkerConflict` (see {@link setMarkedValues}).
+   */
+  readonly began?: ReadonlyMap<string, readonly string[]> | undefined;
 }
 
+
+/**
+ * Which marked lines belong to one environment: its `$promotion` marker, and the Flux
+ * image-automation setters of the ImagePolicy it owns, if any.
+ */
+export interface MarkerSelector {
+  /** The `$promotion` value, `<namespace>:<pipeline>:<environment>` ({@link markerFor}). */
+  readonly promotion: string;
+  /**
+   * `<namespace>:<name>` of an ImagePolicy: lines marked `# {"$imagepolicy": "<it>"}` (the whole
+   * image reference), `"<it>:tag"`, `"<it>:name"` and `"<it>:digest"` are set as Flux's
+   * image-automation-controller sets them, to the revision as the image's tag (`tag@digest` for a
+   * digest too). See {@link setterValue}.
+   */
+  readonly imagePolicy?: string | undefined;
+}
+
+/** What a marked line holds: the revision (`$promotion`), or a part of an image reference (Flux's setters). */
+export type Setter = 'promotion' | 'image' | 'tag' | 'name' | 'digest';
 
 /** Result of {@link setMarkedValues} on one text. */
 export interface MarkedText {
@@ -54,6 +92,8 @@ export interface MarkedText {
   readonly found: number;
   /** Of those, lines whose value changed. */
   readonly changed: number;
+  /** The value each marked line held before the edit, in the order of the lines. */
+  readonly held: readonly string[];
 }
 
 function decodeScalar(raw: string): string | undefined {
@@ -67,7 +107,7 @@ function decodeScalar(raw: string): string | undefined {
 
 function encodeLike(old: string, revision: string): string {
   if (old.startsWith('"')) return JSON.stringify(revision);
-  if (old.startsWith("'")) return `'${revision}'`;
+  if (old.startsWith("'")) return `'${revision.replaceAll("'", "''")}'`;
   // Plain stays plain only where YAML reads it back as the same string (not 2 or 1.10 as numbers).
   let back: unknown;
   try {
@@ -78,19 +118,83 @@ function encodeLike(old: string, revision: string): string {
   return back === revision ? revision : JSON.stringify(revision);
 }
 
+/** A Docker/OCI tag, and a digest (`sha256:<64 hex>` and the like), as the registries define them. */
+const TAG = /^[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}$/;
+const DIGEST = /^[a-z0-9]+(?:[.+_-][a-z0-9]+)*:[A-Fa-f0-9]{32,}$/;
+
+/** The image name of a reference (`registry:5000/org/app:tag@sha256:…` → `registry:5000/org/app`). Linear. */
+function imageName(reference: string): string {
+  const at = reference.indexOf('@');
+  const bare = at < 0 ? reference : reference.slice(0, at);
+  const colon = bare.lastIndexOf(':');
+  return colon > bare.lastIndexOf('/') ? bare.slice(0, colon) : bare;
+}
+
 /**
- * Sets `revision` as the value of every line of `text` marked with `marker`. Throws a
- * {@link GitOpsError} (`MarkerInvalid`) for a marked line without a single-line scalar value.
- * `where` names the file in messages.
+ * The value a line marked as `setter` gets when `revision` is promoted, given what it holds:
+ * `promotion` the revision; Flux's setters read the revision as `<tag>` or `<tag>@<digest>` and
+ * write, like image-automation-controller, the whole reference `<name>:<tag>[@<digest>]` (the
+ * name kept from the line), the tag alone, the digest alone, and leave the name as it is (a
+ * promotion moves a tag, not a repository). `where` names the line in messages.
  */
-export function setMarkedValues(text: string, marker: string, revision: string, where: string): MarkedText {
+export function setterValue(setter: Setter, current: string, revision: string, where: string): string {
+  if (setter === 'promotion') return revision;
+  if (setter === 'name') return current;
+  const at = revision.indexOf('@');
+  const tag = at < 0 ? revision : revision.slice(0, at);
+  const digest = at < 0 ? undefined : revision.slice(at + 1);
+  if (!TAG.test(tag) || (digest !== undefined && !DIGEST.test(digest))) throw new GitOpsError('MarkerInvalid', `${where}: the revision is not an image tag (or tag@digest) for the $imagepolicy setter`);
+  if (setter === 'tag') return tag;
+  if (setter === 'digest') {
+    if (digest === undefined) throw new GitOpsError('MarkerInvalid', `${where}: a :digest setter needs a revision that carries a digest (tag@sha256:…); a tag alone would leave the old digest pinning the old image`);
+    return digest;
+  }
+  const name = imageName(current);
+  if (name === '') throw new GitOpsError('MarkerInvalid', `${where}: the $imagepolicy line holds no image name`);
+  return `${name}:${tag}${digest === undefined ? '' : `@${digest}`}`;
+}
+
+/** What the line's JSON comment marks for `selector`, if anything. */
+function setterOf(parsed: unknown, selector: MarkerSelector): Setter | undefined {
+  if (typeof parsed !== 'object' || parsed === null) return undefined;
+  const record = parsed as Record<string, unknown>;
+  if (record.$promotion === selector.promotion) return 'promotion';
+  const policy = selector.imagePolicy;
+  const value = record.$imagepolicy;
+  if (policy === undefined || typeof value !== 'string' || !value.startsWith(policy)) return undefined;
+  switch (value.slice(policy.length)) {
+    case '': return 'image';
+    case ':tag': return 'tag';
+    case ':name': return 'name';
+    case ':digest': return 'digest';
+    default: return undefined;
+  }
+}
+
+/**
+ * Sets the value of every line of `text` marked for `marker` (a `$promotion` value, or a
+ * {@link MarkerSelector} with Flux's setters too) from `revision`. Throws a {@link GitOpsError}
+ * (`MarkerInvalid`) for a marked line without a single-line scalar value. `where` names the file in
+ * messages.
+ *
+ * `began`, on a later attempt of a promotion: what each marked line held when the promotion began
+ * ({@link MarkedText.held} of its first attempt). A line that since changed to something other than
+ * that or the value the promotion writes was changed by someone else (a value pinned by hand):
+ * it is not overwritten, the promotion fails with `MarkerConflict` naming file and line (the values
+ * are not quoted). A marked line beyond those recorded is new and set.
+ */
+export function setMarkedValues(text: string, marker: string | MarkerSelector, revision: string, where: string, began?: readonly string[]): MarkedText {
   if (!REVISION_PATTERN.test(revision)) throw new GitOpsError('InvalidInput', 'the revision is not a plain version, tag or commit name');
-  if (!text.includes('$promotion')) return { text, found: 0, changed: 0 };
+  const selector: MarkerSelector = typeof marker === 'string' ? { promotion: marker } : marker;
+  const image = selector.imagePolicy !== undefined;
+  const words = (line: string): boolean => line.includes('$promotion') || (image && line.includes('$imagepolicy'));
+  if (!words(text)) return { text, found: 0, changed: 0, held: [] };
   const lines = text.split('\n');
   let found = 0;
   let changed = 0;
+  const held: string[] = [];
   for (const [i, line] of lines.entries()) {
-    if (!line.includes('$promotion')) continue;
+    if (!words(line)) continue;
     const comment = splitComment(line.endsWith('\r') ? line.slice(0, -1) : line);
     if (comment === undefined) continue;
     let parsed: unknown;
@@ -99,18 +203,26 @@ export function setMarkedValues(text: string, marker: string, revision: string, 
     } catch {
       continue; // some other comment
     }
-    if (typeof parsed !== 'object' || parsed === null || (parsed as Record<string, unknown>).$promotion !== marker) continue;
+    const setter = setterOf(parsed, selector);
+    if (setter === undefined) continue;
     found += 1;
     const { head, value } = splitValue(comment.before);
-    if (value === undefined || /^[|>{[&*!%@`]/.test(value) || decodeScalar(value) === undefined) {
+    const current = value === undefined || /^[|>{[&*!%@`]/.test(value) ? undefined : decodeScalar(value);
+    if (value === undefined || current === undefined) {
       throw new GitOpsError('MarkerInvalid', `${where} line ${i + 1}: the marked line has no single-line scalar value to set`);
     }
-    if (decodeScalar(value) === revision) continue;
+    const next = setterValue(setter, current, revision, `${where} line ${i + 1}`);
+    const before = began?.[held.length];
+    held.push(current);
+    if (current === next) continue;
+    if (before !== undefined && current !== before) {
+      throw new GitOpsError('MarkerConflict', `${where}:${i + 1}: the line marked for ${selector.promotion} was changed by someone else while the promotion ran (it holds neither what it held when the promotion began nor the revision); it is not overwritten`);
+    }
     const cr = line.endsWith('\r') ? '\r' : '';
-    lines[i] = `${head}${encodeLike(value, revision)}${comment.gap}${comment.comment}${cr}`;
+    lines[i] = `${head}${encodeLike(value, next)}${comment.gap}${comment.comment}${cr}`;
     changed += 1;
   }
-  return { text: lines.join('\n'), found, changed };
+  return { text: lines.join('\n'), found, changed, held };
 }
 
 /** Keeps a subdirectory of the repository inside it: relative, no `..`, no option-like segment. */
@@ -148,6 +260,8 @@ export interface MarkerUpdate {
   readonly found: number;
   /** Files rewritten, relative to the working tree. */
   readonly changedFiles: readonly string[];
+  /** Per file with marked lines (relative to the working tree): what each held before the edit. */
+  readonly held: ReadonlyMap<string, readonly string[]>;
 }
 
 /**
@@ -155,7 +269,7 @@ export interface MarkerUpdate {
  * the revision on every line marked for `marker` in `.yaml`/`.yml` files, checks each rewritten
  * file still parses as YAML, and writes it back. Throws `MarkerNotFound` when no line is marked.
  */
-export async function updateMarkers(root: string, subdir: string, marker: string, revision: string, context: ScanContext = {}): Promise<MarkerUpdate> {
+export async function updateMarkers(root: string, subdir: string, marker: string | MarkerSelector, revision: string, context: ScanContext = {}): Promise<MarkerUpdate> {
   const maxFiles = context.maxFiles ?? 20_000;
   const maxFileBytes = context.maxFileBytes ?? 1_048_576;
   const maxScanBytes = context.maxScanBytes ?? DEFAULT_MAX_SCAN_BYTES;
@@ -164,6 +278,7 @@ export async function updateMarkers(root: string, subdir: string, marker: string
   let files = 0;
   let found = 0;
   const changedFiles: string[] = [];
+  const held = new Map<string, readonly string[]>();
   const stack = [start];
   while (stack.length > 0) {
     const dir = stack.pop() ?? start;
@@ -187,8 +302,9 @@ export async function updateMarkers(root: string, subdir: string, marker: string
       if (budget.bytesRead > maxScanBytes) throw new GitOpsError('ScanLimitExceeded', `more than ${maxScanBytes} bytes of YAML to scan in one promotion (maxScanBytes)`);
       const relative = path.relative(root, full);
       const text = await readFile(full, 'utf8');
-      const result = setMarkedValues(text, marker, revision, relative);
+      const result = setMarkedValues(text, marker, revision, relative, context.began?.get(relative));
       found += result.found;
+      if (result.found > 0) held.set(relative, result.held);
       if (result.changed === 0) continue;
       let parsedBefore = true;
       try {
@@ -207,6 +323,10 @@ export async function updateMarkers(root: string, subdir: string, marker: string
       changedFiles.push(relative);
     }
   }
-  if (found === 0) throw new GitOpsError('MarkerNotFound', `no YAML line under ${JSON.stringify(subdir)} is marked # {"$promotion": "${marker}"}`);
-  return { found, changedFiles };
+  if (found === 0) {
+    const selector = typeof marker === 'string' ? { promotion: marker, imagePolicy: undefined } : marker;
+    const image = selector.imagePolicy === undefined ? '' : ` nor # {"$imagepolicy": "${selector.imagePolicy}[:tag|:name|:digest]"}`;
+    throw new GitOpsError('MarkerNotFound', `no YAML line under ${JSON.stringify(subdir)} is marked # {"$promotion": "${selector.promotion}"}${image}`);
+  }
+  return { found, changedFiles, held };
 }

@@ -119,6 +119,104 @@ describe('GitPromoter against git http-backend', () => {
     }
   });
 
+  it('retries a push the server refused because the branch moved after its advertisement ([remote rejected] failed to update ref)', async () => {
+    let raced = false;
+    server.options = {
+      auth: AUTH,
+      // The POST of the pack comes after the ref advertisement: the server's update then finds the
+      // branch elsewhere than our push's old value, as when two writers push at once.
+      beforeRequest: async ({ method, url }) => {
+        if (raced || method !== 'POST' || !url.endsWith('/git-receive-pack')) return;
+        raced = true;
+        await server.commit('fleet', { 'README.md': 'fleet, pushed between advertisement and update\n' }, 'someone else');
+      },
+    };
+    try {
+      const count = await commits();
+      const result = await promoter.promote(request({ revision: '1.2.1' }));
+      assert.ok(raced, 'the concurrent push happened');
+      assert.ok(result.kind === 'commit' && result.created);
+      assert.equal(result.attempts, 2);
+      assert.equal(await commits(), count + 2, 'the other commit and ours, ours on top');
+      assert.equal(await server.show('fleet', 'main', 'README.md'), 'fleet, pushed between advertisement and update\n');
+      assert.match(await server.show('fleet', 'main', RELEASE), /version: 1\.2\.1 #/);
+    } finally {
+      server.options = { auth: AUTH };
+    }
+  });
+
+  it('fails with a conflict naming file, line and environment when the marked line was pinned by hand during the promotion, and pushes nothing over it', async () => {
+    const pinned = SEED[RELEASE].replace('version: 1.0.0', 'version: 1.0.7-hotfix');
+    let raced = false;
+    server.options = {
+      auth: AUTH,
+      beforeRequest: async ({ method, url }) => {
+        if (raced || method !== 'POST' || !url.endsWith('/git-receive-pack')) return;
+        raced = true;
+        await server.commit('fleet', { [RELEASE]: `# pinned during an incident\n${pinned}` }, 'pin by hand');
+      },
+    };
+    try {
+      await assert.rejects(promoter.promote(request({ revision: '1.4.0' })), (err: unknown) => {
+        assert.ok(err instanceof GitOpsError && err.reason === 'MarkerConflict', String(err));
+        assert.match(err.message, /apps\/staging\/release\.yaml:7: the line marked for delivery:podinfo:staging was changed by someone else/);
+        assert.doesNotMatch(err.message, /hotfix/);
+        return true;
+      });
+      assert.ok(raced);
+      assert.match(await server.show('fleet', 'main', RELEASE), /version: 1\.0\.7-hotfix #/, 'the pinned value stays');
+      assert.equal((await git(server.bare('fleet'), 'log', '-1', '--format=%s', 'main')).trim(), 'pin by hand', 'nothing pushed on top');
+    } finally {
+      server.options = { auth: AUTH };
+    }
+  });
+
+  it('re-applies over a marked line another environment\'s writer changed meanwhile (no conflict: not ours)', async () => {
+    let raced = false;
+    server.options = {
+      auth: AUTH,
+      beforeRequest: async ({ method, url }) => {
+        if (raced || method !== 'POST' || !url.endsWith('/git-receive-pack')) return;
+        raced = true;
+        await server.commit('fleet', { 'apps/prod/release.yaml': SEED['apps/prod/release.yaml'].replace('1.0.0', '0.9.9') }, 'prod moved');
+      },
+    };
+    try {
+      const result = await promoter.promote(request({ revision: '1.5.0' }));
+      assert.ok(raced, 'the concurrent push happened');
+      assert.ok(result.kind === 'commit' && result.created && result.attempts === 2);
+      assert.match(await server.show('fleet', 'main', RELEASE), /version: 1\.5\.0 #/);
+      assert.match(await server.show('fleet', 'main', 'apps/prod/release.yaml'), /version: 0\.9\.9 #/);
+    } finally {
+      server.options = { auth: AUTH };
+    }
+  });
+
+  it('says it did not create the commit when another writer pushed the very same commit first (same SHA: same parent, tree, message, author, second)', async () => {
+    let raced = false;
+    server.options = {
+      auth: AUTH,
+      // Before our push is answered, the identical commit lands from elsewhere: what a second
+      // replica promoting the same revision in the same second pushes.
+      beforeRequest: async ({ url }) => {
+        if (raced || !url.includes('service=git-receive-pack')) return;
+        raced = true;
+        const [workspace] = (await readdir(scratch)).filter((d) => d.startsWith('fleetcache-git-'));
+        assert.ok(workspace !== undefined);
+        await git(path.join(scratch, workspace, 'repo'), 'push', '--quiet', server.bare('fleet'), 'HEAD:refs/heads/main');
+      },
+    };
+    try {
+      const count = await commits();
+      const result = await promoter.promote(request({ revision: '1.2.2' }));
+      assert.ok(raced, 'the identical commit was pushed first');
+      assert.deepEqual(result, { kind: 'commit', sha: (await git(server.bare('fleet'), 'rev-parse', 'main')).trim(), created: false, attempts: 1 });
+      assert.equal(await commits(), count + 1, 'one commit on the branch, made once');
+    } finally {
+      server.options = { auth: AUTH };
+    }
+  });
+
   it('gives up after the bounded number of pushes when the branch keeps moving', async () => {
     let n = 0;
     server.options = {

@@ -3,10 +3,11 @@ import { mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { isIP } from 'node:net';
-import { abortReason, functionOption, positiveNumber, realClock, type Clock } from '../util/index.ts';
+import { abortReason, functionOption, positiveNumber, realClock, sleep, type Clock } from '../util/index.ts';
 import { GitOpsError, type GitOpsReason } from './errors.ts';
-import { checkRepositoryPath, DEFAULT_MAX_SCAN_BYTES, markerFor, REVISION_PATTERN, updateMarkers } from './marker.ts';
+import { checkRepositoryPath, DEFAULT_MAX_SCAN_BYTES, IMAGE_POLICY_PATTERN, markerFor, REVISION_PATTERN, updateMarkers, type MarkerSelector } from './marker.ts';
 import { ProviderClient, type ProviderKind, type PullRequest } from './provider.ts';
+import { pushOutcome } from './push.ts';
 import { runGit, treeSize, type GitOutput } from './run.ts';
 import { sparsePatterns, TreeListing } from './tree.ts';
 import { checkUrl, pinUrl, type CheckedUrl, type PinnedUrl, type UrlPolicy } from './url.ts';
@@ -29,6 +30,12 @@ export interface GitPromotionRequest {
   /** Open a pull request instead of pushing to `branch`. */
   readonly pullRequest?: { readonly provider: ProviderKind; readonly apiUrl?: string | undefined } | undefined;
   readonly marker: { readonly namespace: string; readonly pipeline: string; readonly environment: string };
+  /**
+   * `<namespace>:<name>` of the ImagePolicy whose Flux image-automation setters (`# {"$imagepolicy":
+   * "<it>"}`, `"<it>:tag"`, `"<it>:name"`, `"<it>:digest"`) the environment owns beside its
+   * `$promotion` markers: they get the revision as the image's tag ({@link setterValue}).
+   */
+  readonly imagePolicy?: string | undefined;
   readonly revision: string;
   readonly credentials: GitCredentials;
   readonly signal?: AbortSignal | undefined;
@@ -36,7 +43,11 @@ export interface GitPromotionRequest {
 
 /** What a promotion through Git did. */
 export type GitPromotionResult =
-  /** `created` false: the branch already had the revision at every marker (a re-run); `sha` is its head then. */
+  /**
+   * `created` false: the branch already had the revision at every marker (a re-run, or another
+   * writer's push of the same promotion, possibly the very same commit); `sha` is its head then.
+   * Of writers promoting the same thing at once, exactly one gets `created` true.
+   */
   | { readonly kind: 'commit'; readonly sha: string; readonly created: boolean; readonly attempts: number }
   /** `created` false: the request existed already (a re-run, or a poll for its merge). */
   | { readonly kind: 'pull-request'; readonly pullRequest: PullRequest; readonly branch: string; readonly created: boolean; readonly sha: string | undefined };
@@ -181,7 +192,9 @@ interface Workspace {
  *
  * Idempotent: a branch that already has the revision at its markers gets no second commit; a
  * pull request from the same head branch is found (open, merged or closed) rather than opened
- * again. A push that loses to a concurrent one fetches, re-applies and retries.
+ * again. A push that loses to a concurrent one, in any of the forms a race takes ({@link pushOutcome}),
+ * fetches, re-applies and retries; a marked line someone else changed meanwhile is a
+ * `MarkerConflict`, never overwritten.
  *
  * Hostile input: the URL is checked ({@link checkUrl}) and its host resolved once, every address
  * checked, and git pinned to that address (`http.curloptResolve`; for ssh, the address with
@@ -244,6 +257,7 @@ export class GitPromoter {
   async promote(request: GitPromotionRequest): Promise<GitPromotionResult> {
     if (!REVISION_PATTERN.test(request.revision)) throw new GitOpsError('InvalidInput', 'the revision is not a plain version, tag or commit name');
     const branch = checkBranch(request.branch);
+    if (request.imagePolicy !== undefined && !IMAGE_POLICY_PATTERN.test(request.imagePolicy)) throw new GitOpsError('InvalidInput', 'the image policy is not <namespace>:<name>');
     const subdir = checkRepositoryPath(request.path ?? '.');
     const checked = checkUrl(request.url, { ...this.#policy, allowSsh: true });
     if (checked.scheme === 'ssh' && request.credentials.kind !== 'ssh') throw new GitOpsError('UrlRefused', 'an ssh:// repository needs an SSH key and known_hosts in the Secret');
@@ -291,13 +305,17 @@ export class GitPromoter {
       await this.#git(work, ['clone', '--no-checkout', '--depth', '1', '--single-branch', '--branch', branch, '--no-tags', '--template=', '--', work.remote, work.repo], { step: 'clone', failure: 'CloneFailed', signal, outsideRepo: true });
       if (await treeSize(work.repo, this.#maxRepositoryBytes) > this.#maxRepositoryBytes) throw new GitOpsError('RepositoryTooLarge', `the clone is larger than ${this.#maxRepositoryBytes} bytes (maxRepositoryBytes)`);
       await this.#checkout(work, 'HEAD', subdir, ['read-tree', '-mu', 'HEAD'], signal);
-      const marker = markerFor(request.marker.namespace, request.marker.pipeline, request.marker.environment);
+      const marker: MarkerSelector = { promotion: markerFor(request.marker.namespace, request.marker.pipeline, request.marker.environment), imagePolicy: request.imagePolicy };
       const message = `promote ${request.marker.namespace}/${request.marker.pipeline} to ${request.marker.environment}: ${request.revision}\n\n`
         + `Pipeline: ${request.marker.namespace}/${request.marker.pipeline}\nEnvironment: ${request.marker.environment}\nRevision: ${request.revision}\n`;
       const scan = { maxFileBytes: this.#maxFileBytes, maxScanBytes: this.#maxScanBytes, budget: { bytesRead: 0 }, signal };
 
+      // What the marked lines held on the tip the promotion began from: a later attempt, on a tip
+      // someone else moved, never overwrites a line changed since (MarkerConflict).
+      let began: ReadonlyMap<string, readonly string[]> | undefined;
       for (let attempt = 1; ; attempt++) {
-        const update = await updateMarkers(work.repo, subdir, marker, request.revision, scan);
+        const update = await updateMarkers(work.repo, subdir, marker, request.revision, { ...scan, began });
+        began ??= update.held;
         if (update.changedFiles.length === 0) {
           return { kind: 'commit', sha: await this.#head(work, signal), created: false, attempts: attempt };
         }
@@ -308,18 +326,22 @@ export class GitPromoter {
         const sha = await this.#head(work, signal);
         const target = head === undefined ? `HEAD:refs/heads/${branch}` : `+HEAD:refs/heads/${head}`;
         const push = await this.#git(work, ['push', '--porcelain', '--no-verify', '--', 'origin', target], { step: 'push', failure: 'PushFailed', signal, allowFailure: true });
-        if (push.exitCode === 0) {
-          if (provider === undefined || head === undefined) return { kind: 'commit', sha, created: true, attempts: attempt };
+        const outcome = pushOutcome(push.exitCode, push.stdout, push.stderr, `refs/heads/${head ?? branch}`);
+        if (outcome === 'pushed' || outcome === 'present') {
+          // `present`: another writer pushed this very commit (same parent, tree, message, author
+          // and second, so the same SHA) first; the branch carries the change, but not by us.
+          if (provider === undefined || head === undefined) return { kind: 'commit', sha, created: outcome === 'pushed', attempts: attempt };
           const title = `Promote ${request.marker.pipeline} to ${request.marker.environment}: ${request.revision}`;
           const body = `fleetcache promotes revision \`${request.revision}\` of pipeline \`${request.marker.namespace}/${request.marker.pipeline}\` into environment \`${request.marker.environment}\`.`;
           const opened = await provider.create(head, branch, title, body) ?? await provider.find(head, branch);
           if (opened === undefined) throw new GitOpsError('ProviderError', 'the provider refused to open the request and lists none for the branch');
           return { kind: 'pull-request', pullRequest: opened, branch: head, created: true, sha };
         }
-        // `--porcelain`: "!\t<from>:<to>\t[rejected] (fetch first)" when someone pushed first.
-        const rejected = push.stdout.split('\n').some((l) => l.startsWith('!') && l.includes('[rejected]'));
-        if (!rejected || head !== undefined) throw new GitOpsError('PushFailed', `git push exited with code ${push.exitCode}`, { exitCode: push.exitCode });
-        if (attempt >= this.#maxPushAttempts) throw new GitOpsError('PushConflict', `the branch kept moving: ${attempt} pushes lost to concurrent ones`);
+        // A lost race, in whichever words (ours or the server's): fetch, re-apply on the new tip, push.
+        if (outcome !== 'lost' || head !== undefined) throw new GitOpsError('PushFailed', `git push exited with code ${push.exitCode}`, { exitCode: push.exitCode });
+        if (attempt >= this.#maxPushAttempts) throw new GitOpsError('PushConflict', `the branch kept moving: ${attempt} pushes lost to concurrent ones (maxPushAttempts)`);
+        // Writers that lost together should not collide again at once: up to 50 ms × attempt.
+        await sleep(Math.floor(Math.random() * 50 * attempt), signal, this.#clock);
         const remoteRef = `refs/remotes/origin/${branch}`;
         await this.#git(work, ['fetch', '--depth', '1', '--no-tags', '--', 'origin', `+refs/heads/${branch}:${remoteRef}`], { step: 'fetch', failure: 'CloneFailed', signal });
         // The branch moved: its new tree is sized and checked like the first before it is checked out.

@@ -18,6 +18,16 @@ describe('gitCredentials', () => {
 });
 
 describe('promoteThroughGit', () => {
+  it('hands the promoter the environment\'s $promotion marker and the ImagePolicy whose Flux setters it owns', async () => {
+    const seen: unknown[] = [];
+    const promoter = { promote: (r: unknown) => { seen.push(r); return Promise.resolve({ kind: 'commit', sha: 'abc', created: true, attempts: 1 }); } } as unknown as GitPromoter;
+    const promotion = { strategy: 'git', url: 'https://git.example/fleet.git', branch: 'main', path: 'apps', pullRequest: undefined, secretName: undefined } as unknown as ResolvedGitPromotion;
+    await promoteThroughGit(promoter, promotion, { namespace: 'delivery', pipeline: 'podinfo', environment: 'prod', revision: '6.3.0' }, () => Promise.resolve({}));
+    await promoteThroughGit(promoter, promotion, { namespace: 'delivery', pipeline: 'podinfo', environment: 'Prod_1', revision: '6.3.0' }, () => Promise.resolve({}));
+    assert.deepEqual(seen.map((r) => (r as { imagePolicy?: string }).imagePolicy), ['delivery:podinfo-prod', undefined], 'no policy where the name could not be one');
+    assert.deepEqual((seen[0] as { marker: unknown }).marker, { namespace: 'delivery', pipeline: 'podinfo', environment: 'prod' });
+  });
+
   it('turns each refusal into a PromotionError whose message (what status records) is the reason and the limit', async () => {
     const refusals = [
       new GitOpsError('RepositoryTooLarge', "the branch's files add up to more than 134217728 bytes (maxRepositoryBytes)"),

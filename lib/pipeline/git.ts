@@ -1,4 +1,4 @@
-import { GitOpsError, type GitCredentials, type GitPromoter } from '../gitops/index.ts';
+import { GitOpsError, imagePolicyFor, type GitCredentials, type GitPromoter } from '../gitops/index.ts';
 import { PromotionError } from './errors.ts';
 import type { ResolvedGitPromotion } from './validate.ts';
 
@@ -48,6 +48,8 @@ export async function promoteThroughGit(
       path: promotion.path,
       pullRequest: promotion.pullRequest,
       marker: { namespace: request.namespace, pipeline: request.pipeline, environment: request.environment },
+      // Flux's own `$imagepolicy` setters of the ImagePolicy `<namespace>:<pipeline>-<environment>`, beside `$promotion`.
+      imagePolicy: imagePolicyFor(request.namespace, request.pipeline, request.environment),
       revision: request.revision,
       credentials,
     });
