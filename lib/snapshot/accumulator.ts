@@ -39,7 +39,9 @@ import type { AccumulatorOptions, AccumulatorStatus, FleetSnapshot, QuerySet, Qu
  *
  * Invariants: `#version` grows by one per change of any query's view and each query's `version`
  * is the accumulator version of its last change; an entry whose `view` is set counts in its
- * query's `members` (the query's own invariants are on `QueryState`, the consumers' on `Delivery`).
+ * query's `members`; a query whose freshness is `gone` shows no object (its cluster left; what it
+ * lists on its return is shown once that list is complete). The query's own invariants are on
+ * `QueryState`, the consumers' on `Delivery`.
  *
  * Parts: `query.ts` (one query's state), `follow.ts` (opening and following a query's cache),
  * `check.ts` (the periodic check of each cache's freshness and existence),
@@ -96,7 +98,7 @@ export class FleetAccumulator<Q extends QuerySet> {
       clock,
       logger: this.#logger,
       onCache: (q, obj, present, finalStateUnknown) => { this.#onCache(q, obj, present, finalStateUnknown); },
-      synced: () => { this.#synced(); },
+      synced: (q) => { this.#synced(q); },
       left: (q) => { this.#left(q); },
     };
     this.#check = { freshnessChanged: () => { this.#delivery.notify(); } };
@@ -206,10 +208,11 @@ export class FleetAccumulator<Q extends QuerySet> {
 
   /**
    * A query completed a LIST: once every query has, the first snapshot is due. After that, a query
-   * listed again after its cache was dropped is live again: consumers are owed its freshness.
+   * listed again after its cache was dropped is live again: its objects are shown now, all at once.
    */
-  #synced(): void {
+  #synced(q: QueryState): void {
     if (this.#bootstrapped) {
+      for (const [key, entry] of [...q.entries]) this.#refresh(q, key, entry, undefined, false);
       this.#delivery.notify();
     } else if (this.#queries.every((other) => other.phase === 'synced')) {
       this.#bootstrapped = true;
@@ -223,7 +226,6 @@ export class FleetAccumulator<Q extends QuerySet> {
    * with them. Listed again later, its objects come back as adds.
    */
   #left(q: QueryState): void {
-    q.freshness = 'gone';
     if (this.#state === 'closed') return;
     for (const [key, entry] of [...q.entries]) {
       if (entry.overlay !== undefined) {
@@ -234,6 +236,7 @@ export class FleetAccumulator<Q extends QuerySet> {
       this.#refresh(q, key, entry, entry.view, true);
     }
     q.unseenDeletes.clear();
+    q.freshness = 'gone'; // after the deletes: from now until listed again, its views stand still
     this.#delivery.notify();
   }
 
@@ -275,6 +278,12 @@ export class FleetAccumulator<Q extends QuerySet> {
 
   /** Re-evaluates one key after its cache state or overlay changed. */
   #refresh(q: QueryState, key: string, entry: Entry, deleted: KubeObject | undefined, finalStateUnknown: boolean): void {
+    if (q.freshness === 'gone') {
+      // Its cluster left and is being listed again: nothing is shown before that list is complete
+      // (a partial one would be taken for the truth); `#synced` refreshes every key then.
+      if (entry.cache === undefined && entry.overlay === undefined && entry.view === undefined) q.entries.delete(key);
+      return;
+    }
     const effective = entry.overlay !== undefined ? entry.overlay.object : entry.cache;
     if (effective !== undefined && entry.evaluated !== undefined && effective !== entry.evaluated && sameState(effective, entry.evaluated)) {
       // The same state in another copy (the watch's echo of an own write): nothing changed.
