@@ -116,7 +116,10 @@ export interface FleetSnapshot<Q extends QuerySet> {
 /** Where one query stands. */
 export interface QueryStatus {
   readonly name: string;
-  /** `opening`: its cache could not be had yet; `listing`: its first LIST is not complete; `synced`. */
+  /**
+   * `opening`: its cache could not be had yet (or again, after its cluster left the fleet);
+   * `listing`: its LIST is not complete; `synced`.
+   */
   readonly phase: 'opening' | 'listing' | 'synced';
   /** Why it is not synced (or the cache's last failure since): typed, with cluster and GVK. */
   readonly lastError: Error | undefined;
