@@ -201,6 +201,18 @@ export class FakeCache {
     for (const w of waiters) w.reject(this.#gone());
   }
 
+  /**
+   * The registry replacing the cache (a credential rotation) with one that has not listed yet:
+   * readers stay attached and read it as empty and unsynced, their `waitForSync` waits, and the
+   * next {@link sync} replays the truth to the handlers as initial adds, as {@link rotate} does.
+   */
+  rebuild(): void {
+    this.#held = [];
+    this.#cached.clear();
+    this.#synced = false;
+    this.#resourceVersion = '';
+  }
+
   #gone(): CacheGoneError {
     return new CacheGoneError(this.key, this.gvk);
   }
