@@ -250,7 +250,7 @@ const ROOT_TYPES = [
   'AccumulatorOptions', 'AccumulatorStatus', 'AcquireOptions', 'BackoffOptions', 'CacheInfo', 'CacheInformerOptions',
   'CacheReader', 'CacheScope', 'Clock', 'ClusterAccess', 'ClusterChange', 'ClusterConnection', 'ClusterLease', 'ClusterProvider',
   'ClusterRef', 'ClusterSetOptions', 'Clusters', 'CompositeProviderOptions', 'ConcurrencyLimiter', 'ConnectionKey',
-  'ConnectionOptions', 'CoreV1SecretReaderOptions', 'DefaultControllerRateLimiterOptions', 'DeltaOf', 'FleetSnapshot',
+  'ConnectionOptions', 'CoreV1SecretReaderOptions', 'DefaultControllerRateLimiterOptions', 'DeltaOf', 'FleetSnapshot', 'Freshness',
   'GroupVersionKind', 'HeldReader', 'Identity', 'InformerHandler', 'KubeList', 'KubeObject', 'KubeStatus', 'KubeconfigRule',
   'ListOptions', 'ListReason', 'LoadKubeconfigOptions', 'LocalKubeConfigOptions', 'LocalProviderOptions', 'LogFields', 'Logger',
   'MemoryBudgetOptions', 'MemoryBudgetStatus', 'ObjectMatcher', 'ObjectMeta', 'ObjectOf', 'ObjectTargetRef', 'OwnerKey', 'OwnerRef', 'PatchOptions', 'PathSegmentField',
@@ -258,7 +258,7 @@ const ROOT_TYPES = [
   'RateLimitingQueueOptions', 'ReadLimit', 'ReadLimits', 'ReaderOptions', 'ReconcileObservation', 'ReconcileResult',
   'RegistryOptions', 'RelistSummary', 'RequestObservation', 'RequestOptions', 'RequeueAfter', 'ResolveContext', 'ResourceClient',
   'ResourceInfo', 'RunWorkersOptions', 'SecretData', 'SecretProviderOptions', 'SecretReader', 'SelectorOptions', 'SetTargetRef',
-  'SnapshotClient', 'SnapshotDelta', 'SnapshotQuery', 'SnapshotSource', 'SocketBudgetOptions', 'SourceQuery', 'SourceReader',
+  'SnapshotClient', 'SnapshotDelta', 'SnapshotQuery', 'SnapshotSource', 'SnapshotsOptions', 'SocketBudgetOptions', 'SourceQuery', 'SourceReader',
   'StaticProviderOptions', 'TargetRef', 'Timer', 'Transform', 'WatchEvent', 'WatchOptions', 'WatchOwnersOptions', 'WinstonLike',
   'WorkContext', 'WorkHandler', 'WriteConnection', 'WriteOptions',
 ];

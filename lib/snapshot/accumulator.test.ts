@@ -24,8 +24,8 @@ class Puller<Q extends QuerySet> {
   #pending: Promise<IteratorResult<FleetSnapshot<Q>>> | undefined;
   #result: IteratorResult<FleetSnapshot<Q>> | undefined;
 
-  constructor(acc: FleetAccumulator<Q>, signal?: AbortSignal) {
-    this.#it = acc.snapshots(signal)[Symbol.asyncIterator]();
+  constructor(acc: FleetAccumulator<Q>, signal?: AbortSignal, options: { freshWithinMs?: number } = {}) {
+    this.#it = acc.snapshots({ signal, ...options })[Symbol.asyncIterator]();
   }
 
   /** Asks for the next snapshot (if not already asking) and lets the accumulator run. */
@@ -52,7 +52,7 @@ class Puller<Q extends QuerySet> {
   }
 }
 
-function setup<Q extends QuerySet>(queries: Q, options: { minIntervalMs?: number } = {}): { source: FakeSnapshotSource; clock: FakeClock; acc: FleetAccumulator<Q> } {
+function setup<Q extends QuerySet>(queries: Q, options: { minIntervalMs?: number; checkIntervalMs?: number } = {}): { source: FakeSnapshotSource; clock: FakeClock; acc: FleetAccumulator<Q> } {
   const source = new FakeSnapshotSource();
   const clock = new FakeClock(1_000_000);
   const acc = new FleetAccumulator({ source, queries, clock, openBackoff: { jitter: 0 }, ...options });
@@ -427,5 +427,177 @@ describe('FleetAccumulator: lifecycle and options', () => {
     assert.throws(() => new FleetAccumulator({ source, queries: { a: { cluster: east, gvk: CM, labelSelector: 'a in (b' } } }), /a\.labelSelector/);
     assert.throws(() => new FleetAccumulator({ source, queries: { a: { cluster: east, gvk: CM, fieldSelector: 'nonsense' } } }), /a\.fieldSelector/);
     assert.throws(() => new FleetAccumulator({ source: {} as never, queries: { a: { cluster: east, gvk: CM } } }), /source/);
+  });
+});
+
+function summary<Q extends QuerySet>(snap: FleetSnapshot<Q> | undefined): string[] {
+  return (snap?.deltas ?? []).map((d) => `${d.query}:${d.type}:${d.object.metadata?.name}:${d.finalStateUnknown}`).sort();
+}
+
+describe('FleetAccumulator: fleet truth', () => {
+  it('a cluster that leaves the fleet yields deletes marked finalStateUnknown and says gone; when it comes back it is followed again', async () => {
+    const { source, clock, acc } = setup({ maps: { cluster: east, gvk: CM }, secrets: { cluster: west, gvk: SECRET } }, { minIntervalMs: 0 });
+    const maps = source.cache(east, CM);
+    const secrets = source.cache(west, SECRET);
+    maps.upsert(cm('a'));
+    secrets.upsert(cm('s1'));
+    secrets.upsert(cm('s2'));
+    const { puller, first } = await bootstrapped(acc, [maps, secrets]);
+    assert.deepEqual(first.freshness.secrets, { state: 'live', syncedAt: first.takenAt });
+
+    // west's kubeconfig Secret is deleted: the registry drops its caches, and reopening fails.
+    const left = new TransportError({ cluster: 'static:west' }, 'kubeconfig Secret not found');
+    secrets.drop();
+    secrets.unreachable = left;
+    assert.equal(await puller.poll(), undefined, 'a dropped cache sends no event: the check finds it');
+    clock.advance(1_000);
+    const gone = await puller.poll();
+    assert.deepEqual(summary(gone), ['secrets:delete:s1:true', 'secrets:delete:s2:true']);
+    assert.deepEqual(names(gone?.objects.secrets ?? []), []);
+    assert.deepEqual(names(gone?.objects.maps ?? []), ['a'], 'the other cluster is untouched');
+    assert.equal(gone?.freshness.secrets.state, 'gone');
+    assert.equal(gone.freshness.secrets.syncedAt, first.takenAt, 'the last check that saw it live');
+    assert.equal(gone.freshness.maps.state, 'live');
+    const status = acc.status().queries.find((q) => q.name === 'secrets');
+    assert.equal(status?.freshness.state, 'gone');
+    assert.equal(status.phase, 'opening');
+    assert.equal(status.objects, 0);
+    assert.equal(secrets.releases, 1, 'the dropped reader is released');
+    clock.advance(10_000);
+    assert.equal(await puller.poll(), undefined, 'still out of the fleet: nothing new');
+
+    // The Secret comes back: the query is opened again (with backoff) and its objects re-added.
+    secrets.unreachable = undefined;
+    secrets.upsert(cm('s3'));
+    clock.advance(30_000);
+    await settle(10);
+    assert.equal(acc.status().queries.find((q) => q.name === 'secrets')?.phase, 'listing', 'reopened');
+    secrets.sync();
+    const back = await puller.poll();
+    assert.deepEqual(summary(back), ['secrets:add:s1:false', 'secrets:add:s2:false', 'secrets:add:s3:false']);
+    assert.equal(back?.freshness.secrets.state, 'live');
+    assert.equal(back.freshness.secrets.syncedAt, back.takenAt);
+    secrets.upsert(cm('s4'));
+    assert.deepEqual(summary(await puller.poll()), ['secrets:add:s4:false'], 'its watch is followed again');
+  });
+
+  it('own writes not yet seen by a cluster that leaves go with it', async () => {
+    const { source, clock, acc } = setup({ maps: { cluster: east, gvk: CM } }, { minIntervalMs: 0 });
+    const maps = source.cache(east, CM);
+    const { puller } = await bootstrapped(acc, [maps]);
+    maps.holdEvents = true;
+    await acc.client.create('maps', cm('mine'));
+    assert.deepEqual(names((await puller.poll())?.objects.maps ?? []), ['mine']);
+    maps.drop();
+    maps.unreachable = new TransportError({ cluster: 'static:east' }, 'gone');
+    clock.advance(1_000);
+    const gone = await puller.poll();
+    assert.deepEqual(summary(gone), ['maps:delete:mine:true']);
+    assert.equal(acc.status().queries[0]?.pendingWrites, 0);
+  });
+
+  it('a cache rebuilt and still listing is stale, not gone: nothing is deleted, and it is live once listed', async () => {
+    const { source, clock, acc } = setup({ maps: { cluster: east, gvk: CM } }, { minIntervalMs: 0 });
+    const maps = source.cache(east, CM);
+    maps.upsert(cm('a'));
+    const { puller } = await bootstrapped(acc, [maps]);
+    maps.rebuild();
+    clock.advance(1_000);
+    assert.equal(await puller.poll(), undefined, 'the first check only asks whether it still exists');
+    clock.advance(1_000);
+    const stale = await puller.poll();
+    assert.deepEqual(stale?.deltas, []);
+    assert.deepEqual(names(stale.objects.maps), ['a'], 'as last seen');
+    assert.equal(stale.freshness.maps.state, 'stale');
+    maps.remove('ns', 'a');
+    maps.upsert(cm('b'));
+    maps.sync();
+    clock.advance(1_000);
+    // The replay's adds may come a snapshot before the catch-up's deletes (as after any rotation).
+    const live = await puller.poll();
+    const rest = await puller.poll();
+    assert.deepEqual([...summary(live), ...summary(rest)].sort(), ['maps:add:b:false', 'maps:delete:a:true']);
+    const last = rest ?? live;
+    assert.deepEqual(names(last?.objects.maps ?? []), ['b']);
+    assert.equal(last?.freshness.maps.state, 'live');
+    assert.equal(maps.releases, 0, 'the same reader throughout');
+  });
+
+  it('each snapshot says how fresh each cluster is: a failing watch is stale with its last sync time, and live again once it recovers', async () => {
+    const { source, clock, acc } = setup({ maps: { cluster: east, gvk: CM }, secrets: { cluster: west, gvk: SECRET } }, { minIntervalMs: 0 });
+    const maps = source.cache(east, CM);
+    const secrets = source.cache(west, SECRET);
+    secrets.upsert(cm('s'));
+    const { puller, first } = await bootstrapped(acc, [maps, secrets]);
+    clock.advance(1_000);
+    const lastLive = clock.now();
+    assert.equal(await puller.poll(), undefined, 'a check that changes no freshness wakes no one');
+    secrets.fail(new TransportError({ cluster: 'static:west' }, 'connection refused'));
+    clock.advance(1_000);
+    const stale = await puller.poll();
+    assert.ok(stale, 'a cluster going stale is a change');
+    assert.deepEqual(stale.deltas, []);
+    assert.equal(stale.objects.secrets, first.objects.secrets, 'its objects as last seen');
+    assert.deepEqual(stale.freshness.secrets, { state: 'stale', syncedAt: lastLive });
+    assert.deepEqual(stale.freshness.maps, { state: 'live', syncedAt: stale.takenAt });
+    assert.deepEqual(acc.status().queries.find((q) => q.name === 'secrets')?.freshness, { state: 'stale', syncedAt: lastLive });
+    clock.advance(5_000);
+    assert.equal(await puller.poll(), undefined, 'still stale: nothing new');
+    secrets.fail(undefined);
+    clock.advance(1_000);
+    const live = await puller.poll();
+    assert.deepEqual(live?.freshness.secrets, { state: 'live', syncedAt: live?.takenAt });
+    // A blip between two checks of a consumer's pulls is no change for that consumer.
+    secrets.fail(new TransportError({ cluster: 'static:west' }, 'blip'));
+    clock.advance(1_000);
+    secrets.fail(undefined);
+    clock.advance(1_000);
+    assert.equal(await puller.poll(), undefined, 'stale and live again since the last snapshot: nothing to deliver');
+  });
+
+  it('freshWithinMs holds snapshots back while a cluster has been stale longer than that, and a gone cluster does not', async () => {
+    const { source, clock, acc } = setup({ maps: { cluster: east, gvk: CM }, secrets: { cluster: west, gvk: SECRET } }, { minIntervalMs: 0 });
+    const maps = source.cache(east, CM);
+    const secrets = source.cache(west, SECRET);
+    maps.sync();
+    secrets.sync();
+    const strict = new Puller(acc, undefined, { freshWithinMs: 5_000 });
+    const plain = new Puller(acc);
+    assert.ok(await strict.poll());
+    assert.ok(await plain.poll());
+    secrets.fail(new TransportError({ cluster: 'static:west' }, 'connection refused'));
+    clock.advance(1_000);
+    assert.equal((await strict.poll())?.freshness.secrets.state, 'stale', 'stale, but in sync 1 s ago: within 5 s');
+    assert.ok(await plain.poll());
+    clock.advance(10_000);
+    maps.upsert(cm('a'));
+    assert.deepEqual(summary(await plain.poll()), ['maps:add:a:false']);
+    assert.equal(await strict.poll(), undefined, 'west was last in sync 10 s ago: held back');
+    secrets.fail(undefined);
+    clock.advance(1_000);
+    const caughtUp = await strict.poll();
+    assert.deepEqual(summary(caughtUp), ['maps:add:a:false']);
+    assert.equal(caughtUp?.freshness.secrets.state, 'live');
+    secrets.drop();
+    secrets.unreachable = new TransportError({ cluster: 'static:west' }, 'kubeconfig Secret not found');
+    clock.advance(1_000);
+    assert.equal((await strict.poll())?.freshness.secrets.state, 'gone', 'a cluster out of the fleet holds nothing back');
+    await assert.rejects(acc.snapshots({ freshWithinMs: -1 }).next(), /freshWithinMs/);
+  });
+
+  it('a consumer busy while an object is created and deleted again is not woken', async () => {
+    const { source, clock, acc } = setup({ maps: { cluster: east, gvk: CM } });
+    const maps = source.cache(east, CM);
+    maps.upsert(cm('keep'));
+    const { puller } = await bootstrapped(acc, [maps]);
+    const pending = puller.poll();
+    maps.upsert(cm('flash'));
+    maps.remove('ns', 'flash');
+    assert.equal(await pending, undefined);
+    clock.advance(1_000);
+    assert.equal(await puller.poll(), undefined, 'zero deltas and identical objects: no snapshot');
+    maps.upsert(cm('real'));
+    clock.advance(1_000);
+    assert.deepEqual(summary(await puller.poll()), ['maps:add:real:false'], 'the next real change is delivered, alone');
   });
 });

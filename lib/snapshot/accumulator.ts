@@ -1,13 +1,14 @@
 // The fleet-snapshot accumulator: merges each query's cache events and own writes into its view.
 import type { KubeObject } from '../transport/index.ts';
-import { childController, ClosedError, nonNegativeNumber, noopLogger, onAbort, realClock, toError, type Clock, type Logger } from '../util/index.ts';
+import { childController, ClosedError, nonNegativeNumber, noopLogger, onAbort, realClock, toError, type Clock, type Logger, type Timer } from '../util/index.ts';
+import { checkQuery, type CheckPort } from './check.ts';
 import { SnapshotClient } from './client.ts';
 import { compareRv, sameState, superseded } from './coherence.ts';
 import { Delivery } from './delivery.ts';
 import { followQuery, type FollowPort } from './follow.ts';
 import { keyOf, QueryState, type Entry, type Overlay } from './query.ts';
 import type { SnapshotSource } from './source.ts';
-import type { AccumulatorOptions, AccumulatorStatus, FleetSnapshot, QuerySet, QueryStatus, SnapshotQuery } from './types.ts';
+import type { AccumulatorOptions, AccumulatorStatus, FleetSnapshot, QuerySet, QueryStatus, SnapshotQuery, SnapshotsOptions } from './types.ts';
 
 /**
  * A fleet-snapshot accumulator (the kates Accumulator, across clusters): named queries over the
@@ -18,8 +19,13 @@ import type { AccumulatorOptions, AccumulatorStatus, FleetSnapshot, QuerySet, Qu
  *   query whose cluster cannot be reached holds the first snapshot back (its cache is retried
  *   with backoff); {@link status} says which query waits and why.
  * - **Coalescing.** A consumer receives at most one snapshot per `minIntervalMs`, and only when
- *   something changed. A snapshot is built when the consumer asks for it, so it always holds the
- *   newest state however slowly the consumer reads: intermediate states are dropped, never queued.
+ *   something changed for it: an object (net of changes undone meanwhile) or a query's freshness
+ *   state. A snapshot is built when the consumer asks for it, so it always holds the newest state
+ *   however slowly the consumer reads: intermediate states are dropped, never queued.
+ * - **Fleet truth.** Each snapshot says per query whether its cluster is `live`, `stale` (watch
+ *   down or not synced; objects as last seen) or `gone` (its cache was dropped: its objects were
+ *   deleted with `finalStateUnknown`, and it is opened again with backoff, so a cluster that comes
+ *   back is followed again). A check every `checkIntervalMs` finds these out.
  * - **Deltas and predicate.** Beside the objects, each snapshot lists what changed since the
  *   previous snapshot that consumer received (adds, updates, deletes with `finalStateUnknown`).
  *   A query's selectors and predicate run once per new state of an object, never on unchanged ones.
@@ -33,9 +39,12 @@ import type { AccumulatorOptions, AccumulatorStatus, FleetSnapshot, QuerySet, Qu
  *
  * Invariants: `#version` grows by one per change of any query's view and each query's `version`
  * is the accumulator version of its last change; an entry whose `view` is set counts in its
- * query's `members` (the query's own invariants are on `QueryState`, the consumers' on `Delivery`).
+ * query's `members`; a query whose freshness is `gone` shows no object (its cluster left; what it
+ * lists on its return is shown once that list is complete). The query's own invariants are on
+ * `QueryState`, the consumers' on `Delivery`.
  *
  * Parts: `query.ts` (one query's state), `follow.ts` (opening and following a query's cache),
+ * `check.ts` (the periodic check of each cache's freshness and existence),
  * `coherence.ts` (when a cache state replaces an own write), `delivery.ts` (coalescing and deltas
  * per consumer), `client.ts` (the writes).
  */
@@ -47,6 +56,11 @@ export class FleetAccumulator<Q extends QuerySet> {
   /** How each query follows its cache (`follow.ts`). */
   readonly #follow: FollowPort;
   readonly #client: SnapshotClient<Q>;
+  readonly #check: CheckPort;
+  readonly #clock: Clock;
+  readonly #checkIntervalMs: number;
+  /** Armed while running: the next check of every query. */
+  #checkTimer: Timer | undefined;
   #version = 0;
   #bootstrapped = false;
   #state: 'new' | 'running' | 'closed' = 'new';
@@ -67,6 +81,10 @@ export class FleetAccumulator<Q extends QuerySet> {
     this.#byName = new Map(this.#queries.map((q) => [q.name, q]));
     const minIntervalMs = nonNegativeNumber('accumulator', 'minIntervalMs', options.minIntervalMs ?? 100);
     const clock: Clock = options.clock ?? realClock;
+    this.#clock = clock;
+    const checkIntervalMs = options.checkIntervalMs ?? 1_000;
+    if (!Number.isFinite(checkIntervalMs) || checkIntervalMs <= 0) throw new TypeError('accumulator option checkIntervalMs must be a positive number');
+    this.#checkIntervalMs = checkIntervalMs;
     this.#logger = options.logger ?? noopLogger;
     this.#delivery = new Delivery<Q>({
       queries: this.#queries,
@@ -80,8 +98,10 @@ export class FleetAccumulator<Q extends QuerySet> {
       clock,
       logger: this.#logger,
       onCache: (q, obj, present, finalStateUnknown) => { this.#onCache(q, obj, present, finalStateUnknown); },
-      synced: () => { this.#synced(); },
+      synced: (q) => { this.#synced(q); },
+      left: (q) => { this.#left(q); },
     };
+    this.#check = { freshnessChanged: () => { this.#delivery.notify(); } };
     this.#client = new SnapshotClient<Q>({
       source: snapshotSource,
       query: (name) => {
@@ -113,17 +133,32 @@ export class FleetAccumulator<Q extends QuerySet> {
     // A parent abort closes the accumulator as close() would (readers released, consumers ended).
     onAbort(runSignal, () => { void this.close(); });
     this.#runs = this.#queries.map((q) => followQuery(q, this.#follow, runSignal));
+    this.#scheduleCheck(runSignal);
+  }
+
+  /** Arms the next check of every query's cache (freshness, and whether it was dropped). */
+  #scheduleCheck(signal: AbortSignal): void {
+    this.#checkTimer = this.#clock.setTimer(this.#checkIntervalMs, () => {
+      if (this.#state !== 'running') return;
+      const now = this.#clock.now();
+      for (const q of this.#queries) checkQuery(q, now, this.#check, signal);
+      this.#scheduleCheck(signal);
+    });
   }
 
   /**
    * Snapshots as the consumer pulls them: the first once every query is listed, then one each time
-   * something changed, at most one per `minIntervalMs`, each built at the moment it is asked for.
-   * Starts the accumulator if needed. Ends, without error, when `signal` aborts or the accumulator
-   * closes. Each iterator is its own consumer with its own deltas.
+   * something changed (an object, or a query's freshness state), at most one per `minIntervalMs`,
+   * each built at the moment it is asked for. With `freshWithinMs`, only snapshots whose stale
+   * queries were in sync that recently (see {@link SnapshotsOptions}). Starts the accumulator if
+   * needed. Ends, without error, when the signal aborts or the accumulator closes. Each iterator is
+   * its own consumer with its own deltas. Pass the options, or just the signal.
    */
-  async *snapshots(signal?: AbortSignal): AsyncGenerator<FleetSnapshot<Q>, void, undefined> {
+  async *snapshots(options?: AbortSignal | SnapshotsOptions): AsyncGenerator<FleetSnapshot<Q>, void, undefined> {
+    const { signal, freshWithinMs } = options instanceof AbortSignal ? { signal: options, freshWithinMs: undefined } : options ?? {};
+    if (freshWithinMs !== undefined) nonNegativeNumber('snapshots', 'freshWithinMs', freshWithinMs);
     this.start();
-    const consumer = this.#delivery.join();
+    const consumer = this.#delivery.join(freshWithinMs);
     try {
       while (await this.#delivery.ready(consumer, signal)) yield this.#delivery.take(consumer);
     } finally {
@@ -133,6 +168,7 @@ export class FleetAccumulator<Q extends QuerySet> {
 
   /** Where each query stands, and which ones the first snapshot waits for. */
   status(): AccumulatorStatus {
+    const now = this.#clock.now();
     const queries = this.#queries.map((q): QueryStatus => ({
       name: q.name,
       phase: q.phase,
@@ -140,6 +176,7 @@ export class FleetAccumulator<Q extends QuerySet> {
       objects: q.members,
       resourceVersion: q.reader?.resourceVersion ?? '',
       pendingWrites: q.pendingWrites,
+      freshness: { state: q.freshness, syncedAt: q.freshness === 'live' ? now : q.syncedAt },
     }));
     return {
       bootstrapped: this.#bootstrapped,
@@ -158,6 +195,8 @@ export class FleetAccumulator<Q extends QuerySet> {
   async #close(): Promise<void> {
     this.#state = 'closed';
     this.#controller?.abort(new ClosedError('fleet accumulator'));
+    this.#checkTimer?.cancel();
+    for (const q of this.#queries) q.left?.(undefined);
     this.#delivery.stopAll();
     await Promise.all(this.#runs);
     for (const q of this.#queries) {
@@ -167,12 +206,38 @@ export class FleetAccumulator<Q extends QuerySet> {
     this.#disposeParent?.();
   }
 
-  /** A query completed its first LIST: once every query has, the first snapshot is due. */
-  #synced(): void {
-    if (!this.#bootstrapped && this.#queries.every((other) => other.phase === 'synced')) {
+  /**
+   * A query completed a LIST: once every query has, the first snapshot is due. After that, a query
+   * listed again after its cache was dropped is live again: its objects are shown now, all at once.
+   */
+  #synced(q: QueryState): void {
+    if (this.#bootstrapped) {
+      for (const [key, entry] of [...q.entries]) this.#refresh(q, key, entry, undefined, false);
+      this.#delivery.notify();
+    } else if (this.#queries.every((other) => other.phase === 'synced')) {
       this.#bootstrapped = true;
       this.#delivery.notify();
     }
+  }
+
+  /**
+   * A query's cache was dropped (its cluster left the fleet): every object it shows goes, as a
+   * delete with `finalStateUnknown` (the last state seen), and own writes not yet seen are dropped
+   * with them. Listed again later, its objects come back as adds.
+   */
+  #left(q: QueryState): void {
+    if (this.#state === 'closed') return;
+    for (const [key, entry] of [...q.entries]) {
+      if (entry.overlay !== undefined) {
+        entry.overlay = undefined;
+        q.pendingWrites--;
+      }
+      entry.cache = undefined;
+      this.#refresh(q, key, entry, entry.view, true);
+    }
+    q.unseenDeletes.clear();
+    q.freshness = 'gone'; // after the deletes: from now until listed again, its views stand still
+    this.#delivery.notify();
   }
 
   /** A cache event: the cache's new state of one object (`present` false: it is gone). */
@@ -213,6 +278,12 @@ export class FleetAccumulator<Q extends QuerySet> {
 
   /** Re-evaluates one key after its cache state or overlay changed. */
   #refresh(q: QueryState, key: string, entry: Entry, deleted: KubeObject | undefined, finalStateUnknown: boolean): void {
+    if (q.freshness === 'gone') {
+      // Its cluster left and is being listed again: nothing is shown before that list is complete
+      // (a partial one would be taken for the truth); `#synced` refreshes every key then.
+      if (entry.cache === undefined && entry.overlay === undefined && entry.view === undefined) q.entries.delete(key);
+      return;
+    }
     const effective = entry.overlay !== undefined ? entry.overlay.object : entry.cache;
     if (effective !== undefined && entry.evaluated !== undefined && effective !== entry.evaluated && sameState(effective, entry.evaluated)) {
       // The same state in another copy (the watch's echo of an own write): nothing changed.

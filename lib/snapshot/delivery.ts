@@ -1,9 +1,10 @@
 // Delivery of snapshots to consumers: coalescing (at most one per interval, only once something
-// changed), the keys each consumer has not seen yet, and the snapshot with its deltas built on demand.
+// changed for that consumer), freshness holds, the keys each consumer has not seen yet, and the
+// snapshot with its deltas and freshness built on demand.
 import type { KubeObject } from '../transport/index.ts';
 import { onAbort, type Clock, type Timer } from '../util/index.ts';
 import type { QueryState } from './query.ts';
-import type { FleetSnapshot, QuerySet, SnapshotDelta } from './types.ts';
+import type { FleetSnapshot, Freshness, QuerySet, SnapshotDelta } from './types.ts';
 
 /** A key touched since a consumer's last snapshot: what that snapshot held, and how it went. */
 interface Touch {
@@ -19,6 +20,10 @@ export interface Consumer {
   lastAt: number;
   /** Keys touched since its last snapshot, by query. Unused before the first snapshot. */
   readonly touched: Map<QueryState, Map<string, Touch>>;
+  /** Each query's freshness state in its last snapshot, by query. Empty before the first. */
+  readonly freshness: Map<QueryState, Freshness['state']>;
+  /** Only snapshots whose stale queries were in sync at most this long before (`SnapshotsOptions`). */
+  readonly freshWithinMs: number | undefined;
   /** Set while it waits for a change (not while it waits out the interval). */
   wake: (() => void) | undefined;
   /** Set while it waits at all: ends the wait (close). */
@@ -40,8 +45,10 @@ export interface DeliveryFeed {
  * asks for it, so it holds the newest state: intermediate states are dropped, never queued.
  *
  * Invariants: every consumer's `touched` holds only keys changed since its last snapshot, with the
- * state that snapshot held (nothing before its first); `wake` is set only while the consumer waits
- * for a change, `stop` while it waits at all, and both are cleared when that wait ends.
+ * state that snapshot held (nothing before its first); a consumer is owed a snapshot only when one
+ * of those keys' view differs from that state or a query's freshness state differs from the one it
+ * last received (changes undone meanwhile are absorbed: no empty wake-up); `wake` is set only while
+ * the consumer waits for a change, `stop` while it waits at all, and both are cleared when that wait ends.
  */
 export class Delivery<Q extends QuerySet> {
   readonly #consumers = new Set<Consumer>();
@@ -56,8 +63,8 @@ export class Delivery<Q extends QuerySet> {
   }
 
   /** A new consumer, owed its first snapshot. */
-  join(): Consumer {
-    const consumer: Consumer = { version: -1, lastAt: Number.NEGATIVE_INFINITY, touched: new Map(), wake: undefined, stop: undefined };
+  join(freshWithinMs: number | undefined): Consumer {
+    const consumer: Consumer = { version: -1, lastAt: Number.NEGATIVE_INFINITY, touched: new Map(), freshness: new Map(), freshWithinMs, wake: undefined, stop: undefined };
     this.#consumers.add(consumer);
     return consumer;
   }
@@ -91,7 +98,7 @@ export class Delivery<Q extends QuerySet> {
     this.notify();
   }
 
-  /** Wakes every consumer waiting for a change. */
+  /** Wakes every consumer waiting for a change (also: a query's freshness state changed). */
   notify(): void {
     for (const consumer of this.#consumers) {
       const wake = consumer.wake;
@@ -110,15 +117,42 @@ export class Delivery<Q extends QuerySet> {
   async ready(consumer: Consumer, signal: AbortSignal | undefined): Promise<boolean> {
     for (;;) {
       if (this.#feed.closed() || signal?.aborted === true) return false;
-      if (this.#feed.bootstrapped() && this.#feed.version() !== consumer.version) {
+      if (this.#feed.bootstrapped() && (consumer.version < 0 || this.#owed(consumer))) {
         const wait = consumer.lastAt + this.#minIntervalMs - this.#clock.now();
-        if (consumer.version < 0 || wait <= 0) return true;
-        // Waiting out the interval: changes meanwhile do not wake the consumer (they coalesce).
-        await this.#wait(consumer, wait, signal);
-      } else {
-        await this.#wait(consumer, undefined, signal);
+        if (wait > 0) {
+          // Waiting out the interval: changes meanwhile do not wake the consumer (they coalesce).
+          await this.#wait(consumer, wait, signal);
+          continue;
+        }
+        if (this.#fresh(consumer)) return true;
+        // A stale query past the consumer's bound: held back until a freshness state changes.
       }
+      await this.#wait(consumer, undefined, signal);
     }
+  }
+
+  /**
+   * Whether `consumer`'s next snapshot would differ from its last: a touched key whose view is not
+   * the one it received, or a freshness state that changed. Changes that undid themselves (an
+   * object created and deleted meanwhile) are absorbed here, so they never wake it.
+   */
+  #owed(consumer: Consumer): boolean {
+    for (const q of this.#feed.queries) if (consumer.freshness.get(q) !== q.freshness) return true;
+    if (this.#feed.version() === consumer.version) return false;
+    for (const [q, touched] of consumer.touched) {
+      for (const [key, touch] of touched) if (q.entries.get(key)?.view !== touch.before) return true;
+    }
+    consumer.touched.clear();
+    consumer.version = this.#feed.version();
+    return false;
+  }
+
+  /** Whether every query is fresh enough for `consumer` (see `SnapshotsOptions.freshWithinMs`). */
+  #fresh(consumer: Consumer): boolean {
+    const within = consumer.freshWithinMs;
+    if (within === undefined) return true;
+    const now = this.#clock.now();
+    return this.#feed.queries.every((q) => q.freshness !== 'stale' || (q.syncedAt !== undefined && now - q.syncedAt <= within));
   }
 
   /** Resolves on a change (when `ms` is undefined), after `ms`, on abort, or on close. */
@@ -170,11 +204,19 @@ export class Delivery<Q extends QuerySet> {
         }
       }
     }
+    const now = this.#clock.now();
+    const freshness: Record<string, Freshness> = {};
+    for (const q of this.#feed.queries) {
+      freshness[q.name] = Object.freeze({ state: q.freshness, syncedAt: q.freshness === 'live' ? now : q.syncedAt });
+      consumer.freshness.set(q, q.freshness);
+    }
     consumer.touched.clear();
     consumer.version = this.#feed.version();
-    consumer.lastAt = this.#clock.now();
+    consumer.lastAt = now;
     return Object.freeze({
       version: this.#feed.version(),
+      takenAt: now,
+      freshness: Object.freeze(freshness),
       objects: Object.freeze(objects),
       deltas: Object.freeze(deltas),
     }) as unknown as FleetSnapshot<Q>;

@@ -15,8 +15,10 @@ export interface FollowPort {
   readonly logger: Logger;
   /** A cache event: the cache's new state of one object (`present` false: it is gone). */
   onCache(q: QueryState, obj: KubeObject, present: boolean, finalStateUnknown: boolean): void;
-  /** `q` has applied its first complete LIST (its phase is now `synced`). */
+  /** `q` has applied a complete LIST (its phase is now `synced`, its freshness `live`). */
   synced(q: QueryState): void;
+  /** `q`'s cache was dropped: everything it holds goes, with `finalStateUnknown` (its freshness is now `gone`). */
+  left(q: QueryState): void;
 }
 
 /** Read through a call: the signal changes across `await`s behind the compiler's back. */
@@ -25,9 +27,11 @@ function isAborted(signal: AbortSignal): boolean {
 }
 
 /**
- * Opens a query's cache, retrying with backoff, and marks it synced after its first LIST. Resolves
- * once synced, or once `signal` aborts; the cache's events keep flowing to `port.onCache` after
- * that, until the accumulator releases `q.reader`.
+ * Follows a query's cache until `signal` aborts (and the accumulator's close calls `q.left`): opens
+ * it, retrying with backoff, and marks it synced after its first LIST; the cache's events flow to
+ * `port.onCache`. When a check finds the cache dropped (its cluster left the fleet), the query's
+ * objects go, the reader is released, and the cache is opened again with backoff, so a cluster
+ * that comes back is followed again.
  */
 export async function followQuery(q: QueryState, port: FollowPort, signal: AbortSignal): Promise<void> {
   const backoff = new Backoff(port.clock, port.backoff);
@@ -57,14 +61,23 @@ export async function followQuery(q: QueryState, port: FollowPort, signal: Abort
       await reader.waitForSync(signal);
       catchUp(q, port, reader);
       q.phase = 'synced';
+      q.freshness = 'live';
+      q.syncedAt = port.clock.now();
       port.synced(q);
-      return;
+      const reason = await untilLeft(q);
+      if (reason === undefined) return; // closed
+      throw reason;
     } catch (err) {
       if (isAborted(signal)) return;
+      if (q.phase === 'synced') {
+        port.left(q);
+        port.logger.warn('snapshot query lost its cache (its cluster left the fleet?); opening it again', { query: q.name, error: toError(err).message });
+      }
       if (reader !== undefined) {
         reader.release();
         if (q.reader === reader) q.reader = undefined;
       }
+      q.phase = 'opening';
       q.openError = toError(err);
       const delay = backoff.next();
       port.logger.warn('snapshot query could not open its cache; retrying', { query: q.name, error: q.openError.message, retryInMs: Math.round(delay) });
@@ -75,6 +88,16 @@ export async function followQuery(q: QueryState, port: FollowPort, signal: Abort
       }
     }
   }
+}
+
+/** Resolves with the reason `q`'s cache is gone (a check found it dropped), or undefined on close. */
+function untilLeft(q: QueryState): Promise<Error | undefined> {
+  return new Promise((resolve) => {
+    q.left = (reason) => {
+      q.left = undefined;
+      resolve(reason);
+    };
+  });
 }
 
 /** Schedules one {@link catchUp} for the whole replay of a replacement cache. */

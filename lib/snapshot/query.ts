@@ -42,10 +42,24 @@ export class QueryState {
   /** Queries with the same cache id read the same cache: a write lands in all of them. */
   readonly cacheId: string;
   readonly entries = new Map<string, Entry>();
-  /** `phase`, `openError`, `reader` and `catchingUp` are written by following its cache (`follow.ts`). */
+  /**
+   * `phase`, `openError`, `reader`, `catchingUp` and `left` are written by following its cache
+   * (`follow.ts`); `freshness`, `syncedAt` and `checking` by following it and by its checks (`check.ts`).
+   */
   phase: 'opening' | 'listing' | 'synced' = 'opening';
   openError: Error | undefined;
   reader: SourceReader | undefined;
+  /** `stale` until first listed; `gone` from its cache being dropped until listed again. */
+  freshness: 'live' | 'stale' | 'gone' = 'stale';
+  /** The last time it was known in sync with its cluster (see `Freshness.syncedAt`). */
+  syncedAt: number | undefined;
+  /** A check is waiting on the reader of an unsynced cache, to learn whether it was dropped. */
+  checking = false;
+  /**
+   * Set while its cache is followed after listing: a check calls it with the reason the cache is
+   * gone; the accumulator's close with undefined. Either ends the wait once and clears it.
+   */
+  left: ((reason: Error | undefined) => void) | undefined;
   /** The accumulator version of this query's last view change. */
   version = 0;
   /** A catch-up with a replacement cache is scheduled. */

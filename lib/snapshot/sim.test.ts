@@ -3,7 +3,7 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { SimulatedCluster, type KubeObject as SimObject } from '../../fixtures/index.ts';
-import { StaticProvider, type ClusterRef } from '../cluster/index.ts';
+import { SecretProvider, StaticProvider, type ClusterRef, type SecretReader } from '../cluster/index.ts';
 import type { GroupVersionKind } from '../util/index.ts';
 import { FleetAccumulator, registrySource, type FleetSnapshot, type QuerySet } from './index.ts';
 import { registryWithKeeper } from '../registry/testing.ts';
@@ -28,6 +28,24 @@ async function settled(promise: Promise<unknown>): Promise<boolean> {
 
 function summary<Q extends QuerySet>(snap: FleetSnapshot<Q>): string[] {
   return snap.deltas.map((d) => `${d.type}:${d.object.metadata?.name}:${d.finalStateUnknown}`).sort();
+}
+
+/** Kubeconfig Secrets in memory, by `namespace/name` (what a SecretProvider reads). */
+class Secrets implements SecretReader {
+  readonly #kubeconfigs = new Map<string, string>();
+
+  put(namespace: string, name: string, kubeconfig: string): void {
+    this.#kubeconfigs.set(`${namespace}/${name}`, Buffer.from(kubeconfig).toString('base64'));
+  }
+
+  delete(namespace: string, name: string): void {
+    this.#kubeconfigs.delete(`${namespace}/${name}`);
+  }
+
+  getSecret(namespace: string, name: string): Promise<{ data: Record<string, string> } | undefined> {
+    const value = this.#kubeconfigs.get(`${namespace}/${name}`);
+    return Promise.resolve(value === undefined ? undefined : { data: { value } });
+  }
 }
 
 describe('FleetAccumulator on the registry (simulated API server)', () => {
@@ -158,5 +176,85 @@ describe('FleetAccumulator on the registry (simulated API server)', () => {
     cluster.faults.resumeWatches();
     await eventually('the cache caught up', () => acc.status().queries[0]?.pendingWrites === 0);
     assert.equal(await settled(it.next()), false, 'the stalled events changed nothing: no snapshot is due');
+  });
+
+  it('a cluster whose kubeconfig Secret is deleted leaves the snapshot (finalStateUnknown deletes, gone); once the Secret is back it is followed again', async (t) => {
+    const [hub, edge] = await Promise.all([SimulatedCluster.start({ namespaces: ['apps'] }), SimulatedCluster.start({ namespaces: ['apps'] })]);
+    t.after(() => hub.close());
+    t.after(() => edge.close());
+    hub.store.create(configMap('h', '1'));
+    edge.store.create(configMap('e1', '1'));
+    edge.store.create(configMap('e2', '1'));
+    const secrets = new Secrets();
+    secrets.put('apps', 'hub', hub.kubeconfig);
+    secrets.put('apps', 'edge', edge.kubeconfig);
+    const registry = registryWithKeeper({ provider: new SecretProvider({ secrets }), credentialCheckIntervalMs: 0 });
+    t.after(() => registry.close());
+    const edgeRef: ClusterRef = { kind: 'secret', name: 'edge' };
+    const acc = new FleetAccumulator({
+      source: registrySource(registry),
+      queries: { hub: { cluster: { kind: 'secret', name: 'hub' }, gvk: CM, namespace: 'apps' }, edge: { cluster: edgeRef, gvk: CM, namespace: 'apps' } },
+      minIntervalMs: 0,
+      checkIntervalMs: 50,
+      openBackoff: { initialMs: 50, maxMs: 100 },
+    });
+    t.after(() => acc.close());
+    const it = acc.snapshots()[Symbol.asyncIterator]();
+    const first = (await it.next()).value;
+    assert.deepEqual(first?.objects.edge.map((o) => o.metadata?.name).sort(), ['e1', 'e2']);
+    assert.equal(first.freshness.edge.state, 'live');
+
+    secrets.delete('apps', 'edge');
+    await registry.checkCluster(edgeRef, 'apps');
+    const gone = (await it.next()).value;
+    assert.ok(gone);
+    assert.deepEqual(summary(gone), ['delete:e1:true', 'delete:e2:true']);
+    assert.deepEqual(gone.objects.edge, []);
+    assert.deepEqual(gone.objects.hub.map((o) => o.metadata?.name), ['h']);
+    assert.equal(gone.freshness.edge.state, 'gone');
+    assert.equal(gone.freshness.hub.state, 'live');
+    assert.equal(acc.status().queries.find((q) => q.name === 'edge')?.freshness.state, 'gone');
+    edge.store.create(configMap('e3', '1'));
+    const next = it.next();
+    assert.equal(await settled(next), false, 'out of the fleet: nothing more about it');
+
+    secrets.put('apps', 'edge', edge.kubeconfig);
+    await eventually('the cluster is followed again', () => acc.status().queries.find((q) => q.name === 'edge')?.freshness.state === 'live');
+    const back = (await next).value;
+    assert.ok(back);
+    assert.deepEqual(summary(back), ['add:e1:false', 'add:e2:false', 'add:e3:false']);
+    assert.equal(back.freshness.edge.state, 'live');
+    edge.store.create(configMap('e4', '1'));
+    assert.deepEqual(summary((await it.next()).value ?? back), ['add:e4:false'], 'its watch is followed again');
+  });
+
+  it('a cluster down is stale in the snapshots, with the last time it was in sync, and live again once it is up', async (t) => {
+    const cluster = await SimulatedCluster.start({ namespaces: ['apps'] });
+    t.after(() => cluster.close());
+    cluster.store.create(configMap('a', '1'));
+    const registry = registryWithKeeper({
+      provider: new StaticProvider({ clusters: { east: cluster.kubeconfig } }),
+      credentialCheckIntervalMs: 0,
+      informer: { backoff: { initialMs: 50, maxMs: 100, jitter: 0 } },
+    });
+    t.after(() => registry.close());
+    const acc = new FleetAccumulator({ source: registrySource(registry), queries: { maps: { cluster: east, gvk: CM, namespace: 'apps' } }, minIntervalMs: 0, checkIntervalMs: 50 });
+    t.after(() => acc.close());
+    const it = acc.snapshots()[Symbol.asyncIterator]();
+    const first = (await it.next()).value;
+    assert.equal(first?.freshness.maps.state, 'live');
+    await cluster.waitFor((c) => c.openWatches === 1, { timeoutMs: 10_000 });
+    const downAt = Date.now();
+    await cluster.faults.down({ mode: 'refuse' });
+    const stale = (await it.next()).value;
+    assert.ok(stale);
+    assert.equal(stale.freshness.maps.state, 'stale');
+    assert.deepEqual(stale.deltas, []);
+    assert.deepEqual(stale.objects.maps.map((o) => o.metadata?.name), ['a'], 'its objects as last seen');
+    const syncedAt = stale.freshness.maps.syncedAt ?? 0;
+    assert.ok(syncedAt <= stale.takenAt && syncedAt >= downAt - 200, `last in sync just before it went down (${syncedAt - downAt} ms)`);
+    await cluster.faults.up();
+    const live = (await it.next()).value;
+    assert.equal(live?.freshness.maps.state, 'live');
   });
 });

@@ -1,19 +1,20 @@
 // Fleet snapshots against real kube-apiservers (two clusters): bootstrap held until both are
 // listed, a 5,000-write burst coalesced into a bounded number of snapshots that end equal to the
-// servers' state, and own writes visible in the next snapshot (with the watch held back by a relay,
-// so only the accumulator's write overlay can put them there).
+// servers' state, own writes visible in the next snapshot (with the watch held back by a relay,
+// so only the accumulator's write overlay can put them there), and a cluster whose kubeconfig
+// Secret is deleted leaving the snapshots, then followed again once the Secret is back.
 import assert from 'node:assert/strict';
 import { createServer, request as httpsRequest, type Server } from 'node:https';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { describe, it, type TestContext } from 'node:test';
 import { SIM_CERT_PEM, simKeyPem } from '../../fixtures/sim/cert.ts';
 import { eventually, useClusters, type TestCluster } from '../../e2e/harness/index.ts';
-import { StaticProvider } from '../cluster/index.ts';
+import { CoreV1SecretReader, SecretProvider, StaticProvider, type ClusterRef } from '../cluster/index.ts';
 import type { Registry } from '../registry/index.ts';
 import type { KubeObject } from '../transport/index.ts';
 import { FleetAccumulator, registrySource, snapshotQuery, type FleetSnapshot, type QuerySet, type SnapshotQuery } from './index.ts';
 import { registryWithKeeper } from '../registry/testing.ts';
-import { ensureNamespace } from '../../fixtures/support/index.ts';
+import { ensureNamespace, putKubeconfigSecret } from '../../fixtures/support/index.ts';
 import { CM, east, SECRET, west, type ConfigMap } from './objects.test-util.ts';
 
 const NS = 'snap';
@@ -353,5 +354,58 @@ describe('FleetAccumulator on real apiservers', () => {
       assert.equal(snap.objects.maps.find((o) => o.metadata?.name === 'gone-1'), undefined, 'an own delete rolled back by a stale ADDED');
     }
     relay.release();
+  });
+
+  it('a cluster whose kubeconfig Secret is deleted leaves the snapshot (finalStateUnknown deletes, gone); recreated, it is followed again', async (t) => {
+    // a holds the kubeconfig Secrets (the management cluster); b is the member that leaves.
+    const [a, b] = pair();
+    await ensureNamespace(a, NS);
+    await ensureNamespace(b, NS);
+    const ns = 'fleet-truth';
+    await ensureNamespace(a, ns);
+    await putKubeconfigSecret(a, ns, 'member', b.adminKubeconfig);
+    for (const name of ['m1', 'm2']) await create(b, 'secrets', `leave-${name}`);
+    const member: ClusterRef = { kind: 'secret', namespace: ns, name: 'member' };
+    const registry = registryWithKeeper({ provider: new SecretProvider({ secrets: new CoreV1SecretReader({ kubeConfig: a.kubeConfig() }) }), credentialCheckIntervalMs: 0 });
+    t.after(() => registry.close());
+    const acc = new FleetAccumulator({
+      source: registrySource(registry),
+      queries: { member: { cluster: member, gvk: SECRET, namespace: NS, ownerNamespace: ns } },
+      minIntervalMs: 0,
+      checkIntervalMs: 100,
+      openBackoff: { initialMs: 100, maxMs: 500 },
+    });
+    t.after(() => acc.close());
+    const it = acc.snapshots()[Symbol.asyncIterator]();
+    const next = async (): Promise<FleetSnapshot<{ member: SnapshotQuery }>> => {
+      const r = await it.next();
+      assert.ok(r.done !== true, 'the iterator ended');
+      return r.value;
+    };
+    const names = (snap: FleetSnapshot<{ member: SnapshotQuery }>): string[] => snap.objects.member.map((o) => o.metadata?.name ?? '').filter((n) => n.startsWith('leave-')).sort();
+    const first = await next();
+    assert.deepEqual(names(first), ['leave-m1', 'leave-m2']);
+    assert.equal(first.freshness.member.state, 'live');
+
+    const deleted = await a.request('DELETE', `/api/v1/namespaces/${ns}/secrets/member`);
+    assert.equal(deleted.statusCode, 200);
+    await registry.checkCluster(member, ns);
+    const gone = await next();
+    assert.deepEqual(names(gone), []);
+    const deletes = gone.deltas.filter((d) => d.object.metadata?.name?.startsWith('leave-') === true);
+    assert.deepEqual(deletes.map((d) => `${d.type}:${d.object.metadata?.name}:${d.finalStateUnknown}`).sort(), ['delete:leave-m1:true', 'delete:leave-m2:true']);
+    assert.equal(gone.freshness.member.state, 'gone');
+    assert.equal(acc.status().queries[0]?.freshness.state, 'gone');
+    await create(b, 'secrets', 'leave-m3');
+
+    await putKubeconfigSecret(a, ns, 'member', b.adminKubeconfig);
+    let back = gone;
+    await eventually('followed again, with what it holds now', async () => {
+      back = await next();
+      return back.freshness.member.state === 'live' && names(back).length === 3;
+    }, 60_000);
+    assert.deepEqual(names(back), ['leave-m1', 'leave-m2', 'leave-m3']);
+    await create(b, 'secrets', 'leave-m4');
+    await eventually('its watch is followed again', async () => names(await next()).includes('leave-m4'), 30_000);
   });
 });

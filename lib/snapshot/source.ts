@@ -31,7 +31,11 @@ export interface SourceReader<T extends KubeObject = KubeObject> {
   readonly resourceVersion: string;
   get(namespace: string | undefined, name: string): T | undefined;
   list(): T[];
-  /** Resolves once synced; rejects with the signal's reason or when the cache is gone for good. */
+  /**
+   * Resolves once synced (following a rebuilt cache); rejects with the signal's reason or when the
+   * cache is gone for good (`CacheGoneError` on a registry). A dropped cache sends no event: the
+   * accumulator's periodic check learns of it here, asking an unsynced reader.
+   */
   waitForSync(signal?: AbortSignal): Promise<void>;
   /** Detaches the handler and lets the cache go (others may still use it). Idempotent. */
   release(): void;

@@ -1,6 +1,7 @@
 import { clusterKey, type ClusterRef } from '../cluster/index.ts';
 import { deepFreeze, type InformerHandler } from '../informer/index.ts';
 import type { KubeObject, RequestOptions, ResourceInfo } from '../transport/index.ts';
+import { CacheGoneError } from '../registry/index.ts';
 import { abortReason, ClosedError, KubeApiError, onAbort, type GroupVersionKind } from '../util/index.ts';
 import type { SnapshotSource, SourceQuery, SourceReader, WriteConnection } from './source.ts';
 
@@ -52,7 +53,9 @@ export class FakeCache {
   #synced = false;
   #lastError: Error | undefined;
   #resourceVersion = '';
-  #waiters: (() => void)[] = [];
+  #waiters: { readonly resolve: () => void; readonly reject: (err: Error) => void }[] = [];
+  /** Grows at each {@link drop}: readers of an older generation read a dropped cache. */
+  #generation = 0;
 
   constructor(key: string, gvk: GroupVersionKind) {
     this.key = key;
@@ -174,8 +177,44 @@ export class FakeCache {
       this.#synced = true;
       const waiters = this.#waiters;
       this.#waiters = [];
-      for (const w of waiters) w();
+      for (const w of waiters) w.resolve();
     }
+  }
+
+  /**
+   * The registry dropping the cache and not replacing it (its cluster's kubeconfig Secret was
+   * deleted): no event reaches the handlers; readers of it read as empty and unsynced, and their
+   * `waitForSync` rejects with `CacheGoneError`. The truth stays: a reader opened afterwards
+   * follows a new cache, which lists it at the next {@link sync}. Set `unreachable` too for the
+   * time the cluster is out of the fleet.
+   */
+  drop(): void {
+    this.#generation++;
+    this.#handlers.clear();
+    this.#held = [];
+    this.#cached.clear();
+    this.#synced = false;
+    this.#lastError = undefined;
+    this.#resourceVersion = '';
+    const waiters = this.#waiters;
+    this.#waiters = [];
+    for (const w of waiters) w.reject(this.#gone());
+  }
+
+  /**
+   * The registry replacing the cache (a credential rotation) with one that has not listed yet:
+   * readers stay attached and read it as empty and unsynced, their `waitForSync` waits, and the
+   * next {@link sync} replays the truth to the handlers as initial adds, as {@link rotate} does.
+   */
+  rebuild(): void {
+    this.#held = [];
+    this.#cached.clear();
+    this.#synced = false;
+    this.#resourceVersion = '';
+  }
+
+  #gone(): CacheGoneError {
+    return new CacheGoneError(this.key, this.gvk);
   }
 
   /**
@@ -205,14 +244,18 @@ export class FakeCache {
     this.#handlers.add(handler);
     for (const obj of this.#cached.values()) void handler.add?.(obj, true);
     let released = false;
-    const state = (): { synced: boolean; lastError: Error | undefined; resourceVersion: string } => ({ synced: this.#synced, lastError: this.#lastError, resourceVersion: this.#resourceVersion });
+    const generation = this.#generation;
+    const dropped = (): boolean => generation !== this.#generation;
+    const state = (): { synced: boolean; lastError: Error | undefined; resourceVersion: string } => (dropped()
+      ? { synced: false, lastError: undefined, resourceVersion: '' }
+      : { synced: this.#synced, lastError: this.#lastError, resourceVersion: this.#resourceVersion });
     return {
       get synced() { return state().synced; },
       get lastError() { return state().lastError; },
       get resourceVersion() { return state().resourceVersion; },
-      get: (namespace, name) => this.#cached.get(keyOf(namespace, name)),
-      list: () => [...this.#cached.values()],
-      waitForSync: (signal) => this.#waitForSync(signal),
+      get: (namespace, name) => dropped() ? undefined : this.#cached.get(keyOf(namespace, name)),
+      list: () => dropped() ? [] : [...this.#cached.values()],
+      waitForSync: (signal) => dropped() ? Promise.reject(this.#gone()) : this.#waitForSync(signal),
       release: () => {
         if (released) return;
         released = true;
@@ -227,11 +270,14 @@ export class FakeCache {
     if (signal?.aborted === true) return Promise.reject(abortReason(signal));
     return new Promise<void>((resolve, reject) => {
       const detach = signal === undefined ? () => undefined : onAbort(signal, () => {
-        this.#waiters = this.#waiters.filter((w) => w !== done);
+        this.#waiters = this.#waiters.filter((w) => w !== waiter);
         reject(abortReason(signal));
       });
-      const done = (): void => { detach(); resolve(); };
-      this.#waiters.push(done);
+      const waiter = {
+        resolve: (): void => { detach(); resolve(); },
+        reject: (err: Error): void => { detach(); reject(err); },
+      };
+      this.#waiters.push(waiter);
     });
   }
 

@@ -62,10 +62,48 @@ export interface SnapshotDelta<K extends string = string, T extends KubeObject =
 /** Every delta type of a query set. */
 export type DeltaOf<Q extends QuerySet> = { [K in keyof Q & string]: SnapshotDelta<K, ObjectOf<Q[K]>> }[keyof Q & string];
 
+/**
+ * How fresh one query's objects are (a query reads one kind in one cluster, so this is the
+ * cluster's freshness as that query sees it).
+ * - `live`: its cache is listed and its watch is up: the objects are the cluster's current state.
+ * - `stale`: its cache is not synced, or its LIST/WATCH is failing (cluster down, credentials
+ *   refused): the objects are as last seen, at `syncedAt`.
+ * - `gone`: its cache was dropped (the cluster left the fleet: its kubeconfig Secret was deleted,
+ *   or the cache was stopped and not replaced). Its objects were deleted from the snapshot with
+ *   `finalStateUnknown`; the query is opened again with backoff, and once its cluster is back and
+ *   listed its objects are added again and it is `live`.
+ */
+export interface Freshness {
+  readonly state: 'live' | 'stale' | 'gone';
+  /**
+   * The last time (clock milliseconds) the query's cache was known to be in sync with its cluster:
+   * the snapshot's `takenAt` while `live`; the last check that saw it live when `stale` or `gone`;
+   * undefined if it never was. Checks run every `checkIntervalMs`.
+   */
+  readonly syncedAt: number | undefined;
+}
+
+/** Options of {@link FleetAccumulator.snapshots}: one consumer's. */
+export interface SnapshotsOptions {
+  /** Ends the iterator, without error. */
+  readonly signal?: AbortSignal | undefined;
+  /**
+   * Deliver a snapshot only when every query is `live`, `gone`, or `stale` with `syncedAt` at most
+   * this many milliseconds before; otherwise hold it back until the stale clusters are live again
+   * (a gone cluster does not hold snapshots back: it is no longer in the fleet). Default: deliver
+   * whatever the freshness (each snapshot says it in `freshness`).
+   */
+  readonly freshWithinMs?: number | undefined;
+}
+
 /** A consistent view of every query, and what changed since the consumer's previous one. */
 export interface FleetSnapshot<Q extends QuerySet> {
   /** Grows with every change applied; equal versions hold equal objects. */
   readonly version: number;
+  /** When the snapshot was built (clock milliseconds): compare with `freshness[...].syncedAt`. */
+  readonly takenAt: number;
+  /** Per query, how fresh its objects are. */
+  readonly freshness: { readonly [K in keyof Q]: Freshness };
   /** Per query, the objects that match its selectors and predicate. Frozen and shared. */
   readonly objects: { readonly [K in keyof Q]: readonly ObjectOf<Q[K]>[] };
   /**
@@ -78,7 +116,10 @@ export interface FleetSnapshot<Q extends QuerySet> {
 /** Where one query stands. */
 export interface QueryStatus {
   readonly name: string;
-  /** `opening`: its cache could not be had yet; `listing`: its first LIST is not complete; `synced`. */
+  /**
+   * `opening`: its cache could not be had yet (or again, after its cluster left the fleet);
+   * `listing`: its LIST is not complete; `synced`.
+   */
   readonly phase: 'opening' | 'listing' | 'synced';
   /** Why it is not synced (or the cache's last failure since): typed, with cluster and GVK. */
   readonly lastError: Error | undefined;
@@ -88,6 +129,8 @@ export interface QueryStatus {
   readonly resourceVersion: string;
   /** Own writes not yet seen by the cache. */
   readonly pendingWrites: number;
+  /** How fresh its objects are (as the last check saw it; `stale` before its first LIST). */
+  readonly freshness: Freshness;
 }
 
 /** What {@link FleetAccumulator.status} reports. */
@@ -111,7 +154,15 @@ export interface AccumulatorOptions<Q extends QuerySet> {
    * changes in between are coalesced. 0: as soon as anything changed. Default 100.
    */
   readonly minIntervalMs?: number;
-  /** Backoff between attempts to open a query's cache. Default 1 s doubling to 30 s, jitter 0.5. */
+  /**
+   * How often each query's cache is checked: whether its watch is up (its freshness) and whether it
+   * still exists (a cluster that left the fleet). Default 1000.
+   */
+  readonly checkIntervalMs?: number;
+  /**
+   * Backoff between attempts to open a query's cache, also after its cluster left the fleet.
+   * Default 1 s doubling to 30 s, jitter 0.5.
+   */
   readonly openBackoff?: BackoffOptions;
   /** Default: discards everything. */
   readonly logger?: Logger;
