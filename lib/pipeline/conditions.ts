@@ -1,6 +1,7 @@
 import { isDeepStrictEqual } from 'node:util';
 import { sanitizeForDisplay } from '../util/index.ts';
-import type { Condition, EnvironmentStatus, PipelineStatus, PromotionRecord } from './types.ts';
+import { notReadyReasonOf } from './fleet-policy.ts';
+import { MAX_FLEET_TARGETS_SHOWN, type Condition, type EnvironmentStatus, type PipelineStatus, type PromotionRecord } from './types.ts';
 
 // Pipeline conditions in the usual Kubernetes form, and the "did the status change" test.
 
@@ -64,6 +65,7 @@ export function readyCondition(environments: readonly EnvironmentStatus[], gener
   const unreadable: string[] = [];
   let loading = 0;
   for (const env of environments) {
+    if (env.fleet?.error !== undefined) unreadable.push(`${env.name}: the cluster list: ${env.fleet.error}`);
     for (const t of env.targets) {
       if (t.readable === false) unreadable.push(`${env.name}: ${t.cluster} namespace ${t.namespace}: ${t.error ?? 'unreadable'}`);
       else if (t.readable === undefined) loading++;
@@ -123,7 +125,10 @@ export function displayEnvironments(environments: readonly EnvironmentStatus[]):
   return environments.map((env) => ({
     ...env,
     ...(env.revision === undefined ? {} : { revision: text(env.revision) }),
-    targets: env.targets.map((t) => ({
+    ...(env.fleet?.error === undefined ? {} : { fleet: { ...env.fleet, error: text(env.fleet.error) } }),
+    ...(env.waves === undefined ? {} : { waves: env.waves.map((w) => (w.revision === undefined ? w : { ...w, revision: text(w.revision) })) }),
+    // A fleet's status is bounded: its counts, and only the first few targets not ready.
+    targets: (env.fleet === undefined ? env.targets : env.targets.filter((t) => notReadyReasonOf(t, env.revision) !== undefined).slice(0, MAX_FLEET_TARGETS_SHOWN)).map((t) => ({
       ...t,
       ...(t.error === undefined ? {} : { error: text(t.error) }),
       ...(t.revision === undefined ? {} : { revision: text(t.revision) }),

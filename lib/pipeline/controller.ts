@@ -12,6 +12,7 @@ import { validatePipelineSpec, type ResolvedTarget, type ValidPipelineSpec } fro
 import { PromotionActor, type PromotionRequest } from './act.ts';
 import { resolveControllerOptions, type PipelineControllerOptions, type PipelineControllerStats, type ResolvedControllerOptions } from './controller-options.ts';
 import { TargetObserver, type PatchedMemory } from './target-observer.ts';
+import { FleetMembers } from './fleet-members.ts';
 import { kubeTime, StatusConflict, StatusWriter } from './status-writer.ts';
 import { approvedFields, findApproval, howToApprove, legacyAnnotationNote } from './approval.ts';
 import { NotShardOwnerError, type PipelineName, type PipelineShard } from './shard.ts';
@@ -82,6 +83,8 @@ export class PipelineController {
   readonly #observer: TargetObserver;
   /** Carries out promotions as the Pipeline's identity. */
   readonly #actor: PromotionActor;
+  /** Fleet environments' members, read through the registry; a Pipeline's memory goes when it is forgotten. */
+  readonly #members: FleetMembers;
 
   constructor(options: PipelineControllerOptions) {
     const resolved = resolveControllerOptions(options);
@@ -99,6 +102,7 @@ export class PipelineController {
       running: () => this.#pipelines !== undefined,
     });
     this.#observer = new TargetObserver({ registry: this.#registry, clock: this.#clock, grace: this.#grace, patched: this.#patched });
+    this.#members = new FleetMembers(this.#registry);
     this.#actor = new PromotionActor({
       registry: this.#registry,
       clock: this.#clock,
@@ -239,6 +243,7 @@ export class PipelineController {
     this.#registry.forgetOwner(ref);
     this.#grace.forget(pipelineKey(ref));
     this.#patched.delete(pipelineKey(ref));
+    this.#members.forget(pipelineKey(ref));
   }
 
   async #reconcileOnce(key: OwnerKey, signal: AbortSignal, reconcileLogger: Logger): Promise<RequeueAfter | undefined> {
@@ -258,18 +263,25 @@ export class PipelineController {
     if (!validation.valid) {
       this.#registry.setOwnerTargets(ref, []);
       this.#grace.forget(pipelineKey(ref));
+      this.#members.forget(pipelineKey(ref));
       log.debug('invalid spec', { problems: validation.problems });
       await this.#writer.writeIfChanged(pipeline, this.#writer.status(pipeline, invalidSpecCondition(validation.problems, generation), [], records));
       return undefined;
     }
-    const spec = validation.spec;
+    const validSpec = validation.spec;
     // Who the Pipeline acts as on the management cluster, for every registry call it makes.
-    const account = spec.serviceAccountName ?? this.#settings.defaultServiceAccount;
+    const account = validSpec.serviceAccountName ?? this.#settings.defaultServiceAccount;
     const owner: OwnerRef = account === undefined ? ref : { ...ref, identity: serviceAccountIdentity(ref.namespace, account) };
-    const targetRef = (t: ResolvedTarget): { readonly gvk: ValidPipelineSpec['app']['gvk']; readonly namespace: string; readonly name: string } => ({ gvk: spec.app.gvk, namespace: t.namespace, name: spec.app.name });
-    this.#registry.setOwnerTargets(owner, spec.environments.flatMap((env) => env.targets.map((t) => ({ cluster: t.cluster, target: targetRef(t) }))));
+    const targetRef = (t: ResolvedTarget): { readonly gvk: ValidPipelineSpec['app']['gvk']; readonly namespace: string; readonly name: string } => ({ gvk: validSpec.app.gvk, namespace: t.namespace, name: validSpec.app.name });
+    const declare = (env: ValidPipelineSpec['environments'][number]): { readonly cluster: ResolvedTarget['cluster']; readonly target: ReturnType<typeof targetRef> }[] => env.targets.map((t) => ({ cluster: t.cluster, target: targetRef(t) }));
+    // Fleet members are declared as last read (and each fleet's selector set), then read again.
+    const memoryKey = pipelineKey(ref);
+    this.#registry.setOwnerTargets(owner, [...validSpec.environments.flatMap(declare), ...this.#members.declared(memoryKey, validSpec, ref.namespace)]);
+    const members = await this.#members.resolve(memoryKey, validSpec, owner, signal);
+    const spec = members.spec;
+    this.#members.remember(memoryKey, spec.environments.filter((env) => env.fleet !== undefined).flatMap(declare));
 
-    const { environments, graceEndsInMs } = await this.#observer.observeAll(pipelineKey(ref), pipeline, spec, owner, signal);
+    const { environments, graceEndsInMs } = await this.#observer.observeAll(memoryKey, pipeline, spec, owner, signal, members.membership);
     const ready = readyCondition(environments, generation);
     const recheck = requeueAfter(ready.reason === 'TargetNotReadable' ? UNREADABLE_RECHECK_MS : undefined, graceEndsInMs)?.requeueAfterMs;
     await this.#reportDrift(pipeline, environments, log);
