@@ -25,6 +25,8 @@ export interface PromotionRequest {
   readonly attempt: number;
   /** True when a Pending promotion is taken up again (after a restart). */
   readonly resumed: boolean;
+  /** The wave of a fleet environment promoted into (its clusters only). */
+  readonly wave?: string;
 }
 
 /** How acting ended: `message` is sanitized for status; `git` is the git strategy's outcome. */
@@ -81,7 +83,9 @@ export class PromotionActor {
     try {
       if (spec.promotion.strategy === 'git') {
         const { namespace, name } = request.pipeline;
-        const git = await promoteThroughGit(this.#git, spec.promotion, { namespace, pipeline: name, environment: request.to, revision: request.revision }, (secret) => this.#secretData(owner, secret, 'git'));
+        // A wave's lines are marked `<namespace>:<pipeline>:<environment>/<wave>`.
+        const environment = request.wave === undefined ? request.to : `${request.to}/${request.wave}`;
+        const git = await promoteThroughGit(this.#git, spec.promotion, { namespace, pipeline: name, environment, revision: request.revision }, (secret) => this.#secretData(owner, secret, 'git'));
         return { ok: true, message: sanitizeForDisplay(git.message, MAX_STATUS_TEXT), git };
       }
       return { ok: true, message: sanitizeForDisplay(await this.#act(owner, spec, request, key), MAX_STATUS_TEXT) };
@@ -92,8 +96,11 @@ export class PromotionActor {
 
   /** Carries out one patch or webhook promotion; resolves with a summary for the record, rejects with why it failed. */
   async #act(owner: OwnerRef, spec: ValidPipelineSpec, request: PromotionRequest, key: string): Promise<string> {
-    const env = spec.environments.find((e) => e.name === request.to);
-    if (env === undefined) throw new PromotionError(`environment ${request.to} is not in the spec`);
+    const found = spec.environments.find((e) => e.name === request.to);
+    if (found === undefined) throw new PromotionError(`environment ${request.to} is not in the spec`);
+    // A wave: only its clusters.
+    const env = request.wave === undefined ? found : { ...found, targets: found.targets.filter((t) => found.waveOf?.get(t.clusterKey) === request.wave) };
+    if (env.targets.length === 0) throw new PromotionError(`${request.wave === undefined ? `environment ${request.to}` : `wave ${request.wave} of ${request.to}`} has no clusters`);
     const promotion = spec.promotion;
     if (promotion.strategy === 'patch') {
       const patched = this.#patched.get(key) ?? new Map<string, { readonly revision: string; readonly generation: number | undefined }>();
@@ -119,11 +126,12 @@ export class PromotionActor {
         appRef: { apiVersion: apiVersionOf(spec.app.gvk), kind: spec.app.gvk.kind, name: spec.app.name },
         from: request.from,
         environment: request.to,
+        ...(request.wave === undefined ? {} : { wave: request.wave }),
         revision: request.revision,
         attempt: request.attempt,
         targets: env.targets.map((t) => ({ cluster: t.clusterKey, namespace: t.namespace })),
       },
-      idempotencyKey: `${request.pipeline.uid}/${request.to}/${request.revision}`,
+      idempotencyKey: `${request.pipeline.uid}/${request.to}/${request.wave === undefined ? '' : `${request.wave}/`}${request.revision}`,
       timeoutMs: this.#webhookTimeoutMs,
       clock: this.#clock,
       allowPrivateNetworks: this.#allowPrivateWebhooks,

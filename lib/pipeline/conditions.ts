@@ -83,11 +83,14 @@ export function readyCondition(environments: readonly EnvironmentStatus[], gener
 
 /** The Promoting condition from the newest promotion record. */
 export function promotingCondition(records: readonly PromotionRecord[], generation: number): ConditionInput {
-  const newest = records.at(-1);
+  const last = records.at(-1);
+  // Say which wave: `prod wave canary`.
+  const newest = last?.wave === undefined ? last : { ...last, environment: `${last.environment} wave ${last.wave}` };
   if (newest?.state === 'Pending') {
     return { type: PROMOTING, status: 'True', reason: REASON_PROMOTING, message: `promoting ${newest.revision} to ${newest.environment} (attempt ${newest.attempts})${newest.pullRequest === undefined ? '' : `: pull request #${newest.pullRequest.number} ${newest.pullRequest.url} waits for its merge`}`, observedGeneration: generation };
   }
   if (newest?.state === 'Committed') {
+    if (newest.wave !== undefined) return { type: PROMOTING, status: 'True', reason: REASON_WAITING_FOR_APPLY, message: `promoting ${newest.revision} to ${newest.environment}: carried out, waiting for the wave to be ready`, observedGeneration: generation };
     return { type: PROMOTING, status: 'True', reason: REASON_WAITING_FOR_APPLY, message: `committed ${newest.commit === undefined ? '' : `${newest.commit.slice(0, 12)} `}promoting ${newest.revision} to ${newest.environment}: waiting for ${newest.environment} to run it`, observedGeneration: generation };
   }
   if (newest?.state === 'AwaitingApproval') {

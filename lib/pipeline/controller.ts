@@ -306,10 +306,8 @@ export class PipelineController {
         return requeueAfter(written ? undefined : 1_000, recheck);
       }
       case 'promote': {
-        const env = spec.environments.find((e) => e.name === decision.to);
-        if (env?.requireApproval === true && findApproval(pipeline.status, decision.to, decision.revision) === undefined) {
-          return this.#awaitApproval(pipeline, spec, decision, ready, environments, log, recheck);
-        }
+        const missing = approvalGates(spec, decision).find((gate) => findApproval(pipeline.status, gate, decision.revision) === undefined);
+        if (missing !== undefined) return this.#awaitApproval(pipeline, spec, decision, missing, ready, environments, log, recheck);
         return this.#promote(pipeline, owner, spec, decision, ready, environments, log, signal, recheck);
       }
     }
@@ -320,24 +318,25 @@ export class PipelineController {
     pipeline: Pipeline,
     spec: ValidPipelineSpec,
     decision: PromotionDecision & { readonly action: 'promote' },
+    gate: string,
     ready: ConditionInput,
     environments: readonly EnvironmentStatus[],
     log: Logger,
     recheck: number | undefined,
   ): Promise<RequeueAfter | undefined> {
     const records = pipeline.status?.promotions ?? [];
-    const existing = findRecord(records, decision.to, decision.revision);
+    const existing = findRecord(records, decision.to, decision.revision, decision.wave);
     const legacy = legacyAnnotationNote(pipeline, decision.to);
     const awaiting: PromotionRecord = {
-      ...(existing?.state === 'AwaitingApproval' ? existing : { environment: decision.to, revision: decision.revision, strategy: spec.promotion.strategy, state: 'AwaitingApproval', attempts: 0, startedAt: this.#now() }),
-      message: `${howToApprove(decision.to, decision.revision)}${legacy === undefined ? '' : `; ${legacy}`}`,
+      ...(existing?.state === 'AwaitingApproval' ? existing : { environment: decision.to, ...(decision.wave === undefined ? {} : { wave: decision.wave }), revision: decision.revision, strategy: spec.promotion.strategy, state: 'AwaitingApproval', attempts: 0, startedAt: this.#now() }),
+      message: `${howToApprove(gate, decision.revision)}${legacy === undefined ? '' : `; ${legacy}`}`,
     };
     const status = this.#writer.status(pipeline, ready, environments, withRecord(records, awaiting));
     if (sameStatus(pipeline.status, status)) return requeueAfter(recheck);
     const written = await this.#writer.writeIfChanged(pipeline, status);
     if (written && existing?.state !== 'AwaitingApproval') {
-      log.info('promotion awaits approval', { environment: decision.to, revision: decision.revision });
-      await this.#writer.event(pipeline, 'Normal', 'PromotionAwaitingApproval', `promoting ${decision.revision} to ${decision.to} waits for approval: ${awaiting.message ?? ''}`, log);
+      log.info('promotion awaits approval', { environment: decision.to, wave: decision.wave, revision: decision.revision });
+      await this.#writer.event(pipeline, 'Normal', 'PromotionAwaitingApproval', `promoting ${decision.revision} to ${gate} waits for approval: ${awaiting.message ?? ''}`, log);
     }
     return requeueAfter(written ? undefined : 1_000, recheck);
   }
@@ -359,14 +358,15 @@ export class PipelineController {
     if (!written) return requeueAfter(1_000, recheck);
     for (const record of settled) {
       const from = spec.environments[spec.environments.findIndex((e) => e.name === record.environment) - 1]?.name ?? '?';
+      const into = record.wave === undefined ? record.environment : `${record.environment} wave ${record.wave}`;
       if (record.state === 'Succeeded') {
         this.#stats.succeeded += 1;
-        log.info('promoted', { environment: record.environment, revision: record.revision, commit: record.commit });
-        await this.#writer.event(pipeline, 'Normal', 'Promoted', `promoted ${record.revision} from ${from} to ${record.environment}: ${record.message ?? ''}`, log);
+        log.info('promoted', { environment: record.environment, wave: record.wave, revision: record.revision, commit: record.commit });
+        await this.#writer.event(pipeline, 'Normal', 'Promoted', `promoted ${record.revision} from ${from} to ${into}: ${record.message ?? ''}`, log);
       } else {
         this.#stats.failed += 1;
-        log.warn('a committed promotion was not applied', { environment: record.environment, revision: record.revision, commit: record.commit });
-        await this.#writer.event(pipeline, 'Warning', 'PromotionNotApplied', `promoting ${record.revision} from ${from} to ${record.environment}: ${record.message ?? ''}`, log);
+        log.warn('a committed promotion was not applied', { environment: record.environment, wave: record.wave, revision: record.revision, commit: record.commit });
+        await this.#writer.event(pipeline, 'Warning', record.wave === undefined ? 'PromotionNotApplied' : 'WaveFailed', `promoting ${record.revision} from ${from} to ${into}: ${record.message ?? ''}`, log);
       }
     }
     return requeueAfter(recheck);
@@ -403,22 +403,25 @@ export class PipelineController {
     const name = meta.name ?? '';
     try {
       const isNew = decision.attempt === 1 && !decision.resumed;
-      checkPromotion(pipeline.status?.committed, { environment: decision.to, revision: decision.revision, isNew, haltedAt: pipeline.status?.halted?.at }, this.#clock.now(), this.#settings.loop);
+      checkPromotion(pipeline.status?.committed, { environment: decision.to, wave: decision.wave, revision: decision.revision, isNew, haltedAt: pipeline.status?.halted?.at }, this.#clock.now(), this.#settings.loop);
     } catch (err) {
       if (err instanceof PromotionRefusedError) return this.#halt(pipeline, err, ready, environments, log, recheck);
       throw err;
     }
-    const previous = findRecord(pipeline.status?.promotions ?? [], decision.to, decision.revision);
+    const previous = findRecord(pipeline.status?.promotions ?? [], decision.to, decision.revision, decision.wave);
+    const wave = decision.wave === undefined ? {} : { wave: decision.wave };
+    const into = decision.wave === undefined ? decision.to : `${decision.to} wave ${decision.wave}`;
     // A look at an open pull request is not a new attempt: the record (and status) stay as they are.
     const polling = previous?.state === 'Pending' && previous.pullRequest !== undefined ? previous : undefined;
     const pending: PromotionRecord = polling ?? {
       environment: decision.to,
+      ...wave,
       revision: decision.revision,
       strategy: spec.promotion.strategy,
       state: 'Pending',
       attempts: decision.attempt,
       startedAt: decision.startedAt ?? this.#now(),
-      ...approvedFields(spec.environments.find((e) => e.name === decision.to)?.requireApproval === true ? findApproval(pipeline.status, decision.to, decision.revision) : undefined),
+      ...approvedFields(approvalGates(spec, decision).map((gate) => findApproval(pipeline.status, gate, decision.revision)).findLast((a) => a !== undefined)),
     };
     let current: Pipeline;
     try {
@@ -428,7 +431,7 @@ export class PipelineController {
       if (err instanceof StatusConflict) return { requeueAfterMs: 1_000 }; // someone else acted; look again
       throw err;
     }
-    log.info('promotion recorded', { environment: decision.to, revision: decision.revision, attempt: decision.attempt, resumed: decision.resumed });
+    log.info('promotion recorded', { environment: decision.to, wave: decision.wave, revision: decision.revision, attempt: decision.attempt, resumed: decision.resumed });
 
     const request: PromotionRequest = {
       pipeline: { namespace, name, uid: meta.uid ?? '' },
@@ -438,6 +441,7 @@ export class PipelineController {
       strategy: spec.promotion.strategy,
       attempt: decision.attempt,
       resumed: decision.resumed,
+      ...wave,
     };
     if (this.#beforePromotion !== undefined) await this.#beforePromotion(request, signal);
     // Not started once the shard moved: the new owner resumes the Pending record.
@@ -458,15 +462,15 @@ export class PipelineController {
       return requeueAfter(this.#settings.gitPollIntervalMs, recheck);
     }
     const now = this.#now();
-    // A commit is done when the environment runs it: Committed until then (settled by a later reconcile).
-    const state = !outcome.ok ? 'Failed' : outcome.git === undefined ? 'Succeeded' : 'Committed';
+    // A commit is done when the environment runs it, a wave when it is ready: Committed until then (settled by a later reconcile).
+    const state = !outcome.ok ? 'Failed' : outcome.git === undefined && decision.wave === undefined ? 'Succeeded' : 'Committed';
     const finished: PromotionRecord = { ...pending, ...carried, state, message: outcome.message, finishedAt: now, ...(state === 'Committed' ? { committedAt: now } : {}) };
-    const carriedOut: CommittedPromotion | undefined = outcome.ok ? { environment: decision.to, revision: decision.revision, at: now, ...(outcome.git?.commit === undefined ? {} : { commit: outcome.git.commit }) } : undefined;
+    const carriedOut: CommittedPromotion | undefined = outcome.ok ? { environment: decision.to, ...wave, revision: decision.revision, at: now, ...(outcome.git?.commit === undefined ? {} : { commit: outcome.git.commit }) } : undefined;
     await this.#writer.recordOutcome(current, finished, carriedOut);
     if (state === 'Committed') {
-      log.info('committed; waiting for the environment to run it', { environment: decision.to, revision: decision.revision, commit: outcome.git?.commit });
-      await this.#writer.event(current, 'Normal', 'Committed', `promoting ${decision.revision} from ${decision.from} to ${decision.to}: ${outcome.message}; waiting for ${decision.to} to run it`, log);
-      await this.#actor.requestFluxReconcile(owner, spec, decision.to, log, signal);
+      log.info('committed; waiting for the environment to run it', { environment: decision.to, wave: decision.wave, revision: decision.revision, commit: outcome.git?.commit });
+      await this.#writer.event(current, 'Normal', decision.wave === undefined ? 'Committed' : 'WaveStarted', `promoting ${decision.revision} from ${decision.from} to ${into}: ${outcome.message}; waiting for ${into} to ${decision.wave === undefined ? 'run it' : 'be ready'}`, log);
+      if (outcome.git !== undefined) await this.#actor.requestFluxReconcile(owner, spec, decision.to, log, signal);
       return requeueAfter(recheck);
     }
     if (outcome.ok) {
@@ -485,6 +489,17 @@ export class PipelineController {
   #now(): string {
     return kubeTime(this.#clock);
   }
+}
+
+/**
+ * The approvals a promotion needs: the environment's (`requireApproval`: one approval of the
+ * environment covers each of its waves) and the wave's own (`<environment>/<wave>`).
+ */
+function approvalGates(spec: ValidPipelineSpec, decision: PromotionDecision & { readonly action: 'promote' }): string[] {
+  const env = spec.environments.find((e) => e.name === decision.to);
+  const gates = env?.requireApproval === true ? [decision.to] : [];
+  if (decision.wave !== undefined && env?.fleet?.waves.find((w) => w.name === decision.wave)?.requireApproval === true) gates.push(`${decision.to}/${decision.wave}`);
+  return gates;
 }
 
 /** The earliest of the delays given, or undefined when none is. */
