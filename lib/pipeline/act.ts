@@ -8,6 +8,7 @@ import { PromotionError } from './errors.ts';
 import { gitSourceOf, isKustomization, requestReconcile } from './flux.ts';
 import { promoteThroughGit, type GitActOutcome } from './git.ts';
 import { setRevision } from './patch.ts';
+import { requiredReady } from './fleet-policy.ts';
 import { patchedTargetKey, type PatchedMemory, type TargetObserver } from './target-observer.ts';
 import type { ValidPipelineSpec } from './validate.ts';
 import { deliverWebhook } from './webhook.ts';
@@ -113,9 +114,14 @@ export class PromotionActor {
         return setRevision({ connection, gvk: spec.app.gvk, namespace: t.namespace, name: spec.app.name, path: promotion.path, revision: request.revision, onResult });
       }));
       const failures = results.flatMap((r, i) => (r.status === 'rejected' ? [`${env.targets[i]?.clusterKey ?? '?'} namespace ${env.targets[i]?.namespace ?? '?'}: ${toError(r.reason).message}`] : []));
-      if (failures.length > 0) throw new PromotionError(failures.join('; '));
+      // A fleet (or wave) is carried out once enough of its clusters took it for its readiness policy.
+      const fleet = found.fleet;
+      const readiness = request.wave === undefined ? fleet?.readiness : fleet?.waves.find((w) => w.name === request.wave)?.readiness;
+      const required = readiness === undefined ? env.targets.length : requiredReady(readiness, env.targets.length);
+      if (failures.length > 0 && env.targets.length - failures.length < required) throw new PromotionError(failures.join('; '));
       const unchanged = results.filter((r) => r.status === 'fulfilled' && r.value === 'unchanged').length;
-      return `set ${promotion.path} to ${request.revision} in ${env.targets.length - unchanged} target(s)${unchanged > 0 ? `, ${unchanged} already at it` : ''}`;
+      const missed = failures.length === 0 ? '' : `; not on ${failures.length} (enough without them for ${required} of ${env.targets.length}): ${failures.join('; ')}`;
+      return `set ${promotion.path} to ${request.revision} in ${env.targets.length - unchanged - failures.length} target(s)${unchanged > 0 ? `, ${unchanged} already at it` : ''}${missed}`;
     }
     if (promotion.strategy === 'git') throw new PromotionError('the git strategy is carried out by promoteThroughGit');
     const url = await this.#webhookUrl(owner, promotion.secretName, promotion.secretKey);
