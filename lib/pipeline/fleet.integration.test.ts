@@ -68,6 +68,16 @@ async function relabel(mgmt: TestCluster, name: string, labels: Record<string, s
   }
 }
 
+/** Writes an approval into status, as the service's approval endpoint does after its SubjectAccessReview. */
+async function approve(mgmt: TestCluster, name: string, approval: object): Promise<void> {
+  for (;;) {
+    const p = await getPipeline(mgmt, name);
+    const res = await mgmt.request('PUT', `${PIPELINES}/${name}/status`, { ...p, status: { ...p.status, approvals: [...(p.status?.approvals ?? []), approval] } });
+    if (res.statusCode === 200) return;
+    assert.equal(res.statusCode, 409, JSON.stringify(res.body));
+  }
+}
+
 /** dev (on mgmt, namespace `<prefix>-dev`) → prod (the fleet, namespace `<prefix>`) [→ global (on mgmt)]. */
 function fleetPipeline(name: string, prefix: string, fleet: Record<string, unknown>, global = false): object {
   return {
@@ -122,9 +132,10 @@ describe('fleet environments on real clusters', () => {
     await stopFlux?.();
   });
 
-  it('promotes wave after wave, each once the previous is ready and soaked, and follows the Secrets\' labels', async () => {
+  it('promotes wave after wave, each once the previous is ready and soaked, the last after its own approval, and follows the Secrets\' labels', async () => {
     await Promise.all([createRelease(mgmt, 'w1-dev', '1.0.0'), ...fleet.map((c) => createRelease(c, 'w1', '1.0.0'))]);
-    await must(mgmt, 'POST', PIPELINES, fleetPipeline('waves', 'w1', { waves: WAVES }));
+    // The last wave needs its own approval (`prod/rest`).
+    await must(mgmt, 'POST', PIPELINES, fleetPipeline('waves', 'w1', { waves: WAVES.map((w) => (w.name === 'rest' ? { ...w, requireApproval: true } : w)) }));
     try {
       const ready = await eventually('prod is a fleet of 6 ready at 1.0.0', async () => {
         const prod = (await getPipeline(mgmt, 'waves')).status?.environments?.[1];
@@ -134,6 +145,14 @@ describe('fleet environments on real clusters', () => {
       assert.deepEqual(ready.waves?.map((w) => [w.name, w.total]), [['canary', 1], ['second', 2], ['rest', 3]]);
 
       await updateRelease(mgmt, 'w1-dev', (hr) => { hr.spec.chart.spec.version = '2.0.0'; });
+      const awaiting = await eventually('the rest waits for its approval once second succeeded', async () => {
+        const p = await getPipeline(mgmt, 'waves');
+        return waveRecords(p, '2.0.0').find((r) => r.wave === 'rest')?.state === 'AwaitingApproval' && p;
+      }, 120_000);
+      assert.deepEqual(waveRecords(awaiting, '2.0.0').map((r) => [r.wave, r.state]), [['canary', 'Succeeded'], ['second', 'Succeeded'], ['rest', 'AwaitingApproval']]);
+      assert.match(waveRecords(awaiting, '2.0.0')[2]?.message ?? '', /approves 2\.0\.0 for prod\/rest/);
+      for (const c of fleet.slice(3)) assert.equal((await getRelease(c, 'w1')).spec.chart.spec.version, '1.0.0', 'the last wave waits');
+      await approve(mgmt, 'waves', { environment: 'prod/rest', revision: '2.0.0', approver: { username: 'alice' }, approvedAt: new Date().toISOString().replace(/\.\d+Z$/, 'Z') });
       const done = await eventually('all three waves succeeded', async () => {
         const p = await getPipeline(mgmt, 'waves');
         const records = waveRecords(p, '2.0.0');
@@ -146,6 +165,7 @@ describe('fleet environments on real clusters', () => {
       assert.ok(Date.parse(rest.startedAt) >= Date.parse(second.readyAt), `rest began ${rest.startedAt}, second ready ${second.readyAt}`);
       assert.match(canary.message ?? '', /in 1 target\(s\); wave canary of prod is ready \(1 of 1 clusters/);
       assert.match(rest.message ?? '', /in 3 target\(s\)/);
+      assert.deepEqual([rest.approved, rest.approvedBy], [true, { username: 'alice' }]);
       for (const c of fleet) assert.equal((await getRelease(c, 'w1')).spec.chart.spec.version, '2.0.0');
       // Carried out once per wave.
       assert.deepEqual((done.status?.committed ?? []).filter((c) => c.environment === 'prod').map((c) => c.wave), ['canary', 'second', 'rest']);
