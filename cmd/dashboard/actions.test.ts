@@ -120,6 +120,15 @@ describe('the approval endpoint', () => {
     assert.equal(api.writes().length, 1);
   });
 
+  it('approves one wave of a fleet environment as <environment>/<wave>', async () => {
+    api.pipeline.spec = { environments: [{ name: 'dev', targets: [] }, { name: 'prod', fleet: { namespace: 'app', clusters: [], waves: [{ name: 'canary', count: 1 }, { name: 'rest', count: 1, requireApproval: true }] } }] };
+    const res = await send(url, { headers: { ...json, authorization: 'Bearer alice-token' }, body: good.replace('"prod"', '"prod/rest"') });
+    assert.equal(res.status, 200, JSON.stringify(res.body));
+    assert.deepEqual((api.pipeline.status as { approvals: { environment: string }[] }).approvals.map((a) => a.environment), ['prod/rest']);
+    const canary = await send(url, { headers: { ...json, authorization: 'Bearer alice-token' }, body: good.replace('"prod"', '"prod/canary"') });
+    assert.equal(canary.status, 422, 'a wave without the gate');
+  });
+
   it('refuses without a token (401) or with one the TokenReview does not accept (401), before writing anything', async () => {
     for (const authorization of [undefined, 'Basic YWxpY2U6eA==', 'Bearer ', 'Bearer made-up', 'Bearer two tokens']) {
       const res = await send(url, { headers: { ...json, ...(authorization === undefined ? {} : { authorization }) }, body: good });
@@ -159,6 +168,8 @@ describe('the approval endpoint', () => {
       ['a missing field', { headers: { ...json, ...bearer }, body: JSON.stringify({ namespace: 'team-a', pipeline: 'shop', environment: 'prod' }) }, 400],
       ['a bad namespace', { headers: { ...json, ...bearer }, body: good.replace('"team-a"', '"../kube-system"') }, 400],
       ['a bad name', { headers: { ...json, ...bearer }, body: good.replace('"shop"', '"Shop"') }, 400],
+      ['an environment path deeper than <environment>/<wave>', { headers: { ...json, ...bearer }, body: good.replace('"prod"', '"prod/rest/x"') }, 400],
+      ['an empty wave', { headers: { ...json, ...bearer }, body: good.replace('"prod"', '"prod/"') }, 400],
       ['a revision with a space', { headers: { ...json, ...bearer }, body: good.replace('"1.2.0"', '"1.2.0 rc"') }, 400],
       ['a revision with a bidi override', { headers: { ...json, ...bearer }, body: good.replace('"1.2.0"', '"1.2.0\\u202e"') }, 400],
       ['a number for a revision', { headers: { ...json, ...bearer }, body: good.replace('"1.2.0"', '12') }, 400],

@@ -76,7 +76,8 @@ function parseBody(text: string): ApprovalBody {
   return {
     namespace: field('namespace', isNamespaceName, 'a namespace name'),
     pipeline: field('pipeline', isObjectName, 'a Pipeline name'),
-    environment: field('environment', isDnsLabel, 'an environment name'),
+    // `<environment>/<wave>` approves one wave of a fleet environment.
+    environment: field('environment', (v) => v.split('/').length <= 2 && v.split('/').every(isDnsLabel), 'an environment name, or <environment>/<wave>'),
     revision: field('revision', isRevision, 'a revision (one printable token)'),
   };
 }

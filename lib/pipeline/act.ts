@@ -8,6 +8,7 @@ import { PromotionError } from './errors.ts';
 import { gitSourceOf, isKustomization, requestReconcile } from './flux.ts';
 import { gitCredentials, promoteThroughGit, type GitActOutcome } from './git.ts';
 import { setRevision } from './patch.ts';
+import { requiredReady } from './fleet-policy.ts';
 import { patchedTargetKey, type PatchedMemory, type TargetObserver } from './target-observer.ts';
 import type { ValidPipelineSpec } from './validate.ts';
 import { deliverWebhook } from './webhook.ts';
@@ -25,6 +26,8 @@ export interface PromotionRequest {
   readonly attempt: number;
   /** True when a Pending promotion is taken up again (after a restart). */
   readonly resumed: boolean;
+  /** The wave of a fleet environment promoted into (its clusters only). */
+  readonly wave?: string;
 }
 
 /** How acting ended: `message` is sanitized for status; `git` is the git strategy's outcome. */
@@ -81,7 +84,9 @@ export class PromotionActor {
     try {
       if (spec.promotion.strategy === 'git') {
         const { namespace, name } = request.pipeline;
-        const git = await promoteThroughGit(this.#git, spec.promotion, { namespace, pipeline: name, environment: request.to, revision: request.revision }, (secret) => this.#secretData(owner, secret, 'git'));
+        // A wave's lines are marked `<namespace>:<pipeline>:<environment>/<wave>`.
+        const environment = request.wave === undefined ? request.to : `${request.to}/${request.wave}`;
+        const git = await promoteThroughGit(this.#git, spec.promotion, { namespace, pipeline: name, environment, revision: request.revision }, (secret) => this.#secretData(owner, secret, 'git'));
         return { ok: true, message: sanitizeForDisplay(git.message, MAX_STATUS_TEXT), git };
       }
       return { ok: true, message: sanitizeForDisplay(await this.#act(owner, spec, request, key), MAX_STATUS_TEXT) };
@@ -92,8 +97,11 @@ export class PromotionActor {
 
   /** Carries out one patch or webhook promotion; resolves with a summary for the record, rejects with why it failed. */
   async #act(owner: OwnerRef, spec: ValidPipelineSpec, request: PromotionRequest, key: string): Promise<string> {
-    const env = spec.environments.find((e) => e.name === request.to);
-    if (env === undefined) throw new PromotionError(`environment ${request.to} is not in the spec`);
+    const found = spec.environments.find((e) => e.name === request.to);
+    if (found === undefined) throw new PromotionError(`environment ${request.to} is not in the spec`);
+    // A wave: only its clusters.
+    const env = request.wave === undefined ? found : { ...found, targets: found.targets.filter((t) => found.waveOf?.get(t.clusterKey) === request.wave) };
+    if (env.targets.length === 0) throw new PromotionError(`${request.wave === undefined ? `environment ${request.to}` : `wave ${request.wave} of ${request.to}`} has no clusters`);
     const promotion = spec.promotion;
     if (promotion.strategy === 'patch') {
       const patched = this.#patched.get(key) ?? new Map<string, { readonly revision: string; readonly generation: number | undefined }>();
@@ -106,9 +114,14 @@ export class PromotionActor {
         return setRevision({ connection, gvk: spec.app.gvk, namespace: t.namespace, name: spec.app.name, path: promotion.path, revision: request.revision, onResult });
       }));
       const failures = results.flatMap((r, i) => (r.status === 'rejected' ? [`${env.targets[i]?.clusterKey ?? '?'} namespace ${env.targets[i]?.namespace ?? '?'}: ${toError(r.reason).message}`] : []));
-      if (failures.length > 0) throw new PromotionError(failures.join('; '));
+      // A fleet (or wave) is carried out once enough of its clusters took it for its readiness policy.
+      const fleet = found.fleet;
+      const readiness = request.wave === undefined ? fleet?.readiness : fleet?.waves.find((w) => w.name === request.wave)?.readiness;
+      const required = readiness === undefined ? env.targets.length : requiredReady(readiness, env.targets.length);
+      if (failures.length > 0 && env.targets.length - failures.length < required) throw new PromotionError(failures.join('; '));
       const unchanged = results.filter((r) => r.status === 'fulfilled' && r.value === 'unchanged').length;
-      return `set ${promotion.path} to ${request.revision} in ${env.targets.length - unchanged} target(s)${unchanged > 0 ? `, ${unchanged} already at it` : ''}`;
+      const missed = failures.length === 0 ? '' : `; not on ${failures.length} (enough without them for ${required} of ${env.targets.length}): ${failures.join('; ')}`;
+      return `set ${promotion.path} to ${request.revision} in ${env.targets.length - unchanged - failures.length} target(s)${unchanged > 0 ? `, ${unchanged} already at it` : ''}${missed}`;
     }
     if (promotion.strategy === 'git') throw new PromotionError('the git strategy is carried out by promoteThroughGit');
     const url = await this.#webhookUrl(owner, promotion.secretName, promotion.secretKey);
@@ -119,11 +132,12 @@ export class PromotionActor {
         appRef: { apiVersion: apiVersionOf(spec.app.gvk), kind: spec.app.gvk.kind, name: spec.app.name },
         from: request.from,
         environment: request.to,
+        ...(request.wave === undefined ? {} : { wave: request.wave }),
         revision: request.revision,
         attempt: request.attempt,
         targets: env.targets.map((t) => ({ cluster: t.clusterKey, namespace: t.namespace })),
       },
-      idempotencyKey: `${request.pipeline.uid}/${request.to}/${request.revision}`,
+      idempotencyKey: `${request.pipeline.uid}/${request.to}/${request.wave === undefined ? '' : `${request.wave}/`}${request.revision}`,
       timeoutMs: this.#webhookTimeoutMs,
       clock: this.#clock,
       allowPrivateNetworks: this.#allowPrivateWebhooks,

@@ -138,4 +138,13 @@ describe('approvals', () => {
     assert.equal(legacyAnnotationNote(with_, 'staging'), undefined);
     assert.equal(legacyAnnotationNote({}, 'prod'), undefined);
   });
+  it('approves a wave that requires its own approval as <environment>/<wave>, and no other wave', async () => {
+    const spec = { environments: [{ name: 'dev', targets: [] }, { name: 'prod', fleet: { namespace: 'app', clusters: [], waves: [{ name: 'canary', count: 1 }, { name: 'rest', count: 1, requireApproval: true }] } }] };
+    const api = new OnePipeline(spec);
+    const out = await recordApproval({ ...request, environment: 'prod/rest' }, { client: api, clock: new FakeClock(0) });
+    assert.equal(out.approval.environment, 'prod/rest');
+    assert.ok(findApproval(api.object?.status as Pipeline['status'], 'prod/rest', '1.2.0') !== undefined);
+    await assert.rejects(recordApproval({ ...request, environment: 'prod/canary' }, { client: api, clock: new FakeClock(0) }), (err: unknown) => err instanceof ApprovalError && err.reason === 'InvalidApproval' && err.message.includes('does not require approval'));
+    await assert.rejects(recordApproval({ ...request, environment: 'prod/late' }, { client: api, clock: new FakeClock(0) }), (err: unknown) => err instanceof ApprovalError && err.message.includes('no environment prod/late'));
+  });
 });

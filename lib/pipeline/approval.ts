@@ -151,10 +151,19 @@ function environmentsOf(spec: unknown): { readonly all: ReadonlySet<string>; rea
   const list = typeof spec === 'object' && spec !== null ? (spec as { environments?: unknown }).environments : undefined;
   for (const env of Array.isArray(list) ? list as unknown[] : []) {
     if (typeof env !== 'object' || env === null) continue;
-    const { name, requireApproval } = env as { name?: unknown; requireApproval?: unknown };
+    const { name, requireApproval, fleet } = env as { name?: unknown; requireApproval?: unknown; fleet?: unknown };
     if (typeof name !== 'string') continue;
     all.add(name);
     if (requireApproval === true) gated.add(name);
+    // A wave that requires its own approval is approved as `<environment>/<wave>`.
+    const waves: unknown = typeof fleet === 'object' && fleet !== null ? (fleet as { waves?: unknown }).waves : undefined;
+    for (const wave of Array.isArray(waves) ? waves as unknown[] : []) {
+      if (typeof wave !== 'object' || wave === null) continue;
+      const { name: waveName, requireApproval: waveGated } = wave as { name?: unknown; requireApproval?: unknown };
+      if (typeof waveName !== 'string') continue;
+      all.add(`${name}/${waveName}`);
+      if (waveGated === true) gated.add(`${name}/${waveName}`);
+    }
   }
   return { all, gated };
 }

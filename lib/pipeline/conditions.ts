@@ -1,6 +1,7 @@
 import { isDeepStrictEqual } from 'node:util';
 import { sanitizeForDisplay } from '../util/index.ts';
-import type { Condition, EnvironmentStatus, PipelineStatus, PromotionRecord } from './types.ts';
+import { notReadyReasonOf } from './fleet-policy.ts';
+import { MAX_FLEET_TARGETS_SHOWN, type Condition, type EnvironmentStatus, type PipelineStatus, type PromotionRecord } from './types.ts';
 
 // Pipeline conditions in the usual Kubernetes form, and the "did the status change" test.
 
@@ -64,6 +65,7 @@ export function readyCondition(environments: readonly EnvironmentStatus[], gener
   const unreadable: string[] = [];
   let loading = 0;
   for (const env of environments) {
+    if (env.fleet?.error !== undefined) unreadable.push(`${env.name}: the cluster list: ${env.fleet.error}`);
     for (const t of env.targets) {
       if (t.readable === false) unreadable.push(`${env.name}: ${t.cluster} namespace ${t.namespace}: ${t.error ?? 'unreadable'}`);
       else if (t.readable === undefined) loading++;
@@ -81,12 +83,16 @@ export function readyCondition(environments: readonly EnvironmentStatus[], gener
 
 /** The Promoting condition from the newest promotion record. */
 export function promotingCondition(records: readonly PromotionRecord[], generation: number): ConditionInput {
-  const newest = records.at(-1);
+  const last = records.at(-1);
+  // Say which wave: `prod wave canary`.
+  const newest = last?.wave === undefined ? last : { ...last, environment: `${last.environment} wave ${last.wave}` };
   if (newest?.state === 'Pending') {
     return { type: PROMOTING, status: 'True', reason: REASON_PROMOTING, message: `promoting ${newest.revision} to ${newest.environment} (attempt ${newest.attempts})${newest.pullRequest === undefined ? '' : `: pull request #${newest.pullRequest.number} ${newest.pullRequest.url} waits for its merge`}`, observedGeneration: generation };
   }
   if (newest?.state === 'Committed') {
-    return { type: PROMOTING, status: 'True', reason: REASON_WAITING_FOR_APPLY, message: `committed ${newest.commit === undefined ? '' : `${newest.commit.slice(0, 12)} `}promoting ${newest.revision} to ${newest.environment}: waiting for ${newest.environment} to run it${newest.commitStatuses === undefined ? '' : `; ${newest.commitStatuses.message}`}`, observedGeneration: generation };
+    const gate = newest.commitStatuses === undefined ? '' : `; ${newest.commitStatuses.message}`;
+    if (newest.wave !== undefined) return { type: PROMOTING, status: 'True', reason: REASON_WAITING_FOR_APPLY, message: `promoting ${newest.revision} to ${newest.environment}: carried out, waiting for the wave to be ready${gate}`, observedGeneration: generation };
+    return { type: PROMOTING, status: 'True', reason: REASON_WAITING_FOR_APPLY, message: `committed ${newest.commit === undefined ? '' : `${newest.commit.slice(0, 12)} `}promoting ${newest.revision} to ${newest.environment}: waiting for ${newest.environment} to run it${gate}`, observedGeneration: generation };
   }
   if (newest?.state === 'AwaitingApproval') {
     return { type: PROMOTING, status: 'False', reason: 'AwaitingApproval', message: `promoting ${newest.revision} to ${newest.environment} waits for approval${newest.message === undefined ? '' : `: ${newest.message}`}`, observedGeneration: generation };
@@ -123,7 +129,10 @@ export function displayEnvironments(environments: readonly EnvironmentStatus[]):
   return environments.map((env) => ({
     ...env,
     ...(env.revision === undefined ? {} : { revision: text(env.revision) }),
-    targets: env.targets.map((t) => ({
+    ...(env.fleet?.error === undefined ? {} : { fleet: { ...env.fleet, error: text(env.fleet.error) } }),
+    ...(env.waves === undefined ? {} : { waves: env.waves.map((w) => (w.revision === undefined ? w : { ...w, revision: text(w.revision) })) }),
+    // A fleet's status is bounded: its counts, and only the first few targets not ready.
+    targets: (env.fleet === undefined ? env.targets : env.targets.filter((t) => notReadyReasonOf(t, env.revision) !== undefined).slice(0, MAX_FLEET_TARGETS_SHOWN)).map((t) => ({
       ...t,
       ...(t.error === undefined ? {} : { error: text(t.error) }),
       ...(t.revision === undefined ? {} : { revision: text(t.revision) }),

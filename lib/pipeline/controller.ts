@@ -13,6 +13,7 @@ import { PromotionActor, type PromotionRequest } from './act.ts';
 import { CommitStatusGates, type GatedSettlement } from './commit-status-gate.ts';
 import { resolveControllerOptions, type PipelineControllerOptions, type PipelineControllerStats, type ResolvedControllerOptions } from './controller-options.ts';
 import { TargetObserver, type PatchedMemory } from './target-observer.ts';
+import { FleetMembers } from './fleet-members.ts';
 import { kubeTime, StatusConflict, StatusWriter } from './status-writer.ts';
 import { approvedFields, findApproval, howToApprove, legacyAnnotationNote } from './approval.ts';
 import { NotShardOwnerError, type PipelineName, type PipelineShard } from './shard.ts';
@@ -85,6 +86,8 @@ export class PipelineController {
   readonly #actor: PromotionActor;
   /** Holds `Committed` git promotions until their commit's statuses pass (environments with `commitStatuses`). */
   readonly #gates: CommitStatusGates;
+  /** Fleet environments' members, read through the registry; a Pipeline's memory goes when it is forgotten. */
+  readonly #members: FleetMembers;
 
   constructor(options: PipelineControllerOptions) {
     const resolved = resolveControllerOptions(options);
@@ -102,6 +105,7 @@ export class PipelineController {
       running: () => this.#pipelines !== undefined,
     });
     this.#observer = new TargetObserver({ registry: this.#registry, clock: this.#clock, grace: this.#grace, patched: this.#patched });
+    this.#members = new FleetMembers(this.#registry);
     this.#actor = new PromotionActor({
       registry: this.#registry,
       clock: this.#clock,
@@ -244,6 +248,7 @@ export class PipelineController {
     this.#grace.forget(pipelineKey(ref));
     this.#patched.delete(pipelineKey(ref));
     this.#gates.forget(pipelineKey(ref));
+    this.#members.forget(pipelineKey(ref));
   }
 
   async #reconcileOnce(key: OwnerKey, signal: AbortSignal, reconcileLogger: Logger): Promise<RequeueAfter | undefined> {
@@ -263,18 +268,25 @@ export class PipelineController {
     if (!validation.valid) {
       this.#registry.setOwnerTargets(ref, []);
       this.#grace.forget(pipelineKey(ref));
+      this.#members.forget(pipelineKey(ref));
       log.debug('invalid spec', { problems: validation.problems });
       await this.#writer.writeIfChanged(pipeline, this.#writer.status(pipeline, invalidSpecCondition(validation.problems, generation), [], records));
       return undefined;
     }
-    const spec = validation.spec;
+    const validSpec = validation.spec;
     // Who the Pipeline acts as on the management cluster, for every registry call it makes.
-    const account = spec.serviceAccountName ?? this.#settings.defaultServiceAccount;
+    const account = validSpec.serviceAccountName ?? this.#settings.defaultServiceAccount;
     const owner: OwnerRef = account === undefined ? ref : { ...ref, identity: serviceAccountIdentity(ref.namespace, account) };
-    const targetRef = (t: ResolvedTarget): { readonly gvk: ValidPipelineSpec['app']['gvk']; readonly namespace: string; readonly name: string } => ({ gvk: spec.app.gvk, namespace: t.namespace, name: spec.app.name });
-    this.#registry.setOwnerTargets(owner, spec.environments.flatMap((env) => env.targets.map((t) => ({ cluster: t.cluster, target: targetRef(t) }))));
+    const targetRef = (t: ResolvedTarget): { readonly gvk: ValidPipelineSpec['app']['gvk']; readonly namespace: string; readonly name: string } => ({ gvk: validSpec.app.gvk, namespace: t.namespace, name: validSpec.app.name });
+    const declare = (env: ValidPipelineSpec['environments'][number]): { readonly cluster: ResolvedTarget['cluster']; readonly target: ReturnType<typeof targetRef> }[] => env.targets.map((t) => ({ cluster: t.cluster, target: targetRef(t) }));
+    // Fleet members are declared as last read (and each fleet's selector set), then read again.
+    const memoryKey = pipelineKey(ref);
+    this.#registry.setOwnerTargets(owner, [...validSpec.environments.flatMap(declare), ...this.#members.declared(memoryKey, validSpec, ref.namespace)]);
+    const members = await this.#members.resolve(memoryKey, validSpec, owner, signal);
+    const spec = members.spec;
+    this.#members.remember(memoryKey, spec.environments.filter((env) => env.fleet !== undefined).flatMap(declare));
 
-    const { environments, graceEndsInMs } = await this.#observer.observeAll(pipelineKey(ref), pipeline, spec, owner, signal);
+    const { environments, graceEndsInMs } = await this.#observer.observeAll(memoryKey, pipeline, spec, owner, signal, members.membership);
     const ready = readyCondition(environments, generation);
     await this.#reportDrift(pipeline, environments, log);
     const settled = settleCommitted(environments, records, this.#clock.now(), this.#now(), this.#settings.applyTimeoutMs);
@@ -301,10 +313,8 @@ export class PipelineController {
         return requeueAfter(written ? undefined : 1_000, recheck);
       }
       case 'promote': {
-        const env = spec.environments.find((e) => e.name === decision.to);
-        if (env?.requireApproval === true && findApproval(pipeline.status, decision.to, decision.revision) === undefined) {
-          return this.#awaitApproval(pipeline, spec, decision, ready, environments, log, recheck);
-        }
+        const missing = approvalGates(spec, decision).find((gate) => findApproval(pipeline.status, gate, decision.revision) === undefined);
+        if (missing !== undefined) return this.#awaitApproval(pipeline, spec, decision, missing, ready, environments, log, recheck);
         return this.#promote(pipeline, owner, spec, decision, ready, environments, log, signal, recheck);
       }
     }
@@ -315,24 +325,25 @@ export class PipelineController {
     pipeline: Pipeline,
     spec: ValidPipelineSpec,
     decision: PromotionDecision & { readonly action: 'promote' },
+    gate: string,
     ready: ConditionInput,
     environments: readonly EnvironmentStatus[],
     log: Logger,
     recheck: number | undefined,
   ): Promise<RequeueAfter | undefined> {
     const records = pipeline.status?.promotions ?? [];
-    const existing = findRecord(records, decision.to, decision.revision);
+    const existing = findRecord(records, decision.to, decision.revision, decision.wave);
     const legacy = legacyAnnotationNote(pipeline, decision.to);
     const awaiting: PromotionRecord = {
-      ...(existing?.state === 'AwaitingApproval' ? existing : { environment: decision.to, revision: decision.revision, strategy: spec.promotion.strategy, state: 'AwaitingApproval', attempts: 0, startedAt: this.#now() }),
-      message: `${howToApprove(decision.to, decision.revision)}${legacy === undefined ? '' : `; ${legacy}`}`,
+      ...(existing?.state === 'AwaitingApproval' ? existing : { environment: decision.to, ...(decision.wave === undefined ? {} : { wave: decision.wave }), revision: decision.revision, strategy: spec.promotion.strategy, state: 'AwaitingApproval', attempts: 0, startedAt: this.#now() }),
+      message: `${howToApprove(gate, decision.revision)}${legacy === undefined ? '' : `; ${legacy}`}`,
     };
     const status = this.#writer.status(pipeline, ready, environments, withRecord(records, awaiting));
     if (sameStatus(pipeline.status, status)) return requeueAfter(recheck);
     const written = await this.#writer.writeIfChanged(pipeline, status);
     if (written && existing?.state !== 'AwaitingApproval') {
-      log.info('promotion awaits approval', { environment: decision.to, revision: decision.revision });
-      await this.#writer.event(pipeline, 'Normal', 'PromotionAwaitingApproval', `promoting ${decision.revision} to ${decision.to} waits for approval: ${awaiting.message ?? ''}`, log);
+      log.info('promotion awaits approval', { environment: decision.to, wave: decision.wave, revision: decision.revision });
+      await this.#writer.event(pipeline, 'Normal', 'PromotionAwaitingApproval', `promoting ${decision.revision} to ${gate} waits for approval: ${awaiting.message ?? ''}`, log);
     }
     return requeueAfter(written ? undefined : 1_000, recheck);
   }
@@ -357,14 +368,15 @@ export class PipelineController {
     if (!written) return requeueAfter(1_000, recheck);
     for (const { record, event } of settled) {
       const from = spec.environments[spec.environments.findIndex((e) => e.name === record.environment) - 1]?.name ?? '?';
+      const into = record.wave === undefined ? record.environment : `${record.environment} wave ${record.wave}`;
       if (record.state === 'Succeeded') {
         this.#stats.succeeded += 1;
-        log.info('promoted', { environment: record.environment, revision: record.revision, commit: record.commit });
-        await this.#writer.event(pipeline, 'Normal', 'Promoted', `promoted ${record.revision} from ${from} to ${record.environment}: ${record.message ?? ''}`, log);
+        log.info('promoted', { environment: record.environment, wave: record.wave, revision: record.revision, commit: record.commit });
+        await this.#writer.event(pipeline, 'Normal', 'Promoted', `promoted ${record.revision} from ${from} to ${into}: ${record.message ?? ''}`, log);
       } else if (record.state === 'Failed') {
         this.#stats.failed += 1;
-        log.warn(event === undefined ? 'a committed promotion was not applied' : 'a committed promotion failed its commit-status gate', { environment: record.environment, revision: record.revision, commit: record.commit });
-        await this.#writer.event(pipeline, 'Warning', event ?? 'PromotionNotApplied', `promoting ${record.revision} from ${from} to ${record.environment}: ${record.message ?? ''}`, log);
+        log.warn(event === undefined ? 'a committed promotion was not applied' : 'a committed promotion failed its commit-status gate', { environment: record.environment, wave: record.wave, revision: record.revision, commit: record.commit });
+        await this.#writer.event(pipeline, 'Warning', event ?? (record.wave === undefined ? 'PromotionNotApplied' : 'WaveFailed'), `promoting ${record.revision} from ${from} to ${into}: ${record.message ?? ''}`, log);
       }
     }
     return requeueAfter(recheck);
@@ -401,22 +413,25 @@ export class PipelineController {
     const name = meta.name ?? '';
     try {
       const isNew = decision.attempt === 1 && !decision.resumed;
-      checkPromotion(pipeline.status?.committed, { environment: decision.to, revision: decision.revision, isNew, haltedAt: pipeline.status?.halted?.at }, this.#clock.now(), this.#settings.loop);
+      checkPromotion(pipeline.status?.committed, { environment: decision.to, wave: decision.wave, revision: decision.revision, isNew, haltedAt: pipeline.status?.halted?.at }, this.#clock.now(), this.#settings.loop);
     } catch (err) {
       if (err instanceof PromotionRefusedError) return this.#halt(pipeline, err, ready, environments, log, recheck);
       throw err;
     }
-    const previous = findRecord(pipeline.status?.promotions ?? [], decision.to, decision.revision);
+    const previous = findRecord(pipeline.status?.promotions ?? [], decision.to, decision.revision, decision.wave);
+    const wave = decision.wave === undefined ? {} : { wave: decision.wave };
+    const into = decision.wave === undefined ? decision.to : `${decision.to} wave ${decision.wave}`;
     // A look at an open pull request is not a new attempt: the record (and status) stay as they are.
     const polling = previous?.state === 'Pending' && previous.pullRequest !== undefined ? previous : undefined;
     const pending: PromotionRecord = polling ?? {
       environment: decision.to,
+      ...wave,
       revision: decision.revision,
       strategy: spec.promotion.strategy,
       state: 'Pending',
       attempts: decision.attempt,
       startedAt: decision.startedAt ?? this.#now(),
-      ...approvedFields(spec.environments.find((e) => e.name === decision.to)?.requireApproval === true ? findApproval(pipeline.status, decision.to, decision.revision) : undefined),
+      ...approvedFields(approvalGates(spec, decision).map((gate) => findApproval(pipeline.status, gate, decision.revision)).findLast((a) => a !== undefined)),
     };
     let current: Pipeline;
     try {
@@ -426,7 +441,7 @@ export class PipelineController {
       if (err instanceof StatusConflict) return { requeueAfterMs: 1_000 }; // someone else acted; look again
       throw err;
     }
-    log.info('promotion recorded', { environment: decision.to, revision: decision.revision, attempt: decision.attempt, resumed: decision.resumed });
+    log.info('promotion recorded', { environment: decision.to, wave: decision.wave, revision: decision.revision, attempt: decision.attempt, resumed: decision.resumed });
 
     const request: PromotionRequest = {
       pipeline: { namespace, name, uid: meta.uid ?? '' },
@@ -436,6 +451,7 @@ export class PipelineController {
       strategy: spec.promotion.strategy,
       attempt: decision.attempt,
       resumed: decision.resumed,
+      ...wave,
     };
     if (this.#beforePromotion !== undefined) await this.#beforePromotion(request, signal);
     // Not started once the shard moved: the new owner resumes the Pending record.
@@ -456,15 +472,15 @@ export class PipelineController {
       return requeueAfter(this.#settings.gitPollIntervalMs, recheck);
     }
     const now = this.#now();
-    // A commit is done when the environment runs it: Committed until then (settled by a later reconcile).
-    const state = !outcome.ok ? 'Failed' : outcome.git === undefined ? 'Succeeded' : 'Committed';
+    // A commit is done when the environment runs it, a wave when it is ready: Committed until then (settled by a later reconcile).
+    const state = !outcome.ok ? 'Failed' : outcome.git === undefined && decision.wave === undefined ? 'Succeeded' : 'Committed';
     const finished: PromotionRecord = { ...pending, ...carried, state, message: outcome.message, finishedAt: now, ...(state === 'Committed' ? { committedAt: now } : {}) };
-    const carriedOut: CommittedPromotion | undefined = outcome.ok ? { environment: decision.to, revision: decision.revision, at: now, ...(outcome.git?.commit === undefined ? {} : { commit: outcome.git.commit }) } : undefined;
+    const carriedOut: CommittedPromotion | undefined = outcome.ok ? { environment: decision.to, ...wave, revision: decision.revision, at: now, ...(outcome.git?.commit === undefined ? {} : { commit: outcome.git.commit }) } : undefined;
     await this.#writer.recordOutcome(current, finished, carriedOut);
     if (state === 'Committed') {
-      log.info('committed; waiting for the environment to run it', { environment: decision.to, revision: decision.revision, commit: outcome.git?.commit });
-      await this.#writer.event(current, 'Normal', 'Committed', `promoting ${decision.revision} from ${decision.from} to ${decision.to}: ${outcome.message}; waiting for ${decision.to} to run it`, log);
-      await this.#actor.requestFluxReconcile(owner, spec, decision.to, log, signal);
+      log.info('committed; waiting for the environment to run it', { environment: decision.to, wave: decision.wave, revision: decision.revision, commit: outcome.git?.commit });
+      await this.#writer.event(current, 'Normal', decision.wave === undefined ? 'Committed' : 'WaveStarted', `promoting ${decision.revision} from ${decision.from} to ${into}: ${outcome.message}; waiting for ${into} to ${decision.wave === undefined ? 'run it' : 'be ready'}`, log);
+      if (outcome.git !== undefined) await this.#actor.requestFluxReconcile(owner, spec, decision.to, log, signal);
       return requeueAfter(recheck);
     }
     if (outcome.ok) {
@@ -483,6 +499,17 @@ export class PipelineController {
   #now(): string {
     return kubeTime(this.#clock);
   }
+}
+
+/**
+ * The approvals a promotion needs: the environment's (`requireApproval`: one approval of the
+ * environment covers each of its waves) and the wave's own (`<environment>/<wave>`).
+ */
+function approvalGates(spec: ValidPipelineSpec, decision: PromotionDecision & { readonly action: 'promote' }): string[] {
+  const env = spec.environments.find((e) => e.name === decision.to);
+  const gates = env?.requireApproval === true ? [decision.to] : [];
+  if (decision.wave !== undefined && env?.fleet?.waves.find((w) => w.name === decision.wave)?.requireApproval === true) gates.push(`${decision.to}/${decision.wave}`);
+  return gates;
 }
 
 /** The earliest of the delays given, or undefined when none is. */

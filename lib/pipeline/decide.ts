@@ -1,6 +1,6 @@
 import { wasCommitted } from './guard.ts';
 import { isEnvironmentKnown } from './observe.ts';
-import { MAX_PROMOTIONS_PER_ENVIRONMENT, type CommittedPromotion, type EnvironmentStatus, type PromotionRecord } from './types.ts';
+import { MAX_PROMOTIONS_PER_ENVIRONMENT, type CommittedPromotion, type EnvironmentStatus, type PromotionRecord, type WaveStatus } from './types.ts';
 
 // The promotion decision, as a pure function of the environments' status and the promotion records
 // already written: the controller acts only on what this returns, after recording it.
@@ -31,13 +31,13 @@ export type PromotionDecision =
    * Promote `revision` from environment `from` into `to`. `attempt` is the attempt about to begin
    * (1 for a new promotion); `resumed` when a Pending record is taken up again (after a restart).
    */
-  | { readonly action: 'promote'; readonly from: string; readonly to: string; readonly revision: string; readonly attempt: number; readonly resumed: boolean; readonly startedAt: string | undefined }
+  | { readonly action: 'promote'; readonly from: string; readonly to: string; readonly revision: string; readonly attempt: number; readonly resumed: boolean; readonly startedAt: string | undefined; readonly wave?: string }
   /** A Pending promotion whose source no longer holds its revision: close it as Failed. */
   | { readonly action: 'supersede'; readonly record: PromotionRecord; readonly reason: string };
 
-/** The newest record for (environment, revision), or undefined. */
-export function findRecord(records: readonly PromotionRecord[], environment: string, revision: string): PromotionRecord | undefined {
-  return records.findLast((r) => r.environment === environment && r.revision === revision);
+/** The newest record for (environment, revision) — of `wave` for a wave, without one otherwise — or undefined. */
+export function findRecord(records: readonly PromotionRecord[], environment: string, revision: string, wave?: string): PromotionRecord | undefined {
+  return records.findLast((r) => r.environment === environment && r.revision === revision && r.wave === wave);
 }
 
 /** When a failed record may be attempted again (clock milliseconds). */
@@ -81,7 +81,7 @@ export function decidePromotion(
     if (!source.ready || source.revision !== record.revision) {
       return { action: 'supersede', record, reason: `environment ${source.name} is no longer ready at ${record.revision}` };
     }
-    return { action: 'promote', from: source.name, to: target.name, revision: record.revision, attempt: record.attempts + 1, resumed: true, startedAt: record.startedAt };
+    return { action: 'promote', from: source.name, to: target.name, revision: record.revision, attempt: record.attempts + 1, resumed: true, startedAt: record.startedAt, ...(record.wave === undefined ? {} : { wave: record.wave }) };
   }
 
   let retryInMs: number | undefined;
@@ -99,6 +99,13 @@ export function decidePromotion(
     if (source === undefined || target === undefined) break;
     const revision = source.revision;
     if (!source.ready || revision === undefined || !isEnvironmentKnown(target)) continue;
+    if (target.waves !== undefined) {
+      if (inFlight.has(target.name)) continue;
+      const step = nextWave(target, target.waves, revision, records, now, policy, context.committed);
+      if (step.action === 'promote') return { action: 'promote', from: source.name, to: target.name, revision, wave: step.wave, attempt: step.attempt, resumed: false, startedAt: step.startedAt };
+      if (step.retryInMs !== undefined) retryInMs = Math.min(retryInMs ?? Infinity, step.retryInMs);
+      continue;
+    }
     if (target.revision === revision || inFlight.has(target.name) || wasCommitted(context.committed, target.name, revision)) continue;
     // A source whose own promotion of the revision is still Committed (its commit-status gate waits), or failed its gate, passes nothing on.
     const own = findRecord(records, source.name, revision);
@@ -114,12 +121,53 @@ export function decidePromotion(
   return retryInMs === undefined ? { action: 'none' } : { action: 'none', retryInMs };
 }
 
+/** What {@link nextWave} found. */
+type WaveStep =
+  | { readonly action: 'promote'; readonly wave: string; readonly attempt: number; readonly startedAt: string | undefined }
+  | { readonly action: 'none'; readonly retryInMs?: number };
+
+/**
+ * The next wave of a rollout of `revision` into a fleet environment, in order: a wave is done when
+ * its record `Succeeded` (it was ready at the revision); the next one starts once the previous is
+ * ready at the revision now and has soaked `soakSeconds` from its record's `readyAt`. A wave
+ * carried out that did not become ready in time (`Failed` after being carried out) stops the
+ * rollout of this revision; a wave whose action failed is retried with backoff. Empty waves are
+ * passed over; an environment whose every target runs the revision has nothing to do.
+ */
+export function nextWave(target: EnvironmentStatus, waves: readonly WaveStatus[], revision: string, records: readonly PromotionRecord[], now: number, policy: RetryPolicy, committed: readonly CommittedPromotion[] | undefined): WaveStep {
+  if (target.targets.length > 0 && target.targets.every((t) => t.readable === true && t.ready && t.revision === revision)) return { action: 'none' };
+  let previous: { readonly wave: WaveStatus; readonly record: PromotionRecord | undefined } | undefined;
+  for (const wave of waves) {
+    if (wave.total === 0) continue;
+    const record = findRecord(records, target.name, revision, wave.name);
+    const carried = wasCommitted(committed, target.name, revision, wave.name);
+    // Done (or carried out long ago, its record since dropped from the bounded list).
+    if (record?.state === 'Succeeded' || (carried && record === undefined)) {
+      previous = { wave, record };
+      continue;
+    }
+    // In flight (Pending, Committed), or carried out and failed: this revision's rollout stops here.
+    if (carried || record?.state === 'Pending' || record?.state === 'Committed') return { action: 'none' };
+    if (previous !== undefined) {
+      if (!previous.wave.ready || previous.wave.revision !== revision) return { action: 'none' }; // woken when it is
+      const readyAt = Date.parse(previous.record?.readyAt ?? '');
+      const soakedAt = (Number.isNaN(readyAt) ? 0 : readyAt) + (previous.wave.soakSeconds ?? 0) * 1_000;
+      if (soakedAt > now) return { action: 'none', retryInMs: soakedAt - now };
+    }
+    if (record === undefined || record.state === 'AwaitingApproval') return { action: 'promote', wave: wave.name, attempt: 1, startedAt: undefined };
+    const due = retryDueAt(record, policy); // Failed before it was carried out
+    if (due <= now) return { action: 'promote', wave: wave.name, attempt: record.attempts + 1, startedAt: record.startedAt };
+    return { action: 'none', retryInMs: due - now };
+  }
+  return { action: 'none' };
+}
+
 /**
  * `records` with `record` in place of the newest one for the same (environment, revision), or
  * appended; then only the newest {@link MAX_PROMOTIONS_PER_ENVIRONMENT} per environment are kept.
  */
 export function withRecord(records: readonly PromotionRecord[], record: PromotionRecord): PromotionRecord[] {
-  const at = records.findLastIndex((r) => r.environment === record.environment && r.revision === record.revision);
+  const at = records.findLastIndex((r) => r.environment === record.environment && r.revision === record.revision && r.wave === record.wave);
   const next = at < 0 ? [...records, record] : records.map((r, i) => (i === at ? record : r));
   const kept = new Map<string, number>();
   const result: PromotionRecord[] = [];
@@ -160,6 +208,11 @@ export function settleCommitted(environments: readonly EnvironmentStatus[], reco
   for (const record of records) {
     if (record.state !== 'Committed') continue;
     const env = environments.find((e) => e.name === record.environment);
+    if (record.wave !== undefined) {
+      const closed = settleWave(env, record, now, nowText, applyTimeoutMs);
+      if (closed !== undefined) settled.push(closed);
+      continue;
+    }
     const commit = record.commit === undefined ? 'the commit' : `commit ${record.commit.slice(0, 12)}`;
     if (env !== undefined && isEnvironmentKnown(env) && env.ready && env.revision === record.revision) {
       settled.push({ applied: true, record: { ...record, state: 'Succeeded', finishedAt: nowText, message: `${record.message ?? commit}; ${env.name} runs ${record.revision}` } });
@@ -170,4 +223,22 @@ export function settleCommitted(environments: readonly EnvironmentStatus[], reco
     }
   }
   return settled;
+}
+
+/**
+ * A wave's `Committed` record closed: `Succeeded` with `readyAt` once the wave meets its readiness
+ * policy at the revision, `Failed` (the rollout stops at this wave) past `applyTimeoutMs` from
+ * when it was carried out, or when the wave left the spec; undefined while it is still waiting.
+ */
+function settleWave(env: EnvironmentStatus | undefined, record: PromotionRecord, now: number, nowText: string, applyTimeoutMs: number): SettledPromotion | undefined {
+  const name = `wave ${record.wave ?? '?'} of ${record.environment}`;
+  const wave = env?.waves?.find((w) => w.name === record.wave);
+  if (wave === undefined) return { applied: false, record: { ...record, state: 'Failed', finishedAt: nowText, message: `${name} is no longer in the spec; the rollout of ${record.revision} stops here` } };
+  const counts = `${wave.readyTargets} of ${wave.total} clusters ready at ${wave.revision ?? 'no single revision'}, ${wave.required} needed`;
+  if (wave.ready && wave.revision === record.revision) {
+    return { applied: true, record: { ...record, state: 'Succeeded', finishedAt: nowText, readyAt: nowText, message: `${record.message ?? 'carried out'}; ${name} is ready (${counts})` } };
+  }
+  if (now < applyDueAt(record, applyTimeoutMs)) return undefined;
+  const reasons = Object.entries(env?.fleet?.notReady ?? {}).map(([reason, n]) => `${reason} ${n}`).join(', ');
+  return { applied: false, record: { ...record, state: 'Failed', finishedAt: nowText, message: `${name} was not ready at ${record.revision} within ${Math.round(applyTimeoutMs / 1_000)} s (${counts}${reasons === '' ? '' : `; environment not ready: ${reasons}`}): the rollout stops at this wave` } };
 }

@@ -1,4 +1,4 @@
-import type { EnvironmentStatus, TargetStatus } from './types.ts';
+import { MAX_FLEET_TARGETS_SHOWN, type EnvironmentStatus, type TargetStatus } from './types.ts';
 import { nonNegativeNumber } from '../util/index.ts';
 
 /** Default of {@link ProgressingGraceOptions.windowMs}. */
@@ -53,7 +53,13 @@ export class ProgressingGrace {
     const since = new Map<string, number>();
     let recheckInMs: number | undefined;
     const environments = observed.map((env) => {
-      const earlier = previous?.find((e) => e.name === env.name)?.targets;
+      const shown = previous?.find((e) => e.name === env.name);
+      const earlier = shown?.targets;
+      // A fleet's status lists only its first not-ready targets: when that list was complete, a
+      // target absent from it was counted ready at the environment's revision.
+      const fleetReady = shown?.fleet !== undefined && shown.revision !== undefined && shown.targets.length < MAX_FLEET_TARGETS_SHOWN
+        ? { ready: true, revision: shown.revision }
+        : undefined;
       return {
         name: env.name,
         targets: env.targets.map((t) => {
@@ -61,7 +67,7 @@ export class ProgressingGrace {
           const key = targetKey(t);
           const start = before?.get(key) ?? now;
           since.set(key, start);
-          const was = earlier?.find((p) => targetKey(p) === key);
+          const was = earlier?.find((p) => targetKey(p) === key) ?? fleetReady;
           const left = start + this.#windowMs - now;
           if (left <= 0 || t.readable !== true || t.revision === undefined || was?.ready !== true || was.revision !== t.revision) return t;
           recheckInMs = Math.min(recheckInMs ?? Infinity, left);

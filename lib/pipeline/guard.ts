@@ -39,9 +39,9 @@ export class PromotionRefusedError extends FleetcacheError {
   }
 }
 
-/** True when `committed` holds ⟨environment, revision⟩. */
-export function wasCommitted(committed: readonly CommittedPromotion[] | undefined, environment: string, revision: string): boolean {
-  return committed?.some((c) => c.environment === environment && c.revision === revision) === true;
+/** True when `committed` holds ⟨environment, revision⟩ (of `wave`, for a wave; a record without a wave otherwise). */
+export function wasCommitted(committed: readonly CommittedPromotion[] | undefined, environment: string, revision: string, wave?: string): boolean {
+  return committed?.some((c) => c.environment === environment && c.revision === revision && c.wave === wave) === true;
 }
 
 /**
@@ -56,6 +56,8 @@ export function checkPromotion(
     readonly environment: string;
     readonly revision: string;
     readonly isNew: boolean;
+    /** The wave of a fleet environment: carried out once per wave. */
+    readonly wave?: string | undefined;
     /** `status.halted.at` of the last halt, in force or lifted: only promotions after it count. */
     readonly haltedAt?: string | undefined;
   },
@@ -67,14 +69,15 @@ export function checkPromotion(
     throw new PromotionRefusedError('CommitReference', environment, `refused to promote ${revision} to ${environment}: it is a Git commit or artifact reference, which changes with every commit (fleetcache's own too) and is never written into a manifest; set spec.revisionPath to the value the promotion sets (e.g. /spec/postBuild/substitute/version for a Flux Kustomization)`);
   }
   if (!request.isNew) return;
-  const earlier = committed?.find((c) => c.environment === environment && c.revision === revision);
+  const earlier = committed?.find((c) => c.environment === environment && c.revision === revision && c.wave === request.wave);
   if (earlier !== undefined) {
-    throw new PromotionRefusedError('PromotionLoop', environment, `refused a second promotion of ${revision} to ${environment}: carried out already at ${earlier.at}${earlier.commit === undefined ? '' : ` (commit ${earlier.commit.slice(0, 12)})`}`);
+    throw new PromotionRefusedError('PromotionLoop', environment, `refused a second promotion of ${revision} to ${environment}${request.wave === undefined ? '' : ` wave ${request.wave}`}: carried out already at ${earlier.at}${earlier.commit === undefined ? '' : ` (commit ${earlier.commit.slice(0, 12)})`}`);
   }
   // Promotions before the last halt do not count again once a spec change lifted it.
   const lifted = request.haltedAt === undefined ? Number.NEGATIVE_INFINITY : Date.parse(request.haltedAt);
   const since = Math.max(now - policy.windowMs, Number.isNaN(lifted) ? Number.NEGATIVE_INFINITY : lifted);
-  const recent = (committed ?? []).filter((c) => c.environment === environment && Date.parse(c.at) > since).length;
+  // Revisions, not entries: the waves of one rollout are one promotion of the environment.
+  const recent = new Set((committed ?? []).filter((c) => c.environment === environment && Date.parse(c.at) > since).map((c) => c.revision)).size;
   if (recent >= policy.maxPerEnvironment) {
     throw new PromotionRefusedError('PromotionLoop', environment, `stopped promoting: ${environment} was promoted ${recent} times within ${Math.round(policy.windowMs / 1_000)} s (at most ${policy.maxPerEnvironment}), which looks like a loop — does the revision read change with every commit? Fix the spec; any change of it resumes promotions`);
   }
@@ -82,7 +85,7 @@ export function checkPromotion(
 
 /** `committed` with `entry` appended, keeping the newest {@link MAX_COMMITTED_PER_ENVIRONMENT} per environment. */
 export function withCommitted(committed: readonly CommittedPromotion[] | undefined, entry: CommittedPromotion): CommittedPromotion[] {
-  const next = [...(committed ?? []).filter((c) => c.environment !== entry.environment || c.revision !== entry.revision), entry];
+  const next = [...(committed ?? []).filter((c) => c.environment !== entry.environment || c.revision !== entry.revision || c.wave !== entry.wave), entry];
   const kept = new Map<string, number>();
   const result: CommittedPromotion[] = [];
   for (let i = next.length - 1; i >= 0; i--) {

@@ -1,8 +1,9 @@
 import type { KubeObject } from '../transport/index.ts';
 import { getAtPointer } from './json-pointer.ts';
 import { isSuspended } from './flux.ts';
-import type { EnvironmentStatus, NotReadyReason, TargetStatus } from './types.ts';
-import type { ResolvedTarget } from './validate.ts';
+import { policyText, setReadiness } from './fleet-policy.ts';
+import type { EnvironmentStatus, FleetStatus, NotReadyReason, TargetStatus, WaveStatus } from './types.ts';
+import type { ResolvedEnvironment, ResolvedTarget } from './validate.ts';
 
 // Pure functions from what the caches hold to the Pipeline's per-target and per-environment status.
 
@@ -136,9 +137,50 @@ export function targetStatusOf(target: ResolvedTarget, seen: TargetObservation, 
   }
 }
 
-/** True when every target of the environment could be read (none unreadable, none loading). */
+/**
+ * True when every target of the environment could be read (none unreadable, none loading); for a
+ * fleet, when its members are known and enough of them can be read for its policy to be met.
+ */
 export function isEnvironmentKnown(env: EnvironmentStatus): boolean {
+  const fleet = env.fleet;
+  if (fleet !== undefined) return fleet.error === undefined && fleet.total > 0 && fleet.readable >= fleet.required;
   return env.targets.every((t) => t.readable === true);
+}
+
+/**
+ * A fleet environment's status: ready when its readiness policy is met at the revision most of its
+ * targets are ready at; counts by reason; each wave judged by its own policy. `targets` holds
+ * every target (status shows a bounded part, conditions.ts). `membershipError` when the member
+ * list cannot be read.
+ */
+export function fleetEnvironmentStatusOf(env: ResolvedEnvironment, targets: readonly TargetStatus[], membershipError?: string): EnvironmentStatus {
+  const fleet = env.fleet;
+  if (fleet === undefined) return environmentStatusOf(env.name, targets);
+  const overall = setReadiness(targets, fleet.readiness);
+  const counts: FleetStatus = { policy: policyText(fleet.readiness), ...overall.counts, ...(membershipError === undefined ? {} : { error: membershipError }) };
+  const waves = fleet.waves.length === 0 ? undefined : fleet.waves.map((w): WaveStatus => {
+    const r = setReadiness(targets.filter((t) => env.waveOf?.get(t.cluster) === w.name), w.readiness);
+    return {
+      name: w.name,
+      ready: r.ready,
+      ...(r.revision === undefined ? {} : { revision: r.revision }),
+      total: r.counts.total,
+      readyTargets: r.counts.readyTargets,
+      required: r.counts.required,
+      ...(w.soakSeconds > 0 ? { soakSeconds: w.soakSeconds } : {}),
+      ...(w.requireApproval ? { requireApproval: true } : {}),
+    };
+  });
+  const reason = overall.ready ? undefined : targets.find((t) => t.reason !== undefined)?.reason;
+  return {
+    name: env.name,
+    ready: overall.ready && membershipError === undefined,
+    ...(overall.revision === undefined ? {} : { revision: overall.revision }),
+    ...(reason === undefined ? {} : { reason }),
+    targets,
+    fleet: counts,
+    ...(waves === undefined ? {} : { waves }),
+  };
 }
 
 /**

@@ -2,7 +2,8 @@ import type { OwnerRef, Registry } from '../registry/index.ts';
 import { toError, type Clock } from '../util/index.ts';
 import { isRevertedByFlux } from './flux.ts';
 import type { ObservedEnvironment, ProgressingGrace } from './grace.ts';
-import { environmentStatusOf, targetStatusOf, type TargetObservation } from './observe.ts';
+import type { Membership } from './fleet-members.ts';
+import { environmentStatusOf, fleetEnvironmentStatusOf, targetStatusOf, type TargetObservation } from './observe.ts';
 import type { EnvironmentStatus, Pipeline } from './types.ts';
 import type { ResolvedTarget, ValidPipelineSpec } from './validate.ts';
 
@@ -51,9 +52,10 @@ export class TargetObserver {
 
   /**
    * Every environment's status from the caches: each target's readiness and revision, marked
-   * `drifted` where Flux put a patched value back, then the Progressing grace applied.
+   * `drifted` where Flux put a patched value back, then the Progressing grace applied. A fleet
+   * environment's targets are its members as resolved (`membership` says what is known of them).
    */
-  async observeAll(key: string, pipeline: Pipeline, spec: ValidPipelineSpec, owner: OwnerRef, signal: AbortSignal): Promise<{ readonly environments: EnvironmentStatus[]; readonly graceEndsInMs: number | undefined }> {
+  async observeAll(key: string, pipeline: Pipeline, spec: ValidPipelineSpec, owner: OwnerRef, signal: AbortSignal, membership: ReadonlyMap<string, Membership> = new Map()): Promise<{ readonly environments: EnvironmentStatus[]; readonly graceEndsInMs: number | undefined }> {
     const promotion = spec.promotion;
     const records = pipeline.status?.promotions ?? [];
     const patched = this.#patched.get(key);
@@ -74,7 +76,13 @@ export class TargetObserver {
       };
     }));
     const held = this.#grace.hold(key, observed, pipeline.status?.environments, this.#clock.now());
-    return { environments: held.environments.map((e) => environmentStatusOf(e.name, e.targets)), graceEndsInMs: held.recheckInMs };
+    const environments = held.environments.map((e, i) => {
+      const env = spec.environments[i];
+      if (env?.fleet === undefined) return environmentStatusOf(e.name, e.targets);
+      const known = membership.get(env.name) ?? { state: 'loading' as const };
+      return fleetEnvironmentStatusOf(env, e.targets, known.state === 'unreadable' ? known.error : undefined);
+    });
+    return { environments, graceEndsInMs: held.recheckInMs };
   }
 
   /** What the cache of one target shows. Cluster failures are observations, never reconcile errors. */

@@ -23,9 +23,64 @@ export interface PipelineTarget {
   readonly clusterRef?: PipelineClusterRef;
 }
 
+/**
+ * When a set of targets counts as ready: `All` of them, a `Quorum` of `count`, or `Percent` of them
+ * (`percent` of the total, rounded up). Default `All`.
+ */
+export interface ReadinessPolicy {
+  readonly policy: 'All' | 'Quorum' | 'Percent';
+  /** With `Quorum`: how many targets must be ready (more than exist: all of them). */
+  readonly count?: number;
+  /** With `Percent`: 1 to 100. */
+  readonly percent?: number;
+}
+
+/** A label selector in the API's usual form (both parts ANDed; neither matches every object). */
+export interface PipelineLabelSelector {
+  readonly matchLabels?: Readonly<Record<string, string>>;
+  readonly matchExpressions?: readonly { readonly key: string; readonly operator: 'In' | 'NotIn' | 'Exists' | 'DoesNotExist'; readonly values?: readonly string[] }[];
+}
+
+/**
+ * One wave of a rollout into a fleet environment: the clusters whose Secret (or Cluster) labels
+ * match `selector`, or the next `count` clusters, or the next `percent` of the fleet (rounded up),
+ * in cluster-name order. Exactly one of the three. The last wave also takes every cluster no
+ * earlier wave took.
+ */
+export interface PipelineWave {
+  readonly name: string;
+  readonly selector?: PipelineLabelSelector;
+  readonly count?: number;
+  readonly percent?: number;
+  /** When this wave counts as ready. Default: the environment's `readiness`. */
+  readonly readiness?: ReadinessPolicy;
+  /** How long this wave must have been ready before the next wave starts, from when it first was. Default 0. */
+  readonly soakSeconds?: number;
+  /** This wave waits for an approval of `<environment>/<wave>` (as `requireApproval` does for an environment). */
+  readonly requireApproval?: boolean;
+}
+
+/**
+ * An environment of many clusters: the same `namespace` in every cluster whose kubeconfig Secret
+ * (or Cluster API Cluster) in the Pipeline's namespace matches `clusterSelector`, plus those listed
+ * in `clusters`. Membership follows the labels (watched, as the Pipeline's identity).
+ */
+export interface PipelineFleet {
+  readonly namespace: string;
+  readonly clusterSelector?: PipelineLabelSelector & { readonly kind?: 'Secret' | 'Cluster' };
+  readonly clusters?: readonly PipelineClusterRef[];
+  /** When the environment counts as ready (as a source of promotions, and done as a target). Default `All`. */
+  readonly readiness?: ReadinessPolicy;
+  /** Promotions into the environment go wave after wave. Unset: all clusters at once. */
+  readonly waves?: readonly PipelineWave[];
+}
+
 export interface PipelineEnvironment {
   readonly name: string;
-  readonly targets: readonly PipelineTarget[];
+  /** The environment's targets; or `fleet`, not both. */
+  readonly targets?: readonly PipelineTarget[];
+  /** A fleet environment (instead of `targets`). */
+  readonly fleet?: PipelineFleet;
   /**
    * Promotions into this environment wait until someone allowed the verb `approve` on this
    * Pipeline (group fleetcache.dev, resource pipelines) approves the revision through the
@@ -160,14 +215,60 @@ export interface TargetStatus {
 
 export interface EnvironmentStatus {
   readonly name: string;
-  /** Every target ready at one revision. */
+  /** Every target ready at one revision; for a fleet, its readiness policy met at one revision. */
   readonly ready: boolean;
-  /** The revision every target reports, when they agree. */
+  /** The revision every target reports, when they agree; for a fleet, the one most targets are ready at. */
   readonly revision?: string;
   /** When not ready at that revision: the first not-ready target's {@link NotReadyReason}. */
   readonly reason?: NotReadyReason;
+  /**
+   * Every target; for a fleet environment, in status, only the first {@link MAX_FLEET_TARGETS_SHOWN}
+   * not ready (the counts are in `fleet`).
+   */
   readonly targets: readonly TargetStatus[];
+  /** A fleet environment's counts. */
+  readonly fleet?: FleetStatus;
+  /** A fleet environment's waves, in order. */
+  readonly waves?: readonly WaveStatus[];
 }
+
+/** Why a fleet's target does not count as ready: a {@link NotReadyReason}, or where it stands instead. */
+export type FleetNotReadyReason = NotReadyReason | 'Unreadable' | 'Loading' | 'Missing' | 'OtherRevision';
+
+/** A fleet environment's (or wave's) readiness in counts: bounded whatever the fleet's size. */
+export interface FleetStatus {
+  /** The readiness policy, e.g. `Quorum 5`. */
+  readonly policy: string;
+  readonly total: number;
+  /** Targets ready at the environment's revision. */
+  readonly readyTargets: number;
+  /** How many ready targets the policy needs (`total` for All). */
+  readonly required: number;
+  /** Targets that can be read (readiness is decided once `required` of them can). */
+  readonly readable: number;
+  /** How many targets are not ready, by reason. */
+  readonly notReady: Readonly<Partial<Record<FleetNotReadyReason, number>>>;
+  /** Why the membership could not be read (the Secret or Cluster list), when it cannot. */
+  readonly error?: string;
+}
+
+/** One wave of a fleet environment. */
+export interface WaveStatus {
+  readonly name: string;
+  /** The wave's readiness policy met at `revision`. */
+  readonly ready: boolean;
+  readonly revision?: string;
+  readonly total: number;
+  readonly readyTargets: number;
+  readonly required: number;
+  /** The wave's `soakSeconds`, when set. */
+  readonly soakSeconds?: number;
+  /** The wave requires its own approval (`<environment>/<wave>`). */
+  readonly requireApproval?: boolean;
+}
+
+/** How many not-ready targets a fleet environment's status lists (the rest are only counted). */
+export const MAX_FLEET_TARGETS_SHOWN = 10;
 
 /**
  * `AwaitingApproval`: the environment requires approval and the revision has none yet.
@@ -185,6 +286,14 @@ export type PromotionState = 'AwaitingApproval' | 'Pending' | 'Committed' | 'Suc
 export interface PromotionRecord {
   /** The environment promoted into. */
   readonly environment: string;
+  /**
+   * The wave of a fleet environment promoted into. A wave's record is `Committed` once carried out
+   * (whatever the strategy) until the wave is ready at the revision (`Succeeded`, `readyAt` set)
+   * or the apply timeout passed (`Failed`: the rollout stops at this wave).
+   */
+  readonly wave?: string;
+  /** When the wave was first seen ready at the revision: its soak counts from here. */
+  readonly readyAt?: string;
   readonly revision: string;
   readonly strategy: 'patch' | 'webhook' | 'git';
   readonly state: PromotionState;
@@ -254,6 +363,8 @@ export interface PipelineStatus {
 /** One ⟨environment, revision⟩ carried out. */
 export interface CommittedPromotion {
   readonly environment: string;
+  /** The wave (fleet environments with waves). */
+  readonly wave?: string;
   readonly revision: string;
   /** RFC 3339. */
   readonly at: string;

@@ -5,6 +5,7 @@ import {
 } from '../util/index.ts';
 import { AppKinds, kindName } from './app-kinds.ts';
 import { commitStatusProblems, validateCommitStatuses, type ResolvedCommitStatusGate } from './commit-status.ts';
+import { ALL, type ResolvedReadiness } from './fleet-policy.ts';
 import { fluxSpecProblems } from './flux.ts';
 import { isJsonPointer } from './json-pointer.ts';
 
@@ -14,6 +15,11 @@ import { isJsonPointer } from './json-pointer.ts';
 /** Bounds shared with the CRD schema (CEL cost estimates need them too). */
 export const MAX_ENVIRONMENTS = 20;
 export const MAX_TARGETS_PER_ENVIRONMENT = 50;
+/** Clusters a fleet environment may list by name (a selector has no bound). */
+export const MAX_FLEET_CLUSTERS = 500;
+export const MAX_WAVES = 10;
+/** A week: longer soaks are a schedule, not a gate. */
+export const MAX_SOAK_SECONDS = 604_800;
 
 
 /** One target, with its cluster reference in the library's terms. */
@@ -26,11 +32,42 @@ export interface ResolvedTarget {
 
 export interface ResolvedEnvironment {
   readonly name: string;
+  /**
+   * Its targets. For a fleet environment, empty as validated; the controller fills in the members
+   * it reads (fleet-members.ts), each reconcile.
+   */
   readonly targets: readonly ResolvedTarget[];
   /** Promotions into it wait for an approval annotation naming the revision. */
   readonly requireApproval: boolean;
   /** Promotions into it are done once the commit's statuses pass (git strategy). */
   readonly commitStatuses?: ResolvedCommitStatusGate;
+  /** Set for a fleet environment. */
+  readonly fleet?: ResolvedFleet;
+  /** With waves: each member's wave by cluster key (filled in with the members). */
+  readonly waveOf?: ReadonlyMap<string, string>;
+}
+
+/** A fleet environment, checked. */
+export interface ResolvedFleet {
+  readonly namespace: string;
+  /** Members by labels: the kind of object selected and the selector in the API's string form. */
+  readonly selector: { readonly kind: 'Secret' | 'Cluster'; readonly labelSelector: string } | undefined;
+  /** Members by name. */
+  readonly clusters: readonly ClusterRef[];
+  readonly readiness: ResolvedReadiness;
+  /** Empty: one promotion into every member at once. */
+  readonly waves: readonly ResolvedWave[];
+}
+
+export interface ResolvedWave {
+  readonly name: string;
+  readonly by:
+    | { readonly kind: 'selector'; readonly labelSelector: string }
+    | { readonly kind: 'count'; readonly count: number }
+    | { readonly kind: 'percent'; readonly percent: number };
+  readonly readiness: ResolvedReadiness;
+  readonly soakSeconds: number;
+  readonly requireApproval: boolean;
 }
 
 export type ResolvedPromotion =
@@ -184,6 +221,24 @@ function validateEnvironments(value: unknown, pipelineNamespace: string, policy:
       ok = false;
     }
     if (name !== undefined) names.add(name);
+    if (env.requireApproval !== undefined && typeof env.requireApproval !== 'boolean') {
+      problems.add(`${path}.requireApproval`, 'must be true or false');
+      ok = false;
+    }
+    const before = problems.list.length;
+    const commitStatuses = validateCommitStatuses(env.commitStatuses, `${path}.commitStatuses`, (at, message) => { problems.add(at, message); });
+    const commitStatusesBad = problems.list.length > before;
+    if (env.fleet !== undefined) {
+      if (env.targets !== undefined) problems.add(`${path}.targets`, 'must be unset when fleet is set');
+      if (i === 0 && isRecord(env.fleet) && env.fleet.waves !== undefined) problems.add(`${path}.fleet.waves`, 'the first environment is never promoted into: waves belong to a later one');
+      const fleet = validateFleet(env.fleet, `${path}.fleet`, pipelineNamespace, problems);
+      if (name === undefined || fleet === undefined || env.targets !== undefined || commitStatusesBad) {
+        ok = false;
+        continue;
+      }
+      environments.push({ name, targets: [], requireApproval: env.requireApproval === true, fleet, ...(commitStatuses === undefined ? {} : { commitStatuses }) });
+      continue;
+    }
     const rawTargets = problems.array(env.targets, `${path}.targets`, 1, MAX_TARGETS_PER_ENVIRONMENT);
     const targets: ResolvedTarget[] = [];
     for (const [j, rawTarget] of (rawTargets ?? []).entries()) {
@@ -214,19 +269,147 @@ function validateEnvironments(value: unknown, pipelineNamespace: string, policy:
       seenTargets.set(where, tpath);
       targets.push({ cluster, clusterKey: key, namespace });
     }
-    if (env.requireApproval !== undefined && typeof env.requireApproval !== 'boolean') {
-      problems.add(`${path}.requireApproval`, 'must be true or false');
-      ok = false;
-    }
-    const before = problems.list.length;
-    const commitStatuses = validateCommitStatuses(env.commitStatuses, `${path}.commitStatuses`, (at, message) => { problems.add(at, message); });
-    if (name === undefined || rawTargets?.length !== targets.length || problems.list.length > before) {
+    if (name === undefined || rawTargets?.length !== targets.length || commitStatusesBad) {
       ok = false;
       continue;
     }
     environments.push({ name, targets, requireApproval: env.requireApproval === true, ...(commitStatuses === undefined ? {} : { commitStatuses }) });
   }
   return ok ? environments : undefined;
+}
+
+const LABEL_KEY = /^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*\/)?[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$/;
+const LABEL_VALUE = /^([A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?)?$/;
+
+/** A `{ matchLabels, matchExpressions }` selector in the API's string form (what the registry takes). */
+function validateSelector(value: unknown, path: string, problems: Problems): string | undefined {
+  const selector = problems.record(value, path);
+  if (selector === undefined) return undefined;
+  const before = problems.list.length;
+  const parts: string[] = [];
+  if (selector.matchLabels !== undefined) {
+    const labels = problems.record(selector.matchLabels, `${path}.matchLabels`);
+    for (const [key, v] of Object.entries(labels ?? {})) {
+      if (!LABEL_KEY.test(key) || key.length > 317) problems.add(`${path}.matchLabels`, `${JSON.stringify(key.slice(0, 80))} is not a label key`);
+      else if (typeof v !== 'string' || !LABEL_VALUE.test(v)) problems.add(`${path}.matchLabels.${key}`, 'must be a label value');
+      else parts.push(`${key}=${v}`);
+    }
+  }
+  if (selector.matchExpressions !== undefined) {
+    const list = problems.array(selector.matchExpressions, `${path}.matchExpressions`, 0, 20);
+    for (const [j, raw] of (list ?? []).entries()) {
+      const epath = `${path}.matchExpressions[${j}]`;
+      const e = problems.record(raw, epath);
+      if (e === undefined) continue;
+      const key = typeof e.key === 'string' && LABEL_KEY.test(e.key) ? e.key : undefined;
+      if (key === undefined) problems.add(`${epath}.key`, 'must be a label key');
+      const given = e.values === undefined ? [] : Array.isArray(e.values) ? (e.values as unknown[]) : [null];
+      const values = given.filter((v): v is string => typeof v === 'string' && LABEL_VALUE.test(v));
+      if (values.length !== given.length) {
+        problems.add(`${epath}.values`, 'must be a list of label values');
+        continue;
+      }
+      const op = e.operator;
+      if (op === 'In' || op === 'NotIn') {
+        if (values.length === 0) problems.add(`${epath}.values`, `must not be empty with ${op}`);
+        else if (key !== undefined) parts.push(`${key} ${op === 'In' ? 'in' : 'notin'} (${values.join(',')})`);
+      } else if (op === 'Exists' || op === 'DoesNotExist') {
+        if (values.length > 0) problems.add(`${epath}.values`, `must be empty with ${op}`);
+        else if (key !== undefined) parts.push(op === 'Exists' ? key : `!${key}`);
+      } else {
+        problems.add(`${epath}.operator`, `must be In, NotIn, Exists or DoesNotExist, got ${JSON.stringify(op)}`);
+      }
+    }
+  }
+  return problems.list.length > before ? undefined : parts.join(',');
+}
+
+function validateReadiness(value: unknown, path: string, problems: Problems): ResolvedReadiness | undefined {
+  if (value === undefined) return ALL;
+  const r = problems.record(value, path);
+  if (r === undefined) return undefined;
+  const { policy, count, percent } = r;
+  if (policy === 'All' && count === undefined && percent === undefined) return ALL;
+  if (policy === 'Quorum' && percent === undefined && typeof count === 'number' && Number.isInteger(count) && count >= 1) return { policy, count };
+  if (policy === 'Percent' && count === undefined && typeof percent === 'number' && Number.isInteger(percent) && percent >= 1 && percent <= 100) return { policy, percent };
+  problems.add(path, 'must be {policy: All}, {policy: Quorum, count: n ≥ 1} or {policy: Percent, percent: 1..100}');
+  return undefined;
+}
+
+function validateWaves(value: unknown, path: string, readiness: ResolvedReadiness, problems: Problems): ResolvedWave[] | undefined {
+  if (value === undefined) return [];
+  const list = problems.array(value, path, 1, MAX_WAVES);
+  if (list === undefined) return undefined;
+  const before = problems.list.length;
+  const waves: ResolvedWave[] = [];
+  const names = new Set<string>();
+  for (const [j, raw] of list.entries()) {
+    const wpath = `${path}[${j}]`;
+    const w = problems.record(raw, wpath);
+    if (w === undefined) continue;
+    const name = problems.string(w.name, `${wpath}.name`, isDnsLabel, DNS_LABEL_MAX_LENGTH, 'a DNS label');
+    if (name !== undefined && names.has(name)) problems.add(`${wpath}.name`, `${JSON.stringify(name)} is used by an earlier wave; names must be unique`);
+    if (name !== undefined) names.add(name);
+    const given = ['selector', 'count', 'percent'].filter((k) => w[k] !== undefined);
+    let by: ResolvedWave['by'] | undefined;
+    if (given.length !== 1) problems.add(wpath, `set exactly one of selector, count, percent (got ${given.length === 0 ? 'none' : given.join(', ')})`);
+    else if (w.selector !== undefined) {
+      const labelSelector = validateSelector(w.selector, `${wpath}.selector`, problems);
+      if (labelSelector !== undefined) by = { kind: 'selector', labelSelector };
+    } else if (w.count !== undefined) {
+      if (typeof w.count === 'number' && Number.isInteger(w.count) && w.count >= 1) by = { kind: 'count', count: w.count };
+      else problems.add(`${wpath}.count`, 'must be an integer ≥ 1');
+    } else if (typeof w.percent === 'number' && Number.isInteger(w.percent) && w.percent >= 1 && w.percent <= 100) by = { kind: 'percent', percent: w.percent };
+    else problems.add(`${wpath}.percent`, 'must be an integer from 1 to 100');
+    const waveReadiness = w.readiness === undefined ? readiness : validateReadiness(w.readiness, `${wpath}.readiness`, problems);
+    const soak = w.soakSeconds ?? 0;
+    if (typeof soak !== 'number' || !Number.isInteger(soak) || soak < 0 || soak > MAX_SOAK_SECONDS) problems.add(`${wpath}.soakSeconds`, `must be an integer from 0 to ${MAX_SOAK_SECONDS}`);
+    if (w.requireApproval !== undefined && typeof w.requireApproval !== 'boolean') problems.add(`${wpath}.requireApproval`, 'must be true or false');
+    if (name !== undefined && by !== undefined && waveReadiness !== undefined && typeof soak === 'number') {
+      waves.push({ name, by, readiness: waveReadiness, soakSeconds: soak, requireApproval: w.requireApproval === true });
+    }
+  }
+  return problems.list.length > before ? undefined : waves;
+}
+
+function validateFleet(value: unknown, path: string, pipelineNamespace: string, problems: Problems): ResolvedFleet | undefined {
+  const fleet = problems.record(value, path);
+  if (fleet === undefined) return undefined;
+  const before = problems.list.length;
+  const namespace = problems.string(fleet.namespace, `${path}.namespace`, isNamespaceName, DNS_LABEL_MAX_LENGTH, 'a namespace name');
+  let selector: ResolvedFleet['selector'];
+  if (fleet.clusterSelector !== undefined) {
+    const raw = problems.record(fleet.clusterSelector, `${path}.clusterSelector`);
+    const kind = raw?.kind ?? 'Secret';
+    if (kind !== 'Secret' && kind !== 'Cluster') problems.add(`${path}.clusterSelector.kind`, `must be "Secret" or "Cluster", got ${JSON.stringify(kind)}`);
+    const labelSelector = raw === undefined ? undefined : validateSelector({ matchLabels: raw.matchLabels, matchExpressions: raw.matchExpressions }, `${path}.clusterSelector`, problems);
+    if (labelSelector === '') problems.add(`${path}.clusterSelector`, 'must name labels (matchLabels or matchExpressions): an empty selector would take every Secret of the namespace');
+    if ((kind === 'Secret' || kind === 'Cluster') && labelSelector !== undefined) selector = { kind, labelSelector };
+  }
+  const clusters: ClusterRef[] = [];
+  if (fleet.clusters !== undefined) {
+    const list = problems.array(fleet.clusters, `${path}.clusters`, 1, MAX_FLEET_CLUSTERS);
+    const seen = new Set<string>();
+    for (const [j, raw] of (list ?? []).entries()) {
+      const ref = validateClusterRef(raw, `${path}.clusters[${j}]`, problems);
+      if (ref === undefined) continue;
+      let key: string;
+      try {
+        key = clusterKey(ref, pipelineNamespace);
+      } catch (err) {
+        problems.add(`${path}.clusters[${j}]`, toError(err).message);
+        continue;
+      }
+      if (seen.has(key)) problems.add(`${path}.clusters[${j}]`, `${key} is listed twice`);
+      seen.add(key);
+      clusters.push(ref);
+    }
+  }
+  if (fleet.clusterSelector === undefined && fleet.clusters === undefined) problems.add(path, 'set clusterSelector, clusters, or both');
+  const readiness = validateReadiness(fleet.readiness, `${path}.readiness`, problems);
+  const waves = validateWaves(fleet.waves, `${path}.waves`, readiness ?? ALL, problems);
+  if (problems.list.length > before || namespace === undefined || readiness === undefined || waves === undefined) return undefined;
+  return { namespace, selector, clusters, readiness, waves };
 }
 
 function validatePromotion(value: unknown, problems: Problems): ResolvedPromotion | undefined {
@@ -355,6 +538,11 @@ export function validatePipelineSpec(spec: unknown, pipelineNamespace: string, p
     ? undefined
     : problems.string(root.serviceAccountName, 'spec.serviceAccountName', isObjectName, DNS_SUBDOMAIN_MAX_LENGTH, 'a ServiceAccount name');
   if (environments !== undefined && promotion !== undefined) problems.list.push(...commitStatusProblems(environments, promotion));
+  if (promotion?.strategy === 'git' && promotion.pullRequest !== undefined) {
+    for (const [i, env] of (environments ?? []).entries()) {
+      if ((env.fleet?.waves.length ?? 0) > 0) problems.add(`spec.environments[${i}].fleet.waves`, 'waves are carried out by the patch and webhook strategies and by git pushing to the branch; git with pullRequest would need a merge per wave: drop pullRequest or the waves');
+    }
+  }
   if (app !== undefined && promotion !== undefined && (revisionPath === undefined || typeof revisionPath === 'string')) {
     validateUnderFlux(app, promotion, revisionPath, problems);
   }

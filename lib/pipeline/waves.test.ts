@@ -1,0 +1,120 @@
+import assert from 'node:assert/strict';
+import { describe, it } from 'node:test';
+import { decidePromotion, settleCommitted, withRecord } from './decide.ts';
+import { checkPromotion, PromotionRefusedError, withCommitted } from './guard.ts';
+import type { CommittedPromotion, EnvironmentStatus, PromotionRecord, TargetStatus, WaveStatus } from './types.ts';
+
+// Wave progression as a pure function of status and records: order, soak, failure, exactly-once.
+
+const policy = { initialMs: 1_000, maxMs: 8_000 };
+const T0 = Date.parse('2025-01-01T00:00:00Z');
+const at = (ms: number): string => new Date(ms).toISOString();
+
+const dev: EnvironmentStatus = { name: 'dev', ready: true, revision: '2', targets: [{ cluster: 'local', namespace: 'dev', readable: true, ready: true, revision: '2' }] };
+
+/** A fleet `prod` whose waves stand at the revisions given (each wave: its revision, ready or not). */
+function prod(waves: readonly { name: string; revision: string; ready: boolean; soakSeconds?: number; total?: number }[]): EnvironmentStatus {
+  const targets: TargetStatus[] = waves.flatMap((w) => Array.from({ length: w.total ?? 2 }, (_, i) => ({ cluster: `secret:fleet/${w.name}-${i}`, namespace: 'app', readable: true, exists: true, ready: w.ready, revision: w.revision })));
+  const statuses: WaveStatus[] = waves.map((w) => ({ name: w.name, ready: w.ready, revision: w.revision, total: w.total ?? 2, readyTargets: w.ready ? w.total ?? 2 : 0, required: w.total ?? 2, ...(w.soakSeconds === undefined ? {} : { soakSeconds: w.soakSeconds }) }));
+  return { name: 'prod', ready: false, revision: '1', targets, fleet: { policy: 'All', total: targets.length, readyTargets: 0, required: targets.length, readable: targets.length, notReady: { OtherRevision: targets.length } }, waves: statuses };
+}
+
+function waveRecord(wave: string, state: PromotionRecord['state'], extra: Partial<PromotionRecord> = {}): PromotionRecord {
+  return { environment: 'prod', wave, revision: '2', strategy: 'patch', state, attempts: 1, startedAt: at(T0), ...extra };
+}
+
+const carried = (wave: string): CommittedPromotion => ({ environment: 'prod', wave, revision: '2', at: at(T0) });
+
+describe('waves', () => {
+  it('start with the first wave', () => {
+    const d = decidePromotion([dev, prod([{ name: 'canary', revision: '1', ready: true }, { name: 'rest', revision: '1', ready: true }])], [], T0, policy);
+    assert.deepEqual(d, { action: 'promote', from: 'dev', to: 'prod', revision: '2', wave: 'canary', attempt: 1, resumed: false, startedAt: undefined });
+  });
+
+  it('pass over an empty wave', () => {
+    const d = decidePromotion([dev, prod([{ name: 'canary', revision: '1', ready: true, total: 0 }, { name: 'rest', revision: '1', ready: true }])], [], T0, policy);
+    assert.equal(d.action === 'promote' ? d.wave : undefined, 'rest');
+  });
+
+  it('wait while a wave is carried out and not ready yet, until the apply timeout', () => {
+    const envs = [dev, prod([{ name: 'canary', revision: '1', ready: false }, { name: 'rest', revision: '1', ready: true }])];
+    const records = [waveRecord('canary', 'Committed', { committedAt: at(T0) })];
+    assert.deepEqual(decidePromotion(envs, records, T0 + 1_000, policy, { committed: [carried('canary')], applyTimeoutMs: 60_000 }), { action: 'none', retryInMs: 59_000 });
+    assert.deepEqual(settleCommitted(envs, records, T0 + 1_000, at(T0 + 1_000), 60_000), []);
+  });
+
+  it('a wave ready at the revision succeeds with readyAt; the next one waits for the soak, then starts', () => {
+    const ready = [dev, prod([{ name: 'canary', revision: '2', ready: true, soakSeconds: 60 }, { name: 'rest', revision: '1', ready: true }])];
+    const [settled] = settleCommitted(ready, [waveRecord('canary', 'Committed', { committedAt: at(T0) })], T0 + 5_000, at(T0 + 5_000));
+    assert.equal(settled?.record.state, 'Succeeded');
+    assert.equal(settled.record.readyAt, at(T0 + 5_000));
+    assert.match(settled.record.message ?? '', /wave canary of prod is ready \(2 of 2 clusters ready at 2, 2 needed\)/);
+    const records = [settled.record];
+    const ctx = { committed: [carried('canary')] };
+    assert.deepEqual(decidePromotion(ready, records, T0 + 20_000, policy, ctx), { action: 'none', retryInMs: 45_000 }, 'soaking: 60 s from readyAt');
+    assert.deepEqual(decidePromotion(ready, records, T0 + 65_000, policy, ctx), { action: 'promote', from: 'dev', to: 'prod', revision: '2', wave: 'rest', attempt: 1, resumed: false, startedAt: undefined });
+  });
+
+  it('the next wave waits while the previous one is not ready at the revision (any more)', () => {
+    const flapping = [dev, prod([{ name: 'canary', revision: '2', ready: false }, { name: 'rest', revision: '1', ready: true }])];
+    const records = [waveRecord('canary', 'Succeeded', { readyAt: at(T0) })];
+    assert.deepEqual(decidePromotion(flapping, records, T0 + 600_000, policy, { committed: [carried('canary')] }), { action: 'none' });
+  });
+
+  it('a wave not ready within the apply timeout fails, says which wave and why, and stops the rollout', () => {
+    const stuck = [dev, prod([{ name: 'canary', revision: '2', ready: true }, { name: 'mid', revision: '1', ready: false }, { name: 'rest', revision: '1', ready: true }])];
+    const records = [waveRecord('canary', 'Succeeded', { readyAt: at(T0) }), waveRecord('mid', 'Committed', { committedAt: at(T0) })];
+    const [failed] = settleCommitted(stuck, records, T0 + 600_000, at(T0 + 600_000));
+    assert.equal(failed?.record.state, 'Failed');
+    assert.match(failed.record.message ?? '', /wave mid of prod was not ready at 2 within 600 s \(0 of 2 clusters ready at 1, 2 needed; environment not ready: OtherRevision 6\): the rollout stops at this wave/);
+    const after = withRecord(records, failed.record);
+    const committed = [carried('canary'), carried('mid')];
+    // Never retried, never the next wave: not even much later.
+    assert.deepEqual(decidePromotion(stuck, after, T0 + 3_600_000, policy, { committed }), { action: 'none' });
+    // A new revision starts over from the first wave.
+    const three = { ...dev, revision: '3', targets: [{ cluster: 'local', namespace: 'dev', readable: true, ready: true, revision: '3' }] };
+    const d = decidePromotion([three, stuck[1]!], after, T0 + 3_600_000, policy, { committed });
+    assert.equal(d.action === 'promote' ? `${d.revision}/${d.wave ?? ''}` : d.action, '3/canary');
+  });
+
+  it('a wave whose action failed is retried with backoff', () => {
+    const envs = [dev, prod([{ name: 'canary', revision: '1', ready: true }])];
+    const records = [waveRecord('canary', 'Failed', { finishedAt: at(T0) })];
+    assert.deepEqual(decidePromotion(envs, records, T0 + 500, policy), { action: 'none', retryInMs: 500 });
+    assert.deepEqual(decidePromotion(envs, records, T0 + 1_000, policy), { action: 'promote', from: 'dev', to: 'prod', revision: '2', wave: 'canary', attempt: 2, resumed: false, startedAt: at(T0) });
+  });
+
+  it('a Pending wave is resumed (after a restart or a shard handoff), its wave kept', () => {
+    const envs = [dev, prod([{ name: 'canary', revision: '1', ready: true }])];
+    assert.deepEqual(decidePromotion(envs, [waveRecord('canary', 'Pending')], T0, policy), { action: 'promote', from: 'dev', to: 'prod', revision: '2', wave: 'canary', attempt: 2, resumed: true, startedAt: at(T0) });
+  });
+
+  it('the soak survives a restart: it counts from the readyAt in status, not from when the controller started', () => {
+    const envs = [dev, prod([{ name: 'canary', revision: '2', ready: true, soakSeconds: 300 }, { name: 'rest', revision: '1', ready: true }])];
+    const records = [waveRecord('canary', 'Succeeded', { readyAt: at(T0) })];
+    assert.deepEqual(decidePromotion(envs, records, T0 + 299_000, policy, { committed: [carried('canary')] }), { action: 'none', retryInMs: 1_000 });
+  });
+
+  it('a fleet already running the revision everywhere has nothing to do', () => {
+    assert.deepEqual(decidePromotion([dev, prod([{ name: 'canary', revision: '2', ready: true }, { name: 'rest', revision: '2', ready: true }])], [], T0, policy), { action: 'none' });
+  });
+});
+
+describe('exactly once per wave', () => {
+  it('records are kept per wave', () => {
+    const records = withRecord(withRecord([], waveRecord('canary', 'Succeeded')), waveRecord('rest', 'Pending'));
+    assert.deepEqual(records.map((r) => `${r.wave ?? ''}:${r.state}`), ['canary:Succeeded', 'rest:Pending']);
+    assert.deepEqual(withRecord(records, waveRecord('rest', 'Committed')).map((r) => `${r.wave ?? ''}:${r.state}`), ['canary:Succeeded', 'rest:Committed']);
+  });
+
+  it('the guard refuses a wave carried out twice, not the next wave, and counts a rollout as one promotion', () => {
+    const committed = [carried('canary')];
+    assert.throws(() => { checkPromotion(committed, { environment: 'prod', wave: 'canary', revision: '2', isNew: true }, T0); }, PromotionRefusedError);
+    checkPromotion(committed, { environment: 'prod', wave: 'rest', revision: '2', isNew: true }, T0);
+    // Ten waves of one revision are one promotion of the environment for the loop count.
+    let many: CommittedPromotion[] = [];
+    for (let i = 0; i < 10; i++) many = withCommitted(many, { environment: 'prod', wave: `w${i}`, revision: '2', at: at(T0) });
+    assert.equal(many.length, 10);
+    checkPromotion(many, { environment: 'prod', wave: 'w0', revision: '3', isNew: true }, T0 + 1_000);
+  });
+});
