@@ -24,7 +24,7 @@
  * Mass handoffs: the peer Lease is renewed on a store of its own (`heartbeat`), so hundreds of
  * fence writes never delay a renewal past the renew deadline; fence releases go 8 at a time.
  */
-export { Sharder, type SharderOptions, type ShardChange, type ShardOutcome, type ShardOwnership, type ShardPeerStatus, type ShardStatus } from './sharder.ts';
+export { Sharder, type OrphanedKey, type SharderOptions, type ShardChange, type ShardOrphans, type ShardOutcome, type ShardOwnership, type ShardPeerStatus, type ShardStatus } from './sharder.ts';
 export type { FenceLeaseDraft, PeerLeaseDraft, ShardLease, ShardLeaseDraft, ShardLeaseStore } from './store.ts';
 export { KubeShardLeaseStore, type KubeShardLeaseStoreOptions } from './kube-store.ts';
 export { MemoryLeaseClient, MemoryLeases, type MemoryWrite, type PartitionMode } from './memory-store.ts';

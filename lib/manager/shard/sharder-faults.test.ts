@@ -4,6 +4,7 @@ import { Group, timing } from './group.test-util.ts';
 import { fenceLeaseName, peerLeaseName } from './names.ts';
 import { rendezvousOwner } from './rendezvous.ts';
 import type { PartitionMode } from './memory-store.ts';
+import type { ShardOrphans } from './sharder.ts';
 
 const tenants = (n: number): string[] => Array.from({ length: n }, (_, i) => `tenant-${i}`);
 
@@ -109,6 +110,53 @@ describe('Sharder under faults', () => {
     await group.advance(2 * timing.retryPeriodMs);
     assert.deepEqual(a.sharder.status().peers.map((p) => p.identity), ['a']);
     a.stop();
+    await group.advance(2_000);
+  });
+
+  it('tells orphan listeners of a key past the bound, with exactly one live replica reporting it (the runner-up, not the failing assignee), then of its recovery', async () => {
+    const keys = tenants(20);
+    const peers = ['a', 'b', 'c'].map((identity) => ({ identity, weight: 1 }));
+    const stuck = keys.find((k) => rendezvousOwner(k, peers) === 'a');
+    assert.ok(stuck !== undefined);
+    const runnerUp = rendezvousOwner(stuck, peers.filter((p) => p.identity !== 'a'));
+    const group = new Group(keys);
+    group.boundMs = Infinity; // this test makes an orphan on purpose
+    const reports = new Map<string, ShardOrphans[]>();
+    const replicas = ['a', 'b', 'c'].map((name) => {
+      const r = group.start(name);
+      reports.set(name, []);
+      r.sharder.subscribeOrphans((orphans) => { reports.get(name)?.push(orphans); });
+      return r;
+    });
+    const a = replicas[0];
+    assert.ok(a !== undefined);
+    a.client.refuse = (verb, name) => verb === 'create' && name === fenceLeaseName('test', stuck);
+    await group.until('every other key to be owned', () => keys.every((k) => k === stuck || group.actors(k).length === 1));
+    assert.deepEqual([...reports.values()].flat(), [], 'no report while nothing is past the bound');
+    const boundMs = a.sharder.status().boundMs;
+    await group.advance(boundMs + 2 * timing.retryPeriodMs);
+    for (const [name, seen] of reports) {
+      const last = seen.at(-1);
+      assert.ok(last !== undefined, `${name} was told`);
+      assert.deepEqual(last.orphaned.map((o) => o.key), [stuck], `${name} sees the orphan`);
+      const [orphan] = last.orphaned;
+      assert.ok(orphan !== undefined);
+      assert.equal(orphan.boundMs, boundMs);
+      assert.ok(group.clock.now() - orphan.since > boundMs, 'since: before the bound');
+      assert.deepEqual(last.reported.map((o) => o.key), name === runnerUp ? [stuck] : [], `${name} reports it only if it is the runner-up ${runnerUp}`);
+      assert.deepEqual(seen.flatMap((r) => r.recovered), []);
+      assert.ok(seen.length >= 2, `${name}: reported at every read of the group while orphaned (level-triggered)`);
+    }
+    a.client.refuse = undefined;
+    await group.until('the stuck key to be owned', () => group.actors(stuck).length === 1);
+    await group.advance(2 * timing.retryPeriodMs);
+    for (const [name, seen] of reports) {
+      assert.deepEqual(seen.at(-1), { orphaned: [], reported: [], recovered: [stuck] }, `${name} was told it recovered`);
+    }
+    const counts = [...reports.values()].map((seen) => seen.length);
+    await group.advance(3 * timing.retryPeriodMs);
+    assert.deepEqual([...reports.values()].map((seen) => seen.length), counts, 'no report once nothing is orphaned');
+    for (const r of replicas) r.stop();
     await group.advance(2_000);
   });
 

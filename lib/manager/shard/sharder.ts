@@ -58,6 +58,36 @@ export interface ShardStatus {
   readonly orphaned: readonly string[];
 }
 
+/** A key past the no-orphan bound with no acting owner, in a {@link ShardOrphans} report. */
+export interface OrphanedKey {
+  readonly key: string;
+  /** Since when no live replica acted for it, as this replica saw it (its clock, ms since the epoch). */
+  readonly since: number;
+  /** The bound it crossed (`ShardStatus.boundMs` when it was reported), ms. */
+  readonly boundMs: number;
+}
+
+/**
+ * What {@link Sharder.subscribeOrphans} listeners hear after each read of the group while any key
+ * is orphaned, and once more when the last one recovered. Level-triggered: a consumer whose write
+ * failed tries again at the next report.
+ */
+export interface ShardOrphans {
+  /** Every orphaned key, group-wide as this replica sees it, longest first. */
+  readonly orphaned: readonly OrphanedKey[];
+  /**
+   * The orphaned keys this replica is the one live replica to report to users (a condition, an
+   * Event): each key's runner-up, the live peer rendezvous hashing names once the key's assignee
+   * is left out (the assignee itself when it is the only live peer). Not the assignee when there
+   * is another: it is the replica most likely failing to act. Every replica computes the same
+   * runner-up from the same peers, so each orphan has one reporter; empty while this replica is
+   * not fresh.
+   */
+  readonly reported: readonly OrphanedKey[];
+  /** Keys orphaned at the last report and not any more (owned again, or gone). */
+  readonly recovered: readonly string[];
+}
+
 /** How {@link Sharder.run} ended. */
 export type ShardOutcome =
   /** Stopped by its signal: fences released after in-flight work settled, then the peer Lease deleted. */
@@ -135,6 +165,9 @@ export class Sharder implements ShardOwnership {
   readonly #unowned = new UnownedTracker();
   readonly #held = new Map<string, HeldFence>();
   readonly #listeners = new Set<(change: ShardChange) => void>();
+  readonly #orphanListeners = new Set<(orphans: ShardOrphans) => void>();
+  /** The keys of the last orphan report (so the next one names those recovered). */
+  #orphanedBefore: ReadonlySet<string> = new Set();
   /** Releases in flight (each waits for its key's work to settle); `run` awaits them before resolving. */
   readonly #releases = new Set<Promise<void>>();
   /** Fence DELETEs at once: a mass handoff must not flood the connection the group is read on. */
@@ -224,6 +257,17 @@ export class Sharder implements ShardOwnership {
     const entry = (change: ShardChange): void => { listener(change); };
     this.#listeners.add(entry);
     return () => { this.#listeners.delete(entry); };
+  }
+
+  /**
+   * Told, after each read of the group, of keys past the no-orphan bound: every one, the ones this
+   * replica reports to users, and those recovered since the last report. Returns unsubscribe.
+   */
+  subscribeOrphans(listener: (orphans: ShardOrphans) => void): () => void {
+    if (typeof listener !== 'function') throw new TypeError('Sharder.subscribeOrphans: listener must be a function');
+    const entry = (orphans: ShardOrphans): void => { listener(orphans); };
+    this.#orphanListeners.add(entry);
+    return () => { this.#orphanListeners.delete(entry); };
   }
 
   /** Re-read the keys now rather than at the next tick (a key appeared or vanished). */
@@ -569,6 +613,32 @@ export class Sharder implements ShardOwnership {
     for (const key of this.#unowned.update(unowned, now, boundMs)) {
       this.#logger.error(`shard key ${key} has had no owner for longer than the bound (${boundMs} ms)`, { key, boundMs });
     }
+    this.#reportOrphans(now, boundMs);
+  }
+
+  /** Tells the orphan listeners (see {@link ShardOrphans}); nothing while none is or was orphaned. */
+  #reportOrphans(now: number, boundMs: number): void {
+    const orphaned: OrphanedKey[] = this.#unowned.unowned(now).filter((u) => u.forMs > boundMs).map((u) => ({ key: u.key, since: now - u.forMs, boundMs }));
+    const keys = new Set(orphaned.map((o) => o.key));
+    const recovered = [...this.#orphanedBefore].filter((k) => !keys.has(k)).sort();
+    this.#orphanedBefore = keys;
+    if (orphaned.length === 0 && recovered.length === 0) return;
+    const reported = this.#fresh() ? orphaned.filter((o) => this.#reporterOf(o.key) === this.identity) : [];
+    const report: ShardOrphans = { orphaned, reported, recovered };
+    for (const listener of this.#orphanListeners) {
+      try {
+        listener(report);
+      } catch (err) {
+        this.#logger.error(`a shard orphan listener failed: ${toError(err).message}`, { error: toError(err) });
+      }
+    }
+  }
+
+  /** Who reports `key` orphaned: its runner-up among the live peers (see {@link ShardOrphans.reported}). */
+  #reporterOf(key: string): string | undefined {
+    const assignee = this.#ownerOf(key);
+    const others = this.#peers.filter((p) => p.identity !== assignee);
+    return others.length === 0 ? assignee : rendezvousOwner(key, others);
   }
 
   /** Tells the subscribers what this tick changed. */
