@@ -16,6 +16,8 @@ export interface PeerSighting {
   readonly lease: PeerLease;
   /** When (this replica's clock) it first saw `lease.resourceVersion`. */
   readonly since: number;
+  /** This replica saw the Lease change (a renewal): its holder was alive while this replica was in the group. */
+  readonly renewed: boolean;
 }
 
 /**
@@ -40,7 +42,8 @@ export class PeerView {
     const next = new Map<string, PeerSighting>();
     for (const lease of peers) {
       const before = this.#seen.get(lease.name);
-      next.set(lease.name, { lease, since: before?.lease.resourceVersion === lease.resourceVersion ? before.since : now });
+      const same = before?.lease.resourceVersion === lease.resourceVersion;
+      next.set(lease.name, { lease, since: same ? before.since : now, renewed: before !== undefined && (before.renewed || !same) });
     }
     this.#seen = next;
   }
@@ -64,6 +67,14 @@ export class PeerView {
   isLive(identity: string, now: number): boolean {
     const seen = this.#sighting(identity);
     return seen !== undefined && this.#alive(seen, now);
+  }
+
+  /**
+   * True when this replica saw `identity`'s peer Lease change: the peer was alive while this
+   * replica was in the group (a peer that died before it joined never changes in its view).
+   */
+  sawRenewed(identity: string): boolean {
+    return this.#sighting(identity)?.renewed === true;
   }
 
   /** When this replica last saw `identity`'s peer Lease change (undefined when it has none). */
