@@ -12,8 +12,10 @@
 // reports when it started and stopped acting for a key (whileOwned: its signal aborts when
 // ownership ends), and two replicas' intervals for one key must never overlap (1 ms resolution;
 // a SIGKILLed replica stops acting when it is killed). Timings: lease 10 s, renew deadline 7 s,
-// retry 1 s; fence takes rate-limited at the defaults (20/s, burst 50). Figures vary ±25 % on a
-// shared machine: compare rows of one run.
+// retry 1 s; fence takes rate-limited at the defaults (free fences 20/s, burst 50; a dead replica's
+// 100/s, burst 250), the group's connection at 130 requests/s and the peer Lease's renewals on one of
+// their own, as the Manager connects them. Figures vary ±25 % on a shared machine: compare rows of
+// one run.
 import { spawn, type ChildProcess } from 'node:child_process';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -36,9 +38,10 @@ const largest = Number(option('largest', quick ? '20' : '60'));
 const timings = { leaseDurationMs: 10_000, renewDeadlineMs: 7_000, retryPeriodMs: 1_000 } as const;
 const settleTimeoutMs = Number(option('settle-timeout', quick ? '120' : '300')) * 1000;
 /**
- * The replicas' connection to the management cluster, requests per second: the connection's
- * default (20, the service's --kube-api-qps). Before fence releases went 8 at a time, a replica
- * handing ~500 fences over at once lost the group at 20 (bench/shard/release-storm.ts).
+ * The replicas' heartbeat connection to the management cluster (peer Lease renewals), requests per
+ * second: the connection's default (20, the service's --kube-api-qps). Before fence releases went 8
+ * at a time and renewals had a connection of their own, a replica handing ~500 fences over at once
+ * lost the group at 20 (bench/shard/release-storm.ts).
  */
 const managementQps = Number(option('management-qps', '20'));
 const MiB = 2 ** 20;
@@ -301,7 +304,7 @@ try {
 
 const sizes = zipfSizes(clusters, tenantCount, largest);
 console.log(`\n${clusters} simulated clusters × 4 kinds × ${objects} objects, ${tenantCount} tenant namespaces of ${sizes[sizes.length - 1]}–${sizes[0]} clusters (Zipf-like), one pipeline per cluster.`);
-console.log(`Lease ${timings.leaseDurationMs / 1000} s, renew deadline ${timings.renewDeadlineMs / 1000} s, retry ${timings.retryPeriodMs / 1000} s; fence takes at the default rate (20/s, burst 50); management connection ${managementQps} requests/s. "group lost": a replica's peer Lease not renewed within the renew deadline (it stops acting for every key, then joins again). RSS and heap after a GC, Δ over the replica's own start.`);
+console.log(`Lease ${timings.leaseDurationMs / 1000} s, renew deadline ${timings.renewDeadlineMs / 1000} s, retry ${timings.retryPeriodMs / 1000} s; fence takes at the default rates (free 20/s, burst 50; a dead replica's 100/s, burst 250) on a connection at 130 requests/s; peer Lease renewals on a connection at ${managementQps} requests/s. "group lost": a replica's peer Lease not renewed within the renew deadline (it stops acting for every key, then joins again). RSS and heap after a GC, Δ over the replica's own start.`);
 const one = results.find((r) => r.by === 'pipeline' && r.n === 1);
 const maxRss = (r: RunResult): number => maxOf(r.memory.map((m) => m.rss - m.baseRss));
 console.log('\n| shard by | replicas | keys per replica (ideal) | caches per replica | RSS Δ per replica, MiB | heap Δ per replica, MiB | max RSS Δ ÷ 1 replica\'s (goal ≤ 1.2/N) | all keys owned in | all synced in |');

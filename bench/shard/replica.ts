@@ -61,9 +61,14 @@ const registry = registryWithKeeper({
 });
 const kubeConfig = new KubeConfig();
 kubeConfig.loadFromString(config.management);
-const connection = new ClusterConnection({ name: 'management', kubeConfig, qps: config.managementQps, burst: Math.max(30, config.managementQps) });
+// As the Manager connects a sharded service: the group's reads and fence writes on a connection at
+// the take rates (free 20/s + recovery 100/s + 10/s, burst 250), the peer Lease's renewals on one of
+// their own at the management connection's rate.
+const connection = new ClusterConnection({ name: 'management', kubeConfig, qps: 20 + 100 + 10, burst: 250 });
+const heartbeat = new ClusterConnection({ name: 'management-heartbeat', kubeConfig, qps: config.managementQps, burst: Math.max(30, config.managementQps) });
 const sharder = new Sharder({
   leases: new KubeShardLeaseStore({ connection, namespace: config.namespace, group: config.group }),
+  heartbeat: new KubeShardLeaseStore({ connection: heartbeat, namespace: config.namespace, group: config.group }),
   group: config.group,
   identity,
   leaseDurationMs: config.leaseDurationMs,
@@ -169,4 +174,5 @@ clearInterval(stats);
 emit({ ev: 'done', outcome });
 await registry.close();
 await connection.close();
+await heartbeat.close();
 process.exit(0);
