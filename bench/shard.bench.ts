@@ -49,14 +49,14 @@ const bench = new URL('./', import.meta.url).pathname;
 
 interface Interval { readonly group: string; readonly key: string; readonly id: string; readonly start: number; end: number | undefined }
 interface Stat { readonly t: number; readonly acting: number; readonly wanted: number; readonly synced: number; readonly failed: number; readonly caches: number; readonly orphaned: number }
-interface Memory { readonly rss: number; readonly heap: number; readonly caches: number }
+interface Memory { readonly rss: number; readonly heap: number; readonly heapTotal: number; readonly external: number; readonly caches: number }
 
 const intervals: Interval[] = [];
 
 /** A replica process and what it reported. */
 class Replica {
   readonly acting = new Map<string, Interval>();
-  base: { rss: number; heap: number } | undefined;
+  base: { rss: number; heap: number; heapTotal: number; external: number } | undefined;
   stat: Stat | undefined;
   lastEvent = 0;
   maxOrphaned = 0;
@@ -190,7 +190,7 @@ interface RunResult {
   readonly keys: number;
   readonly first: Settled;
   readonly keysPer: readonly number[];
-  readonly memory: readonly (Memory & { readonly baseRss: number; readonly baseHeap: number })[];
+  readonly memory: readonly (Memory & { readonly baseRss: number; readonly baseHeap: number; readonly baseHeapTotal: number; readonly baseExternal: number })[];
   readonly join: { readonly moved: number; readonly movedElsewhere: number; readonly joinerKeys: number; readonly settled: Settled };
   readonly kill: { readonly share: number; readonly moved: number; readonly movedElsewhere: number; readonly settled: Settled };
   readonly maxOrphaned: number;
@@ -215,7 +215,7 @@ async function run(dir: string, base: Omit<ReplicaConfig, 'group' | 'units'>, by
     const firstSettled = await settle(units, first, t0);
     const keysPer = first.map((r) => r.acting.size);
     const memory = [];
-    for (const r of first) memory.push({ ...(await r.memory()), baseRss: r.base?.rss ?? 0, baseHeap: r.base?.heap ?? 0 });
+    for (const r of first) memory.push({ ...(await r.memory()), baseRss: r.base?.rss ?? 0, baseHeap: r.base?.heap ?? 0, baseHeapTotal: r.base?.heapTotal ?? 0, baseExternal: r.base?.external ?? 0 });
 
     process.stderr.write(`#   one replica joins…\n`);
     const before = snapshot(first);
@@ -326,6 +326,34 @@ for (const r of results.filter((x) => x.n === n)) {
   const caches = r.memory.map((m) => m.caches);
   const rss = r.memory.map((m) => m.rss - m.baseRss);
   console.log(`| ${r.by} | ${r.keys} | ${r.keysPer.join(' / ')} | ${caches.join(' / ')} | ${(maxOf(caches) / meanOf(caches)).toFixed(2)} | ${rss.map(mib).join(' / ')} | ${(maxOf(rss) / meanOf(rss)).toFixed(2)} | ${mib(maxOf(rss))} |`);
+}
+// Where a replica's memory goes: RSS Δ = a fixed part + a part per cache, fitted by least squares
+// over every replica of the by-pipeline runs, and the same for the V8 heap (reserved) and the rest.
+const points = results.filter((r) => r.by === 'pipeline').flatMap((r) => r.memory);
+const fit = (value: (m: (typeof points)[number]) => number): { fixed: number; perCache: number } => {
+  const xs = points.map((m) => m.caches);
+  const ys = points.map(value);
+  const mx = meanOf(xs);
+  const my = meanOf(ys);
+  const sxx = xs.reduce((sum, x) => sum + (x - mx) ** 2, 0);
+  const perCache = sxx === 0 ? 0 : xs.reduce((sum, x, i) => sum + (x - mx) * ((ys[i] ?? 0) - my), 0) / sxx;
+  return { fixed: my - perCache * mx, perCache };
+};
+if (points.length >= 2) {
+  console.log('\nMemory per replica fitted as fixed + per cache over the by-pipeline replicas (Δ over each replica\'s start, after a GC):');
+  console.log('\n| part | fixed, MiB | per cache, KiB |');
+  console.log('| --- | --- | --- |');
+  const parts: [string, (m: (typeof points)[number]) => number][] = [
+    ['RSS', (m) => m.rss - m.baseRss],
+    ['V8 heap used', (m) => m.heap - m.baseHeap],
+    ['V8 heap reserved', (m) => m.heapTotal - m.baseHeapTotal],
+    ['external (buffers)', (m) => m.external - m.baseExternal],
+    ['RSS outside the V8 heap', (m) => (m.rss - m.baseRss) - (m.heapTotal - m.baseHeapTotal)],
+  ];
+  for (const [name, value] of parts) {
+    const f = fit(value);
+    console.log(`| ${name} | ${mib(f.fixed)} | ${(f.perCache / 1024).toFixed(1)} |`);
+  }
 }
 const double = doubleOwnership();
 console.log(`\nDouble ownership (a key acted for by two replicas at once, over every phase of every run): ${double.keys} key(s)${double.keys > 0 ? `, worst overlap ${double.worstMs} ms` : ''}; ${intervals.length} acting intervals checked.`);

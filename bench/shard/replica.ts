@@ -32,11 +32,11 @@ export interface ReplicaConfig {
 
 /** What a replica reports. Times are wall-clock milliseconds (one machine, one clock). */
 export type ReplicaEvent =
-  | { readonly ev: 'base'; readonly rss: number; readonly heap: number }
+  | { readonly ev: 'base'; readonly rss: number; readonly heap: number; readonly heapTotal: number; readonly external: number }
   | { readonly ev: 'acting'; readonly key: string; readonly t: number }
   | { readonly ev: 'stopped'; readonly key: string; readonly t: number }
   | { readonly ev: 'stat'; readonly t: number; readonly acting: number; readonly wanted: number; readonly synced: number; readonly failed: number; readonly caches: number; readonly joined: boolean; readonly orphaned: number; readonly unowned: number; readonly boundMs: number }
-  | { readonly ev: 'mem'; readonly rss: number; readonly heap: number; readonly caches: number }
+  | { readonly ev: 'mem'; readonly rss: number; readonly heap: number; readonly heapTotal: number; readonly external: number; readonly caches: number }
   | { readonly ev: 'lost'; readonly t: number }
   | { readonly ev: 'done'; readonly outcome: string };
 
@@ -46,7 +46,10 @@ const config = JSON.parse(readFileSync(process.argv[2] ?? '', 'utf8')) as Replic
 const identity = process.argv[3] ?? 'replica';
 const emit = (event: ReplicaEvent): void => { process.stdout.write(`${JSON.stringify(event)}\n`); };
 const gc = (): void => { (globalThis as { gc?: () => void }).gc?.(); };
-const memory = (): { rss: number; heap: number } => ({ rss: process.memoryUsage().rss, heap: process.memoryUsage().heapUsed });
+const memory = (): { rss: number; heap: number; heapTotal: number; external: number } => {
+  const m = process.memoryUsage();
+  return { rss: m.rss, heap: m.heapUsed, heapTotal: m.heapTotal, external: m.external };
+};
 
 gc();
 emit({ ev: 'base', ...memory() });
