@@ -1,5 +1,5 @@
 // Membership: this replica's own peer Lease (renewed, deleted on stop) and the peers it sees.
-import type { Clock } from '../../util/index.ts';
+import { KubeApiError, type Clock } from '../../util/index.ts';
 import { microTime } from '../leader.ts';
 import { peerLeaseName } from './names.ts';
 import type { WeightedPeer } from './rendezvous.ts';
@@ -137,7 +137,9 @@ export class OwnPeerLease {
       // A create refused because our Lease exists: left by an earlier run under this identity (a
       // pod restarted under its name). Take its resourceVersion so that the next attempt updates
       // it; otherwise we could not join until the others collect it as garbage (10 lease durations).
-      if (this.#resourceVersion === undefined) {
+      // Likewise an update refused (409) because a renewal whose answer was lost landed after all:
+      // a run that has not joined yet reads no group to adopt it from, and would never join.
+      if (this.#resourceVersion === undefined || (err instanceof KubeApiError && err.statusCode === 409)) {
         const listed: readonly ShardLease[] = await this.#store.list(signal).catch(() => []);
         this.adopt(listed.find((lease): lease is PeerLease => lease.role === 'peer' && lease.name === this.name));
       }
