@@ -13,7 +13,7 @@ import { StaticProvider } from '../../lib/cluster/index.ts';
 import { KubeShardLeaseStore, Sharder } from '../../lib/manager/index.ts';
 import type { CacheReader } from '../../lib/registry/index.ts';
 import { registryWithKeeper } from '../../lib/registry/testing.ts';
-import { ClusterConnection } from '../../lib/transport/index.ts';
+import { ClusterConnection, ConcurrencyLimiter } from '../../lib/transport/index.ts';
 import type { Unit } from './tenants.ts';
 import { FLEET_KINDS } from '../fleet-kinds.ts';
 
@@ -87,6 +87,13 @@ const sharder = new Sharder({
   },
 });
 
+/**
+ * Keys whose caches are being built at once: as the service's reconciles are bounded by its
+ * workers (--concurrency, 4), so a burst of keys gained (a dead replica's, at the recovery rate)
+ * does not start thousands of builds at once and starve the peer Lease's renewals.
+ */
+const reconciles = new ConcurrencyLimiter({ maxConcurrent: 4, what: 'bench reconciles' });
+
 const ownersOf = (unit: Unit): { namespace: string; name: string }[] => unit.clusters.map((c) => ({ namespace: unit.namespace, name: c }));
 /** Readers of the keys this replica acts for; a key's entry is deleted when it stops acting. */
 const readers = new Map<string, (CacheReader | Error | undefined)[]>();
@@ -115,7 +122,7 @@ async function hold(key: string, unit: Unit, signal: AbortSignal): Promise<void>
       }
     }
   };
-  const builds = Promise.all(slots.map((_, i) => build(i)));
+  const builds = reconciles.run(undefined, () => Promise.all(slots.map((_, i) => build(i))));
   await new Promise<void>((resolve) => {
     if (signal.aborted) resolve();
     else signal.addEventListener('abort', () => { resolve(); }, { once: true });
