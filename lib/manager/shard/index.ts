@@ -17,8 +17,8 @@
  * leaseDuration + retryPeriod after the change as its observers saw it (a holder dies: its Lease
  * lapses after leaseDuration, the assignee takes at its next tick), plus one retry period of
  * slack for jitter and requests and, when many keys move at once, the take rate's delay: a dead
- * peer's fences at the recovery rate (100/s, burst 250: a few hundred keys in well under a
- * second), free fences (joins, rolling restarts, cold starts) at the slower rate that keeps the
+ * peer's fences at the recovery rate (100/s, burst 250: a few hundred keys in a tick or
+ * two), free fences (joins, rolling restarts, cold starts) at the slower rate that keeps the
  * first replica up from taking everything (20/s, burst 50). Each replica checks this from its own
  * reads of the group, a retry period apart, so it reports a key as orphaned (logged at error,
  * `status().orphaned`, `fleetcache_shard_orphaned_keys`, `subscribeOrphans`) only past
