@@ -12,8 +12,10 @@
 // reports when it started and stopped acting for a key (whileOwned: its signal aborts when
 // ownership ends), and two replicas' intervals for one key must never overlap (1 ms resolution;
 // a SIGKILLed replica stops acting when it is killed). Timings: lease 10 s, renew deadline 7 s,
-// retry 1 s; fence takes rate-limited at the defaults (20/s, burst 50). Figures vary ±25 % on a
-// shared machine: compare rows of one run.
+// retry 1 s; fence takes rate-limited at the defaults (free fences 20/s, burst 50; a dead replica's
+// 100/s, burst 250), the group's connection at 130 requests/s and the peer Lease's renewals on one of
+// their own, as the Manager connects them. Figures vary ±25 % on a shared machine: compare rows of
+// one run.
 import { spawn, type ChildProcess } from 'node:child_process';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -36,9 +38,10 @@ const largest = Number(option('largest', quick ? '20' : '60'));
 const timings = { leaseDurationMs: 10_000, renewDeadlineMs: 7_000, retryPeriodMs: 1_000 } as const;
 const settleTimeoutMs = Number(option('settle-timeout', quick ? '120' : '300')) * 1000;
 /**
- * The replicas' connection to the management cluster, requests per second: the connection's
- * default (20, the service's --kube-api-qps). Before fence releases went 8 at a time, a replica
- * handing ~500 fences over at once lost the group at 20 (bench/shard/release-storm.ts).
+ * The replicas' heartbeat connection to the management cluster (peer Lease renewals), requests per
+ * second: the connection's default (20, the service's --kube-api-qps). Before fence releases went 8
+ * at a time and renewals had a connection of their own, a replica handing ~500 fences over at once
+ * lost the group at 20 (bench/shard/release-storm.ts).
  */
 const managementQps = Number(option('management-qps', '20'));
 const MiB = 2 ** 20;
@@ -46,14 +49,14 @@ const bench = new URL('./', import.meta.url).pathname;
 
 interface Interval { readonly group: string; readonly key: string; readonly id: string; readonly start: number; end: number | undefined }
 interface Stat { readonly t: number; readonly acting: number; readonly wanted: number; readonly synced: number; readonly failed: number; readonly caches: number; readonly orphaned: number }
-interface Memory { readonly rss: number; readonly heap: number; readonly caches: number }
+interface Memory { readonly rss: number; readonly heap: number; readonly heapTotal: number; readonly external: number; readonly caches: number }
 
 const intervals: Interval[] = [];
 
 /** A replica process and what it reported. */
 class Replica {
   readonly acting = new Map<string, Interval>();
-  base: { rss: number; heap: number } | undefined;
+  base: { rss: number; heap: number; heapTotal: number; external: number } | undefined;
   stat: Stat | undefined;
   lastEvent = 0;
   maxOrphaned = 0;
@@ -187,7 +190,7 @@ interface RunResult {
   readonly keys: number;
   readonly first: Settled;
   readonly keysPer: readonly number[];
-  readonly memory: readonly (Memory & { readonly baseRss: number; readonly baseHeap: number })[];
+  readonly memory: readonly (Memory & { readonly baseRss: number; readonly baseHeap: number; readonly baseHeapTotal: number; readonly baseExternal: number })[];
   readonly join: { readonly moved: number; readonly movedElsewhere: number; readonly joinerKeys: number; readonly settled: Settled };
   readonly kill: { readonly share: number; readonly moved: number; readonly movedElsewhere: number; readonly settled: Settled };
   readonly maxOrphaned: number;
@@ -212,7 +215,7 @@ async function run(dir: string, base: Omit<ReplicaConfig, 'group' | 'units'>, by
     const firstSettled = await settle(units, first, t0);
     const keysPer = first.map((r) => r.acting.size);
     const memory = [];
-    for (const r of first) memory.push({ ...(await r.memory()), baseRss: r.base?.rss ?? 0, baseHeap: r.base?.heap ?? 0 });
+    for (const r of first) memory.push({ ...(await r.memory()), baseRss: r.base?.rss ?? 0, baseHeap: r.base?.heap ?? 0, baseHeapTotal: r.base?.heapTotal ?? 0, baseExternal: r.base?.external ?? 0 });
 
     process.stderr.write(`#   one replica joins…\n`);
     const before = snapshot(first);
@@ -301,7 +304,7 @@ try {
 
 const sizes = zipfSizes(clusters, tenantCount, largest);
 console.log(`\n${clusters} simulated clusters × 4 kinds × ${objects} objects, ${tenantCount} tenant namespaces of ${sizes[sizes.length - 1]}–${sizes[0]} clusters (Zipf-like), one pipeline per cluster.`);
-console.log(`Lease ${timings.leaseDurationMs / 1000} s, renew deadline ${timings.renewDeadlineMs / 1000} s, retry ${timings.retryPeriodMs / 1000} s; fence takes at the default rate (20/s, burst 50); management connection ${managementQps} requests/s. "group lost": a replica's peer Lease not renewed within the renew deadline (it stops acting for every key, then joins again). RSS and heap after a GC, Δ over the replica's own start.`);
+console.log(`Lease ${timings.leaseDurationMs / 1000} s, renew deadline ${timings.renewDeadlineMs / 1000} s, retry ${timings.retryPeriodMs / 1000} s; fence takes at the default rates (free 20/s, burst 50; a dead replica's 100/s, burst 250) on a connection at 130 requests/s; peer Lease renewals on a connection at ${managementQps} requests/s. "group lost": a replica's peer Lease not renewed within the renew deadline (it stops acting for every key, then joins again). RSS and heap after a GC, Δ over the replica's own start.`);
 const one = results.find((r) => r.by === 'pipeline' && r.n === 1);
 const maxRss = (r: RunResult): number => maxOf(r.memory.map((m) => m.rss - m.baseRss));
 console.log('\n| shard by | replicas | keys per replica (ideal) | caches per replica | RSS Δ per replica, MiB | heap Δ per replica, MiB | max RSS Δ ÷ 1 replica\'s (goal ≤ 1.2/N) | all keys owned in | all synced in |');
@@ -323,6 +326,34 @@ for (const r of results.filter((x) => x.n === n)) {
   const caches = r.memory.map((m) => m.caches);
   const rss = r.memory.map((m) => m.rss - m.baseRss);
   console.log(`| ${r.by} | ${r.keys} | ${r.keysPer.join(' / ')} | ${caches.join(' / ')} | ${(maxOf(caches) / meanOf(caches)).toFixed(2)} | ${rss.map(mib).join(' / ')} | ${(maxOf(rss) / meanOf(rss)).toFixed(2)} | ${mib(maxOf(rss))} |`);
+}
+// Where a replica's memory goes: RSS Δ = a fixed part + a part per cache, fitted by least squares
+// over every replica of the by-pipeline runs, and the same for the V8 heap (reserved) and the rest.
+const points = results.filter((r) => r.by === 'pipeline').flatMap((r) => r.memory);
+const fit = (value: (m: (typeof points)[number]) => number): { fixed: number; perCache: number } => {
+  const xs = points.map((m) => m.caches);
+  const ys = points.map(value);
+  const mx = meanOf(xs);
+  const my = meanOf(ys);
+  const sxx = xs.reduce((sum, x) => sum + (x - mx) ** 2, 0);
+  const perCache = sxx === 0 ? 0 : xs.reduce((sum, x, i) => sum + (x - mx) * ((ys[i] ?? 0) - my), 0) / sxx;
+  return { fixed: my - perCache * mx, perCache };
+};
+if (points.length >= 2) {
+  console.log('\nMemory per replica fitted as fixed + per cache over the by-pipeline replicas (Δ over each replica\'s start, after a GC):');
+  console.log('\n| part | fixed, MiB | per cache, KiB |');
+  console.log('| --- | --- | --- |');
+  const parts: [string, (m: (typeof points)[number]) => number][] = [
+    ['RSS', (m) => m.rss - m.baseRss],
+    ['V8 heap used', (m) => m.heap - m.baseHeap],
+    ['V8 heap reserved', (m) => m.heapTotal - m.baseHeapTotal],
+    ['external (buffers)', (m) => m.external - m.baseExternal],
+    ['RSS outside the V8 heap', (m) => (m.rss - m.baseRss) - (m.heapTotal - m.baseHeapTotal)],
+  ];
+  for (const [name, value] of parts) {
+    const f = fit(value);
+    console.log(`| ${name} | ${mib(f.fixed)} | ${(f.perCache / 1024).toFixed(1)} |`);
+  }
 }
 const double = doubleOwnership();
 console.log(`\nDouble ownership (a key acted for by two replicas at once, over every phase of every run): ${double.keys} key(s)${double.keys > 0 ? `, worst overlap ${double.worstMs} ms` : ''}; ${intervals.length} acting intervals checked.`);

@@ -138,6 +138,8 @@ describe('parseFlags', () => {
       shardBy: 'pipeline',
       shardWeight: 1,
       shardGroup: 'fleetcache-shard',
+      shardTakeRate: 20,
+      shardRecoveryTakeRate: 100,
       leaseDurationMs: 90_000,
       renewDeadlineMs: 20_000,
       retryPeriodMs: 500,
@@ -156,6 +158,12 @@ describe('parseFlags', () => {
     );
     assert.equal(run(['--shard', '--leader-elect=false']).shard, true, 'an explicit --leader-elect=false goes with --shard');
     assert.equal(run(['--shard', '--shard-by', 'namespace']).shardBy, 'namespace');
+    const rates = run(['--shard', '--shard-take-rate=5', '--shard-recovery-take-rate', '250.5']);
+    assert.deepEqual([rates.shardTakeRate, rates.shardRecoveryTakeRate], [5, 250.5]);
+    for (const bad of ['0', '-1', 'fast', '1e3']) {
+      assert.throws(() => parseFlags(['--shard', `--shard-recovery-take-rate=${bad}`]), { name: 'UsageError', message: /--shard-recovery-take-rate must be a positive number/ });
+    }
+    assert.throws(() => parseFlags(['--shard-take-rate=5']), { name: 'UsageError', message: /--shard-take-rate needs --shard/ });
   });
 
   it('takes a --shard-group of up to 40 characters, as the Sharder does, so that its Lease names stay DNS labels', () => {

@@ -49,6 +49,10 @@ export interface Config {
   readonly shardWeight: number;
   /** The group of replicas sharing the Pipelines: prefix of its Lease names, value of their `fleetcache.io/shard-group` label. */
   readonly shardGroup: string;
+  /** Free shard fences (a join, a rolling restart, a cold start) this replica takes per second at most. */
+  readonly shardTakeRate: number;
+  /** Fences of a replica that died this replica takes per second at most. */
+  readonly shardRecoveryTakeRate: number;
   readonly concurrency: number;
   readonly logLevel: LogLevel;
   readonly logFormat: LogFormat;
@@ -187,6 +191,14 @@ export const flagTable: readonly FlagSpec[] = [
   {
     name: 'shard-group', type: 'string', value: 'name', default: 'fleetcache-shard',
     description: 'The group of replicas sharing the Pipelines, with --shard: the prefix of its Leases\' names and the value of their fleetcache.io/shard-group label. Groups ignore each other.',
+  },
+  {
+    name: 'shard-take-rate', type: 'string', value: 'n', default: '20',
+    description: 'Free shard fences this replica takes per second at most (burst 50), with --shard: shards new, or handed over by a live replica (a replica joining, a rolling restart, a cold start). Low, so that the first replica up does not take every shard only to hand most on as the others join. A positive number.',
+  },
+  {
+    name: 'shard-recovery-take-rate', type: 'string', value: 'n', default: '100',
+    description: 'Fences of a replica that died (seen renewing its peer Lease, then silent for a lease duration) this replica takes per second at most (burst 250), with --shard: nobody acts for those shards until they are taken. The group\'s connection goes at both rates plus 10 requests/s. A positive number.',
   },
   {
     name: 'concurrency', type: 'string', value: 'n', default: '4',
@@ -434,7 +446,7 @@ export function parseFlags(argv: readonly string[]): Invocation {
   }
   const shard = bool('shard');
   if (shard && bool('leader-elect')) throw new UsageError('--shard and --leader-elect exclude each other: with --shard every replica works, each on its own shards');
-  for (const name of ['shard-by', 'shard-weight', 'shard-group']) {
+  for (const name of ['shard-by', 'shard-weight', 'shard-group', 'shard-take-rate', 'shard-recovery-take-rate']) {
     if (values[name] !== undefined && !shard) throw new UsageError(`--${name} needs --shard`);
   }
   const shardBy = shardKinds.find((k) => k === str('shard-by'));
@@ -447,6 +459,14 @@ export function parseFlags(argv: readonly string[]): Invocation {
   if (!isShardGroup(shardGroup)) {
     throw new UsageError(`--shard-group must be a DNS label (lowercase letters, digits and '-', at most ${SHARD_GROUP_MAX_LENGTH}), got ${JSON.stringify(shardGroup)}`);
   }
+  const rate = (name: string): number => {
+    const text = str(name) ?? '';
+    const value = /^\d+(?:\.\d+)?$/.test(text) ? Number(text) : Number.NaN;
+    if (!(value > 0) || !Number.isFinite(value)) throw new UsageError(`--${name} must be a positive number, got ${JSON.stringify(text)}`);
+    return value;
+  };
+  const shardTakeRate = rate('shard-take-rate');
+  const shardRecoveryTakeRate = rate('shard-recovery-take-rate');
   const appKindsText = str('app-kinds');
   const appKinds = appKindsText === undefined ? [...DEFAULT_APP_KINDS] : appKindsText.split(',').map((k) => k.trim()).filter((k) => k !== '');
   try {
@@ -490,6 +510,8 @@ export function parseFlags(argv: readonly string[]): Invocation {
       shardBy,
       shardWeight,
       shardGroup,
+      shardTakeRate,
+      shardRecoveryTakeRate,
       concurrency,
       logLevel,
       logFormat,

@@ -199,7 +199,7 @@ async function runService(config: Config, io: ProcessIo, logger: Logger): Promis
     concurrency: config.concurrency,
     leaderElect: config.leaderElect,
     shard: config.shard,
-    ...(config.shard ? { shardBy: config.shardBy, shardWeight: config.shardWeight, shardGroup: config.shardGroup } : {}),
+    ...(config.shard ? { shardBy: config.shardBy, shardWeight: config.shardWeight, shardGroup: config.shardGroup, shardTakeRate: config.shardTakeRate, shardRecoveryTakeRate: config.shardRecoveryTakeRate } : {}),
   });
   const kubeConfig = await loadManagementKubeConfig(config, io.env, logger);
   const namespace = config.leaderElect || config.shard ? await leaseNamespace(config, io.env) : undefined;
@@ -228,6 +228,8 @@ async function runService(config: Config, io: ProcessIo, logger: Logger): Promis
         namespace,
         weight: config.shardWeight,
         keys: () => controller.shardKeys(),
+        maxFenceTakesPerSecond: config.shardTakeRate,
+        maxRecoveryTakesPerSecond: config.shardRecoveryTakeRate,
         leaseDurationMs: config.leaseDurationMs,
         renewDeadlineMs: config.renewDeadlineMs,
         retryPeriodMs: config.retryPeriodMs,

@@ -13,7 +13,7 @@ import { StaticProvider } from '../../lib/cluster/index.ts';
 import { KubeShardLeaseStore, Sharder } from '../../lib/manager/index.ts';
 import type { CacheReader } from '../../lib/registry/index.ts';
 import { registryWithKeeper } from '../../lib/registry/testing.ts';
-import { ClusterConnection } from '../../lib/transport/index.ts';
+import { ClusterConnection, ConcurrencyLimiter } from '../../lib/transport/index.ts';
 import type { Unit } from './tenants.ts';
 import { FLEET_KINDS } from '../fleet-kinds.ts';
 
@@ -32,11 +32,11 @@ export interface ReplicaConfig {
 
 /** What a replica reports. Times are wall-clock milliseconds (one machine, one clock). */
 export type ReplicaEvent =
-  | { readonly ev: 'base'; readonly rss: number; readonly heap: number }
+  | { readonly ev: 'base'; readonly rss: number; readonly heap: number; readonly heapTotal: number; readonly external: number }
   | { readonly ev: 'acting'; readonly key: string; readonly t: number }
   | { readonly ev: 'stopped'; readonly key: string; readonly t: number }
   | { readonly ev: 'stat'; readonly t: number; readonly acting: number; readonly wanted: number; readonly synced: number; readonly failed: number; readonly caches: number; readonly joined: boolean; readonly orphaned: number; readonly unowned: number; readonly boundMs: number }
-  | { readonly ev: 'mem'; readonly rss: number; readonly heap: number; readonly caches: number }
+  | { readonly ev: 'mem'; readonly rss: number; readonly heap: number; readonly heapTotal: number; readonly external: number; readonly caches: number }
   | { readonly ev: 'lost'; readonly t: number }
   | { readonly ev: 'done'; readonly outcome: string };
 
@@ -46,7 +46,10 @@ const config = JSON.parse(readFileSync(process.argv[2] ?? '', 'utf8')) as Replic
 const identity = process.argv[3] ?? 'replica';
 const emit = (event: ReplicaEvent): void => { process.stdout.write(`${JSON.stringify(event)}\n`); };
 const gc = (): void => { (globalThis as { gc?: () => void }).gc?.(); };
-const memory = (): { rss: number; heap: number } => ({ rss: process.memoryUsage().rss, heap: process.memoryUsage().heapUsed });
+const memory = (): { rss: number; heap: number; heapTotal: number; external: number } => {
+  const m = process.memoryUsage();
+  return { rss: m.rss, heap: m.heapUsed, heapTotal: m.heapTotal, external: m.external };
+};
 
 gc();
 emit({ ev: 'base', ...memory() });
@@ -61,9 +64,14 @@ const registry = registryWithKeeper({
 });
 const kubeConfig = new KubeConfig();
 kubeConfig.loadFromString(config.management);
-const connection = new ClusterConnection({ name: 'management', kubeConfig, qps: config.managementQps, burst: Math.max(30, config.managementQps) });
+// As the Manager connects a sharded service: the group's reads and fence writes on a connection at
+// the take rates (free 20/s + recovery 100/s + 10/s, burst 250), the peer Lease's renewals on one of
+// their own at the management connection's rate.
+const connection = new ClusterConnection({ name: 'management', kubeConfig, qps: 20 + 100 + 10, burst: 250 });
+const heartbeat = new ClusterConnection({ name: 'management-heartbeat', kubeConfig, qps: config.managementQps, burst: Math.max(30, config.managementQps) });
 const sharder = new Sharder({
   leases: new KubeShardLeaseStore({ connection, namespace: config.namespace, group: config.group }),
+  heartbeat: new KubeShardLeaseStore({ connection: heartbeat, namespace: config.namespace, group: config.group }),
   group: config.group,
   identity,
   leaseDurationMs: config.leaseDurationMs,
@@ -78,6 +86,13 @@ const sharder = new Sharder({
     child() { return this; },
   },
 });
+
+/**
+ * Keys whose caches are being built at once: as the service's reconciles are bounded by its
+ * workers (--concurrency, 4), so a burst of keys gained (a dead replica's, at the recovery rate)
+ * does not start thousands of builds at once and starve the peer Lease's renewals.
+ */
+const reconciles = new ConcurrencyLimiter({ maxConcurrent: 4, what: 'bench reconciles' });
 
 const ownersOf = (unit: Unit): { namespace: string; name: string }[] => unit.clusters.map((c) => ({ namespace: unit.namespace, name: c }));
 /** Readers of the keys this replica acts for; a key's entry is deleted when it stops acting. */
@@ -107,7 +122,7 @@ async function hold(key: string, unit: Unit, signal: AbortSignal): Promise<void>
       }
     }
   };
-  const builds = Promise.all(slots.map((_, i) => build(i)));
+  const builds = reconciles.run(undefined, () => Promise.all(slots.map((_, i) => build(i))));
   await new Promise<void>((resolve) => {
     if (signal.aborted) resolve();
     else signal.addEventListener('abort', () => { resolve(); }, { once: true });
@@ -169,4 +184,5 @@ clearInterval(stats);
 emit({ ev: 'done', outcome });
 await registry.close();
 await connection.close();
+await heartbeat.close();
 process.exit(0);

@@ -83,6 +83,14 @@ describe('ClusterSet', () => {
     assert.equal(lists() - before, 3, 'the third shared request never left');
     assert.deepEqual([...observed], ['local'], 'metrics name the cluster, not the connection');
     assert.throws(() => ClusterSet.connectionKey({ kind: 'local' }, 'apps', undefined, 'Leader Election'), TypeError);
+
+    // A purpose may ask for its own rate: a burst of 5 where the set's is 2.
+    const sharding = await set.acquire({ kind: 'local' }, { ownerNamespace: 'apps', purpose: 'sharding', limits: { qps: 0.001, burst: 5 } });
+    t.after(() => { sharding.release(); });
+    const beforeSharding = lists();
+    await Promise.all(Array.from({ length: 5 }, () => sharding.connection.request({ method: 'GET', path })));
+    assert.equal(lists() - beforeSharding, 5, 'the purpose\'s own burst, not the set\'s');
+    await assert.rejects(set.acquire({ kind: 'local' }, { ownerNamespace: 'apps', purpose: 'other', limits: { qps: 0, burst: 5 } }), /limits\.qps/);
   });
 
   it('resolves a cluster once however many ask at once, and admits each namespace itself', async (t) => {

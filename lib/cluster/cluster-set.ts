@@ -164,6 +164,8 @@ export class ClusterSet implements Clusters {
   readonly #ownsListLimiter: boolean;
   readonly #qps: number;
   readonly #burst: number;
+  /** Request limits of purpose connections that asked for their own (`AcquireOptions.limits`), by key. */
+  readonly #purposeLimits = new Map<ConnectionKey, { readonly qps: number; readonly burst: number }>();
   readonly #readLimits: Required<ReadLimits>;
   readonly #connection: Readonly<ConnectionOptions>;
   readonly #checkIntervalMs: number;
@@ -246,6 +248,9 @@ export class ClusterSet implements Clusters {
     const identity = options.identity ?? OWN_IDENTITY;
     const key = ClusterSet.connectionKey(ref, ownerNamespace, identity, options.purpose);
     const admission = admissionKey(ownerNamespace, identity);
+    if (options.purpose !== undefined && options.limits !== undefined) {
+      this.#purposeLimits.set(key, { qps: positiveNumber('ClusterSet.acquire', 'limits.qps', options.limits.qps), burst: positiveNumber('ClusterSet.acquire', 'limits.burst', options.limits.burst) });
+    }
     for (;;) {
       if (this.#closed !== undefined) throw new ClosedError('cluster set');
       signal?.throwIfAborted();
@@ -392,8 +397,8 @@ export class ClusterSet implements Clusters {
       name: key,
       kubeConfig: access.kubeConfig,
       impersonate: ref.kind === 'local' ? impersonationOf(identity) : undefined,
-      qps: this.#qps,
-      burst: this.#burst,
+      qps: this.#purposeLimits.get(key)?.qps ?? this.#qps,
+      burst: this.#purposeLimits.get(key)?.burst ?? this.#burst,
       listLimiter: this.#listLimiter,
       ...this.#readLimits,
       ...this.#connection,

@@ -24,6 +24,12 @@ export interface AcquireOptions {
    * Default: none, the shared connection.
    */
   readonly purpose?: string | undefined;
+  /**
+   * With `purpose`: that connection's request rate instead of the keeper's (sharding writes
+   * hundreds of fences at once when a replica dies). Applies to the generations made after the
+   * call. Default: the keeper's. Ignored without `purpose`.
+   */
+  readonly limits?: { readonly qps: number; readonly burst: number } | undefined;
   /** Stops this caller waiting; shared work (connecting) carries on for others. */
   readonly signal?: AbortSignal | undefined;
 }

@@ -51,10 +51,14 @@ export interface ShardingOptions extends LeaseTimingOptions {
   readonly identity?: string | undefined;
   /** This replica's share of the keys relative to the others' (a positive integer). Default 1. */
   readonly weight?: number | undefined;
-  /** Fence takes per second at most. Default 20. */
+  /** Takes of free fences (a join, a rolling restart, a cold start) per second at most (`SharderOptions`). Default 20. */
   readonly maxFenceTakesPerSecond?: number | undefined;
-  /** Fence takes at once before the rate applies. Default 50. */
+  /** Free fences taken at once before the rate applies. Default 50. */
   readonly fenceTakeBurst?: number | undefined;
+  /** Takes of the fences of a replica that died per second at most (`SharderOptions`). Default 100. */
+  readonly maxRecoveryTakesPerSecond?: number | undefined;
+  /** Recovery takes at once before their rate applies. Default 250. */
+  readonly recoveryTakeBurst?: number | undefined;
   /** Jitter source in [0, 1). Default Math.random. */
   readonly random?: (() => number) | undefined;
 }
@@ -345,6 +349,8 @@ export class Manager {
         keys: sharding.keys,
         maxFenceTakesPerSecond: sharding.maxFenceTakesPerSecond,
         fenceTakeBurst: sharding.fenceTakeBurst,
+        maxRecoveryTakesPerSecond: sharding.maxRecoveryTakesPerSecond,
+        recoveryTakeBurst: sharding.recoveryTakeBurst,
         logger: this.#logger,
         clock: this.#clock,
         random: sharding.random,
@@ -641,7 +647,15 @@ export class Manager {
       // Connections of their own, like leader election's: the group's reads and fence writes never
       // queue behind the caches, and the peer Lease's renewals never queue behind a burst of fence
       // writes (hundreds of releases when a replica joins would outlast the renew deadline).
-      for (const purpose of ['sharding', 'sharding-heartbeat']) holds.push(await this.clusters.acquire({ kind: 'local' }, { ownerNamespace: options.namespace, purpose, signal }));
+      // The group's connection goes at the take rates (a dead replica's fences at the recovery rate
+      // would otherwise queue behind the keeper's 20 requests/s), plus 10/s for the group's read,
+      // releases and garbage; the heartbeat's is the keeper's.
+      const limits = {
+        qps: (options.maxFenceTakesPerSecond ?? 20) + (options.maxRecoveryTakesPerSecond ?? 100) + 10,
+        burst: Math.max(30, options.recoveryTakeBurst ?? 250),
+      };
+      holds.push(await this.clusters.acquire({ kind: 'local' }, { ownerNamespace: options.namespace, purpose: 'sharding', limits, signal }));
+      holds.push(await this.clusters.acquire({ kind: 'local' }, { ownerNamespace: options.namespace, purpose: 'sharding-heartbeat', signal }));
     } catch (err) {
       for (const hold of holds) hold.release();
       if (!signal.aborted) reportStop({ kind: 'failed', error: toError(err) });

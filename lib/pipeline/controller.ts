@@ -213,6 +213,8 @@ export class PipelineController {
       pipelinesOf,
       enqueue: (p) => { this.#registry.queue.add(ownerKey(owner(p))); },
       forget: (p) => { this.#forget(owner(p)); },
+      read: (p) => this.#pipelines?.get(p.namespace, p.name),
+      markOrphaned: (pipeline, condition) => this.#writer.markOrphaned(pipeline, condition, this.#logger),
     }, this.#logger);
   }
 

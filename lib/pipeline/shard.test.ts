@@ -14,7 +14,7 @@ import { StaticProvider } from '../cluster/index.ts';
 import type { Registry } from '../registry/index.ts';
 import { registryWithKeeper } from '../registry/testing.ts';
 import { PipelineController } from './controller.ts';
-import { NotShardOwnerError, pipelineShardKey, type PipelineShardBy, type PipelineShardChange, type PipelineShardOwnership } from './shard.ts';
+import { NotShardOwnerError, pipelineShardKey, type PipelineShardBy, type PipelineShardChange, type PipelineShardOrphans, type PipelineShardOwnership } from './shard.ts';
 
 const HR = { apiVersion: 'helm.toolkit.fluxcd.io/v2', kind: 'HelmRelease' } as const;
 const HR_GVK = { group: 'helm.toolkit.fluxcd.io', version: 'v2', kind: 'HelmRelease' } as const;
@@ -58,6 +58,18 @@ class FakeOwnership implements PipelineShardOwnership {
   subscribe(listener: (change: PipelineShardChange) => void): () => void {
     this.#listeners.add(listener);
     return () => { this.#listeners.delete(listener); };
+  }
+
+  readonly #orphanListeners = new Set<(orphans: PipelineShardOrphans) => void>();
+
+  subscribeOrphans(listener: (orphans: PipelineShardOrphans) => void): () => void {
+    this.#orphanListeners.add(listener);
+    return () => { this.#orphanListeners.delete(listener); };
+  }
+
+  /** As a Sharder's report after a read of the group: `keys` orphaned past `boundMs` since `since`, reported by this replica. */
+  reportOrphaned(keys: readonly string[], since: number, boundMs = 37_200): void {
+    for (const listener of this.#orphanListeners) listener({ reported: keys.map((key) => ({ key, since, boundMs })) });
   }
 
   gain(...keys: string[]): void {
@@ -312,6 +324,50 @@ describe('PipelineController sharded', () => {
     assert.ok(deliveries[0]?.endsWith('/prod/1.1.0'), deliveries[0]);
     assert.deepEqual(events(A1), ['Promoted']);
     assert.equal(old.controller.stats().promotions.succeeded + fresh.controller.stats().promotions.succeeded, 1);
+  });
+
+  it('marks the Pipelines of a shard reported orphaned ShardOwned=False with an Event, without clobbering a newer status; the owner that takes it sets True', async (t) => {
+    const { sim, status, statusWrites, events } = await fleet(t, [A1, A2]);
+    const conditionOf = (p: Ref): { status?: string; reason?: string; message?: string } | undefined =>
+      ((sim.store.get({ ...PIPELINE, ...p })?.status as { conditions?: { type: string; status: string; reason: string; message: string }[] } | undefined)?.conditions ?? []).find((c) => c.type === 'ShardOwned');
+    // b owns nothing and reports team-a's shard(s) orphaned, as the Sharder's runner-up does.
+    const b = replica(t, sim, 'pipeline');
+    await eventually('b\'s Pipeline cache', () => [...b.controller.shardKeys()].length === 2);
+    // Someone else writes A1's status just before b's first PUT lands: b's PUT must fail, not clobber it.
+    let raced = false;
+    const removeHook = sim.faults.beforeServe((request) => {
+      if (raced || request.method !== 'PUT' || !request.path.endsWith(`/pipelines/${A1.name}/status`)) return;
+      raced = true;
+      sim.store.patch({ ...PIPELINE, ...A1 }, { status: { promotions: [{ environment: 'prod', revision: '9.9.9', state: 'Pending' }] } }, { subresource: 'status' });
+    });
+    t.after(removeHook);
+    const since = Date.UTC(2026, 0, 2, 3, 4, 5);
+    b.ownership.reportOrphaned([A1, A2].map((p) => pipelineShardKey('pipeline', p)), since);
+    await eventually('A2 marked orphaned, with its Event', () => conditionOf(A2)?.status === 'False' && events(A2).length > 0);
+    assert.equal(conditionOf(A2)?.reason, 'Orphaned');
+    assert.match(conditionOf(A2)?.message ?? '', /shard "team-a\/two" since 2026-01-02T03:04:05Z, longer than the bound of 37\.2 s/);
+    assert.deepEqual(events(A2), ['ShardOrphaned']);
+    assert.equal(raced, true);
+    assert.equal(conditionOf(A1), undefined, 'the PUT on the stale resourceVersion failed');
+    assert.deepEqual(status(A1)?.promotions?.map((r) => r.revision), ['9.9.9'], 'the other writer\'s status survived');
+
+    // The next report (level-triggered) marks A1 on its newer copy, and leaves A2 alone.
+    const writesA2 = statusWrites(A2);
+    b.ownership.reportOrphaned([A1, A2].map((p) => pipelineShardKey('pipeline', p)), since);
+    await eventually('A1 marked orphaned, with its Event', () => conditionOf(A1)?.status === 'False' && events(A1).length > 0);
+    assert.deepEqual(status(A1)?.promotions?.map((r) => r.revision), ['9.9.9'], 'only the condition changed');
+    b.ownership.reportOrphaned([pipelineShardKey('pipeline', A2)], since);
+    await new Promise((resolve) => setTimeout(resolve, 200));
+    assert.equal(statusWrites(A2), writesA2, 'a Pipeline that already says so is not written again');
+    assert.deepEqual(events(A2), ['ShardOrphaned'], 'nor a second Event');
+    assert.equal(b.controller.stats().promotions.succeeded, 0, 'b acted for nothing');
+
+    // A replica takes A2's shard: its reconcile, behind the fence, sets the condition True.
+    const a = replica(t, sim, 'pipeline');
+    a.ownership.gain(pipelineShardKey('pipeline', A2));
+    await eventually('A2 owned again', () => conditionOf(A2)?.status === 'True' && status(A2)?.promotions?.[0]?.state === 'Succeeded');
+    assert.equal(conditionOf(A2)?.reason, 'Owned');
+    assert.equal(conditionOf(A1)?.status, 'False', 'A1 still has no owner');
   });
 
   it('refuses a write with NotShardOwnerError naming the shard', () => {

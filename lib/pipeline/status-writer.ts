@@ -5,7 +5,7 @@ import { apiVersionOf, KubeApiError, sanitizeForDisplay, toError, type Clock, ty
 import { displayEnvironments, driftedCondition, plain, promotingCondition, sameStatus, setCondition, type ConditionInput } from './conditions.ts';
 import { withRecord } from './decide.ts';
 import { activeHalt, haltCondition, withCommitted } from './guard.ts';
-import type { PipelineName } from './shard.ts';
+import { withShardOwned, type PipelineName } from './shard.ts';
 import { PIPELINE_GVK, type CommittedPromotion, type EnvironmentStatus, type Pipeline, type PipelineStatus, type PromotionHalt, type PromotionRecord } from './types.ts';
 
 /** Attempts at recording a promotion's outcome against concurrent writers of the Pipeline. */
@@ -45,7 +45,8 @@ export interface StatusWriterOptions {
  * Events, as the service itself (what the controller owns, never a tenant's identity).
  *
  * Invariants: every status PUT and every Event passes `fence` immediately before its request, with
- * no `await` between, so a replica that lost the shard sends nothing; a status PUT carries the
+ * no `await` between, so a replica that lost the shard sends nothing (the one exception,
+ * `markOrphaned`, writes for a shard nobody owns and only a condition about that); a status PUT carries the
  * resourceVersion read, so a concurrent writer makes it fail with {@link StatusConflict}; status is
  * written only when it differs from the Pipeline's. Holds no state of its own: the queue never
  * hands one Pipeline to two reconciles, so each reconcile's writes to its Pipeline are sequential.
@@ -74,6 +75,7 @@ export class StatusWriter {
     conditions = setCondition(conditions, active === undefined ? promotingCondition(records, generation) : haltCondition(active, generation), now);
     const drift = driftedCondition(environments, pipeline.status?.conditions ?? [], generation);
     if (drift !== undefined) conditions = setCondition(conditions, drift, now);
+    conditions = withShardOwned(conditions, generation, now);
     const committed = pipeline.status?.committed;
     return plain({
       observedGeneration: generation,
@@ -135,12 +137,37 @@ export class StatusWriter {
   }
 
   /**
+   * Sets `ShardOwned=False` (see shard.ts) on a Pipeline whose shard NO replica owns, and records a
+   * Warning Event `ShardOrphaned`: the one status PUT and Event that do not pass `fence`, as no
+   * replica holds it (why that is safe: `PipelineShard`'s orphan alarm). The rest of the status is
+   * the Pipeline's as read, and the PUT is conditional on its resourceVersion, so it never
+   * overwrites a write it did not see. False on a conflict.
+   */
+  async markOrphaned(pipeline: Pipeline, condition: ConditionInput, log: Logger): Promise<boolean> {
+    const meta = pipeline.metadata ?? {};
+    const status = plain({ ...pipeline.status, conditions: setCondition(pipeline.status?.conditions ?? [], condition, kubeTime(this.#clock)) });
+    try {
+      await (await this.#management(pipeline)).request({ method: 'PUT', path: pipelinePath(meta.namespace ?? '', meta.name ?? '', '/status'), body: { ...plain(pipeline), status }, gvk: PIPELINE_GVK });
+    } catch (err) {
+      if (err instanceof KubeApiError && err.statusCode === 409) return false;
+      throw err;
+    }
+    await this.#postEvent(pipeline, 'Warning', 'ShardOrphaned', condition.message, log);
+    return true;
+  }
+
+  /**
    * Records a core/v1 Event on the Pipeline. Best effort: a failure is logged, never fatal; a
    * shard no longer owned throws NotShardOwnerError (the reconcile ends).
    */
   async event(pipeline: Pipeline, type: 'Normal' | 'Warning', reason: string, message: string, log: Logger): Promise<void> {
-    const meta = pipeline.metadata ?? {};
     this.fence(pipeline, `the event ${reason}`);
+    await this.#postEvent(pipeline, type, reason, message, log);
+  }
+
+  /** POSTs the Event; failures are logged. Callers fence it (or say why not). */
+  async #postEvent(pipeline: Pipeline, type: 'Normal' | 'Warning', reason: string, message: string, log: Logger): Promise<void> {
+    const meta = pipeline.metadata ?? {};
     const namespace = meta.namespace ?? '';
     const now = kubeTime(this.#clock);
     try {

@@ -16,15 +16,20 @@
  * Liveness (no orphan): every live key is owned by exactly one live replica within
  * leaseDuration + retryPeriod after the change as its observers saw it (a holder dies: its Lease
  * lapses after leaseDuration, the assignee takes at its next tick), plus one retry period of
- * slack for jitter and requests and, when many keys move at once, the rate limit's delay. Each
- * replica checks this from its own reads of the group, a retry period apart, so it reports a key
- * as orphaned (logged at error, `status().orphaned`, `fleetcache_shard_orphaned_keys`) only past
- * leaseDuration + 3 × 1.2 retry periods + the rate limit's delay (`ShardStatus.boundMs`).
+ * slack for jitter and requests and, when many keys move at once, the take rate's delay: a dead
+ * peer's fences at the recovery rate (100/s, burst 250: a few hundred keys in a tick or
+ * two), free fences (joins, rolling restarts, cold starts) at the slower rate that keeps the
+ * first replica up from taking everything (20/s, burst 50). Each replica checks this from its own
+ * reads of the group, a retry period apart, so it reports a key as orphaned (logged at error,
+ * `status().orphaned`, `fleetcache_shard_orphaned_keys`, `subscribeOrphans`) only past
+ * leaseDuration + 3 × 1.2 retry periods + the slower rate's delay (`ShardStatus.boundMs`).
+ * One live replica per orphan (its runner-up) is named to tell users (the service writes a
+ * `ShardOwned=False` condition on its Pipelines).
  *
  * Mass handoffs: the peer Lease is renewed on a store of its own (`heartbeat`), so hundreds of
  * fence writes never delay a renewal past the renew deadline; fence releases go 8 at a time.
  */
-export { Sharder, type SharderOptions, type ShardChange, type ShardOutcome, type ShardOwnership, type ShardPeerStatus, type ShardStatus } from './sharder.ts';
+export { Sharder, type OrphanedKey, type SharderOptions, type ShardChange, type ShardOrphans, type ShardOutcome, type ShardOwnership, type ShardPeerStatus, type ShardStatus } from './sharder.ts';
 export type { FenceLeaseDraft, PeerLeaseDraft, ShardLease, ShardLeaseDraft, ShardLeaseStore } from './store.ts';
 export { KubeShardLeaseStore, type KubeShardLeaseStoreOptions } from './kube-store.ts';
 export { MemoryLeaseClient, MemoryLeases, type MemoryWrite, type PartitionMode } from './memory-store.ts';

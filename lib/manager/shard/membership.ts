@@ -1,5 +1,5 @@
 // Membership: this replica's own peer Lease (renewed, deleted on stop) and the peers it sees.
-import type { Clock } from '../../util/index.ts';
+import { KubeApiError, type Clock } from '../../util/index.ts';
 import { microTime } from '../leader.ts';
 import { peerLeaseName } from './names.ts';
 import type { WeightedPeer } from './rendezvous.ts';
@@ -16,6 +16,8 @@ export interface PeerSighting {
   readonly lease: PeerLease;
   /** When (this replica's clock) it first saw `lease.resourceVersion`. */
   readonly since: number;
+  /** This replica saw the Lease change (a renewal): its holder was alive while this replica was in the group. */
+  readonly renewed: boolean;
 }
 
 /**
@@ -40,7 +42,8 @@ export class PeerView {
     const next = new Map<string, PeerSighting>();
     for (const lease of peers) {
       const before = this.#seen.get(lease.name);
-      next.set(lease.name, { lease, since: before?.lease.resourceVersion === lease.resourceVersion ? before.since : now });
+      const same = before?.lease.resourceVersion === lease.resourceVersion;
+      next.set(lease.name, { lease, since: same ? before.since : now, renewed: before !== undefined && (before.renewed || !same) });
     }
     this.#seen = next;
   }
@@ -64,6 +67,14 @@ export class PeerView {
   isLive(identity: string, now: number): boolean {
     const seen = this.#sighting(identity);
     return seen !== undefined && this.#alive(seen, now);
+  }
+
+  /**
+   * True when this replica saw `identity`'s peer Lease change: the peer was alive while this
+   * replica was in the group (a peer that died before it joined never changes in its view).
+   */
+  sawRenewed(identity: string): boolean {
+    return this.#sighting(identity)?.renewed === true;
   }
 
   /** When this replica last saw `identity`'s peer Lease change (undefined when it has none). */
@@ -126,7 +137,9 @@ export class OwnPeerLease {
       // A create refused because our Lease exists: left by an earlier run under this identity (a
       // pod restarted under its name). Take its resourceVersion so that the next attempt updates
       // it; otherwise we could not join until the others collect it as garbage (10 lease durations).
-      if (this.#resourceVersion === undefined) {
+      // Likewise an update refused (409) because a renewal whose answer was lost landed after all:
+      // a run that has not joined yet reads no group to adopt it from, and would never join.
+      if (this.#resourceVersion === undefined || (err instanceof KubeApiError && err.statusCode === 409)) {
         const listed: readonly ShardLease[] = await this.#store.list(signal).catch(() => []);
         this.adopt(listed.find((lease): lease is PeerLease => lease.role === 'peer' && lease.name === this.name));
       }

@@ -4,6 +4,7 @@ import { Group, timing } from './group.test-util.ts';
 import { fenceLeaseName, peerLeaseName } from './names.ts';
 import { rendezvousOwner } from './rendezvous.ts';
 import type { PartitionMode } from './memory-store.ts';
+import type { ShardOrphans } from './sharder.ts';
 
 const tenants = (n: number): string[] => Array.from({ length: n }, (_, i) => `tenant-${i}`);
 
@@ -94,6 +95,53 @@ describe('Sharder under faults', () => {
     await group.advance(2_000);
   });
 
+  it('takes the fences of a replica that died at the recovery rate, not at the rate of free fences', async () => {
+    const group = new Group(tenants(120));
+    const rates = { maxFenceTakesPerSecond: 2, fenceTakeBurst: 5, maxRecoveryTakesPerSecond: 40, recoveryTakeBurst: 50 };
+    group.boundMs = Infinity; // converging at 2 takes a second is slow on purpose
+    const a = group.start('a', rates);
+    const b = group.start('b', rates);
+    await group.until('convergence', () => group.converged(), 120_000, 500);
+    const ofB = group.ownedBy('b');
+    assert.ok(ofB.length > 40, `b owns ${ofB.length}`);
+    // From now on the bound holds without the free-fence rate's delay: only the recovery burst's.
+    group.boundMs = timing.leaseDurationMs + 2 * timing.retryPeriodMs + 1_000;
+    const writesBefore = group.leases.writes.length;
+    const cutAt = group.clock.now();
+    b.client.mode = 'failing';
+    await group.until('b\'s keys to be owned by a', () => group.ownedBy('a').length === 120);
+    const took = group.clock.now() - cutAt;
+    assert.ok(took <= timing.leaseDurationMs + 2 * timing.retryPeriodMs + 1_000, `owned again ${took} ms after the cut (the free rate would need ${(ofB.length - 5) / 2} s more)`);
+    const taken = group.leases.writes.slice(writesBefore).filter((w) => w.by === 'a' && w.verb === 'update' && w.name !== peerLeaseName('test', 'a'));
+    assert.deepEqual(taken.map((w) => w.name).sort(), ofB.map((k) => fenceLeaseName('test', k)).sort(), 'a took exactly b\'s fences, each once');
+    assert.deepEqual(a.sharder.status().orphaned, []);
+    a.stop();
+    b.client.mode = 'connected';
+    await group.advance(2_000);
+  });
+
+  it('takes the fences of a holder it never saw renew (dead before it joined: a cold start) at the rate of free fences', async () => {
+    const group = new Group(tenants(40));
+    const b = group.start('b');
+    await group.until('convergence', () => group.converged());
+    b.client.mode = 'failing';
+    await group.until('b to stop', () => b.settled() !== undefined);
+    group.boundMs = Infinity; // b's keys wait for its lease, then for the slow rate
+    const a = group.start('a', { maxFenceTakesPerSecond: 2, fenceTakeBurst: 5, maxRecoveryTakesPerSecond: 1_000, recoveryTakeBurst: 1_000 });
+    const takes = (): number => group.leases.writes.filter((w) => w.by === 'a' && w.verb === 'update' && w.name !== peerLeaseName('test', 'a')).length;
+    await group.until('a\'s first take', () => takes() > 0, 3 * timing.leaseDurationMs);
+    const start = group.clock.now();
+    while (takes() < 40) {
+      await group.advance(500);
+      const elapsed = (group.clock.now() - start) / 1000;
+      assert.ok(takes() <= 5 + 2 * elapsed + 1e-9, `${takes()} fences taken after ${elapsed} s: past the free-fence rate`);
+      assert.ok(elapsed < 60, 'every fence taken eventually');
+    }
+    assert.equal(group.ownedBy('a').length, 40);
+    a.stop();
+    await group.advance(2_000);
+  });
+
   it('collects the peer Lease of a replica that died, once it was not renewed for 10 lease durations', async () => {
     const group = new Group(tenants(10));
     const a = group.start('a');
@@ -109,6 +157,53 @@ describe('Sharder under faults', () => {
     await group.advance(2 * timing.retryPeriodMs);
     assert.deepEqual(a.sharder.status().peers.map((p) => p.identity), ['a']);
     a.stop();
+    await group.advance(2_000);
+  });
+
+  it('tells orphan listeners of a key past the bound, with exactly one live replica reporting it (the runner-up, not the failing assignee), then of its recovery', async () => {
+    const keys = tenants(20);
+    const peers = ['a', 'b', 'c'].map((identity) => ({ identity, weight: 1 }));
+    const stuck = keys.find((k) => rendezvousOwner(k, peers) === 'a');
+    assert.ok(stuck !== undefined);
+    const runnerUp = rendezvousOwner(stuck, peers.filter((p) => p.identity !== 'a'));
+    const group = new Group(keys);
+    group.boundMs = Infinity; // this test makes an orphan on purpose
+    const reports = new Map<string, ShardOrphans[]>();
+    const replicas = ['a', 'b', 'c'].map((name) => {
+      const r = group.start(name);
+      reports.set(name, []);
+      r.sharder.subscribeOrphans((orphans) => { reports.get(name)?.push(orphans); });
+      return r;
+    });
+    const a = replicas[0];
+    assert.ok(a !== undefined);
+    a.client.refuse = (verb, name) => verb === 'create' && name === fenceLeaseName('test', stuck);
+    await group.until('every other key to be owned', () => keys.every((k) => k === stuck || group.actors(k).length === 1));
+    assert.deepEqual([...reports.values()].flat(), [], 'no report while nothing is past the bound');
+    const boundMs = a.sharder.status().boundMs;
+    await group.advance(boundMs + 2 * timing.retryPeriodMs);
+    for (const [name, seen] of reports) {
+      const last = seen.at(-1);
+      assert.ok(last !== undefined, `${name} was told`);
+      assert.deepEqual(last.orphaned.map((o) => o.key), [stuck], `${name} sees the orphan`);
+      const [orphan] = last.orphaned;
+      assert.ok(orphan !== undefined);
+      assert.equal(orphan.boundMs, boundMs);
+      assert.ok(group.clock.now() - orphan.since > boundMs, 'since: before the bound');
+      assert.deepEqual(last.reported.map((o) => o.key), name === runnerUp ? [stuck] : [], `${name} reports it only if it is the runner-up ${runnerUp}`);
+      assert.deepEqual(seen.flatMap((r) => r.recovered), []);
+      assert.ok(seen.length >= 2, `${name}: reported at every read of the group while orphaned (level-triggered)`);
+    }
+    a.client.refuse = undefined;
+    await group.until('the stuck key to be owned', () => group.actors(stuck).length === 1);
+    await group.advance(2 * timing.retryPeriodMs);
+    for (const [name, seen] of reports) {
+      assert.deepEqual(seen.at(-1), { orphaned: [], reported: [], recovered: [stuck] }, `${name} was told it recovered`);
+    }
+    const counts = [...reports.values()].map((seen) => seen.length);
+    await group.advance(3 * timing.retryPeriodMs);
+    assert.deepEqual([...reports.values()].map((seen) => seen.length), counts, 'no report once nothing is orphaned');
+    for (const r of replicas) r.stop();
     await group.advance(2_000);
   });
 

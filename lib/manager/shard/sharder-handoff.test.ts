@@ -6,6 +6,7 @@ import { describe, it } from 'node:test';
 import { RecordingLogger } from '../../../fixtures/support/index.ts';
 import { Group, timing } from './group.test-util.ts';
 import type { MemoryLeaseClient } from './memory-store.ts';
+import { peerLeaseName } from './names.ts';
 import { rendezvousOwner } from './rendezvous.ts';
 import type { ShardLease, ShardLeaseDraft, ShardLeaseStore } from './store.ts';
 
@@ -116,6 +117,27 @@ describe('Sharder in a mass handoff', () => {
     gated.open(); // the releases stuck at the gate timed out meanwhile: they are tried again
     await group.until('a clean stop', () => a.settled() === 'released');
     assert.deepEqual(group.leases.snapshot(), [], 'every fence released, then the peer Lease deleted');
+  });
+
+  it('runs again after losing the group, though its last renewal landed after it gave up on it', async () => {
+    const group = new Group(tenants(10));
+    const a = group.start('a');
+    await group.until('convergence', () => group.converged());
+    a.client.mode = 'hanging';
+    group.boundMs = Infinity;
+    await group.until('the run to end', () => a.settled() === 'lost');
+    // The renewal that timed out reached the store after all: the peer Lease is at a newer resourceVersion.
+    const peer = group.leases.get(peerLeaseName('test', 'a'));
+    assert.ok(peer !== undefined);
+    group.leases.update(peer, peer.resourceVersion, 'a');
+    a.client.mode = 'connected';
+    const controller = new AbortController();
+    const again = a.sharder.run(controller.signal);
+    const joinedIn = await group.until('the second run to own every key', () => group.ownedBy('a').length === 10, 20_000);
+    assert.ok(joinedIn <= 3 * timing.retryPeriodMs, `joined again ${joinedIn} ms after starting`);
+    controller.abort();
+    await group.advance(2_000);
+    assert.equal(await again, 'released');
   });
 
   it('a second run under the same identity joins at once and lets go of the first run\'s fences that are not its own any more', async () => {

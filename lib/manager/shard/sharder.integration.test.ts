@@ -4,8 +4,9 @@ import { after, describe, it } from 'node:test';
 import { ClusterConnection } from '../../transport/index.ts';
 import { useClusters } from '../../../e2e/harness/index.ts';
 import { KubeShardLeaseStore } from './kube-store.ts';
-import { peerLeaseName } from './names.ts';
-import { Sharder, type ShardOutcome } from './sharder.ts';
+import { fenceLeaseName, peerLeaseName } from './names.ts';
+import { rendezvousOwner } from './rendezvous.ts';
+import { Sharder, type ShardOrphans, type ShardOutcome } from './sharder.ts';
 import type { ShardLeaseStore } from './store.ts';
 
 // Three Sharders in one process on a real apiserver. The hard claims are the invariants, sampled
@@ -45,13 +46,14 @@ describe('Sharder on a real apiserver', () => {
   const connections: ClusterConnection[] = [];
   after(async () => { await Promise.all(connections.map((c) => c.close())); });
 
-  function replica(identity: string): { sharder: Sharder; stop: () => void; cut: () => void; outcome: Promise<ShardOutcome> } {
+  function replica(identity: string, options: { readonly group?: string; readonly keys?: readonly string[]; readonly wrap?: (store: ShardLeaseStore) => ShardLeaseStore } = {}): { sharder: Sharder; stop: () => void; cut: () => void; outcome: Promise<ShardOutcome> } {
     const cluster = fixture.clusters[0];
     assert.ok(cluster !== undefined);
     const connection = new ClusterConnection({ name: `local-${identity}`, kubeConfig: cluster.kubeConfig() });
     connections.push(connection);
-    const { store, cut } = cuttable(new KubeShardLeaseStore({ connection, namespace: 'default', group: 'itest' }));
-    const sharder = new Sharder({ leases: store, group: 'itest', identity, keys: () => keys, ...timing });
+    const group = options.group ?? 'itest';
+    const { store, cut } = cuttable(new KubeShardLeaseStore({ connection, namespace: 'default', group }));
+    const sharder = new Sharder({ leases: options.wrap?.(store) ?? store, group, identity, keys: () => options.keys ?? keys, ...timing });
     const controller = new AbortController();
     return { sharder, cut, stop: () => { controller.abort(); }, outcome: sharder.run(controller.signal) };
   }
@@ -127,5 +129,46 @@ describe('Sharder on a real apiserver', () => {
       await Promise.all([...replicas.values()].map((r) => r.outcome));
     }
     assert.equal(violation, undefined, violation);
+  });
+
+  it('reports a key its assignee cannot take as orphaned past the bound, through one replica (the runner-up), then as recovered', async () => {
+    const group = 'itest-orphan';
+    const orphanKeys = ['stuck', 'fine-1', 'fine-2'];
+    const assignee = rendezvousOwner('stuck', [{ identity: 'oa', weight: 1 }, { identity: 'ob', weight: 1 }]);
+    assert.ok(assignee !== undefined);
+    const runnerUp = assignee === 'oa' ? 'ob' : 'oa';
+    // The assignee's creates of the stuck key's fence are refused (as an admission policy would).
+    let refusing = true;
+    const refuse = (store: ShardLeaseStore): ShardLeaseStore => ({
+      ...store,
+      list: (signal) => store.list(signal),
+      update: (draft, rv, signal) => store.update(draft, rv, signal),
+      delete: (name, rv, signal) => store.delete(name, rv, signal),
+      create: async (draft, signal) => {
+        if (refusing && draft.name === fenceLeaseName(group, 'stuck')) throw new Error('refused by the test');
+        return store.create(draft, signal);
+      },
+    });
+    const replicas = new Map(['oa', 'ob'].map((name) => [name, replica(name, { group, keys: orphanKeys, ...(name === assignee ? { wrap: refuse } : {}) })]));
+    const reports = new Map<string, ShardOrphans[]>();
+    for (const [name, r] of replicas) {
+      reports.set(name, []);
+      r.sharder.subscribeOrphans((orphans) => { reports.get(name)?.push(orphans); });
+    }
+    const last = (name: string): ShardOrphans | undefined => reports.get(name)?.at(-1);
+    try {
+      const tookMs = await until('the orphan reported by the runner-up', () => last(runnerUp)?.reported.some((o) => o.key === 'stuck') === true && last(assignee)?.orphaned.some((o) => o.key === 'stuck') === true);
+      const sharder = replicas.get(runnerUp)?.sharder;
+      assert.ok(sharder !== undefined);
+      assert.ok(tookMs >= sharder.status().boundMs - timing.retryPeriodMs, `reported after ${tookMs} ms, before the bound ${sharder.status().boundMs} ms`);
+      assert.deepEqual(sharder.status().orphaned, ['stuck']);
+      assert.ok((reports.get(assignee) ?? []).every((r) => r.reported.length === 0), 'the failing assignee reports nothing');
+      refusing = false;
+      await until('the orphan recovered', () => [...replicas.keys()].every((name) => last(name)?.recovered.includes('stuck') === true));
+      assert.equal(replicas.get(assignee)?.sharder.owns('stuck'), true);
+    } finally {
+      for (const r of replicas.values()) r.stop();
+      await Promise.all([...replicas.values()].map((r) => r.outcome));
+    }
   });
 });

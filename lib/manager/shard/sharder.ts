@@ -58,6 +58,36 @@ export interface ShardStatus {
   readonly orphaned: readonly string[];
 }
 
+/** A key past the no-orphan bound with no acting owner, in a {@link ShardOrphans} report. */
+export interface OrphanedKey {
+  readonly key: string;
+  /** Since when no live replica acted for it, as this replica saw it (its clock, ms since the epoch). */
+  readonly since: number;
+  /** The bound it crossed (`ShardStatus.boundMs` when it was reported), ms. */
+  readonly boundMs: number;
+}
+
+/**
+ * What {@link Sharder.subscribeOrphans} listeners hear after each read of the group while any key
+ * is orphaned, and once more when the last one recovered. Level-triggered: a consumer whose write
+ * failed tries again at the next report.
+ */
+export interface ShardOrphans {
+  /** Every orphaned key, group-wide as this replica sees it, longest first. */
+  readonly orphaned: readonly OrphanedKey[];
+  /**
+   * The orphaned keys this replica is the one live replica to report to users (a condition, an
+   * Event): each key's runner-up, the live peer rendezvous hashing names once the key's assignee
+   * is left out (the assignee itself when it is the only live peer). Not the assignee when there
+   * is another: it is the replica most likely failing to act. Every replica computes the same
+   * runner-up from the same peers, so each orphan has one reporter; empty while this replica is
+   * not fresh.
+   */
+  readonly reported: readonly OrphanedKey[];
+  /** Keys orphaned at the last report and not any more (owned again, or gone). */
+  readonly recovered: readonly string[];
+}
+
 /** How {@link Sharder.run} ended. */
 export type ShardOutcome =
   /** Stopped by its signal: fences released after in-flight work settled, then the peer Lease deleted. */
@@ -83,10 +113,25 @@ export interface SharderOptions extends LeaseTimingOptions {
   readonly weight?: number | undefined;
   /** Every live key, group-wide (not only this replica's); read on each tick and after {@link Sharder.keysChanged}. Required. */
   readonly keys: () => Iterable<string>;
-  /** Fences this replica takes per second at most (a rolling restart must not stampede). Default 20. */
+  /**
+   * Free fences (keys new, or released by a live replica: a join, a rolling restart, a cold start)
+   * this replica takes per second at most, so that the first replica up does not take every key
+   * only to hand most of them on as the others join (the cold-start stampede). Default 20.
+   */
   readonly maxFenceTakesPerSecond?: number | undefined;
-  /** Fences taken at once before the rate applies. Default 50. */
+  /** Free fences taken at once before the rate applies. Default 50. */
   readonly fenceTakeBurst?: number | undefined;
+  /**
+   * Fences of a peer that died while this replica was in the group (its peer Lease seen renewed,
+   * then not for a lease duration) taken per second at most: nobody acts for those keys, so they
+   * are taken faster than keys moving between live replicas, and the survivors' assignment is
+   * stable, so nothing taken is handed on again. A holder never seen renewed (dead before this
+   * replica joined, as after a whole Deployment crashed) is taken at the rate of free fences.
+   * Default 100.
+   */
+  readonly maxRecoveryTakesPerSecond?: number | undefined;
+  /** Recovery takes at once before their rate applies. Default 250 (a dead replica's share at ~1,000 keys over 4). */
+  readonly recoveryTakeBurst?: number | undefined;
   /** Default: discards everything. */
   readonly logger?: Logger | undefined;
   /** Default: the wall clock. */
@@ -97,6 +142,11 @@ export interface SharderOptions extends LeaseTimingOptions {
 
 /** Fence DELETEs in flight at once (a join can move hundreds of keys away from one replica). */
 const RELEASES_AT_ONCE = 8;
+/**
+ * Fence writes of takes in flight at once: a recovery burst of hundreds is pipelined rather than
+ * sent at once (an API server admits about 200 mutating requests in flight by default).
+ */
+const TAKES_AT_ONCE = 32;
 /** Attempts at each fence's release on a clean stop. */
 const RELEASE_ROUNDS = 3;
 
@@ -131,10 +181,17 @@ export class Sharder implements ShardOwnership {
   readonly #self: OwnPeerLease;
   readonly #view: PeerView;
   readonly #fences: FenceWriter;
+  /** Takes of free fences. */
   readonly #limiter: TakeLimiter;
+  /** Takes of fences whose holder died while we were in the group. */
+  readonly #recoveryLimiter: TakeLimiter;
+  readonly #takeSlots = new ConcurrencyLimiter({ maxConcurrent: TAKES_AT_ONCE, what: 'shard fence takes' });
   readonly #unowned = new UnownedTracker();
   readonly #held = new Map<string, HeldFence>();
   readonly #listeners = new Set<(change: ShardChange) => void>();
+  readonly #orphanListeners = new Set<(orphans: ShardOrphans) => void>();
+  /** The keys of the last orphan report (so the next one names those recovered). */
+  #orphanedBefore: ReadonlySet<string> = new Set();
   /** Releases in flight (each waits for its key's work to settle); `run` awaits them before resolving. */
   readonly #releases = new Set<Promise<void>>();
   /** Fence DELETEs at once: a mass handoff must not flood the connection the group is read on. */
@@ -177,7 +234,8 @@ export class Sharder implements ShardOwnership {
     this.#self = new OwnPeerLease({ store: options.heartbeat ?? options.leases, group, identity: options.identity, weight, leaseDurationMs: lease, clock: this.#clock });
     this.#view = new PeerView(group, lease);
     this.#fences = new FenceWriter({ store: options.leases, group, identity: options.identity, leaseDurationMs: lease, clock: this.#clock });
-    this.#limiter = new TakeLimiter(options.maxFenceTakesPerSecond ?? 20, options.fenceTakeBurst ?? 50, this.#clock);
+    this.#limiter = new TakeLimiter({ perSecond: options.maxFenceTakesPerSecond ?? 20, burst: options.fenceTakeBurst ?? 50, rateOption: 'maxFenceTakesPerSecond', burstOption: 'fenceTakeBurst' }, this.#clock);
+    this.#recoveryLimiter = new TakeLimiter({ perSecond: options.maxRecoveryTakesPerSecond ?? 100, burst: options.recoveryTakeBurst ?? 250, rateOption: 'maxRecoveryTakesPerSecond', burstOption: 'recoveryTakeBurst' }, this.#clock);
   }
 
   /** True once this replica's peer Lease has been written (readiness). */
@@ -224,6 +282,17 @@ export class Sharder implements ShardOwnership {
     const entry = (change: ShardChange): void => { listener(change); };
     this.#listeners.add(entry);
     return () => { this.#listeners.delete(entry); };
+  }
+
+  /**
+   * Told, after each read of the group, of keys past the no-orphan bound: every one, the ones this
+   * replica reports to users, and those recovered since the last report. Returns unsubscribe.
+   */
+  subscribeOrphans(listener: (orphans: ShardOrphans) => void): () => void {
+    if (typeof listener !== 'function') throw new TypeError('Sharder.subscribeOrphans: listener must be a function');
+    const entry = (orphans: ShardOrphans): void => { listener(orphans); };
+    this.#orphanListeners.add(entry);
+    return () => { this.#orphanListeners.delete(entry); };
   }
 
   /** Re-read the keys now rather than at the next tick (a key appeared or vanished). */
@@ -495,11 +564,16 @@ export class Sharder implements ShardOwnership {
     while (this.#releases.size > 0) await Promise.all(this.#releases);
   }
 
-  /** Takes the fences of keys assigned here that are free or held by a peer that is not live. */
+  /**
+   * Takes the fences of keys assigned here that are free or held by a peer that is not live, each
+   * kind within its own rate (see `maxRecoveryTakesPerSecond`), at most TAKES_AT_ONCE in flight.
+   */
   async #take(fences: Map<string, FenceLease>, now: number): Promise<void> {
     if (!this.#fresh()) return;
     const takes: Promise<void>[] = [];
+    const spent = { free: false, recovery: false };
     for (const key of [...this.#keys].sort()) {
+      if (spent.free && spent.recovery) break;
       if (this.#held.has(key) || this.#ownerOf(key) !== this.identity) continue;
       const fence = fences.get(key);
       const holder = fence?.record.holderIdentity ?? '';
@@ -510,8 +584,14 @@ export class Sharder implements ShardOwnership {
         continue;
       }
       if (holder !== '' && this.#view.isLive(holder, now)) continue; // its holder lets go when it sees the move
-      if (!this.#limiter.tryTake()) break;
-      takes.push(this.#takeOne(key, fence, fences));
+      const recovery = holder !== '' && this.#view.sawRenewed(holder);
+      if (recovery ? spent.recovery : spent.free) continue;
+      if (!(recovery ? this.#recoveryLimiter : this.#limiter).tryTake()) {
+        if (recovery) spent.recovery = true;
+        else spent.free = true;
+        continue;
+      }
+      takes.push(this.#takeSlots.run(undefined, () => this.#takeOne(key, fence, fences)));
     }
     await Promise.all(takes);
   }
@@ -569,6 +649,32 @@ export class Sharder implements ShardOwnership {
     for (const key of this.#unowned.update(unowned, now, boundMs)) {
       this.#logger.error(`shard key ${key} has had no owner for longer than the bound (${boundMs} ms)`, { key, boundMs });
     }
+    this.#reportOrphans(now, boundMs);
+  }
+
+  /** Tells the orphan listeners (see {@link ShardOrphans}); nothing while none is or was orphaned. */
+  #reportOrphans(now: number, boundMs: number): void {
+    const orphaned: OrphanedKey[] = this.#unowned.unowned(now).filter((u) => u.forMs > boundMs).map((u) => ({ key: u.key, since: now - u.forMs, boundMs }));
+    const keys = new Set(orphaned.map((o) => o.key));
+    const recovered = [...this.#orphanedBefore].filter((k) => !keys.has(k)).sort();
+    this.#orphanedBefore = keys;
+    if (orphaned.length === 0 && recovered.length === 0) return;
+    const reported = this.#fresh() ? orphaned.filter((o) => this.#reporterOf(o.key) === this.identity) : [];
+    const report: ShardOrphans = { orphaned, reported, recovered };
+    for (const listener of this.#orphanListeners) {
+      try {
+        listener(report);
+      } catch (err) {
+        this.#logger.error(`a shard orphan listener failed: ${toError(err).message}`, { error: toError(err) });
+      }
+    }
+  }
+
+  /** Who reports `key` orphaned: its runner-up among the live peers (see {@link ShardOrphans.reported}). */
+  #reporterOf(key: string): string | undefined {
+    const assignee = this.#ownerOf(key);
+    const others = this.#peers.filter((p) => p.identity !== assignee);
+    return others.length === 0 ? assignee : rendezvousOwner(key, others);
   }
 
   /** Tells the subscribers what this tick changed. */

@@ -13,11 +13,12 @@ export class TakeLimiter {
   #tokens: number;
   #at: number;
 
-  constructor(perSecond: number, burst: number, clock: Clock) {
-    this.#perSecond = positiveNumber('Sharder', 'maxFenceTakesPerSecond', perSecond);
-    this.#burst = positiveInteger('Sharder', 'fenceTakeBurst', burst);
+  /** `rateOption`, `burstOption`: the Sharder options the values came from, for the TypeError. */
+  constructor(limits: { readonly perSecond: number; readonly burst: number; readonly rateOption: string; readonly burstOption: string }, clock: Clock) {
+    this.#perSecond = positiveNumber('Sharder', limits.rateOption, limits.perSecond);
+    this.#burst = positiveInteger('Sharder', limits.burstOption, limits.burst);
     this.#clock = clock;
-    this.#tokens = burst;
+    this.#tokens = this.#burst;
     this.#at = clock.now();
   }
 
