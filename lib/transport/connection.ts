@@ -290,6 +290,7 @@ export class ClusterConnection implements ResourceResolver {
     const res = await this.#observed('GET', () => this.#transport.open({ method: 'GET', path, query, gvk, signal, long: true }));
     return decodeWatchStream(res.body, { cluster: this.name, gvk }, signal, {
       dropManagedFields: request.dropManagedFields,
+      objectText: request.objectText,
       maxEventBytes: this.#limits.maxWatchEventBytes,
       request: { method: 'GET', path },
     });

@@ -18,6 +18,7 @@
  * unnoticed, with the same result as if that value had been valid.
  */
 
+import { isAscii } from 'node:buffer';
 import { MAX_DEPTH, skipContainerOrString } from './skip.ts';
 
 const TAB = 0x09;
@@ -64,6 +65,7 @@ const SKIP = 5;
 type Level = typeof EVENT | typeof LIST | typeof OBJECT | typeof METADATA | typeof ANNOTATIONS | typeof SKIP;
 
 const OBJECT_KEY = bytes('"object"');
+const TYPE_KEY = bytes('"type"');
 const ITEMS_KEY = bytes('"items"');
 const METADATA_KEY = bytes('"metadata"');
 const ANNOTATIONS_KEY = bytes('"annotations"');
@@ -88,6 +90,18 @@ let scanToEnd = false;
 /** Per object being walked: its managedFields was cut / its annotations were walked. */
 let managedFieldsCut = false;
 let annotationsDone = false;
+/**
+ * Set by {@link scanEventLazily}: the walk goes to the event's end and records where the event's
+ * type, its object and the object's metadata are (first occurrences; a duplicate fails the scan,
+ * as JSON.parse would keep the last one).
+ */
+let lazy = false;
+let typeAt = -1;
+let typeEnd = -1;
+let objectAt = -1;
+let objectEnd = -1;
+let metadataAt = -1;
+let metadataEnd = -1;
 
 // Every scan function reads `b` only below `n` (the end of the text): a typed-array read past the
 // end would return undefined and send V8 to a generic, several times slower path.
@@ -326,8 +340,27 @@ function walkObject(b: Uint8Array, open: number, n: number, level: Level): numbe
       end = walkObject(b, value, n, METADATA);
       if (end < 0) return end;
       if (!scanToEnd) return STOP;
+      if (lazy) {
+        metadataAt = value;
+        metadataEnd = end;
+      }
       // A duplicate metadata later in this item is left to the transform.
       level = SKIP;
+    } else if (lazy && (level === SKIP || level === OBJECT) && matches(b, key, n, METADATA_KEY)) {
+      // Lazy: a second (or non-object) metadata would make the captured one wrong.
+      return FAIL;
+    } else if (lazy && level === EVENT && matches(b, key, n, OBJECT_KEY)) {
+      if (c !== LBRACE || objectAt >= 0) return FAIL;
+      end = walkObject(b, value, n, OBJECT);
+      if (end < 0) return FAIL;
+      objectAt = value;
+      objectEnd = end;
+    } else if (lazy && level === EVENT && matches(b, key, n, TYPE_KEY)) {
+      if (c !== QUOTE || typeAt >= 0) return FAIL;
+      end = skipString(b, value, n);
+      if (end < 0) return FAIL;
+      typeAt = value;
+      typeEnd = end;
     } else if (c === LBRACE && level === EVENT && matches(b, key, n, OBJECT_KEY)) {
       end = walkObject(b, value, n, OBJECT);
       return end === FAIL ? FAIL : STOP;
@@ -429,4 +462,75 @@ export function parseListDroppingManagedFields(buf: Buffer): unknown {
     }
   }
   return JSON.parse(buf.toString('utf8'));
+}
+
+/** A watch event's type and object as {@link scanEventLazily} finds them, not parsed. */
+export interface LazyEvent {
+  readonly type: 'ADDED' | 'MODIFIED' | 'DELETED';
+  /** The object's JSON text without managedFields and the last-applied annotation (raw spellings). */
+  readonly text: string;
+  /** `text.slice(metadataStart, metadataEnd)` is the object's metadata, as JSON text. */
+  readonly metadataStart: number;
+  readonly metadataEnd: number;
+}
+
+const EVENT_TYPES: readonly (readonly [Uint8Array, LazyEvent['type']])[] = [
+  [bytes('"ADDED"'), 'ADDED'],
+  [bytes('"MODIFIED"'), 'MODIFIED'],
+  [bytes('"DELETED"'), 'DELETED'],
+];
+
+/**
+ * Finds, in bytes [start, end) of `buf` (one watch event, UTF-8), the event's type and its object's
+ * text without managedFields and the last-applied annotation, and where the object's metadata is in
+ * that text, without parsing the object. Undefined when the scan is unsure (see the soundness note
+ * above), for a BOOKMARK or ERROR, or for an object without an object `metadata`: the caller
+ * decodes the line as before. The walk checks the grammar of the event's members, the object's
+ * members and its metadata; the values it skips (spec, status, data) are followed through their
+ * strings and brackets only, so an error inside them shows when the text is parsed.
+ */
+export function scanEventLazily(buf: Buffer, start: number, end: number): LazyEvent | undefined {
+  cuts.length = 0;
+  scanToEnd = true;
+  lazy = true;
+  typeAt = typeEnd = objectAt = objectEnd = metadataAt = metadataEnd = -1;
+  let result: number;
+  try {
+    const open = ws(buf, start, end);
+    result = at(buf, open, end) === LBRACE ? walkObject(buf, open, end, EVENT) : FAIL;
+    if (result >= 0 && ws(buf, result, end) !== end) result = FAIL;
+  } finally {
+    lazy = false;
+  }
+  if (result < 0 || objectAt < 0 || metadataAt < 0 || typeAt < 0) return undefined;
+  let type: LazyEvent['type'] | undefined;
+  for (const [spelling, name] of EVENT_TYPES) {
+    if (typeEnd - typeAt === spelling.length && matches(buf, typeAt, typeEnd, spelling)) type = name;
+  }
+  if (type === undefined) return undefined;
+  // Every cut is inside the metadata: its start does not move, its end moves by what was cut.
+  let removed = 0;
+  for (let k = 0; k < cuts.length; k += 2) removed += (cuts[k + 1] ?? 0) - (cuts[k] ?? 0);
+  const length = objectEnd - objectAt - removed;
+  let out = scratch;
+  if (length > out.length) {
+    out = Buffer.allocUnsafe(length);
+    if (length <= SCRATCH_MAX) scratch = out;
+  }
+  let from = objectAt;
+  let size = 0;
+  for (let k = 0; k < cuts.length; k += 2) {
+    size += buf.copy(out, size, from, cuts[k]);
+    from = cuts[k + 1] ?? objectEnd;
+  }
+  size += buf.copy(out, size, from, objectEnd);
+  let metadataStart = metadataAt - objectAt;
+  let metadataEnd2 = metadataEnd - objectAt - removed;
+  const text = out.toString('utf8', 0, size);
+  // Byte offsets are string offsets while everything before the metadata's end is ASCII.
+  if (text.length !== size && !isAscii(out.subarray(0, metadataEnd2))) {
+    metadataStart = out.toString('utf8', 0, metadataStart).length;
+    metadataEnd2 = out.toString('utf8', 0, metadataEnd2).length;
+  }
+  return { type, text, metadataStart, metadataEnd: metadataEnd2 };
 }
