@@ -320,7 +320,7 @@ describe('scanEventLazily (objects kept as text)', () => {
       assert.deepEqual(JSON.parse(scanned.text), ingest(JSON.parse(JSON.stringify(object))));
       assert.deepEqual(JSON.parse(scanned.text.slice(scanned.metadataStart, scanned.metadataEnd)), (ingest(JSON.parse(JSON.stringify(object))) as KubeObject).metadata);
     }
-    const kindFirst = scan(JSON.stringify({ type: 'ADDED', object: { kind: 'Ünicode', ...object } }));
+    const kindFirst = scan(JSON.stringify({ type: 'ADDED', object: { note: 'Ünicode', ...object } }));
     assert.ok(kindFirst !== undefined);
     assert.equal((JSON.parse(kindFirst.text.slice(kindFirst.metadataStart, kindFirst.metadataEnd)) as ObjectMeta).name, 'ünï');
   });
