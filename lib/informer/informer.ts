@@ -375,7 +375,7 @@ export class ResourceInformer<T extends KubeObject = KubeObject> implements Info
     this.#indexesParse = Object.values(indexers).some((fn) => !isHeadOnlyIndex(fn));
     this.#apiVersion = apiVersionOf(this.gvk);
     this.#store = new Store<T>(indexers, {
-      decode: (text) => this.#decode(text),
+      decode: (slot) => this.#decode(slot.text ?? '', slot.uid, slot.resourceVersion),
       head: (slot) => this.#headOf('', slot),
       corrupt: (key, slot, err) => { this.#corrupted(key, slot, err); },
       indexError: (index, key, err) => {
@@ -621,7 +621,7 @@ export class ResourceInformer<T extends KubeObject = KubeObject> implements Info
       let obj: T | undefined;
       if (this.#objectHandlers > 0 || this.#indexesParse) {
         try {
-          obj = this.#decode(text.text);
+          obj = this.#decode(text.text, metadata.uid, metadata.resourceVersion);
         } catch (err) {
           this.#skip(metadata.namespace ?? '', metadata.name ?? '', err);
           return undefined;
@@ -670,10 +670,16 @@ export class ResourceInformer<T extends KubeObject = KubeObject> implements Info
     }
   }
 
-  /** Parses, transforms and freezes a slot's text (throws when it does not parse or freeze). */
-  #decode(text: string): T {
+  /**
+   * Parses, transforms and freezes a slot's text; throws when it does not parse or freeze, or when
+   * its uid or resourceVersion is not the one captured at ingest (the pre-pass reads the text only
+   * up to the metadata's end: what follows is checked here).
+   */
+  #decode(text: string, uid: string | undefined, resourceVersion: string | undefined): T {
     const parsed = JSON.parse(text) as unknown;
     if (typeof parsed !== 'object' || parsed === null || Array.isArray(parsed)) throw new TypeError('the object\'s text is not a JSON object');
+    const meta = (parsed as KubeObject).metadata;
+    if (meta?.uid !== uid || meta?.resourceVersion !== resourceVersion) throw new TypeError('the object\'s text disagrees with the metadata read at ingest');
     let obj: T;
     try {
       obj = this.#transform(parsed as KubeObject);
@@ -701,7 +707,7 @@ export class ResourceInformer<T extends KubeObject = KubeObject> implements Info
       }
     }
     try {
-      return this.#headOfObject(this.#decode(text));
+      return this.#headOfObject(this.#decode(text, slot.uid, slot.resourceVersion));
     } catch {
       const slash = key.indexOf('/');
       const metadata: Record<string, string> = slash < 0 ? { name: key } : { namespace: key.slice(0, slash), name: key.slice(slash + 1) };

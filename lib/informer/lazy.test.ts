@@ -161,6 +161,20 @@ describe('lazy objects', () => {
     assert.deepEqual(informer.store.keys().sort(), ['ns/a', 'ns/after', 'ns/b']);
   });
 
+  it('an object whose text disagrees with the metadata read at ingest (a duplicate metadata) is skipped when read', async () => {
+    const { client, informer } = started();
+    const errors: Error[] = [];
+    informer.on('error', (e) => errors.push(e));
+    await sync(informer);
+    client.stream?.pushLine('{"type":"ADDED","object":{"metadata":{"namespace":"ns","name":"dup","uid":"u","resourceVersion":"900"},"metadata":{"namespace":"ns","name":"dup","uid":"u","resourceVersion":"1"}}}');
+    await settle();
+    assert.ok(informer.store.keys().includes('ns/dup'));
+    assert.equal(informer.store.get('ns/dup'), undefined);
+    assert.ok(errors[0] instanceof ObjectSkippedError);
+    assert.match((errors[0].cause as Error).message, /disagrees with the metadata/);
+    assert.equal(informer.store.keys().includes('ns/dup'), false);
+  });
+
   it('the decoded-object cache is bounded by decodedCacheSize, least recently used out first', async () => {
     const { informer } = started({ decodedCacheSize: 2 }, ['a', 'b', 'c', 'd']);
     await sync(informer);

@@ -99,8 +99,8 @@ const PARSED_ESTIMATE_BYTES = 1_700;
 
 /** Where a {@link Store} turns text into objects, and heads into metadata. */
 export interface StoreCodec<T extends KubeObject> {
-  /** Parses, transforms and deeply freezes a slot's text; throws when the text does not parse. */
-  decode(text: string): T;
+  /** Parses, transforms and deeply freezes a slot's text; throws when it does not parse or disagrees with the slot. */
+  decode(slot: Slot<T>): T;
   /** The head of a slot, parsed from its metadata text (or its whole text). */
   head(slot: Slot<T>): ObjectHead;
   /** A slot's text did not parse: the store has already dropped it. */
@@ -234,7 +234,7 @@ export class Store<T extends KubeObject = KubeObject> implements StoreReader<T> 
     let obj: T;
     try {
       this.#decodes++;
-      obj = this.#codec.decode(slot.text ?? '');
+      obj = this.#codec.decode(slot);
     } catch (err) {
       if (this.#items?.get(key) === slot) this.delete(key);
       this.#codec.corrupt(key, slot, err);

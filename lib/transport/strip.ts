@@ -339,22 +339,23 @@ function walkObject(b: Uint8Array, open: number, n: number, level: Level): numbe
     } else if (c === LBRACE && level === OBJECT && matches(b, key, n, METADATA_KEY)) {
       end = walkObject(b, value, n, METADATA);
       if (end < 0) return end;
-      if (!scanToEnd) return STOP;
       if (lazy) {
         metadataAt = value;
         metadataEnd = end;
+        return STOP;
       }
+      if (!scanToEnd) return STOP;
       // A duplicate metadata later in this item is left to the transform.
       level = SKIP;
-    } else if (lazy && (level === SKIP || level === OBJECT) && matches(b, key, n, METADATA_KEY)) {
-      // Lazy: a second (or non-object) metadata would make the captured one wrong.
+    } else if (lazy && level === OBJECT && matches(b, key, n, METADATA_KEY)) {
+      // Lazy: a metadata that is not an object cannot be captured.
       return FAIL;
     } else if (lazy && level === EVENT && matches(b, key, n, OBJECT_KEY)) {
-      if (c !== LBRACE || objectAt >= 0) return FAIL;
-      end = walkObject(b, value, n, OBJECT);
-      if (end < 0) return FAIL;
+      // The type must come first (the API server writes it so): the walk ends in the object.
+      if (c !== LBRACE || typeAt < 0) return FAIL;
       objectAt = value;
-      objectEnd = end;
+      end = walkObject(b, value, n, OBJECT);
+      return end === FAIL ? FAIL : STOP;
     } else if (lazy && level === EVENT && matches(b, key, n, TYPE_KEY)) {
       if (c !== QUOTE || typeAt >= 0) return FAIL;
       end = skipString(b, value, n);
@@ -464,6 +465,18 @@ export function parseListDroppingManagedFields(buf: Buffer): unknown {
   return JSON.parse(buf.toString('utf8'));
 }
 
+/** The index after the `}` that ends bytes [from, end) but for whitespace, or FAIL. */
+function lastBrace(b: Uint8Array, from: number, end: number): number {
+  let i = end - 1;
+  while (i >= from) {
+    const c = b[i];
+    if (c === RBRACE) return i + 1;
+    if (c !== SPACE && c !== LF && c !== CR && c !== TAB) return FAIL;
+    i--;
+  }
+  return FAIL;
+}
+
 /** A watch event's type and object as {@link scanEventLazily} finds them, not parsed. */
 export interface LazyEvent {
   readonly type: 'ADDED' | 'MODIFIED' | 'DELETED';
@@ -484,10 +497,14 @@ const EVENT_TYPES: readonly (readonly [Uint8Array, LazyEvent['type']])[] = [
  * Finds, in bytes [start, end) of `buf` (one watch event, UTF-8), the event's type and its object's
  * text without managedFields and the last-applied annotation, and where the object's metadata is in
  * that text, without parsing the object. Undefined when the scan is unsure (see the soundness note
- * above), for a BOOKMARK or ERROR, or for an object without an object `metadata`: the caller
- * decodes the line as before. The walk checks the grammar of the event's members, the object's
- * members and its metadata; the values it skips (spec, status, data) are followed through their
- * strings and brackets only, so an error inside them shows when the text is parsed.
+ * above), for a BOOKMARK or ERROR, for an event whose `type` does not come before its `object`, or
+ * for an object without an object `metadata`: the caller decodes the line as before. The walk
+ * checks the grammar of the event's members before the object and of the object's members up to
+ * its metadata's end; the rest of the object (spec, status, data: most of its bytes) is not read
+ * at all: it is taken to end at the line's last `}` but one (the object is the event's last
+ * member, as the API server writes it). Whatever is wrong after the metadata (a grammar error,
+ * a member after the object, a duplicate metadata) shows when the text is parsed, which the
+ * informer checks against the metadata captured here.
  */
 export function scanEventLazily(buf: Buffer, start: number, end: number): LazyEvent | undefined {
   cuts.length = 0;
@@ -498,11 +515,17 @@ export function scanEventLazily(buf: Buffer, start: number, end: number): LazyEv
   try {
     const open = ws(buf, start, end);
     result = at(buf, open, end) === LBRACE ? walkObject(buf, open, end, EVENT) : FAIL;
-    if (result >= 0 && ws(buf, result, end) !== end) result = FAIL;
   } finally {
     lazy = false;
   }
-  if (result < 0 || objectAt < 0 || metadataAt < 0 || typeAt < 0) return undefined;
+  if (result !== STOP || objectAt < 0 || metadataAt < 0 || typeAt < 0) return undefined;
+  // The object is the event's last member, as the API server writes it: it ends at the last `}`
+  // but one. The rest of it is not walked (most of its bytes). Bytes after it that are not the
+  // event's end make the text invalid JSON, which its parse reports.
+  objectEnd = lastBrace(buf, metadataEnd, end);
+  if (objectEnd < 0) return undefined;
+  objectEnd = lastBrace(buf, metadataEnd, objectEnd - 1);
+  if (objectEnd < 0) return undefined;
   let type: LazyEvent['type'] | undefined;
   for (const [spelling, name] of EVENT_TYPES) {
     if (typeEnd - typeAt === spelling.length && matches(buf, typeAt, typeEnd, spelling)) type = name;
