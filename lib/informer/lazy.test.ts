@@ -30,7 +30,7 @@ function cm(name: string, data: Record<string, string> = { k: 'v' }, labels: Rec
 function started(options: Partial<InformerOptions> = {}, objects = ['a', 'b']): { client: FakeResourceClient; informer: ResourceInformer } {
   const client = new FakeResourceClient();
   for (const name of objects) client.upsert(cm(name));
-  const informer = new ResourceInformer({ client, ...options });
+  const informer = new ResourceInformer({ client, objects: 'lazy', ...options });
   running.push(informer);
   return { client, informer };
 }
@@ -204,6 +204,7 @@ describe('lazy objects', () => {
     informer.store.get('ns/a');
     assert.equal(informer.stats().decodes, 2);
     const parsed = (started({ objects: 'parsed' })).informer;
+    assert.equal(new ResourceInformer({ client: new FakeResourceClient() }).stats().decodes, 0);
     await sync(parsed);
     assert.equal(parsed.store.get('ns/a'), parsed.store.get('ns/a'));
     assert.equal(parsed.stats().decodes, 0);
