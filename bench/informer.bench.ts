@@ -17,7 +17,8 @@ import { PerformanceObserver } from 'node:perf_hooks';
 import { fileURLToPath } from 'node:url';
 import { CoreV1Api, makeInformer, type KubeConfig } from '@kubernetes/client-node';
 import { ClusterConnection, createListLimiter, type KubeList, type KubeObject, type WatchEvent } from '../lib/transport/index.ts';
-import { parseEventDroppingManagedFields, parseListDroppingManagedFields } from '../lib/transport/strip.ts';
+import { loadavg } from 'node:os';
+import { parseEventDroppingManagedFields, parseListDroppingManagedFields, scanEventLazily } from '../lib/transport/strip.ts';
 import { identityTransform, ResourceInformer, stripManagedFields } from '../lib/informer/index.ts';
 import { kubeConfigFor } from '../fixtures/support/index.ts';
 
@@ -31,10 +32,14 @@ const FIRST_RV = 1_000;
 /** Runs per variant (env ROUNDS, default 3); medians are reported. */
 const ROUNDS = Number(process.env.ROUNDS ?? 3);
 
-type Variant = 'fleetcache' | 'fleetcache-late' | 'fleetcache-whole' | 'client-node' | 'floor-receive' | 'floor-parse' | 'floor-keep';
-const VARIANTS: readonly { readonly id: Variant; readonly label: string }[] = [
+type Variant = 'fleetcache' | 'fleetcache-parsed' | 'fleetcache-full' | 'fleetcache-late' | 'fleetcache-whole' | 'client-node' | 'floor-receive' | 'floor-parse' | 'floor-keep' | 'floor-text';
+const ALL_VARIANTS: readonly { readonly id: Variant; readonly label: string }[] = [
   { id: 'client-node', label: 'client-node makeInformer' },
-  { id: 'fleetcache', label: 'fleetcache (default transform)' },
+  // Issue 27: objects kept as text (`objects: 'lazy'`). `fleetcache-parsed` is the default (objects
+  // parsed and frozen at ingest, the design before it), the baseline of the lazy path's ratios.
+  { id: 'fleetcache-parsed', label: 'fleetcache, objects parsed (default)' },
+  { id: 'fleetcache', label: 'fleetcache, lazy objects, head handler' },
+  { id: 'fleetcache-full', label: 'fleetcache, lazy objects, whole-object handler' },
   { id: 'fleetcache-late', label: 'fleetcache (same, stripped after parse)' },
   { id: 'fleetcache-whole', label: 'fleetcache (identity transform)' },
   // Lower bounds, no informer: what receiving the bytes costs; receiving plus JSON.parse of every
@@ -44,7 +49,16 @@ const VARIANTS: readonly { readonly id: Variant; readonly label: string }[] = [
   { id: 'floor-receive', label: 'floor: receive LIST + WATCH, split lines' },
   { id: 'floor-parse', label: 'floor: the same + JSON.parse, nothing kept' },
   { id: 'floor-keep', label: 'floor: pre-pass + JSON.parse, kept in a Map' },
+  // The least a lazy informer does: the lazy scan of each line, its text kept in a Map.
+  { id: 'floor-text', label: 'floor: lazy scan, text kept in a Map' },
 ];
+/** Env ONLY=id,id runs those variants alone (client-node is always run: the ratios need it). */
+const ONLY = process.env.ONLY?.split(',') ?? [];
+const VARIANTS = ALL_VARIANTS.filter((v) => ONLY.length === 0 || v.id === 'client-node' || ONLY.includes(v.id));
+/** Objects read per reconcile in the reader-heavy case. */
+const READS = 1_000;
+/** Reconciles timed in the reader-heavy case. */
+const RECONCILES = 20;
 
 interface Result {
   readonly variant: Variant;
@@ -56,6 +70,10 @@ interface Result {
   readonly cached: number;
   /** -1 for the floors that keep nothing. */
   readonly retainedBytes: number;
+  /** The informer's own estimate (`stats().retainedBytes`) per object; -1 where there is none. */
+  readonly estimatedBytes: number;
+  /** Microseconds of one reconcile that reads {@link READS} objects by key; -1 where there is no store. */
+  readonly reconcileUs: number;
 }
 
 /** A ConfigMap as the API server would send it after `kubectl apply` and a few controller writes. */
@@ -134,15 +152,19 @@ interface Subject {
   start(onUpdate: (resourceVersion: string | undefined) => void, onError: (err: Error) => void): void;
   stop(): Promise<void>;
   cached(): number;
+  /** The informer's own retained-bytes estimate, where it has one. */
+  estimated?: () => number;
+  /** One reader-heavy reconcile (READS objects read); absent for the floors. */
+  reconcile?: () => number;
 }
 
 /**
  * A bare HTTP client reading the LIST, then the WATCH line by line: only split (`receive`),
  * JSON.parse'd (`parse`), or decoded as fleetcache's default transform has it and kept (`keep`).
  */
-function floor(server: string, mode: 'receive' | 'parse' | 'keep'): Subject {
+function floor(server: string, mode: 'receive' | 'parse' | 'keep' | 'text'): Subject {
   const requests = new Set<ClientRequest>();
-  const kept = new Map<string, KubeObject>();
+  const kept = new Map<string, KubeObject | string>();
   const keep = (obj: KubeObject): void => { kept.set(`${obj.metadata?.namespace ?? ''}/${obj.metadata?.name ?? ''}`, obj); };
   const get = (path: string, onResponse: (res: IncomingMessage) => void, onError: (err: Error) => void): void => {
     const req = httpGet(`${server}${path}`, { headers: { authorization: `Bearer ${TOKEN}` } }, onResponse);
@@ -158,8 +180,9 @@ function floor(server: string, mode: 'receive' | 'parse' | 'keep'): Subject {
           const body = Buffer.concat(chunks);
           let rv = String(FIRST_RV);
           if (mode !== 'receive') {
-            const parsed = (mode === 'keep' ? parseListDroppingManagedFields(body) : JSON.parse(body.toString('utf8'))) as KubeList;
+            const parsed = (mode === 'keep' || mode === 'text' ? parseListDroppingManagedFields(body) : JSON.parse(body.toString('utf8'))) as KubeList;
             if (mode === 'keep') for (const item of parsed.items) keep(item);
+            if (mode === 'text') for (const item of parsed.items) kept.set(`${item.metadata?.namespace ?? ''}/${item.metadata?.name ?? ''}`, JSON.stringify(stripManagedFields(item)));
             rv = parsed.metadata.resourceVersion ?? rv;
           }
           get(`/api/v1/namespaces/${NAMESPACE}/configmaps?watch=true&resourceVersion=${rv}`, (watch) => {
@@ -169,6 +192,14 @@ function floor(server: string, mode: 'receive' | 'parse' | 'keep'): Subject {
               lines++;
               if (mode === 'receive') {
                 onUpdate(lines === EVENTS ? String(FIRST_RV + EVENTS) : undefined);
+                return;
+              }
+              if (mode === 'text') {
+                const scanned = scanEventLazily(buf, start, end);
+                if (scanned === undefined) throw new Error('the lazy scan declined a bench line');
+                const meta = JSON.parse(scanned.text.slice(scanned.metadataStart, scanned.metadataEnd)) as { namespace: string; name: string; resourceVersion: string };
+                kept.set(`${meta.namespace}/${meta.name}`, scanned.text);
+                onUpdate(meta.resourceVersion);
                 return;
               }
               const { object } = (mode === 'keep' ? parseEventDroppingManagedFields(buf, start, end) : JSON.parse(buf.toString('utf8', start, end))) as WatchEvent;
@@ -208,6 +239,7 @@ function subject(variant: Variant, kc: KubeConfig, server: string): Subject {
   if (variant === 'floor-receive') return floor(server, 'receive');
   if (variant === 'floor-parse') return floor(server, 'parse');
   if (variant === 'floor-keep') return floor(server, 'keep');
+  if (variant === 'floor-text') return floor(server, 'text');
   if (variant === 'client-node') {
     const api = kc.makeApiClient(CoreV1Api);
     const informer = makeInformer(kc, `/api/v1/namespaces/${NAMESPACE}/configmaps`, () => api.listNamespacedConfigMap({ namespace: NAMESPACE }));
@@ -219,6 +251,7 @@ function subject(variant: Variant, kc: KubeConfig, server: string): Subject {
       },
       stop: () => informer.stop(),
       cached: () => informer.list().length,
+      reconcile: () => { const all = informer.list(); let n = 0; for (let i = 0; i < READS; i++) if (all[i] !== undefined) n++; return n; },
     };
   }
   const connection = new ClusterConnection({ name: 'bench', kubeConfig: kc, listLimiter: createListLimiter() });
@@ -227,15 +260,28 @@ function subject(variant: Variant, kc: KubeConfig, server: string): Subject {
   // A transform other than the default itself (even one doing the same) gets whole objects: this
   // variant shows what dropping managedFields while decoding is worth.
   const transform = variant === 'fleetcache-whole' ? identityTransform : variant === 'fleetcache-late' ? (obj: KubeObject) => stripManagedFields(obj) : undefined;
-  const informer = new ResourceInformer({ client, namespace: NAMESPACE, ...(transform === undefined ? {} : { transform }) });
+  const informer = new ResourceInformer({ client, namespace: NAMESPACE, ...(transform === undefined ? {} : { transform }), ...(variant === 'fleetcache' || variant === 'fleetcache-full' ? { objects: 'lazy' as const } : {}) });
+  const keys: string[] = [];
   return {
     start: (onUpdate, onError) => {
-      informer.addHandler({ update: (_old, obj) => { onUpdate(obj.metadata?.resourceVersion); } });
+      // The lazy default with a head handler is what the registry's wake-ups do.
+      if (variant === 'fleetcache') informer.addHeadHandler({ update: (_old, head) => { onUpdate(head.metadata.resourceVersion); } });
+      else informer.addHandler({ update: (_old, obj) => { onUpdate(obj.metadata?.resourceVersion); } });
       informer.on('error', onError);
       informer.start();
     },
     stop: async () => { await informer.stop(); await connection.close(); },
     cached: () => informer.store.size,
+    estimated: () => informer.stats().retainedBytes,
+    // A controller's reconcile that reads READS objects by key (the same ones each time, as a
+    // controller listing its namespace would): with lazy objects, beyond the decoded cache's size
+    // each read is a parse.
+    reconcile: () => {
+      if (keys.length === 0) keys.push(...informer.store.keys().sort().slice(0, READS));
+      let n = 0;
+      for (const key of keys) if (informer.store.get(key) !== undefined) n++;
+      return n;
+    },
   };
 }
 
@@ -266,7 +312,15 @@ async function runVariant(variant: Variant, server: string): Promise<Result> {
   gc();
   const heapAfter = process.memoryUsage().heapUsed;
   const cached = informer.cached();
-  return { variant, cpuMs: (cpu.user + cpu.system) / 1000, gcMs, wallMs, events, cached, retainedBytes: cached === 0 ? -1 : (heapAfter - heapBefore) / cached };
+  const estimatedBytes = informer.estimated === undefined || cached === 0 ? -1 : informer.estimated() / cached;
+  let reconcileUs = -1;
+  if (informer.reconcile !== undefined) {
+    informer.reconcile();
+    const t0 = performance.now();
+    for (let r = 0; r < RECONCILES; r++) informer.reconcile();
+    reconcileUs = ((performance.now() - t0) * 1000) / RECONCILES;
+  }
+  return { variant, cpuMs: (cpu.user + cpu.system) / 1000, gcMs, wallMs, events, cached, retainedBytes: cached === 0 ? -1 : (heapAfter - heapBefore) / cached, estimatedBytes, reconcileUs };
 }
 
 function child(args: readonly string[], input: 'pipe' | 'ignore'): ReturnType<typeof spawn> {
@@ -318,16 +372,23 @@ async function main(): Promise<void> {
       events: median(mine.map((r) => r.events)),
       cached: median(mine.map((r) => r.cached)),
       retainedBytes: median(mine.map((r) => r.retainedBytes)),
+      estimatedBytes: median(mine.map((r) => r.estimatedBytes)),
+      reconcileUs: median(mine.map((r) => r.reconcileUs)),
     };
   });
+  const hasParsed = results.some((r) => r.variant === 'fleetcache-parsed');
+  // What each object weighs as the stripped JSON the lazy store keeps (the goal's yardstick).
+  let stripped = 0;
+  for (let i = 0; i < OBJECTS; i++) stripped += JSON.stringify(stripManagedFields(configMap(i, FIRST_RV + EVENTS) as KubeObject)).length;
+  const strippedBytes = stripped / OBJECTS;
   const base = results.find((r) => r.variant === 'client-node');
   if (base === undefined) throw new Error('no client-node result');
   const perCore = (r: Result): number => (r.events / r.cpuMs) * 1000;
   // The throughput ratio is taken within each round (runs next to each other share the machine's
   // load of the moment), then the median over rounds: steadier than a ratio of medians here.
-  const ratio = (id: Variant): number => median(Array.from({ length: ROUNDS }, (_, round) => {
+  const ratio = (id: Variant, to: Variant = 'client-node'): number => median(Array.from({ length: ROUNDS }, (_, round) => {
     const mine = runs.find((r) => r.variant === id && r.round === round);
-    const theirs = runs.find((r) => r.variant === 'client-node' && r.round === round);
+    const theirs = runs.find((r) => r.variant === to && r.round === round);
     return mine === undefined || theirs === undefined ? Number.NaN : perCore(mine) / perCore(theirs);
   }));
   const rows = results.map((r) => {
@@ -336,17 +397,21 @@ async function main(): Promise<void> {
       label,
       Math.round(perCore(r)).toLocaleString('en-US'),
       `${ratio(r.variant).toFixed(2)}×`,
+      hasParsed ? `${ratio(r.variant, 'fleetcache-parsed').toFixed(2)}×` : '-',
       r.retainedBytes < 0 ? '-' : Math.round(r.retainedBytes).toLocaleString('en-US'),
       r.retainedBytes < 0 ? '-' : `${(r.retainedBytes / base.retainedBytes).toFixed(2)}×`,
+      r.retainedBytes < 0 ? '-' : `${(r.retainedBytes / strippedBytes).toFixed(2)}×`,
+      r.estimatedBytes < 0 ? '-' : Math.round(r.estimatedBytes).toLocaleString('en-US'),
+      r.reconcileUs < 0 ? '-' : Math.round(r.reconcileUs).toLocaleString('en-US'),
       `${r.cpuMs.toFixed(0)} / ${r.gcMs.toFixed(0)} / ${r.wallMs.toFixed(0)}`,
       String(r.cached),
     ];
   });
-  const header = ['informer', 'events/s per core', 'vs client-node', 'retained B/object', 'vs client-node', 'CPU / GC / wall ms', 'cached'];
+  const header = ['informer', 'events/s per core', 'vs client-node', 'vs parsed', 'retained B/object', 'vs client-node', 'vs stripped JSON', 'estimate B', `µs/${String(READS)} reads`, 'CPU / GC / wall ms', 'cached'];
   const widths = header.map((h, i) => Math.max(h.length, ...rows.map((r) => (r[i] ?? '').length)));
   const line = (cells: readonly string[]): string => cells.map((c, i) => (i === 0 ? c.padEnd(widths[i] ?? 0) : c.padStart(widths[i] ?? 0))).join('  ');
   process.stdout.write(`${line(header)}\n${line(widths.map((w) => '-'.repeat(w)))}\n${rows.map(line).join('\n')}\n`);
-  process.stdout.write(`\nmedians of ${ROUNDS} runs (the events/s ratio: median of the ratios within each round). events/s per core = events / (user + system\nCPU time of the informer process, LIST included); GC = main-thread GC pauses; retained = heap growth after GC (streams stopped,\ncache kept) / cached objects.\n`);
+  process.stdout.write(`\nmedians of ${ROUNDS} runs (the events/s ratio: median of the ratios within each round). events/s per core = events / (user + system\nCPU time of the informer process, LIST included); GC = main-thread GC pauses; retained = heap growth after GC (streams stopped,\ncache kept) / cached objects; vs parsed = events/s ratio to fleetcache with objects parsed at ingest, within each round; vs stripped JSON\n= retained / ${Math.round(strippedBytes).toLocaleString('en-US')} B, the stripped JSON of one object; estimate = the informer's stats().retainedBytes per object; µs/${String(READS)} reads = one\nreconcile reading ${String(READS)} objects by key after the run (decoded cache: 64 objects by default). Load average (1, 5, 15 min) at the end: ${loadavg().map((l) => l.toFixed(1)).join(' ')}.\n`);
 }
 
 const args = process.argv.slice(2);

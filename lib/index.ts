@@ -92,7 +92,7 @@ export type {
 
 // What a cache calls and is configured with.
 export { identityTransform, stripManagedFields } from './informer/index.ts';
-export type { InformerHandler, ListReason, RelistSummary, Transform } from './informer/index.ts';
+export type { InformerHandler, ListReason, ObjectHead, RelistSummary, Transform } from './informer/index.ts';
 
 // The requeue queue and the workers that drain it.
 export { defaultControllerRateLimiter, RateLimitingWorkQueue, runWorkers } from './queue/index.ts';

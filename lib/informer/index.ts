@@ -6,7 +6,7 @@
 export { ResourceInformer } from './informer.ts';
 export type { Informer, InformerEvents, InformerHandler, InformerOptions, InformerStats, RelistSummary } from './informer.ts';
 export { labelIndex, NAMESPACE_INDEX, objectKey } from './store.ts';
-export type { IndexFunc, StoreReader } from './store.ts';
+export type { IndexFunc, ObjectHead, StoreReader } from './store.ts';
 export { deepFreeze, identityTransform, LAST_APPLIED_ANNOTATION, stripManagedFields } from './transform.ts';
 export type { Transform } from './transform.ts';
 export type { ListReason } from './reflector.ts';

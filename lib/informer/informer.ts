@@ -1,6 +1,7 @@
-import { checkGvk, type KubeObject, type ResourceClient, type ResourceResolver } from '../transport/index.ts';
+import { checkGvk, type KubeObject, type ObjectMeta, type ObjectText, type ResourceClient, type ResourceResolver } from '../transport/index.ts';
 import {
   abortReason,
+  apiVersionOf,
   ClosedError,
   formatGvk,
   nonNegativeInteger,
@@ -18,7 +19,7 @@ import {
 } from '../util/index.ts';
 import { TypedEvents } from './events.ts';
 import { Reflector, type ListReason, type ReflectorSource } from './reflector.ts';
-import { objectKey, Store, type IndexFunc, type StoreReader } from './store.ts';
+import { isHeadOnlyIndex, objectKey, Slot, Store, type IndexFunc, type ObjectHead, type StoreReader } from './store.ts';
 import { deepFreeze, stripManagedFields, type Transform } from './transform.ts';
 
 /**
@@ -100,6 +101,16 @@ export interface InformerStats {
   readonly events: number;
   /** Objects left out of the cache because they could not be taken (see `ObjectSkippedError`). */
   readonly skipped: number;
+  /**
+   * Objects parsed from their stored text with `objects: 'lazy'` (for a reader, a handler, a custom
+   * index or a snapshot; one served by the decoded-object cache is not counted); 0 otherwise.
+   */
+  readonly decodes: number;
+  /**
+   * Estimated bytes the cache holds: the stored text of every object plus a fixed estimate per
+   * object for its key, slot and index entries (a flat estimate per object kept parsed).
+   */
+  readonly retainedBytes: number;
   /** The last resourceVersion seen (opaque). */
   readonly resourceVersion: string;
   /** When the last complete LIST was applied (clock milliseconds). */
@@ -139,8 +150,19 @@ export interface Informer<T extends KubeObject = KubeObject> {
   stop(): Promise<void>;
   /** Resolves once synced; rejects with the signal's reason, or `ClosedError` if stopped first. */
   waitForSync(signal?: AbortSignal): Promise<void>;
-  /** Registers a handler; returns the function that unregisters it. */
+  /**
+   * Registers a handler; returns the function that unregisters it. The handler receives whole
+   * objects: with lazy objects (`objects: 'lazy'`), each event it has a callback for costs a parse of
+   * the new object (and, for `update`, of the old one unless it is still in the decoded-object
+   * cache). A handler that needs only keys, labels and other metadata should use `addHeadHandler`.
+   */
   addHandler(handler: InformerHandler<T>): () => void;
+  /**
+   * Registers a handler that receives each object's head (`apiVersion`, `kind` and the whole
+   * `metadata`, frozen) instead of the object: it never causes a parse. Same delivery rules as
+   * `addHandler`. Returns the function that unregisters it.
+   */
+  addHeadHandler(handler: InformerHandler<ObjectHead>): () => void;
   /** Subscribes to an event; returns the unsubscribe function. */
   on<K extends keyof InformerEvents>(event: K, listener: (...args: InformerEvents[K]) => void): () => void;
   stats(): InformerStats;
@@ -172,7 +194,27 @@ export interface InformerOptions<T extends KubeObject = KubeObject> {
    * all; any other transform receives whole objects.
    */
   readonly transform?: Transform<T>;
-  /** Custom indexes by name, queried with `store.byIndex`. `namespace` is built in. Default: none. */
+  /**
+   * How the cache keeps objects. `'parsed'` (the default): parsed, deeply frozen objects. `'lazy'`
+   * (with the default transform only): as their JSON text (managedFields and the last-applied
+   * annotation removed) plus what bookkeeping needs, parsed when a reader or a whole-object handler
+   * asks (a read past the decoded-object cache costs a parse: about 3-4 µs for a 3 KB ConfigMap on
+   * a loaded machine). Measured on 3 KB ConfigMaps (bench/informer.bench.ts, issue 27), lazy
+   * objects neither ingest faster (0.90-0.97× with a head handler) nor weigh much less (0.97×);
+   * they pay where objects are mostly metadata-read and their bodies are large and deep. An
+   * informer with a custom transform always keeps parsed objects.
+   */
+  readonly objects?: 'lazy' | 'parsed';
+  /**
+   * Decoded objects kept for readers with lazy objects, least recently used dropped first.
+   * Default 64 (about 150 KB for 3 KB objects); 0 keeps none (every read parses).
+   */
+  readonly decodedCacheSize?: number;
+  /**
+   * Custom indexes by name, queried with `store.byIndex`. `namespace` is built in. Default: none.
+   * A custom function is given the parsed object at ingest: with lazy objects, an informer with
+   * one parses every object it takes ({@link labelIndex} reads only metadata and does not).
+   */
   readonly indexers?: Readonly<Record<string, IndexFunc<T>>>;
   /**
    * Period of resync events to `resync` callbacks, jittered ×[0.9, 1.1). Default 0: no resync.
@@ -197,7 +239,9 @@ export interface InformerOptions<T extends KubeObject = KubeObject> {
 
 /** A registered handler. `pending` until it has received the adds for what the cache held. */
 interface Registration<T extends KubeObject> {
-  readonly handler: InformerHandler<T>;
+  readonly handler: InformerHandler<T> | InformerHandler<ObjectHead>;
+  /** Receives heads, not objects. */
+  readonly head: boolean;
   active: boolean;
   pending: boolean;
 }
@@ -210,7 +254,35 @@ interface Waiter {
 type Callback = 'add' | 'update' | 'delete' | 'resync';
 
 /** Any handler callback, seen uniformly for delivery. */
-type HandlerFn<T extends KubeObject> = (this: InformerHandler<T>, a: T, b: T | boolean | undefined) => unknown;
+type HandlerFn = (this: unknown, a: KubeObject, b: KubeObject | boolean | undefined) => unknown;
+
+/**
+ * One side of a change being delivered: a slot, and its head and object once computed (each at
+ * most once per delivery, whatever the number of handlers).
+ */
+interface Side<T extends KubeObject> {
+  readonly slot: Slot<T>;
+  head: ObjectHead | undefined;
+  obj: T | undefined;
+}
+
+/** What an object taken at ingest is stored as, with what is known of it already. */
+interface Taken<T extends KubeObject> {
+  readonly slot: Slot<T>;
+  readonly head: ObjectHead;
+  /** Set when it was parsed at ingest (parsed objects; or lazy ones a handler or index needed). */
+  readonly obj: T | undefined;
+}
+
+/** `value` as a slice of `text` within [from, to) when it occurs there: V8 then keeps a 20-byte view, not a copy. */
+function sliceOf(text: string, value: string | undefined, from: number, to: number): string | undefined {
+  if (value === undefined || value.length < 13 || from < 0) return value;
+  const at = text.indexOf(value, from);
+  return at < 0 || at + value.length > to ? value : text.slice(at, at + value.length);
+}
+
+/** The metadata of a head whose object has none. */
+const EMPTY_META: ObjectMeta = Object.freeze({});
 
 /** No backoff option set: one shared object, not two empty ones kept per cache. */
 const DEFAULT_BACKOFF: BackoffOptions = Object.freeze({});
@@ -253,6 +325,15 @@ export class ResourceInformer<T extends KubeObject = KubeObject> implements Info
   #stopping: Promise<void> | undefined;
   #resyncTimer: Timer | undefined;
   #skipped = 0;
+  /** Slots hold text (lazy objects), not parsed objects. */
+  readonly #lazy: boolean;
+  /** A custom index needs parsed objects at ingest. */
+  readonly #indexesParse: boolean;
+  /** Active registrations receiving whole objects: while any, lazy objects are parsed at ingest. */
+  #objectHandlers = 0;
+  readonly #apiVersion: string;
+  /** Slots whose text did not parse, already reported (reported once). */
+  readonly #corrupt = new WeakSet<Slot<T>>();
   /** Set during a relist, to count what it changed. */
   #tally: { added: number; updated: number; deleted: number } | undefined;
 
@@ -278,6 +359,9 @@ export class ResourceInformer<T extends KubeObject = KubeObject> implements Info
       transform: options.transform ?? (stripManagedFields as Transform<T>),
     };
     if (settings.watchInactivityTimeoutMs < 1000) throw new TypeError(`informer option watchInactivityTimeoutMs must be at least 1000, got ${settings.watchInactivityTimeoutMs}`);
+    const decodedCacheSize = nonNegativeInteger('informer', 'decodedCacheSize', options.decodedCacheSize ?? 64);
+    const objects: string = options.objects ?? 'parsed';
+    if (objects !== 'lazy' && objects !== 'parsed') throw new TypeError(`informer option objects must be 'lazy' or 'parsed', got ${JSON.stringify(objects)}`);
     const indexers = options.indexers ?? {};
     if ('namespace' in indexers) throw new TypeError('informer option indexers: the name "namespace" is reserved for the built-in index');
 
@@ -289,14 +373,22 @@ export class ResourceInformer<T extends KubeObject = KubeObject> implements Info
     this.#resyncIntervalMs = settings.resyncIntervalMs;
     this.#transform = settings.transform;
     this.#events = new TypedEvents(this.#logger);
-    this.#store = new Store<T>(indexers, (index, key, err) => {
-      this.#logger.warn('index function threw; object left out of the index', { index, key, error: toError(err).message });
-    });
+    this.#lazy = objects === 'lazy' && settings.transform === stripManagedFields;
+    this.#indexesParse = Object.values(indexers).some((fn) => !isHeadOnlyIndex(fn));
+    this.#apiVersion = apiVersionOf(this.gvk);
+    this.#store = new Store<T>(indexers, {
+      decode: (slot) => this.#decode(slot.text ?? '', slot.uid, slot.resourceVersion),
+      head: (slot) => this.#headOf('', slot),
+      corrupt: (key, slot, err) => { this.#corrupted(key, slot, err); },
+      indexError: (index, key, err) => {
+        this.#logger.warn('index function threw; object left out of the index', { index, key, error: toError(err).message });
+      },
+    }, decodedCacheSize);
     this.#reflector = new Reflector({
       source,
       sink: {
         replace: (items, reason) => { this.#replace(items, reason); },
-        apply: (type, obj) => { this.#apply(type, obj); },
+        apply: (type, obj, text) => { this.#apply(type, obj, text); },
       },
       namespace: options.namespace,
       labelSelector: options.labelSelector,
@@ -305,6 +397,7 @@ export class ResourceInformer<T extends KubeObject = KubeObject> implements Info
       // The default transform drops these anyway: the client can skip building them. A custom
       // transform sees whole objects.
       dropManagedFields: settings.transform === stripManagedFields,
+      objectText: this.#lazy,
       watchInactivityTimeoutMs: settings.watchInactivityTimeoutMs,
       backoff: options.backoff ?? DEFAULT_BACKOFF,
       slowBackoff: options.slowBackoff ?? DEFAULT_BACKOFF,
@@ -384,7 +477,16 @@ export class ResourceInformer<T extends KubeObject = KubeObject> implements Info
   }
 
   addHandler(handler: InformerHandler<T>): () => void {
-    const registration: Registration<T> = { handler, active: true, pending: this.#store.size > 0 };
+    return this.#register(handler, false);
+  }
+
+  addHeadHandler(handler: InformerHandler<ObjectHead>): () => void {
+    return this.#register(handler, true);
+  }
+
+  #register(handler: InformerHandler<T> | InformerHandler<ObjectHead>, head: boolean): () => void {
+    const registration: Registration<T> = { handler, head, active: true, pending: this.#store.size > 0 };
+    if (!head) this.#objectHandlers++;
     // `concat` allocates exactly the length; a spread would leave room for 17 (issue 12).
     this.#registrations = this.#registrations.concat(registration);
     if (registration.pending) {
@@ -395,6 +497,7 @@ export class ResourceInformer<T extends KubeObject = KubeObject> implements Info
     return () => {
       if (!registration.active) return;
       registration.active = false;
+      if (!head) this.#objectHandlers--;
       if (registration.pending) {
         registration.pending = false;
         this.#pending--;
@@ -417,6 +520,8 @@ export class ResourceInformer<T extends KubeObject = KubeObject> implements Info
       reconnects: r.reconnects,
       events: r.events,
       skipped: this.#skipped,
+      decodes: this.#store.decodes,
+      retainedBytes: this.#store.retainedBytes,
       resourceVersion: r.resourceVersion,
       lastSyncTime: r.lastSyncTime,
       lastEventTime: r.lastEventTime,
@@ -436,80 +541,120 @@ export class ResourceInformer<T extends KubeObject = KubeObject> implements Info
     for (const raw of items) {
       const key = objectKey(raw);
       seen.add(key);
-      const old = this.#store.get(key);
-      if (old !== undefined && uidOf(old) === uidOf(raw) && rvOf(old) === rvOf(raw)) continue;
-      const obj = this.#ingest(raw);
-      if (obj === undefined) {
-        this.#drop(key, old);
-        continue;
-      }
-      if (old === undefined) {
-        this.#store.set(key, obj);
-        this.#deliver('add', obj, initial);
-      } else if (uidOf(old) !== uidOf(obj)) {
-        this.#replaceIncarnation(key, old, obj);
-      } else {
-        this.#store.set(key, obj);
-        this.#deliver('update', old, obj);
-      }
+      const old = this.#store.slot(key);
+      if (old !== undefined && old.uid === uidOf(raw) && old.resourceVersion === rvOf(raw)) continue;
+      this.#change(key, old, raw, undefined, initial);
     }
-    const vanished: [string, T][] = [];
+    const vanished: [string, Slot<T>][] = [];
     for (const entry of this.#store.entries()) if (!seen.has(entry[0])) vanished.push(entry);
     for (const [key, old] of vanished) {
+      const side = this.#side(key, old);
       this.#store.delete(key);
-      this.#deliver('delete', old, true);
+      this.#deliver('delete', key, side, true);
     }
     this.#tally = undefined;
     if (initial) this.#markSynced();
     this.#events.emit('relisted', { reason, ...tally });
   }
 
-  /** Applies one watch event (the reflector's `apply`). */
-  #apply(type: 'ADDED' | 'MODIFIED' | 'DELETED', raw: KubeObject): void {
+  /** Applies one watch event (the reflector's `apply`); `text` is the object's text when it came unparsed. */
+  #apply(type: 'ADDED' | 'MODIFIED' | 'DELETED', raw: KubeObject, text: ObjectText | undefined): void {
     if (this.#state === 'stopped') return;
     if (this.#pending > 0) this.#flushPending();
     const key = objectKey(raw);
-    const old = this.#store.get(key);
+    const old = this.#store.slot(key);
     if (type === 'DELETED') {
       if (old === undefined) return;
-      const obj = this.#ingest(raw);
+      const oldSide = this.#side(key, old);
+      const taken = this.#take(raw, text);
       this.#store.delete(key);
       // An untakeable final state still deletes: the last cached state stands in for it.
-      this.#deliver('delete', obj ?? old, obj === undefined);
+      if (taken === undefined) this.#deliver('delete', key, oldSide, true);
+      else this.#deliver('delete', key, { slot: taken.slot, head: taken.head, obj: taken.obj }, false);
       return;
     }
-    if (old !== undefined && uidOf(old) === uidOf(raw) && rvOf(old) === rvOf(raw)) return;
-    const obj = this.#ingest(raw);
-    if (obj === undefined) {
-      this.#drop(key, old);
-      return;
-    }
-    if (old === undefined) {
-      this.#store.set(key, obj);
-      this.#deliver('add', obj, false);
-      return;
-    }
-    if (uidOf(old) !== uidOf(obj)) {
-      this.#replaceIncarnation(key, old, obj);
-      return;
-    }
-    this.#store.set(key, obj);
-    this.#deliver('update', old, obj);
+    if (old !== undefined && old.uid === uidOf(raw) && old.resourceVersion === rvOf(raw)) return;
+    this.#change(key, old, raw, text, false);
   }
 
-  /** Same key, another UID: the old object was deleted (unseen) and a new one created. */
-  #replaceIncarnation(key: string, old: T, obj: T): void {
-    this.#store.delete(key);
-    this.#deliver('delete', old, true);
-    this.#store.set(key, obj);
-    this.#deliver('add', obj, false);
+  /** An object new or changed at `key` (`old` is what the cache holds there): stores and reports it. */
+  #change(key: string, old: Slot<T> | undefined, raw: KubeObject, text: ObjectText | undefined, initial: boolean): void {
+    const oldSide = old === undefined ? undefined : this.#side(key, old);
+    const taken = this.#take(raw, text);
+    if (taken === undefined) {
+      this.#drop(key, oldSide);
+      return;
+    }
+    const side: Side<T> = { slot: taken.slot, head: taken.head, obj: taken.obj };
+    if (oldSide === undefined) {
+      this.#set(key, taken);
+      this.#deliver('add', key, side, initial);
+    } else if (oldSide.slot.uid !== taken.slot.uid) {
+      // Same key, another UID: the old object was deleted (unseen) and a new one created.
+      this.#store.delete(key);
+      this.#deliver('delete', key, oldSide, true);
+      this.#set(key, taken);
+      this.#deliver('add', key, side, false);
+    } else {
+      this.#set(key, taken);
+      this.#deliver('update', key, oldSide, side);
+    }
+  }
+
+  #set(key: string, taken: Taken<T>): void {
+    this.#store.set(key, taken.slot, taken.head);
+    if (taken.obj !== undefined) this.#store.prime(key, taken.slot, taken.obj);
+  }
+
+  /** A cached slot about to be replaced or removed, with its decoded object if that is at hand. */
+  #side(key: string, slot: Slot<T>): Side<T> {
+    return { slot, head: undefined, obj: this.#store.peek(key, slot) };
   }
 
   /**
-   * Transforms and freezes a decoded object; undefined when it cannot be taken (freezing it
-   * failed): it is then reported as an `ObjectSkippedError` and left out, and the rest of the
-   * cache carries on.
+   * What an object from the reflector is stored as; undefined when it cannot be taken (freezing or
+   * parsing it failed): it is then reported as an `ObjectSkippedError` and left out, and the rest
+   * of the cache carries on. Text is parsed here only when a whole-object handler or a custom index
+   * will need the object.
    */
+  #take(raw: KubeObject, text: ObjectText | undefined): Taken<T> | undefined {
+    if (text !== undefined) {
+      const metadata: ObjectMeta = raw.metadata ?? EMPTY_META;
+      let obj: T | undefined;
+      if (this.#objectHandlers > 0 || this.#indexesParse) {
+        try {
+          obj = this.#decode(text.text, metadata.uid, metadata.resourceVersion);
+        } catch (err) {
+          this.#skip(metadata.namespace ?? '', metadata.name ?? '', err);
+          return undefined;
+        }
+      }
+      // The decoder parsed the metadata with the pre-pass's removals; the transform finishes it.
+      const head = deepFreeze(stripManagedFields({ apiVersion: this.#apiVersion, kind: this.gvk.kind, metadata })) as ObjectHead;
+      const slot = new Slot<T>(text.text, undefined, text.metadataStart, text.metadataEnd, sliceOf(text.text, metadata.uid, text.metadataStart, text.metadataEnd), metadata.resourceVersion);
+      return { slot, head, obj };
+    }
+    const obj = this.#ingest(raw);
+    if (obj === undefined) return undefined;
+    const metadata = obj.metadata ?? {};
+    const head = this.#headOfObject(obj);
+    if (!this.#lazy) return { slot: new Slot<T>(undefined, obj, -1, -1, metadata.uid, metadata.resourceVersion), head, obj };
+    // A parsed object (a LIST item) kept lazily: its text, and where its metadata is in it.
+    let json: string;
+    try {
+      json = JSON.stringify(obj);
+    } catch {
+      // Nested too deep for the serializer: kept parsed.
+      return { slot: new Slot<T>(undefined, obj, -1, -1, metadata.uid, metadata.resourceVersion), head, obj };
+    }
+    const metadataJson = JSON.stringify(metadata);
+    const at = json.indexOf(`"metadata":${metadataJson}`);
+    const start = at < 0 ? -1 : at + 11;
+    const end = at < 0 ? -1 : start + metadataJson.length;
+    return { slot: new Slot<T>(json, undefined, start, end, sliceOf(json, metadata.uid, start, end), metadata.resourceVersion), head, obj };
+  }
+
+  /** Transforms and freezes a decoded object; undefined (reported) when freezing fails. */
   #ingest(raw: KubeObject): T | undefined {
     let obj: T;
     try {
@@ -522,22 +667,92 @@ export class ResourceInformer<T extends KubeObject = KubeObject> implements Info
       return deepFreeze(obj);
     } catch (err) {
       const meta = raw.metadata;
-      const error = new ObjectSkippedError({ cluster: this.cluster, gvk: this.gvk, namespace: meta?.namespace ?? '', name: meta?.name ?? '' }, { cause: err });
-      this.#skipped++;
-      this.#logger.warn('object left out of the cache', { error: error.message });
-      this.#events.emit('error', error);
+      this.#skip(meta?.namespace ?? '', meta?.name ?? '', err);
       return undefined;
     }
+  }
+
+  /**
+   * Parses, transforms and freezes a slot's text; throws when it does not parse or freeze, or when
+   * its uid or resourceVersion is not the one captured at ingest (the pre-pass reads the text only
+   * up to the metadata's end: what follows is checked here).
+   */
+  #decode(text: string, uid: string | undefined, resourceVersion: string | undefined): T {
+    const parsed = JSON.parse(text) as unknown;
+    if (typeof parsed !== 'object' || parsed === null || Array.isArray(parsed)) throw new TypeError('the object\'s text is not a JSON object');
+    const meta = (parsed as KubeObject).metadata;
+    if (meta?.uid !== uid || meta?.resourceVersion !== resourceVersion) throw new TypeError('the object\'s text disagrees with the metadata read at ingest');
+    let obj: T;
+    try {
+      obj = this.#transform(parsed as KubeObject);
+    } catch (err) {
+      this.#logger.warn('transform threw; caching the object untransformed', { key: objectKey(parsed as KubeObject), error: toError(err).message });
+      obj = parsed as T;
+    }
+    return deepFreeze(obj);
+  }
+
+  #headOfObject(obj: KubeObject): ObjectHead {
+    return Object.freeze({ apiVersion: obj.apiVersion ?? this.#apiVersion, kind: obj.kind ?? this.gvk.kind, metadata: obj.metadata ?? EMPTY_META });
+  }
+
+  /** The head of a slot: from its metadata text, else its object; `key` names it when neither parses. */
+  #headOf(key: string, slot: Slot<T>): ObjectHead {
+    if (slot.obj !== undefined) return this.#headOfObject(slot.obj);
+    const text = slot.text ?? '';
+    if (slot.metadataStart >= 0) {
+      try {
+        const metadata = JSON.parse(text.slice(slot.metadataStart, slot.metadataEnd)) as ObjectMeta;
+        return deepFreeze(stripManagedFields({ apiVersion: this.#apiVersion, kind: this.gvk.kind, metadata })) as ObjectHead;
+      } catch {
+        // Fall through to the whole text.
+      }
+    }
+    try {
+      return this.#headOfObject(this.#decode(text, slot.uid, slot.resourceVersion));
+    } catch {
+      const slash = key.indexOf('/');
+      const metadata: Record<string, string> = slash < 0 ? { name: key } : { namespace: key.slice(0, slash), name: key.slice(slash + 1) };
+      if (slot.uid !== undefined) metadata.uid = slot.uid;
+      if (slot.resourceVersion !== undefined) metadata.resourceVersion = slot.resourceVersion;
+      return deepFreeze({ apiVersion: this.#apiVersion, kind: this.gvk.kind, metadata });
+    }
+  }
+
+  /** Reports an object left out of the cache. */
+  #skip(namespace: string, name: string, err: unknown): void {
+    const error = new ObjectSkippedError({ cluster: this.cluster, gvk: this.gvk, namespace, name }, { cause: err });
+    this.#skipped++;
+    this.#logger.warn('object left out of the cache', { error: error.message });
+    this.#events.emit('error', error);
+  }
+
+  /**
+   * A lazy object's text did not parse when it was read (the store has dropped it): reported as an
+   * `ObjectSkippedError`, and, a microtask later (not inside the reader's call), as a delete whose
+   * final state is unknown, its head standing in for the object, unless the key holds another
+   * object by then.
+   */
+  #corrupted(key: string, slot: Slot<T>, err: unknown): void {
+    if (this.#corrupt.has(slot)) return;
+    this.#corrupt.add(slot);
+    const slash = key.indexOf('/');
+    this.#skip(slash < 0 ? '' : key.slice(0, slash), slash < 0 ? key : key.slice(slash + 1), err);
+    queueMicrotask(() => {
+      if (this.#state !== 'running' || this.#store.slot(key) !== undefined) return;
+      const head = this.#headOf(key, slot);
+      this.#deliver('delete', key, { slot, head, obj: head as T }, true);
+    });
   }
 
   /**
    * An object that could not be taken: whatever the cache held under its key is stale now, so it
    * goes, reported as a delete whose final state is unknown.
    */
-  #drop(key: string, old: T | undefined): void {
+  #drop(key: string, old: Side<T> | undefined): void {
     if (old === undefined) return;
     this.#store.delete(key);
-    this.#deliver('delete', old, true);
+    this.#deliver('delete', key, old, true);
   }
 
   #markSynced(): void {
@@ -567,10 +782,10 @@ export class ResourceInformer<T extends KubeObject = KubeObject> implements Info
       for (const key of keys) {
         // Read through a method: a handler's stop() changes the state behind the compiler's back.
         if (!this.#running()) return;
-        const obj = this.#store.get(key);
-        if (obj === undefined) continue;
+        const slot = this.#store.slot(key);
+        if (slot === undefined) continue;
         delivered++;
-        this.#deliver('resync', obj);
+        this.#deliver('resync', key, { slot, head: undefined, obj: undefined });
       }
       this.#events.emit('resynced', delivered);
       this.#scheduleResync();
@@ -583,10 +798,13 @@ export class ResourceInformer<T extends KubeObject = KubeObject> implements Info
       if (!reg.pending) continue;
       reg.pending = false;
       this.#pending--;
-      const add = reg.handler.add;
+      const add = reg.handler.add as HandlerFn | undefined;
       if (add === undefined) continue;
-      for (const obj of this.#store.list()) {
+      for (const [key, slot] of [...this.#store.entries()]) {
         if (!reg.active) break;
+        // A slot whose text does not parse is dropped (and reported) as it is met.
+        const obj = reg.head ? this.#headOf(key, slot) : this.#store.objectOf(key, slot);
+        if (obj === undefined) continue;
         try {
           this.#watchResult('add', add.call(reg.handler, obj, true));
         } catch (err) {
@@ -597,10 +815,10 @@ export class ResourceInformer<T extends KubeObject = KubeObject> implements Info
   }
 
   /** `flag` is isInInitialList for add, finalStateUnknown for delete. */
-  #deliver(callback: 'add' | 'delete', obj: T, flag: boolean): void;
-  #deliver(callback: 'update', oldObj: T, newObj: T): void;
-  #deliver(callback: 'resync', obj: T): void;
-  #deliver(callback: Callback, a: T, b?: T | boolean): void {
+  #deliver(callback: 'add' | 'delete', key: string, side: Side<T>, flag: boolean): void;
+  #deliver(callback: 'update', key: string, oldSide: Side<T>, newSide: Side<T>): void;
+  #deliver(callback: 'resync', key: string, side: Side<T>): void;
+  #deliver(callback: Callback, key: string, a: Side<T>, b?: Side<T> | boolean): void {
     const tally = this.#tally;
     if (tally !== undefined) {
       if (callback === 'add') tally.added++;
@@ -609,14 +827,24 @@ export class ResourceInformer<T extends KubeObject = KubeObject> implements Info
     }
     for (const reg of this.#registrations) {
       if (!reg.active || reg.pending) continue;
-      const fn = reg.handler[callback] as HandlerFn<T> | undefined;
+      const fn = reg.handler[callback] as HandlerFn | undefined;
       if (fn === undefined) continue;
+      const first = reg.head ? (a.head ??= this.#headOf(key, a.slot)) : this.#objectOf(key, a);
+      const second = typeof b !== 'object' ? b : reg.head ? (b.head ??= this.#headOf(key, b.slot)) : this.#objectOf(key, b);
       try {
-        this.#watchResult(callback, fn.call(reg.handler, a, b));
+        this.#watchResult(callback, fn.call(reg.handler, first, second));
       } catch (err) {
         this.#handlerFailed(callback, err);
       }
     }
+  }
+
+  /** The object of one side of a delivery: its head stands in when its text does not parse. */
+  #objectOf(key: string, side: Side<T>): T {
+    if (side.obj !== undefined) return side.obj;
+    const obj = this.#store.objectOf(key, side.slot) ?? (side.head ??= this.#headOf(key, side.slot)) as T;
+    side.obj = obj;
+    return obj;
   }
 
   /** A handler's promise is not awaited, but its rejection is logged rather than left unhandled. */

@@ -1,4 +1,4 @@
-import type { KubeObject, ResourceClient, ResourceResolver, SelectorOptions } from '../transport/index.ts';
+import type { KubeObject, ObjectText, ResourceClient, ResourceResolver, SelectorOptions } from '../transport/index.ts';
 import {
   abortReason,
   apiVersionOf,
@@ -22,8 +22,11 @@ import {
 export interface ReflectorSink {
   /** A complete LIST, to be diffed against what is cached (freshly decoded objects). */
   replace(items: readonly KubeObject[], reason: ListReason): void;
-  /** One watch event (freshly decoded object). */
-  apply(type: 'ADDED' | 'MODIFIED' | 'DELETED', obj: KubeObject): void;
+  /**
+   * One watch event (freshly decoded object). With `objectText`, `text` may carry the object as
+   * text; `obj` then holds only its metadata.
+   */
+  apply(type: 'ADDED' | 'MODIFIED' | 'DELETED', obj: KubeObject, text: ObjectText | undefined): void;
 }
 
 /** What a reflector watches: a ready client, or a resolver that finds the resource by GVK. */
@@ -38,6 +41,8 @@ export interface ReflectorSettings extends SelectorOptions {
   readonly pageSize: number;
   /** Ask the client to leave managedFields and the last-applied annotation out (the sink drops them anyway). */
   readonly dropManagedFields: boolean;
+  /** Ask for objects as text where the pre-pass vouches for them (with `dropManagedFields`). */
+  readonly objectText: boolean;
   readonly watchInactivityTimeoutMs: number;
   readonly backoff: BackoffOptions;
   readonly slowBackoff: BackoffOptions;
@@ -309,6 +314,7 @@ export class Reflector {
         timeoutSeconds: Math.floor(300 + s.random() * 300),
         allowWatchBookmarks: true,
         dropManagedFields: s.dropManagedFields,
+        objectText: s.objectText,
         signal: watchSignal,
       });
       this.#recovered();
@@ -324,7 +330,7 @@ export class Reflector {
           const rv = event.object.metadata?.resourceVersion;
           if (event.type !== 'BOOKMARK') {
             this.state.events++;
-            s.sink.apply(event.type, event.object);
+            s.sink.apply(event.type, event.object, event.text);
           }
           if (rv !== undefined && rv !== '') this.state.resourceVersion = rv;
         }

@@ -1,6 +1,11 @@
-import type { KubeObject } from '../transport/index.ts';
+import type { KubeObject, ObjectMeta } from '../transport/index.ts';
 
-/** Values an object is indexed under; an empty array leaves it out of the index. */
+/**
+ * Values an object is indexed under; an empty array leaves it out of the index. Index values are
+ * computed at ingest: a custom function is given the parsed object, so an informer with one
+ * parses every object it takes ({@link labelIndex} and the namespace index read only metadata and
+ * cost no parse).
+ */
 export type IndexFunc<T extends KubeObject = KubeObject> = (obj: T) => readonly string[];
 
 /** The name of the built-in index by namespace ('' for cluster-scoped objects). */
@@ -8,10 +13,12 @@ export const NAMESPACE_INDEX = 'namespace';
 
 /** An index of objects by the value of one label (objects without the label are left out). */
 export function labelIndex(label: string): IndexFunc {
-  return (obj) => {
+  const fn: IndexFunc = (obj) => {
     const value = obj.metadata?.labels?.[label];
     return value === undefined ? [] : [value];
   };
+  HEAD_ONLY.add(fn);
+  return fn;
 }
 
 /** The store key of an object: `namespace/name`, or `name` for cluster-scoped objects. */
@@ -47,50 +54,142 @@ export interface StoreReader<T extends KubeObject = KubeObject> {
 }
 
 /**
- * The informer's cache: objects by key, with their indexes. Only the informer mutates it; it is a
- * plain synchronous structure (mutations happen one event at a time on the event loop).
+ * What an object is known by without parsing it: its kind and its whole metadata (after the
+ * transform), frozen. Meta handlers and the informer's bookkeeping (keys, resourceVersion
+ * compares, the namespace and label indexes) need no more.
+ */
+export type ObjectHead = KubeObject & { readonly metadata: ObjectMeta };
+
+/**
+ * One cached object: its JSON text (lazy; parsed on read) or, for an informer whose transform
+ * needs whole objects (or an object whose text could not be made), the frozen object itself.
+ * Exactly one of `text` and `obj` is set. `metadataStart`/`metadataEnd` locate the metadata in
+ * `text` (-1 when unknown: the head then costs a whole parse). Immutable: a change is a new slot.
+ */
+export class Slot<T extends KubeObject = KubeObject> {
+  readonly text: string | undefined;
+  readonly obj: T | undefined;
+  readonly metadataStart: number;
+  readonly metadataEnd: number;
+  readonly uid: string | undefined;
+  readonly resourceVersion: string | undefined;
+
+  constructor(text: string | undefined, obj: T | undefined, metadataStart: number, metadataEnd: number, uid: string | undefined, resourceVersion: string | undefined) {
+    this.text = text;
+    this.obj = obj;
+    this.metadataStart = metadataStart;
+    this.metadataEnd = metadataEnd;
+    this.uid = uid;
+    this.resourceVersion = resourceVersion;
+  }
+
+  /** Bytes retained for this slot: its text (one byte per character as V8 keeps Latin-1 text) and a fixed estimate for the rest. */
+  get retainedBytes(): number {
+    return this.text === undefined ? PARSED_ESTIMATE_BYTES : SLOT_OVERHEAD_BYTES + this.text.length + 16;
+  }
+}
+
+/**
+ * Estimated bytes of a lazy object besides its text: its slot, map entry, key, index entries and
+ * its share of the decoded cache, fitted to bench/informer.bench.ts (1,877 B retained per object
+ * whose text is 1,338 B). An estimate, not a measurement.
+ */
+const SLOT_OVERHEAD_BYTES = 520;
+/** A parsed object has no cheap size: a flat estimate, everything included (1,930 B measured for issue 27's 3.2 KB ConfigMap). */
+const PARSED_ESTIMATE_BYTES = 1_900;
+
+/** Where a {@link Store} turns text into objects, and heads into metadata. */
+export interface StoreCodec<T extends KubeObject> {
+  /** Parses, transforms and deeply freezes a slot's text; throws when it does not parse or disagrees with the slot. */
+  decode(slot: Slot<T>): T;
+  /** The head of a slot, parsed from its metadata text (or its whole text). */
+  head(slot: Slot<T>): ObjectHead;
+  /** A slot's text did not parse: the store has already dropped it. */
+  corrupt(key: string, slot: Slot<T>, err: unknown): void;
+  /** An index function threw; the object is then left out of that index. */
+  indexError(index: string, key: string, err: unknown): void;
+}
+
+/** Index functions that read only `metadata`: the store gives them the head, never a parse. */
+const HEAD_ONLY = new WeakSet<IndexFunc<never>>();
+
+/** True for the index functions that read only metadata (the namespace index, {@link labelIndex}). */
+export function isHeadOnlyIndex(fn: IndexFunc<never>): boolean {
+  return HEAD_ONLY.has(fn);
+}
+
+/**
+ * The informer's cache: slots by key, with their indexes, and a bounded cache of decoded objects.
+ * Only the informer mutates it; it is a plain synchronous structure (mutations happen one event at
+ * a time on the event loop).
  *
  * Invariants: for every index `i` and value `v`, `i.keys[v]` holds exactly the keys `k` of
  * `#items` with `v ∈ i.fn(#items[k])`, and holds no empty set. `i.values[k]` is the value list
  * `k` is filed under in `i`, so removing `k` touches only those sets. (`i.keys` and `i.values`
- * are `i.files`, absent, and so empty, until a first value is filed.)
+ * are `i.files`, absent, and so empty, until a first value is filed.) `#decoded` holds at most
+ * `#decodedMax` entries, each the decoded object of the slot it names; an entry whose slot is no
+ * longer `#items`' slot for its key is stale and is dropped when met, or on set/delete of the key.
+ * `#retained` is the sum of `retainedBytes` over `#items`.
  */
 export class Store<T extends KubeObject = KubeObject> implements StoreReader<T> {
   /** Created with the first object: an empty cache (a kind the cluster has none of) holds no map. */
-  #items: Map<string, T> | undefined;
+  #items: Map<string, Slot<T>> | undefined;
+  /** Recently decoded objects, least recently used first (a Map keeps insertion order). */
+  #decoded: Map<string, { readonly slot: Slot<T>; readonly obj: T }> | undefined;
+  readonly #decodedMax: number;
+  #decodes = 0;
+  #retained = 0;
   /**
    * One entry per index, `namespace` first: walked on every write, so an array, not a map; found
    * by name by a walk too (a store has a handful of indexes, and a Map of them cost about 190 bytes
    * per cache, issue 12).
    */
   readonly #indexes: readonly StoreIndex<T>[];
-  readonly #onIndexError: (index: string, key: string, err: unknown) => void;
+  readonly #codec: StoreCodec<T>;
 
   /**
    * @param indexers custom indexes by name ('namespace' is built in and reserved).
-   * @param onIndexError called when an index function throws; the object is then left out of it.
+   * @param decodedMax how many decoded objects are kept for readers (0: none).
    */
-  constructor(indexers: Readonly<Record<string, IndexFunc<T>>>, onIndexError: (index: string, key: string, err: unknown) => void) {
+  constructor(indexers: Readonly<Record<string, IndexFunc<T>>>, codec: StoreCodec<T>, decodedMax: number) {
     const all = new Map<string, IndexFunc<T>>([[NAMESPACE_INDEX, namespaceOf]]);
     for (const [name, fn] of Object.entries(indexers)) all.set(name, fn);
-    this.#indexes = [...all].map(([name, fn]) => ({ name, fn, files: undefined }));
-    this.#onIndexError = onIndexError;
+    this.#indexes = [...all].map(([name, fn]) => ({ name, fn, headOnly: HEAD_ONLY.has(fn as IndexFunc<never>), files: undefined }));
+    this.#codec = codec;
+    this.#decodedMax = decodedMax;
   }
 
   get size(): number {
     return this.#items?.size ?? 0;
   }
 
+  /** Objects parsed from their text so far (a parse served by the decoded cache is not counted). */
+  get decodes(): number {
+    return this.#decodes;
+  }
+
+  /** Estimated bytes the cached objects hold (see {@link Slot.retainedBytes}). */
+  get retainedBytes(): number {
+    return this.#retained;
+  }
+
   get(key: string): T | undefined {
-    return this.#items?.get(key);
+    const slot = this.#items?.get(key);
+    return slot === undefined ? undefined : this.objectOf(key, slot);
   }
 
   getByName(namespace: string, name: string): T | undefined {
-    return this.#items?.get(namespace === '' ? name : `${namespace}/${name}`);
+    return this.get(namespace === '' ? name : `${namespace}/${name}`);
   }
 
   list(): T[] {
-    return this.#items === undefined ? [] : [...this.#items.values()];
+    const out: T[] = [];
+    // Collected first: a slot whose text does not parse is dropped from the map while decoding.
+    for (const [key, slot] of this.#items === undefined ? [] : [...this.#items]) {
+      const obj = this.objectOf(key, slot);
+      if (obj !== undefined) out.push(obj);
+    }
+    return out;
   }
 
   keys(): string[] {
@@ -105,29 +204,93 @@ export class Store<T extends KubeObject = KubeObject> implements StoreReader<T> 
     const index = this.#indexes.find((i) => i.name === indexName);
     if (index === undefined) throw new TypeError(`no index named ${JSON.stringify(indexName)}; indexes: ${this.indexNames().join(', ')}`);
     const out: T[] = [];
-    for (const key of index.files?.keys.get(value) ?? []) {
-      const obj = this.#items?.get(key);
+    for (const key of [...(index.files?.keys.get(value) ?? [])]) {
+      const slot = this.#items?.get(key);
+      const obj = slot === undefined ? undefined : this.objectOf(key, slot);
       if (obj !== undefined) out.push(obj);
     }
     return out;
   }
 
+  /** The slot under `key`. */
+  slot(key: string): Slot<T> | undefined {
+    return this.#items?.get(key);
+  }
+
+  /**
+   * The object of `slot` (cached under `key`, or about to be): from the slot, the decoded cache,
+   * or a parse (then cached). Undefined when its text does not parse: the slot is then dropped
+   * from the store (if still there) and the codec told.
+   */
+  objectOf(key: string, slot: Slot<T>): T | undefined {
+    if (slot.obj !== undefined) return slot.obj;
+    const decoded = this.#decoded;
+    const hit = decoded?.get(key);
+    if (decoded !== undefined && hit?.slot === slot) {
+      // Most recently used goes last.
+      decoded.delete(key);
+      decoded.set(key, hit);
+      return hit.obj;
+    }
+    let obj: T;
+    try {
+      this.#decodes++;
+      obj = this.#codec.decode(slot);
+    } catch (err) {
+      if (this.#items?.get(key) === slot) this.delete(key);
+      this.#codec.corrupt(key, slot, err);
+      return undefined;
+    }
+    if (this.#items?.get(key) === slot) this.prime(key, slot, obj);
+    return obj;
+  }
+
+  /** The decoded object of `slot` if the slot holds it or the decoded cache does (no parse). */
+  peek(key: string, slot: Slot<T>): T | undefined {
+    if (slot.obj !== undefined) return slot.obj;
+    const hit = this.#decoded?.get(key);
+    return hit?.slot === slot ? hit.obj : undefined;
+  }
+
+  /** Puts an object decoded at ingest into the decoded cache (the slot is `key`'s current one). */
+  prime(key: string, slot: Slot<T>, obj: T): void {
+    if (this.#decodedMax === 0 || slot.obj !== undefined) return;
+    const cache = this.#decoded ??= new Map();
+    cache.delete(key);
+    cache.set(key, { slot, obj });
+    if (cache.size > this.#decodedMax) {
+      const oldest = cache.keys().next();
+      if (oldest.done !== true) cache.delete(oldest.value);
+    }
+  }
+
   /** Iterates without copying; the informer uses it where nothing mutates during the walk. */
-  entries(): IterableIterator<[string, T]> {
+  entries(): IterableIterator<[string, Slot<T>]> {
     return (this.#items ?? NO_ITEMS).entries();
   }
 
-  /** Inserts or replaces the object under `key`, keeping every index in step. */
-  set(key: string, obj: T): void {
-    const items = this.#items ??= new Map();
-    const replacing = items.has(key);
-    items.set(key, obj);
+  /** Inserts or replaces the slot under `key` (its head is `head`), keeping every index in step. */
+  set(key: string, slot: Slot<T>, head: ObjectHead): void {
+    const items = this.#items ??= new Map<string, Slot<T>>();
+    const previous = items.get(key);
+    const replacing = previous !== undefined;
+    if (previous !== undefined) this.#retained -= previous.retainedBytes;
+    this.#retained += slot.retainedBytes;
+    items.set(key, slot);
+    this.#decoded?.delete(key);
     for (const index of this.#indexes) {
       let values: readonly string[];
       try {
-        values = index.fn(obj);
+        if (index.headOnly) {
+          values = index.fn(head as T);
+        } else {
+          const obj = this.objectOf(key, slot);
+          // Text that does not parse: the slot is gone already, and the indexes with it.
+          if (obj === undefined) return;
+          values = index.fn(obj);
+        }
       } catch (err) {
-        this.#onIndexError(index.name, key, err);
+        this.#codec.indexError(index.name, key, err);
         values = [];
       }
       const old = replacing ? index.files?.values.get(key) : undefined;
@@ -154,12 +317,14 @@ export class Store<T extends KubeObject = KubeObject> implements StoreReader<T> 
     }
   }
 
-  /** Removes the object under `key` from the items and every index; returns what was there. */
-  delete(key: string): T | undefined {
+  /** Removes the slot under `key` from the items and every index; returns what was there. */
+  delete(key: string): Slot<T> | undefined {
     const items = this.#items;
     const previous = items?.get(key);
     if (items === undefined || previous === undefined) return undefined;
     items.delete(key);
+    this.#retained -= previous.retainedBytes;
+    this.#decoded?.delete(key);
     for (const index of this.#indexes) {
       const files = index.files;
       const old = files?.values.get(key);
@@ -174,15 +339,28 @@ export class Store<T extends KubeObject = KubeObject> implements StoreReader<T> 
 /** What an empty store iterates: never written. */
 const NO_ITEMS: ReadonlyMap<string, never> = new Map<string, never>();
 
+/** One shared value list per namespace: the index keeps one per object (issue 27). */
+const namespaceLists = new Map<string, readonly string[]>();
+
 /** The built-in index: the object's namespace, '' when cluster-scoped. */
 function namespaceOf(obj: KubeObject): readonly string[] {
-  return [obj.metadata?.namespace ?? ''];
+  const namespace = obj.metadata?.namespace ?? '';
+  let list = namespaceLists.get(namespace);
+  if (list === undefined) {
+    list = Object.freeze([namespace]);
+    // Bounded: namespaces are few, but a process may see many over its life.
+    if (namespaceLists.size < 10_000) namespaceLists.set(namespace, list);
+  }
+  return list;
 }
+HEAD_ONLY.add(namespaceOf);
 
 /** One index of a {@link Store}. */
 interface StoreIndex<T extends KubeObject> {
   readonly name: string;
   readonly fn: IndexFunc<T>;
+  /** The function reads only metadata: it is given the head (no parse at ingest). */
+  readonly headOnly: boolean;
   /**
    * What is filed, created with the first value: two empty Maps cost about 370 bytes, for every
    * index of every cache, including the caches of kinds a cluster has none of (issue 12).

@@ -92,6 +92,8 @@ export interface CacheInfo {
   readonly nextGcCheckInMs: number | undefined;
   readonly relists: number;
   readonly watchErrors: number;
+  /** Estimated bytes the cache's objects hold (the informer's `stats().retainedBytes`); unset: not known. */
+  readonly retainedBytes?: number | undefined;
 }
 
 /** Options of {@link Registry.reader}. */
@@ -393,6 +395,7 @@ export class Registry {
         nextGcCheckInMs: entry.nextGcCheckAt === undefined ? undefined : Math.max(0, entry.nextGcCheckAt - now),
         relists: stats.relists,
         watchErrors: entry.errors,
+        retainedBytes: stats.retainedBytes,
       };
     });
   }

@@ -302,6 +302,7 @@ export class ClusterConnection implements ResourceResolver {
     if (this.#onWatchChunk !== undefined) observeChunks(res.body, this.#onWatchChunk);
     return decodeWatchStream(res.body, { cluster: this.name, gvk }, signal, {
       dropManagedFields: request.dropManagedFields,
+      objectText: request.objectText,
       maxEventBytes: this.#limits.maxWatchEventBytes,
       request: { method: 'GET', path },
     });

@@ -33,6 +33,7 @@ export type {
   KubeObject,
   ListOptions,
   ObjectMeta,
+  ObjectText,
   ResourceClient,
   ResourceInfo,
   ResourceResolver,

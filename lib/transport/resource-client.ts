@@ -33,6 +33,7 @@ export interface WatchRequest {
   readonly query: URLSearchParams;
   readonly gvk: GroupVersionKind;
   readonly dropManagedFields: boolean;
+  readonly objectText: boolean;
 }
 
 /** The private capabilities a connection lends its resource clients. */
@@ -179,7 +180,7 @@ export class HttpResourceClient implements ResourceClient {
     if (options.allowWatchBookmarks) query.set('allowWatchBookmarks', 'true');
     const path = resourcePath(this.info, { namespace: options.namespace });
     try {
-      return await this.#port.openWatch({ path, query, gvk: this.info.gvk, dropManagedFields: options.dropManagedFields === true }, options.signal);
+      return await this.#port.openWatch({ path, query, gvk: this.info.gvk, dropManagedFields: options.dropManagedFields === true, objectText: options.objectText === true }, options.signal);
     } catch (err) {
       if (err instanceof FleetcacheError || options.signal.aborted) throw err;
       throw new TransportError({ cluster: this.cluster, gvk: this.info.gvk }, `GET ${path} (watch): ${err instanceof Error ? err.message : String(err)}`, { cause: err });

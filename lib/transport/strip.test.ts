@@ -3,7 +3,7 @@ import { describe, it } from 'node:test';
 // The contract is stated against the informer's default transform, so the test uses that very
 // function (test-only import; library code in lib/cluster does not depend on lib/informer).
 import { LAST_APPLIED_ANNOTATION, stripManagedFields } from '../informer/transform.ts';
-import { parseEventDroppingManagedFields, parseListDroppingManagedFields } from './strip.ts';
+import { parseEventDroppingManagedFields, parseListDroppingManagedFields, scanEventLazily } from './strip.ts';
 import type { KubeObject, ObjectMeta } from './types.ts';
 import { seededRandom as random } from '../util/seeded-random.ts';
 
@@ -293,5 +293,65 @@ describe('parseListDroppingManagedFields', () => {
       assert.equal(item.metadata?.managedFields, undefined);
       assert.deepEqual(item.metadata?.annotations, { keep: 'me' });
     }
+  });
+});
+
+describe('scanEventLazily (objects kept as text)', () => {
+  const object = {
+    apiVersion: 'v1',
+    kind: 'ConfigMap',
+    metadata: {
+      name: 'ünï', namespace: 'ns', uid: 'u-1', resourceVersion: '7', labels: { app: 'wéb' },
+      annotations: { [LAST_APPLIED_ANNOTATION]: '{"x":1}', keep: 'me' },
+      managedFields: [{ manager: 'kubectl', fieldsV1: { 'f:data': { 'f:k': {} } } }],
+    },
+    data: { k: 'vä', nested: '{"metadata":{}}' },
+  };
+  const scan = (line: string): ReturnType<typeof scanEventLazily> => {
+    const buf = Buffer.from(`  ${line} \r`);
+    return scanEventLazily(buf, 2, buf.length - 2);
+  };
+
+  it('gives the type, the object without what the transform drops, and where its metadata is (non-ASCII before it too)', () => {
+    for (const event of [{ type: 'MODIFIED', object }, { type: 'DELETED', object }, { type: 'ADDED', object: { ...object, metadata: { ...object.metadata, managedFields: undefined } } }]) {
+      const scanned = scan(JSON.stringify(event));
+      assert.ok(scanned !== undefined);
+      assert.equal(scanned.type, event.type);
+      assert.deepEqual(JSON.parse(scanned.text), ingest(JSON.parse(JSON.stringify(object))));
+      assert.deepEqual(JSON.parse(scanned.text.slice(scanned.metadataStart, scanned.metadataEnd)), (ingest(JSON.parse(JSON.stringify(object))) as KubeObject).metadata);
+    }
+    const kindFirst = scan(JSON.stringify({ type: 'ADDED', object: { note: 'Ünicode', ...object } }));
+    assert.ok(kindFirst !== undefined);
+    assert.equal((JSON.parse(kindFirst.text.slice(kindFirst.metadataStart, kindFirst.metadataEnd)) as ObjectMeta).name, 'ünï');
+  });
+
+  it('declines what it cannot vouch for: bookmarks, errors, no metadata, the type after the object, trailing bytes', () => {
+    assert.equal(scan('{"type":"BOOKMARK","object":{"metadata":{"resourceVersion":"9"}}}'), undefined);
+    assert.equal(scan('{"type":"ERROR","object":{"kind":"Status","metadata":{}}}'), undefined);
+    assert.equal(scan('{"type":"ADDED","object":{"data":{}}}'), undefined);
+    assert.equal(scan('{"type":"ADDED","object":{"metadata":null}}'), undefined);
+    assert.equal(scan('{"object":{"metadata":{"name":"a"}},"type":"ADDED"}'), undefined);
+    assert.equal(scan('{"type":"ADDED","type":"DELETED","object":{"metadata":{"name":"a"}}}'), undefined);
+    assert.equal(scan('{"type":"ADDED","object":{"metadata":{"name":"a"}}} x'), undefined);
+    assert.equal(scan('{"type":"ADDED","object":{"metadata":{"name":"a"'), undefined);
+    assert.equal(scan('{"type":"ADDED","object":{"metadata":{"name":"a"}'), undefined);
+  });
+
+  it('does not read the object past its metadata: what is wrong there shows when the text is parsed', () => {
+    for (const line of [
+      '{"type":"ADDED","object":{"metadata":{"name":"a"},"data":{"k":tru}}}',
+      '{"type":"ADDED","object":{"metadata":{"name":"a"},"data":{"k":[1}}}',
+      '{"type":"ADDED","object":{"metadata":{"name":"a"}},"object":{"metadata":{"name":"b"}}}',
+      '{"type":"ADDED","object":{"metadata":{"name":"a"}},"extra":{}}',
+    ]) {
+      const lax = scan(line);
+      assert.ok(lax !== undefined, line);
+      assert.throws(() => JSON.parse(lax.text), SyntaxError, line);
+    }
+    // A duplicate metadata parses (JSON.parse keeps the last): the informer checks the parsed
+    // object's uid and resourceVersion against the captured ones (lazy.test.ts).
+    const duplicate = scan('{"type":"ADDED","object":{"metadata":{"name":"a","resourceVersion":"1"},"metadata":{"name":"a","resourceVersion":"2"}}}');
+    assert.ok(duplicate !== undefined);
+    assert.equal((JSON.parse(duplicate.text.slice(duplicate.metadataStart, duplicate.metadataEnd)) as ObjectMeta).resourceVersion, '1');
   });
 });

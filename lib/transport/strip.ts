@@ -18,6 +18,7 @@
  * unnoticed, with the same result as if that value had been valid.
  */
 
+import { isAscii } from 'node:buffer';
 import { MAX_DEPTH, skipContainerOrString } from './skip.ts';
 
 const TAB = 0x09;
@@ -64,6 +65,7 @@ const SKIP = 5;
 type Level = typeof EVENT | typeof LIST | typeof OBJECT | typeof METADATA | typeof ANNOTATIONS | typeof SKIP;
 
 const OBJECT_KEY = bytes('"object"');
+const TYPE_KEY = bytes('"type"');
 const ITEMS_KEY = bytes('"items"');
 const METADATA_KEY = bytes('"metadata"');
 const ANNOTATIONS_KEY = bytes('"annotations"');
@@ -88,6 +90,18 @@ let scanToEnd = false;
 /** Per object being walked: its managedFields was cut / its annotations were walked. */
 let managedFieldsCut = false;
 let annotationsDone = false;
+/**
+ * Set by {@link scanEventLazily}: the walk goes to the event's end and records where the event's
+ * type, its object and the object's metadata are (first occurrences; a duplicate fails the scan,
+ * as JSON.parse would keep the last one).
+ */
+let lazy = false;
+let typeAt = -1;
+let typeEnd = -1;
+let objectAt = -1;
+let objectEnd = -1;
+let metadataAt = -1;
+let metadataEnd = -1;
 
 // Every scan function reads `b` only below `n` (the end of the text): a typed-array read past the
 // end would return undefined and send V8 to a generic, several times slower path.
@@ -325,9 +339,29 @@ function walkObject(b: Uint8Array, open: number, n: number, level: Level): numbe
     } else if (c === LBRACE && level === OBJECT && matches(b, key, n, METADATA_KEY)) {
       end = walkObject(b, value, n, METADATA);
       if (end < 0) return end;
+      if (lazy) {
+        metadataAt = value;
+        metadataEnd = end;
+        return STOP;
+      }
       if (!scanToEnd) return STOP;
       // A duplicate metadata later in this item is left to the transform.
       level = SKIP;
+    } else if (lazy && level === OBJECT && matches(b, key, n, METADATA_KEY)) {
+      // Lazy: a metadata that is not an object cannot be captured.
+      return FAIL;
+    } else if (lazy && level === EVENT && matches(b, key, n, OBJECT_KEY)) {
+      // The type must come first (the API server writes it so): the walk ends in the object.
+      if (c !== LBRACE || typeAt < 0) return FAIL;
+      objectAt = value;
+      end = walkObject(b, value, n, OBJECT);
+      return end === FAIL ? FAIL : STOP;
+    } else if (lazy && level === EVENT && matches(b, key, n, TYPE_KEY)) {
+      if (c !== QUOTE || typeAt >= 0) return FAIL;
+      end = skipString(b, value, n);
+      if (end < 0) return FAIL;
+      typeAt = value;
+      typeEnd = end;
     } else if (c === LBRACE && level === EVENT && matches(b, key, n, OBJECT_KEY)) {
       end = walkObject(b, value, n, OBJECT);
       return end === FAIL ? FAIL : STOP;
@@ -429,4 +463,97 @@ export function parseListDroppingManagedFields(buf: Buffer): unknown {
     }
   }
   return JSON.parse(buf.toString('utf8'));
+}
+
+/** The index after the `}` that ends bytes [from, end) but for whitespace, or FAIL. */
+function lastBrace(b: Uint8Array, from: number, end: number): number {
+  let i = end - 1;
+  while (i >= from) {
+    const c = b[i];
+    if (c === RBRACE) return i + 1;
+    if (c !== SPACE && c !== LF && c !== CR && c !== TAB) return FAIL;
+    i--;
+  }
+  return FAIL;
+}
+
+/** A watch event's type and object as {@link scanEventLazily} finds them, not parsed. */
+export interface LazyEvent {
+  readonly type: 'ADDED' | 'MODIFIED' | 'DELETED';
+  /** The object's JSON text without managedFields and the last-applied annotation (raw spellings). */
+  readonly text: string;
+  /** `text.slice(metadataStart, metadataEnd)` is the object's metadata, as JSON text. */
+  readonly metadataStart: number;
+  readonly metadataEnd: number;
+}
+
+const EVENT_TYPES: readonly (readonly [Uint8Array, LazyEvent['type']])[] = [
+  [bytes('"ADDED"'), 'ADDED'],
+  [bytes('"MODIFIED"'), 'MODIFIED'],
+  [bytes('"DELETED"'), 'DELETED'],
+];
+
+/**
+ * Finds, in bytes [start, end) of `buf` (one watch event, UTF-8), the event's type and its object's
+ * text without managedFields and the last-applied annotation, and where the object's metadata is in
+ * that text, without parsing the object. Undefined when the scan is unsure (see the soundness note
+ * above), for a BOOKMARK or ERROR, for an event whose `type` does not come before its `object`, or
+ * for an object without an object `metadata`: the caller decodes the line as before. The walk
+ * checks the grammar of the event's members before the object and of the object's members up to
+ * its metadata's end; the rest of the object (spec, status, data: most of its bytes) is not read
+ * at all: it is taken to end at the line's last `}` but one (the object is the event's last
+ * member, as the API server writes it). Whatever is wrong after the metadata (a grammar error,
+ * a member after the object, a duplicate metadata) shows when the text is parsed, which the
+ * informer checks against the metadata captured here.
+ */
+export function scanEventLazily(buf: Buffer, start: number, end: number): LazyEvent | undefined {
+  cuts.length = 0;
+  scanToEnd = true;
+  lazy = true;
+  typeAt = typeEnd = objectAt = objectEnd = metadataAt = metadataEnd = -1;
+  let result: number;
+  try {
+    const open = ws(buf, start, end);
+    result = at(buf, open, end) === LBRACE ? walkObject(buf, open, end, EVENT) : FAIL;
+  } finally {
+    lazy = false;
+  }
+  if (result !== STOP || objectAt < 0 || metadataAt < 0 || typeAt < 0) return undefined;
+  // The object is the event's last member, as the API server writes it: it ends at the last `}`
+  // but one. The rest of it is not walked (most of its bytes). Bytes after it that are not the
+  // event's end make the text invalid JSON, which its parse reports.
+  objectEnd = lastBrace(buf, metadataEnd, end);
+  if (objectEnd < 0) return undefined;
+  objectEnd = lastBrace(buf, metadataEnd, objectEnd - 1);
+  if (objectEnd < 0) return undefined;
+  let type: LazyEvent['type'] | undefined;
+  for (const [spelling, name] of EVENT_TYPES) {
+    if (typeEnd - typeAt === spelling.length && matches(buf, typeAt, typeEnd, spelling)) type = name;
+  }
+  if (type === undefined) return undefined;
+  // Every cut is inside the metadata: its start does not move, its end moves by what was cut.
+  let removed = 0;
+  for (let k = 0; k < cuts.length; k += 2) removed += (cuts[k + 1] ?? 0) - (cuts[k] ?? 0);
+  const length = objectEnd - objectAt - removed;
+  let out = scratch;
+  if (length > out.length) {
+    out = Buffer.allocUnsafe(length);
+    if (length <= SCRATCH_MAX) scratch = out;
+  }
+  let from = objectAt;
+  let size = 0;
+  for (let k = 0; k < cuts.length; k += 2) {
+    size += buf.copy(out, size, from, cuts[k]);
+    from = cuts[k + 1] ?? objectEnd;
+  }
+  size += buf.copy(out, size, from, objectEnd);
+  let metadataStart = metadataAt - objectAt;
+  let metadataEnd2 = metadataEnd - objectAt - removed;
+  const text = out.toString('utf8', 0, size);
+  // Byte offsets are string offsets while everything before the metadata's end is ASCII.
+  if (text.length !== size && !isAscii(out.subarray(0, metadataEnd2))) {
+    metadataStart = out.toString('utf8', 0, metadataStart).length;
+    metadataEnd2 = out.toString('utf8', 0, metadataEnd2).length;
+  }
+  return { type, text, metadataStart, metadataEnd: metadataEnd2 };
 }

@@ -1,4 +1,5 @@
 import { abortReason, type GroupVersionKind } from '../util/index.ts';
+import { decodeWatchLine } from './watch-decoder.ts';
 import type { KubeList, KubeObject, ListOptions, ResourceClient, ResourceInfo, WatchEvent, WatchOptions } from './types.ts';
 
 /**
@@ -51,8 +52,41 @@ export class FakeWatchStream implements AsyncIterable<readonly WatchEvent[]> {
     return this.#closed;
   }
 
+  /**
+   * Queues an event. A watch opened with `objectText` (and `dropManagedFields`) gets it as the real
+   * decoder makes it from the event's JSON line: the object as text where the pre-pass vouches for
+   * it (an object too deep to serialize is sent parsed).
+   */
   push(event: WatchEvent): void {
+    if (this.options.objectText === true && this.options.dropManagedFields === true) {
+      let line: string | undefined;
+      try {
+        line = JSON.stringify(event);
+      } catch {
+        line = undefined;
+      }
+      if (line !== undefined) {
+        this.pushLine(line);
+        return;
+      }
+    }
     this.#put({ event: cloneJson(event) });
+  }
+
+  /**
+   * Queues one line of a watch stream, decoded as the connection decodes it (with this watch's
+   * options): a malformed line breaks the stream with the decoder's error, as over the wire.
+   */
+  pushLine(line: string): void {
+    const buf = Buffer.from(line);
+    let event: WatchEvent | undefined;
+    try {
+      event = decodeWatchLine(buf, 0, buf.length, { cluster: 'fake' }, { dropManagedFields: this.options.dropManagedFields, objectText: this.options.objectText });
+    } catch (err) {
+      this.#put({ error: err instanceof Error ? err : new Error(String(err)) });
+      return;
+    }
+    if (event !== undefined) this.#put({ event });
   }
 
   /** Ends the stream normally, as a server-side timeout does. */

@@ -28,6 +28,17 @@ export interface KubeObject {
   readonly [field: string]: unknown;
 }
 
+/**
+ * An object kept as its JSON text, not parsed (a watch opened with `objectText`): `text` is the
+ * object (without managedFields and the last-applied annotation, raw spellings), and
+ * `text.slice(metadataStart, metadataEnd)` its metadata. Parsing `text` gives the object.
+ */
+export interface ObjectText {
+  readonly text: string;
+  readonly metadataStart: number;
+  readonly metadataEnd: number;
+}
+
 /** One page of a LIST. */
 export interface KubeList<T extends KubeObject = KubeObject> {
   readonly apiVersion?: string;
@@ -47,7 +58,7 @@ export interface KubeList<T extends KubeObject = KubeObject> {
  * `KubeApiError` (a 410 one has `isGone`). A BOOKMARK carries only a resourceVersion.
  */
 export type WatchEvent<T extends KubeObject = KubeObject> =
-  | { readonly type: 'ADDED' | 'MODIFIED' | 'DELETED'; readonly object: T }
+  | { readonly type: 'ADDED' | 'MODIFIED' | 'DELETED'; readonly object: T; readonly text?: ObjectText | undefined }
   | { readonly type: 'BOOKMARK'; readonly object: KubeObject };
 
 /** A resource the server serves, as discovery resolved it. */
@@ -99,6 +110,14 @@ export interface WatchOptions extends SelectorOptions {
    * see them still removes them itself. Default false: objects arrive whole.
    */
   readonly dropManagedFields?: boolean | undefined;
+  /**
+   * With `dropManagedFields`: each ADDED/MODIFIED/DELETED event whose object the pre-pass can
+   * vouch for carries the object as `text` (not parsed), and its `object` holds only the parsed
+   * `metadata`. An event without `text` carries the whole object as before. The object's body is
+   * then checked only for its strings and brackets: a grammar error in it shows when the text is
+   * parsed. Default false.
+   */
+  readonly objectText?: boolean | undefined;
   /** Aborting ends the stream and releases its socket. */
   readonly signal: AbortSignal;
 }

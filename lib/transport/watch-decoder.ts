@@ -9,8 +9,8 @@ import {
   type ErrorScope,
   type KubeStatus,
 } from '../util/index.ts';
-import { parseEventDroppingManagedFields } from './strip.ts';
-import type { WatchEvent } from './types.ts';
+import { parseEventDroppingManagedFields, scanEventLazily } from './strip.ts';
+import type { ObjectMeta, WatchEvent } from './types.ts';
 
 /** Options of {@link decodeWatchStream}. */
 export interface DecodeOptions {
@@ -19,6 +19,8 @@ export interface DecodeOptions {
    * event's object while parsing (see strip.ts). Default false: objects arrive whole.
    */
   readonly dropManagedFields?: boolean | undefined;
+  /** With `dropManagedFields`, objects as text (see `WatchOptions.objectText`). Default false. */
+  readonly objectText?: boolean | undefined;
   /**
    * Largest event (one line, newline excluded) in bytes; a longer one fails the stream with a
    * `LimitExceededError` as soon as the limit is passed, without waiting for its end. Default
@@ -47,12 +49,35 @@ function excerpt(buf: Buffer, start: number, end: number): string {
 }
 
 /**
+ * The event with its object as text, when the scan vouches for it and its metadata parses to an
+ * object whose annotations (if any) are an object; undefined otherwise (the line is decoded whole,
+ * which reports a malformed one).
+ */
+function textEvent(buf: Buffer, start: number, end: number): WatchEvent | undefined {
+  const scanned = scanEventLazily(buf, start, end);
+  if (scanned === undefined) return undefined;
+  let metadata: unknown;
+  try {
+    metadata = JSON.parse(scanned.text.slice(scanned.metadataStart, scanned.metadataEnd));
+  } catch {
+    return undefined;
+  }
+  const annotations = (metadata as { annotations?: unknown }).annotations;
+  if (annotations !== undefined && (typeof annotations !== 'object' || annotations === null || Array.isArray(annotations))) return undefined;
+  return { type: scanned.type, object: { metadata: metadata as ObjectMeta }, text: scanned };
+}
+
+/**
  * Decodes bytes [start, end) of `buf`, one line of a watch stream, into an event; undefined for
  * a blank line. ERROR events become a thrown `KubeApiError`, anything malformed a
  * `WatchDecodeError`.
  */
 export function decodeWatchLine(buf: Buffer, start: number, end: number, scope: ErrorScope, options: DecodeOptions = {}): WatchEvent | undefined {
   if (isBlank(buf, start, end)) return undefined;
+  if (options.objectText === true && options.dropManagedFields === true) {
+    const event = textEvent(buf, start, end);
+    if (event !== undefined) return event;
+  }
   let parsed: unknown;
   try {
     parsed = options.dropManagedFields === true ? parseEventDroppingManagedFields(buf, start, end) : JSON.parse(buf.toString('utf8', start, end));

@@ -1,0 +1,230 @@
+// Lazy objects (issue 27): the cache keeps each object's stripped JSON text and parses it when a
+// reader or a whole-object handler asks; head handlers see metadata only and never cause a parse.
+// Parses are counted by `stats().decodes`.
+import assert from 'node:assert/strict';
+import { afterEach, describe, it } from 'node:test';
+import { FakeResourceClient } from '../transport/testing.ts';
+import type { KubeObject } from '../transport/index.ts';
+import { ObjectSkippedError } from '../util/index.ts';
+import { LAST_APPLIED_ANNOTATION, ResourceInformer, type InformerOptions, type ObjectHead } from './index.ts';
+import { settle } from '../../fixtures/support/index.ts';
+
+const running: ResourceInformer[] = [];
+afterEach(async () => {
+  await Promise.all(running.splice(0).map((i) => i.stop()));
+});
+
+function cm(name: string, data: Record<string, string> = { k: 'v' }, labels: Record<string, string> = { app: 'web' }): KubeObject {
+  return {
+    metadata: {
+      namespace: 'ns',
+      name,
+      labels,
+      annotations: { [LAST_APPLIED_ANNOTATION]: '{"big":"copy"}', keep: 'me' },
+      managedFields: [{ manager: 'kubectl', fieldsV1: { 'f:data': {} } }],
+    },
+    data,
+  };
+}
+
+function started(options: Partial<InformerOptions> = {}, objects = ['a', 'b']): { client: FakeResourceClient; informer: ResourceInformer } {
+  const client = new FakeResourceClient();
+  for (const name of objects) client.upsert(cm(name));
+  const informer = new ResourceInformer({ client, objects: 'lazy', ...options });
+  running.push(informer);
+  return { client, informer };
+}
+
+async function sync(informer: ResourceInformer): Promise<void> {
+  informer.start();
+  await informer.waitForSync(AbortSignal.timeout(10_000));
+  await settle();
+}
+
+describe('lazy objects', () => {
+  it('a head handler that never reads causes no parse, through LIST, watch updates, deletes and resync-free churn', async () => {
+    const { client, informer } = started();
+    const seen: string[] = [];
+    const heads: ObjectHead[] = [];
+    informer.addHeadHandler({
+      add: (h) => { heads.push(h); seen.push(`add ${h.metadata.name ?? ''} ${h.metadata.labels?.app ?? ''}`); },
+      update: (old, h) => { heads.push(h); seen.push(`update ${old.metadata.resourceVersion ?? ''}→${h.metadata.resourceVersion ?? ''} ${h.metadata.labels?.app ?? ''}`); },
+      delete: (h, unknown) => { seen.push(`delete ${h.metadata.name ?? ''} ${String(unknown)}`); },
+    });
+    await sync(informer);
+    for (let i = 0; i < 20; i++) client.upsert(cm('a', { k: `v${i}` }, { app: i % 2 === 0 ? 'web' : 'api' }));
+    client.upsert(cm('c'));
+    client.remove('ns/b');
+    await settle();
+    assert.equal(seen.length, 2 + 20 + 1 + 1);
+    assert.equal(seen.at(-3), 'update 121→122 api');
+    assert.equal(seen.at(-1), 'delete b false');
+    assert.equal(informer.stats().decodes, 0, 'nothing was parsed');
+    const head = heads.at(-1);
+    assert.ok(head !== undefined && Object.isFrozen(head) && Object.isFrozen(head.metadata) && Object.isFrozen(head.metadata.labels));
+    assert.equal(head.kind, 'ConfigMap');
+    assert.equal(head.apiVersion, 'v1');
+    assert.equal(head.metadata.managedFields, undefined, 'the default transform applies to heads');
+    assert.deepEqual(head.metadata.annotations, { keep: 'me' });
+    assert.equal((head as { data?: unknown }).data, undefined, 'a head carries metadata only');
+    // The namespace and label indexes come from metadata: no parse either.
+    assert.deepEqual(informer.store.keys().sort(), ['ns/a', 'ns/c']);
+    assert.equal(informer.stats().decodes, 0);
+  });
+
+  it('a whole-object handler gets parsed, frozen, transformed objects; a read right after is served by the decoded cache', async () => {
+    const { client, informer } = started();
+    const got: KubeObject[] = [];
+    informer.addHandler({ update: (_old, obj) => { got.push(obj); } });
+    await sync(informer);
+    client.upsert(cm('a', { k: 'new' }));
+    await settle();
+    const obj = got[0];
+    assert.ok(obj !== undefined && Object.isFrozen(obj) && Object.isFrozen(obj.data));
+    assert.deepEqual(obj.data, { k: 'new' });
+    assert.equal(obj.metadata?.managedFields, undefined);
+    assert.deepEqual(obj.metadata?.annotations, { keep: 'me' });
+    const decodes = informer.stats().decodes;
+    assert.equal(informer.store.get('ns/a'), obj, 'the reader gets the object the handler got, without another parse');
+    assert.equal(informer.stats().decodes, decodes);
+  });
+
+  it('a read after an update returns the new object', async () => {
+    const { client, informer } = started();
+    await sync(informer);
+    assert.deepEqual(informer.store.get('ns/a')?.data, { k: 'v' });
+    client.upsert(cm('a', { k: 'second' }, { app: 'api' }));
+    await settle();
+    const after = informer.store.get('ns/a');
+    assert.deepEqual(after?.data, { k: 'second' });
+    assert.equal(after.metadata?.labels?.app, 'api');
+    assert.ok(Object.isFrozen(after) && Object.isFrozen(after.metadata));
+    assert.throws(() => { (after as { data: unknown }).data = {}; }, TypeError);
+    assert.deepEqual(informer.store.byIndex('namespace', 'ns').map((o) => o.metadata?.name).sort(), ['a', 'b']);
+    client.remove('ns/a');
+    await settle();
+    assert.equal(informer.store.get('ns/a'), undefined, 'a read after a delete finds nothing');
+  });
+
+  it('a custom transform still applies, to LIST items and watch events (the informer keeps them parsed)', async () => {
+    const transform = (obj: KubeObject): KubeObject => ({ ...obj, metadata: { ...obj.metadata, labels: { ...obj.metadata?.labels, seen: 'yes' } } });
+    const { client, informer } = started({ transform });
+    await sync(informer);
+    assert.equal(informer.store.get('ns/a')?.metadata?.labels?.seen, 'yes');
+    client.upsert(cm('a', { k: 'w' }));
+    await settle();
+    const obj = informer.store.get('ns/a');
+    assert.deepEqual(obj?.data, { k: 'w' });
+    assert.equal(obj.metadata?.labels?.seen, 'yes');
+    assert.ok(obj.metadata.managedFields !== undefined, 'a custom transform sees whole objects');
+    assert.equal(informer.stats().decodes, 0, 'kept parsed: nothing to parse on read');
+  });
+
+  it('a corrupted line whose metadata the pre-pass vouched for is an ObjectSkippedError when first read; the rest carries on', async () => {
+    const { client, informer } = started();
+    const errors: Error[] = [];
+    informer.on('error', (e) => errors.push(e));
+    const deletes: string[] = [];
+    informer.addHeadHandler({ delete: (h, unknown) => { deletes.push(`${h.metadata.name ?? ''} ${String(unknown)}`); } });
+    await sync(informer);
+    client.stream?.pushLine('{"type":"ADDED","object":{"apiVersion":"v1","kind":"ConfigMap","metadata":{"namespace":"ns","name":"bad","uid":"u-bad","resourceVersion":"900"},"data":{"k":tru}}}');
+    client.upsert(cm('after'));
+    await settle();
+    assert.deepEqual(informer.store.keys().sort(), ['ns/a', 'ns/after', 'ns/b', 'ns/bad'], 'taken without a parse');
+    assert.equal(informer.store.get('ns/bad'), undefined);
+    assert.equal(errors.length, 1);
+    const err = errors[0];
+    assert.ok(err instanceof ObjectSkippedError);
+    assert.deepEqual(err.object, { namespace: 'ns', name: 'bad' });
+    assert.ok(err.cause instanceof SyntaxError);
+    assert.equal(informer.stats().skipped, 1);
+    assert.deepEqual(informer.store.keys().sort(), ['ns/a', 'ns/after', 'ns/b'], 'left out of the cache');
+    await settle();
+    assert.deepEqual(deletes, ['bad true'], 'handlers hear it went, its final state unknown');
+    assert.deepEqual(informer.store.list().map((o) => o.metadata?.name).sort(), ['a', 'after', 'b']);
+    assert.equal(informer.stats().lastError, undefined, 'the cache itself is healthy');
+  });
+
+  it('with a whole-object handler, a corrupted line is skipped at ingest (never added), as before lazy objects', async () => {
+    const { client, informer } = started();
+    const errors: Error[] = [];
+    informer.on('error', (e) => errors.push(e));
+    const adds: string[] = [];
+    informer.addHandler({ add: (o) => { adds.push(o.metadata?.name ?? ''); } });
+    await sync(informer);
+    client.stream?.pushLine('{"type":"ADDED","object":{"metadata":{"namespace":"ns","name":"bad","uid":"u","resourceVersion":"900"},"data":{"k":nul}}}');
+    client.upsert(cm('after'));
+    await settle();
+    assert.deepEqual(adds.sort(), ['a', 'after', 'b']);
+    assert.equal(errors.length, 1);
+    assert.ok(errors[0] instanceof ObjectSkippedError);
+    assert.deepEqual(informer.store.keys().sort(), ['ns/a', 'ns/after', 'ns/b']);
+  });
+
+  it('an object whose text disagrees with the metadata read at ingest (a duplicate metadata) is skipped when read', async () => {
+    const { client, informer } = started();
+    const errors: Error[] = [];
+    informer.on('error', (e) => errors.push(e));
+    await sync(informer);
+    client.stream?.pushLine('{"type":"ADDED","object":{"metadata":{"namespace":"ns","name":"dup","uid":"u","resourceVersion":"900"},"metadata":{"namespace":"ns","name":"dup","uid":"u","resourceVersion":"1"}}}');
+    await settle();
+    assert.ok(informer.store.keys().includes('ns/dup'));
+    assert.equal(informer.store.get('ns/dup'), undefined);
+    assert.ok(errors[0] instanceof ObjectSkippedError);
+    assert.match((errors[0].cause as Error).message, /disagrees with the metadata/);
+    assert.equal(informer.store.keys().includes('ns/dup'), false);
+  });
+
+  it('the decoded-object cache is bounded by decodedCacheSize, least recently used out first', async () => {
+    const { informer } = started({ decodedCacheSize: 2 }, ['a', 'b', 'c', 'd']);
+    await sync(informer);
+    const decodes = (): number => informer.stats().decodes;
+    const a = informer.store.get('ns/a');
+    assert.equal(decodes(), 1);
+    assert.equal(informer.store.get('ns/a'), a, 'a cache hit hands out the same frozen object');
+    assert.equal(decodes(), 1);
+    informer.store.get('ns/b');
+    informer.store.get('ns/a');
+    informer.store.get('ns/c');
+    assert.equal(decodes(), 3, 'b and c parsed once each; a was still cached');
+    assert.equal(informer.store.get('ns/a'), a, 'a, recently used, stayed');
+    informer.store.get('ns/b');
+    assert.equal(decodes(), 4, 'b was the least recently used one: dropped, parsed again');
+    informer.store.list();
+    assert.equal(decodes(), 4 + 2, 'listing 4 objects with 2 cached (a, b) parses the other two');
+    const list = informer.store.list();
+    assert.equal(list.length, 4);
+    assert.ok(decodes() <= 6 + 4, 'never more than one parse per object per read');
+  });
+
+  it('decodedCacheSize 0 keeps nothing decoded; objects: parsed never parses on read; bad values are TypeErrors', async () => {
+    const { informer } = started({ decodedCacheSize: 0 });
+    await sync(informer);
+    informer.store.get('ns/a');
+    informer.store.get('ns/a');
+    assert.equal(informer.stats().decodes, 2);
+    const parsed = (started({ objects: 'parsed' })).informer;
+    assert.equal(new ResourceInformer({ client: new FakeResourceClient() }).stats().decodes, 0);
+    await sync(parsed);
+    assert.equal(parsed.store.get('ns/a'), parsed.store.get('ns/a'));
+    assert.equal(parsed.stats().decodes, 0);
+    const client = new FakeResourceClient();
+    assert.throws(() => new ResourceInformer({ client, decodedCacheSize: -1 }), TypeError);
+    assert.throws(() => new ResourceInformer({ client, objects: 'eager' as 'lazy' }), /objects must be 'lazy' or 'parsed'/);
+  });
+
+  it('retainedBytes follows what the cache holds: about the text of each object, less after a delete', async () => {
+    const { client, informer } = started({}, ['a', 'b', 'c']);
+    await sync(informer);
+    const text = JSON.stringify(informer.store.get('ns/a')).length;
+    const three = informer.stats().retainedBytes;
+    assert.ok(three >= 3 * text && three < 3 * (text + 600), `${String(three)} for 3 objects of ${String(text)} B`);
+    client.remove('ns/c');
+    await settle();
+    const two = informer.stats().retainedBytes;
+    assert.ok(two < three && Math.abs(three - two - three / 3) < 64, `${String(two)} after a delete`);
+    const parsed = (started({ objects: 'parsed' }, ['a'])).informer;
+    await sync(parsed);
+    assert.ok(parsed.stats().retainedBytes > 0);
+  });
+});
