@@ -253,7 +253,7 @@ const ROOT_TYPES = [
   'ConnectionOptions', 'CoreV1SecretReaderOptions', 'DefaultControllerRateLimiterOptions', 'DeltaOf', 'FleetSnapshot', 'Freshness',
   'GroupVersionKind', 'HeldReader', 'Identity', 'InformerHandler', 'KubeList', 'KubeObject', 'KubeStatus', 'KubeconfigRule',
   'ListOptions', 'ListReason', 'LoadKubeconfigOptions', 'LocalKubeConfigOptions', 'LocalProviderOptions', 'LogFields', 'Logger',
-  'MemoryBudgetOptions', 'MemoryBudgetStatus', 'ObjectMatcher', 'ObjectMeta', 'ObjectOf', 'ObjectTargetRef', 'OwnerKey', 'OwnerRef', 'PatchOptions', 'PathSegmentField',
+  'MemoryBudgetOptions', 'MemoryBudgetStatus', 'ObjectHead', 'ObjectMatcher', 'ObjectMeta', 'ObjectOf', 'ObjectTargetRef', 'OwnerKey', 'OwnerRef', 'PatchOptions', 'PathSegmentField',
   'PinoLike', 'QuerySet', 'QueryStatus', 'QueueMetricsProvider', 'QueueStats', 'RateLimiter', 'RateLimitingQueue',
   'RateLimitingQueueOptions', 'ReadLimit', 'ReadLimits', 'ReaderOptions', 'ReconcileObservation', 'ReconcileResult',
   'RegistryOptions', 'RelistSummary', 'RequestObservation', 'RequestOptions', 'RequeueAfter', 'ResolveContext', 'ResourceClient',
