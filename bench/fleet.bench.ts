@@ -100,8 +100,7 @@ const registry = registryWithKeeper({
   credentialCheckIntervalMs: 0,
 });
 // The loop guard's default (6 promotions of an environment within 10 minutes) would stop this
-// benchmark's rapid rounds, and as the guard stands it stops a rollout after its first wave once five
-// revisions went through in the window (the rollout's own first wave counts as the sixth): raised here.
+// benchmark's rapid rounds: raised here.
 const controller = new PipelineController({ registry, workers: 2, allowCrossNamespaceTargets: true, promotionLoop: { maxPerEnvironment: 20 } });
 const stop = new AbortController();
 const running = controller.run(stop.signal);

@@ -39,9 +39,18 @@ export class PromotionRefusedError extends FleetcacheError {
   }
 }
 
-/** True when `committed` holds ⟨environment, revision⟩ (of `wave`, for a wave; a record without a wave otherwise). */
+/**
+ * The entry of `committed` for ⟨environment, revision⟩ of `wave` (for a wave), or one without a
+ * wave: a plain environment's entry, or an older rollout's waves folded into one by
+ * {@link withCommitted} (it covers every wave).
+ */
+function findCommitted(committed: readonly CommittedPromotion[] | undefined, environment: string, revision: string, wave: string | undefined): CommittedPromotion | undefined {
+  return committed?.find((c) => c.environment === environment && c.revision === revision && (c.wave === wave || c.wave === undefined));
+}
+
+/** True when `committed` holds ⟨environment, revision⟩ (of `wave`, for a wave; see {@link findCommitted}). */
 export function wasCommitted(committed: readonly CommittedPromotion[] | undefined, environment: string, revision: string, wave?: string): boolean {
-  return committed?.some((c) => c.environment === environment && c.revision === revision && c.wave === wave) === true;
+  return findCommitted(committed, environment, revision, wave) !== undefined;
 }
 
 /**
@@ -69,32 +78,52 @@ export function checkPromotion(
     throw new PromotionRefusedError('CommitReference', environment, `refused to promote ${revision} to ${environment}: it is a Git commit or artifact reference, which changes with every commit (fleetcache's own too) and is never written into a manifest; set spec.revisionPath to the value the promotion sets (e.g. /spec/postBuild/substitute/version for a Flux Kustomization)`);
   }
   if (!request.isNew) return;
-  const earlier = committed?.find((c) => c.environment === environment && c.revision === revision && c.wave === request.wave);
+  const earlier = findCommitted(committed, environment, revision, request.wave);
   if (earlier !== undefined) {
     throw new PromotionRefusedError('PromotionLoop', environment, `refused a second promotion of ${revision} to ${environment}${request.wave === undefined ? '' : ` wave ${request.wave}`}: carried out already at ${earlier.at}${earlier.commit === undefined ? '' : ` (commit ${earlier.commit.slice(0, 12)})`}`);
   }
   // Promotions before the last halt do not count again once a spec change lifted it.
   const lifted = request.haltedAt === undefined ? Number.NEGATIVE_INFINITY : Date.parse(request.haltedAt);
   const since = Math.max(now - policy.windowMs, Number.isNaN(lifted) ? Number.NEGATIVE_INFINITY : lifted);
-  // Revisions, not entries: the waves of one rollout are one promotion of the environment.
-  const recent = new Set((committed ?? []).filter((c) => c.environment === environment && Date.parse(c.at) > since).map((c) => c.revision)).size;
+  // Revisions, not entries: the waves of one rollout are one promotion of the environment. The
+  // revision asked for is left out: its own earlier waves must not stop the rest of its rollout.
+  const recent = new Set((committed ?? []).filter((c) => c.environment === environment && c.revision !== revision && Date.parse(c.at) > since).map((c) => c.revision)).size;
   if (recent >= policy.maxPerEnvironment) {
     throw new PromotionRefusedError('PromotionLoop', environment, `stopped promoting: ${environment} was promoted ${recent} times within ${Math.round(policy.windowMs / 1_000)} s (at most ${policy.maxPerEnvironment}), which looks like a loop — does the revision read change with every commit? Fix the spec; any change of it resumes promotions`);
   }
 }
 
-/** `committed` with `entry` appended, keeping the newest {@link MAX_COMMITTED_PER_ENVIRONMENT} per environment. */
+/**
+ * `committed` with `entry` appended, keeping per environment the newest
+ * {@link MAX_COMMITTED_PER_ENVIRONMENT} revisions: the newest one with an entry per wave (its
+ * rollout may still be going on), each older one folded into a single entry without a wave, which
+ * covers every wave ({@link findCommitted}). So a fleet of many waves keeps as many revisions for
+ * the loop guard as a plain environment does, in at most `MAX_WAVES + MAX_COMMITTED_PER_ENVIRONMENT - 1`
+ * entries per environment.
+ */
 export function withCommitted(committed: readonly CommittedPromotion[] | undefined, entry: CommittedPromotion): CommittedPromotion[] {
   const next = [...(committed ?? []).filter((c) => c.environment !== entry.environment || c.revision !== entry.revision || c.wave !== entry.wave), entry];
-  const kept = new Map<string, number>();
+  /** Per environment: its newest revision, and the revisions kept so far. */
+  const seen = new Map<string, { readonly newest: string; readonly revisions: Set<string> }>();
   const result: CommittedPromotion[] = [];
   for (let i = next.length - 1; i >= 0; i--) {
     const c = next[i];
     if (c === undefined) continue;
-    const count = kept.get(c.environment) ?? 0;
-    if (count >= MAX_COMMITTED_PER_ENVIRONMENT) continue;
-    kept.set(c.environment, count + 1);
-    result.push(c);
+    let env = seen.get(c.environment);
+    if (env === undefined) {
+      env = { newest: c.revision, revisions: new Set() };
+      seen.set(c.environment, env);
+    }
+    if (c.revision === env.newest) {
+      env.revisions.add(c.revision);
+      result.push(c);
+      continue;
+    }
+    if (env.revisions.has(c.revision) || env.revisions.size >= MAX_COMMITTED_PER_ENVIRONMENT) continue;
+    env.revisions.add(c.revision);
+    // The newest entry of an older revision stands for its whole rollout.
+    const { wave: _wave, ...folded } = c;
+    result.push(folded);
   }
   return result.reverse();
 }

@@ -347,7 +347,9 @@ export interface PipelineStatus {
   readonly promotions?: readonly PromotionRecord[];
   /**
    * What this Pipeline has carried out (a commit pushed, objects patched, a webhook delivered),
-   * oldest first, the newest {@link MAX_COMMITTED_PER_ENVIRONMENT} per environment: the memory of
+   * oldest first, the newest {@link MAX_COMMITTED_PER_ENVIRONMENT} revisions per environment (a
+   * fleet's newest rollout one entry per wave, an older rollout folded into one entry without a
+   * wave, which covers every wave): the memory of
    * the commit-rate guard (never twice per ⟨environment, revision⟩; a loop stops promotions).
    */
   readonly committed?: readonly CommittedPromotion[];
@@ -386,7 +388,7 @@ export interface PromotionHalt {
   readonly at: string;
 }
 
-/** How many {@link CommittedPromotion}s are kept per environment. */
+/** How many revisions' {@link CommittedPromotion}s are kept per environment. */
 export const MAX_COMMITTED_PER_ENVIRONMENT = 20;
 
 /** How many approvals are kept per environment (older ones are dropped). */

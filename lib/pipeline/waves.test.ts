@@ -117,4 +117,28 @@ describe('exactly once per wave', () => {
     assert.equal(many.length, 10);
     checkPromotion(many, { environment: 'prod', wave: 'w0', revision: '3', isNew: true }, T0 + 1_000);
   });
+
+  it('the loop guard never stops a rollout half-way: the revision being rolled out does not count against itself', () => {
+    // Five revisions rolled out within the window, the sixth's first wave carried out: its second wave goes on.
+    let committed: CommittedPromotion[] = [];
+    for (let r = 1; r <= 5; r++) for (const wave of ['canary', 'rest']) committed = withCommitted(committed, { environment: 'prod', wave, revision: `${r}`, at: at(T0 + r) });
+    committed = withCommitted(committed, { environment: 'prod', wave: 'canary', revision: '6', at: at(T0 + 6) });
+    checkPromotion(committed, { environment: 'prod', wave: 'rest', revision: '6', isNew: true }, T0 + 10);
+    // A seventh revision is the loop the guard is for.
+    committed = withCommitted(committed, { environment: 'prod', wave: 'rest', revision: '6', at: at(T0 + 7) });
+    assert.throws(() => { checkPromotion(committed, { environment: 'prod', wave: 'canary', revision: '7', isNew: true }, T0 + 10); }, /promoted 6 times/);
+  });
+
+  it('a fleet of ten waves keeps as many revisions for the guard as a plain environment, older rollouts folded into one entry each', () => {
+    let committed: CommittedPromotion[] = [];
+    for (let r = 1; r <= 25; r++) for (let w = 0; w < 10; w++) committed = withCommitted(committed, { environment: 'prod', wave: `w${w}`, revision: `${r}`, at: at(T0 + r * 10 + w) });
+    const revisions = new Set(committed.map((c) => c.revision));
+    assert.equal(revisions.size, 20, 'the newest 20 revisions');
+    assert.equal(committed.length, 10 + 19, 'the newest rollout per wave, each older one as one entry');
+    assert.deepEqual(committed.filter((c) => c.revision === '25').map((c) => c.wave), ['w0', 'w1', 'w2', 'w3', 'w4', 'w5', 'w6', 'w7', 'w8', 'w9']);
+    // An older rollout, folded, is carried out at every wave: never promoted again, at any wave.
+    for (const wave of ['w0', 'w9']) assert.throws(() => { checkPromotion(committed, { environment: 'prod', wave, revision: '20', isNew: true }, T0 + 1_000); }, /carried out already/);
+    // And the loop guard still sees six rollouts within the window.
+    assert.throws(() => { checkPromotion(committed, { environment: 'prod', wave: 'w0', revision: '26', isNew: true }, T0 + 1_000); }, /promoted 20 times/);
+  });
 });
