@@ -6,7 +6,7 @@ import { KubeconfigSecretNotFoundError } from '../../lib/cluster/index.ts';
 import { rendezvousOwner, type ShardStatus } from '../../lib/manager/index.ts';
 import { KubeApiError, TransportError } from '../../lib/util/index.ts';
 import { AssignmentMemo, MAX_SHARD_KEYS, type ShardView } from './shards.ts';
-import { buildState, clusterOfConnection, errorReason, MAX_FIELD_TEXT, MAX_HISTORY, MAX_OMITTED_NAMES, MIN_DOCUMENT_BYTES, pipelineView, type DashboardState, type RequestCounts } from './model.ts';
+import { buildState, clusterOfConnection, errorReason, MAX_FIELD_TEXT, MAX_HISTORY, MAX_OMITTED_NAMES, MAX_WAVES, MIN_DOCUMENT_BYTES, pipelineView, type DashboardState, type RequestCounts } from './model.ts';
 import { unreachablePipeline } from './fleet.test-util.ts';
 
 const NOW = Date.UTC(2026, 10, 23, 9, 0, 0);
@@ -183,6 +183,82 @@ describe('the dashboard state', () => {
       ['secret:delivery/prod-kubeconfig', 'SecretNotFound', 1],
     ]);
     assert.ok(!JSON.stringify(state.clusters).includes('private-token-name'));
+  });
+
+  describe('a fleet environment with waves', () => {
+    const readyAt = '2026-11-23T08:40:00Z';
+    const wave = (name: string, extra: Record<string, unknown>): Record<string, unknown> => ({ name, ready: false, total: 4, readyTargets: 0, required: 4, ...extra });
+    const record = (extra: Record<string, unknown>): Record<string, unknown> => ({ environment: 'prod', revision: '1.1.0', strategy: 'patch', attempts: 1, startedAt: '2026-11-23T08:30:00Z', ...extra });
+    const fleetStatus = (promotions: unknown[], waves: unknown[] = [
+      wave('canary', { ready: true, revision: '1.1.0', total: 2, readyTargets: 2, required: 2, soakSeconds: 1800 }),
+      wave('early', { revision: '1.0.0', total: 5, readyTargets: 5, required: 5, requireApproval: true }),
+      wave('rest', { revision: '1.0.0', total: 13, readyTargets: 10, required: 12 }),
+    ]): unknown => ({
+      observedGeneration: 3,
+      environments: [
+        { name: 'staging', ready: true, revision: '1.1.0', targets: [{ cluster: 'local', namespace: 'apps', readable: true, ready: true, revision: '1.1.0' }] },
+        {
+          name: 'prod', ready: false, revision: '1.0.0', reason: 'Progressing',
+          fleet: { policy: 'Percent 90', total: 20, readyTargets: 12, required: 18, readable: 19, notReady: { Progressing: 5, Unreadable: 1, OtherRevision: 2, '<b>Bogus</b>': 3, Missing: 'many' } },
+          waves,
+          targets: [
+            { cluster: 'secret:delivery/prod-03', namespace: 'apps', readable: true, exists: true, ready: false, revision: '1.0.0', reason: 'Progressing' },
+            { cluster: 'secret:delivery/prod-07', namespace: 'apps', readable: true, exists: true, ready: false, reason: '<script>x</script>' },
+          ],
+        },
+      ],
+      promotions,
+    });
+
+    it('shows the readiness policy and counts by reason, the first not-ready targets with their reasons, and each wave of the newest rollout in order', () => {
+      const view = pipelineView(pipeline(fleetStatus([
+        record({ wave: 'canary', revision: '1.0.0', state: 'Succeeded', readyAt: '2026-11-22T08:00:00Z' }),
+        record({ wave: 'early', revision: '1.0.0', state: 'Failed', message: 'an older rollout' }),
+        record({ environment: 'staging', state: 'Succeeded' }),
+        record({ wave: 'canary', state: 'Succeeded', readyAt, message: 'carried out; wave canary of prod is ready' }),
+        record({ wave: 'early', state: 'AwaitingApproval', attempts: 0 }),
+      ])));
+      const prod = view.environments[1];
+      assert.deepEqual(prod?.fleet, { policy: 'Percent 90', total: 20, readyTargets: 12, required: 18, readable: 19, notReady: [{ reason: 'Progressing', count: 5 }, { reason: 'Unreadable', count: 1 }, { reason: 'OtherRevision', count: 2 }] }, 'only the fixed vocabulary and whole counts');
+      assert.equal(prod.reason, 'Progressing');
+      assert.deepEqual(prod.targets.map((t) => [t.cluster, t.reason]), [['secret:delivery/prod-03', 'Progressing'], ['secret:delivery/prod-07', undefined]], 'a reason outside the vocabulary is never echoed');
+      assert.deepEqual(prod.waves?.map((w) => [w.name, w.state, w.revision, w.ready, w.readyTargets, w.total, w.required]), [
+        ['canary', 'Ready', '1.1.0', true, 2, 2, 2],
+        ['early', 'AwaitingApproval', '1.1.0', false, 5, 5, 5],
+        ['rest', 'NotStarted', '1.1.0', false, 10, 13, 12],
+      ]);
+      assert.equal(prod.waves[0]?.soakUntil, Date.parse(readyAt) + 1_800_000, 'the soak ends soakSeconds after the wave was first ready');
+      assert.equal(prod.waves[1]?.soakUntil, undefined);
+      assert.equal(prod.waves[1]?.requireApproval, true);
+      assert.equal(view.environments[0]?.fleet, undefined, 'a plain environment has no fleet view');
+      assert.equal(view.environments[0]?.waves, undefined);
+      assert.deepEqual(view.inFlight.map((p) => [p.environment, p.wave, p.state]), [['prod', 'early', 'AwaitingApproval']], 'the wave awaiting approval is in flight, with its wave (approved as prod/early)');
+    });
+
+    it('says which wave is being carried out, carried out and not ready yet, or failed (with why), and caps the waves', () => {
+      const states = (promotions: unknown[]): unknown => pipelineView(pipeline(fleetStatus(promotions))).environments[1]?.waves?.map((w) => w.state);
+      assert.deepEqual(states([]), ['NotStarted', 'NotStarted', 'NotStarted'], 'no rollout yet');
+      assert.deepEqual(states([record({ wave: 'canary', state: 'Pending' })]), ['Pending', 'NotStarted', 'NotStarted']);
+      assert.deepEqual(states([record({ wave: 'canary', state: 'Committed' })]), ['CarriedOut', 'NotStarted', 'NotStarted']);
+      const failed = pipelineView(pipeline(fleetStatus([
+        record({ wave: 'canary', state: 'Succeeded', readyAt }),
+        record({ wave: 'early', state: 'Succeeded', readyAt }),
+        record({ wave: 'rest', state: 'Failed', message: 'wave rest of prod was not ready at 1.1.0 within 600 s: the rollout stops at this wave' }),
+      ]))).environments[1]?.waves;
+      assert.deepEqual(failed?.map((w) => w.state), ['Ready', 'Ready', 'Failed']);
+      assert.match(failed[2]?.message ?? '', /the rollout stops at this wave/);
+      assert.equal(failed[1]?.soakUntil, undefined, 'no soak without soakSeconds');
+
+      const many = Array.from({ length: MAX_WAVES + 5 }, (_, i) => wave(i === 0 ? '<img src=x onerror=alert(1)>\u202e' : `w${i}`, {}));
+      const capped = pipelineView(pipeline(fleetStatus([], many))).environments[1]?.waves;
+      assert.equal(capped?.length, MAX_WAVES);
+      assert.equal(capped[0]?.name, '<img src=x onerror=alert(1)>\\u202e', 'sanitized as every text (the page adds it as text)');
+      for (const odd of [{ waves: 'no' }, { waves: [null, 7, { name: ['x'], total: -1, readyTargets: 1.5 }] }, { fleet: 'x' }, { fleet: { notReady: [1] } }]) {
+        const env = pipelineView(pipeline({ environments: [{ name: 'prod', ready: false, targets: [], ...odd }] })).environments[0];
+        JSON.stringify(env);
+        for (const w of env?.waves ?? []) assert.deepEqual([w.name, w.total, w.readyTargets, w.state], ['', 0, 0, 'NotStarted']);
+      }
+    });
   });
 
   describe('within a byte bound', () => {

@@ -18,6 +18,8 @@ export const MAX_PIPELINES = 200;
 export const MAX_OMITTED_NAMES = 20;
 /** The smallest byte bound a document may be given: room for its skeleton and its marker. */
 export const MIN_DOCUMENT_BYTES = 64 * 1024;
+/** Waves shown per environment: as many as a Pipeline may have (`MAX_WAVES` in lib/pipeline/validate.ts). */
+export const MAX_WAVES = 10;
 
 /** A condition as the page shows it. */
 export interface ConditionView {
@@ -33,20 +35,74 @@ export interface TargetView {
   readonly readable?: boolean;
   readonly ready: boolean;
   readonly revision?: string;
+  /** Why it is not ready, in the status's fixed vocabulary (anything else is left out). */
+  readonly reason?: string;
   readonly error?: string;
+}
+
+/** Why a fleet's targets are not ready, as status counts them; only this vocabulary is shown. */
+export const FLEET_NOT_READY_REASONS = ['Suspended', 'Progressing', 'NotObserved', 'NotReady', 'Unreadable', 'Loading', 'Missing', 'OtherRevision'] as const;
+
+/** A fleet environment's readiness in counts, as status gives them (bounded whatever the fleet's size). */
+export interface FleetView {
+  /** The readiness policy, e.g. `Quorum 5`. */
+  readonly policy: string;
+  readonly total: number;
+  readonly readyTargets: number;
+  /** Ready targets the policy needs. */
+  readonly required: number;
+  readonly readable: number;
+  /** Not-ready targets by reason, in {@link FLEET_NOT_READY_REASONS} order, zero counts left out. */
+  readonly notReady: readonly { readonly reason: string; readonly count: number }[];
+  /** Why the membership cannot be read. */
+  readonly error?: string;
+}
+
+/**
+ * Where a wave stands in the environment's newest rollout: `NotStarted` (no record), `AwaitingApproval`
+ * (`<environment>/<wave>` not approved yet), `Pending` (being carried out), `CarriedOut` (waiting to
+ * be ready), `Ready` (its record succeeded; soaking until `soakUntil` when that is later than now), `Failed`.
+ */
+export type WaveState = 'NotStarted' | 'AwaitingApproval' | 'Pending' | 'CarriedOut' | 'Ready' | 'Failed';
+
+export interface WaveView {
+  readonly name: string;
+  readonly state: WaveState;
+  /** The revision of the rollout the state is about (unset with no rollout). */
+  readonly revision?: string;
+  /** Ready now at `currentRevision` as the wave's readiness policy counts it. */
+  readonly ready: boolean;
+  readonly currentRevision?: string;
+  readonly total: number;
+  readonly readyTargets: number;
+  readonly required: number;
+  readonly soakSeconds?: number;
+  /** Epoch milliseconds the soak ends (`Ready` with `soakSeconds`): the page tells soaking from ready with its clock. */
+  readonly soakUntil?: number;
+  readonly requireApproval: boolean;
+  /** The record's message (why it failed, what was carried out). */
+  readonly message?: string;
 }
 
 export interface EnvironmentView {
   readonly name: string;
   readonly ready: boolean;
   readonly revision?: string;
+  /** When not ready: the first not-ready target's reason (fixed vocabulary). */
+  readonly reason?: string;
   readonly targets: readonly TargetView[];
   /** Targets of this environment left out to keep the document within its bound (the first ones are shown). */
   readonly omittedTargets?: number;
+  /** A fleet environment's counts; its `targets` are then the first not-ready ones status lists. */
+  readonly fleet?: FleetView;
+  /** A fleet environment's waves, in order (at most {@link MAX_WAVES}). */
+  readonly waves?: readonly WaveView[];
 }
 
 export interface PromotionView {
   readonly environment: string;
+  /** The wave of a fleet environment (approved as `<environment>/<wave>`). */
+  readonly wave?: string;
   readonly revision: string;
   readonly strategy: string;
   /** `AwaitingApproval`, `Pending`, `Succeeded`, `Failed`. */
@@ -217,6 +273,15 @@ function optional<K extends string, V>(key: K, value: V | undefined): Partial<Re
   return (value === undefined ? {} : { [key]: value }) as Partial<Record<K, V>>;
 }
 
+function count(value: unknown): number {
+  return typeof value === 'number' && Number.isSafeInteger(value) && value >= 0 ? value : 0;
+}
+
+/** A reason from the fixed vocabulary, or undefined: a value outside it is never echoed. */
+function reason(value: unknown): string | undefined {
+  return typeof value === 'string' && (FLEET_NOT_READY_REASONS as readonly string[]).includes(value) ? value : undefined;
+}
+
 function targetView(raw: Record<string, unknown>): TargetView {
   return {
     cluster: str(raw.cluster) ?? '',
@@ -224,13 +289,62 @@ function targetView(raw: Record<string, unknown>): TargetView {
     ...optional('readable', typeof raw.readable === 'boolean' ? raw.readable : undefined),
     ready: raw.ready === true,
     ...optional('revision', str(raw.revision)),
+    ...optional('reason', reason(raw.reason)),
     ...optional('error', str(raw.error)),
   };
+}
+
+function fleetView(raw: Record<string, unknown>): FleetView {
+  const notReady: Record<string, unknown> = isRecord(raw.notReady) ? raw.notReady : {};
+  return {
+    policy: str(raw.policy) ?? '',
+    total: count(raw.total),
+    readyTargets: count(raw.readyTargets),
+    required: count(raw.required),
+    readable: count(raw.readable),
+    notReady: FLEET_NOT_READY_REASONS.map((r) => ({ reason: r, count: count(notReady[r]) })).filter((r) => r.count > 0),
+    ...optional('error', str(raw.error)),
+  };
+}
+
+/**
+ * The waves of environment `env` in its newest rollout: the revision of the last wave record status
+ * holds for it (records are kept in the order they began), each wave's state from its record.
+ */
+function waveViews(env: string, waves: readonly Record<string, unknown>[], records: readonly Record<string, unknown>[]): WaveView[] {
+  const revision = str(records.findLast((r) => str(r.environment) === env && typeof r.wave === 'string')?.revision);
+  return waves.slice(0, MAX_WAVES).map((w): WaveView => {
+    const name = str(w.name) ?? '';
+    const record = revision === undefined ? undefined : records.findLast((r) => str(r.environment) === env && str(r.wave) === name && str(r.revision) === revision);
+    const soakSeconds = typeof w.soakSeconds === 'number' && Number.isSafeInteger(w.soakSeconds) && w.soakSeconds > 0 ? w.soakSeconds : undefined;
+    const readyAt = typeof record?.readyAt === 'string' ? Date.parse(record.readyAt) : NaN;
+    const state: WaveState = record === undefined ? 'NotStarted'
+      : record.state === 'AwaitingApproval' ? 'AwaitingApproval'
+      : record.state === 'Pending' ? 'Pending'
+      : record.state === 'Committed' ? 'CarriedOut'
+      : record.state === 'Succeeded' ? 'Ready'
+      : 'Failed';
+    return {
+      name,
+      state,
+      ...optional('revision', revision),
+      ready: w.ready === true,
+      ...optional('currentRevision', str(w.revision)),
+      total: count(w.total),
+      readyTargets: count(w.readyTargets),
+      required: count(w.required),
+      ...optional('soakSeconds', soakSeconds),
+      ...optional('soakUntil', state === 'Ready' && soakSeconds !== undefined && !Number.isNaN(readyAt) ? readyAt + soakSeconds * 1_000 : undefined),
+      requireApproval: w.requireApproval === true,
+      ...optional('message', str(record?.message)),
+    };
+  });
 }
 
 function promotionView(raw: Record<string, unknown>): PromotionView {
   return {
     environment: str(raw.environment) ?? '',
+    ...optional('wave', str(raw.wave)),
     revision: str(raw.revision) ?? '',
     strategy: str(raw.strategy) ?? '',
     state: str(raw.state) ?? '',
@@ -248,7 +362,8 @@ export function pipelineView(obj: KubeObject): PipelineView {
   const ready = records(status.conditions).find((c) => c.type === 'Ready');
   const generation = typeof meta.generation === 'number' ? meta.generation : undefined;
   const observed = typeof status.observedGeneration === 'number' ? status.observedGeneration : undefined;
-  const promotions = records(status.promotions).map(promotionView);
+  const raw = records(status.promotions);
+  const promotions = raw.map(promotionView);
   return {
     namespace: str(meta.namespace) ?? '',
     name: str(meta.name) ?? '',
@@ -258,7 +373,10 @@ export function pipelineView(obj: KubeObject): PipelineView {
       name: str(env.name) ?? '',
       ready: env.ready === true,
       ...optional('revision', str(env.revision)),
+      ...optional('reason', reason(env.reason)),
       targets: records(env.targets).map(targetView),
+      ...optional('fleet', isRecord(env.fleet) ? fleetView(env.fleet) : undefined),
+      ...optional('waves', Array.isArray(env.waves) ? waveViews(str(env.name) ?? '', records(env.waves), raw) : undefined),
     })),
     inFlight: promotions.filter((p) => p.state === 'Pending' || p.state === 'Committed' || p.state === 'AwaitingApproval'),
     // Status keeps records oldest first; the page reads newest first. Ties keep status order.

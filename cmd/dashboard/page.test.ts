@@ -5,7 +5,7 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { createContext, Script } from 'node:vm';
-import type { DashboardState } from './model.ts';
+import type { DashboardState, EnvironmentView, WaveView } from './model.ts';
 import { appJs } from './page.ts';
 import { settle } from '../../fixtures/support/index.ts';
 
@@ -112,7 +112,7 @@ interface FakeResponse {
 }
 
 /** The page's script with its DOM, and the answers its fetch() calls get, in order. */
-function loadPage(answers: FakeResponse[]): { body: FakeElement; byId: (id: string) => FakeElement; fetches: () => number; timers: number[]; ready: () => void } {
+function loadPage(answers: FakeResponse[]): { body: FakeElement; byId: (id: string) => FakeElement; fetches: () => number; posted: string[]; timers: number[]; ready: () => void } {
   const ids = ['connection', 'updated', 'forget', 'login', 'login-reason', 'token', 'pipelines', 'shards-section', 'shards', 'clusters', 'caches'];
   const body = new FakeElement('body');
   const elements = new Map(ids.map((id) => [id, body.appendChild(new FakeElement(id === 'login' ? 'form' : 'div'))]));
@@ -129,8 +129,10 @@ function loadPage(answers: FakeResponse[]): { body: FakeElement; byId: (id: stri
     write: (html: string) => sink(`document.write(${html})`),
     writeln: (html: string) => sink(`document.writeln(${html})`),
   };
-  const fetch = (): Promise<unknown> => {
+  const posted: string[] = [];
+  const fetch = (_url: string, init?: { body?: string }): Promise<unknown> => {
     fetches += 1;
+    if (init?.body !== undefined) posted.push(init.body);
     const answer = answers.shift();
     if (answer === undefined) return new Promise(() => undefined); // pending for ever
     const chunks = (answer.frames ?? []).map((f) => new TextEncoder().encode(f));
@@ -159,7 +161,7 @@ function loadPage(answers: FakeResponse[]): { body: FakeElement; byId: (id: stri
     assert.ok(e !== undefined);
     return e;
   };
-  return { body, byId, fetches: () => fetches, timers, ready: () => { ready(); } };
+  return { body, byId, fetches: () => fetches, posted, timers, ready: () => { ready(); } };
 }
 
 function frame(state: DashboardState): string {
@@ -249,7 +251,15 @@ describe('the dashboard page script', () => {
         name: html('name'),
         stale: false,
         ready: { status: 'False', reason: html('reason'), message: html('ready-message') },
-        environments: [{ name: html('env'), ready: false, revision: html('env-revision'), targets: [{ cluster: html('target-cluster'), namespace: html('target-ns'), readable: true, ready: false, revision: html('target-revision'), error: html('target-error') }] }],
+        environments: [{
+          name: html('env'), ready: false, revision: html('env-revision'), targets: [{ cluster: html('target-cluster'), namespace: html('target-ns'), readable: true, ready: false, revision: html('target-revision'), reason: html('target-reason'), error: html('target-error') }],
+          fleet: { policy: html('fleet-policy'), total: 3, readyTargets: 1, required: 3, readable: 2, notReady: [{ reason: html('fleet-reason'), count: 2 }], error: html('fleet-error') },
+          waves: [
+            { name: html('wave'), state: 'Failed', revision: html('wave-revision'), ready: false, currentRevision: html('wave-current'), total: 3, readyTargets: 1, required: 3, requireApproval: false, message: html('wave-message') },
+            { name: html('wave-odd'), state: html('wave-state') as 'Failed', ready: false, total: 0, readyTargets: 0, required: 0, requireApproval: true },
+            { name: 'proto', state: '__proto__' as 'Failed', ready: false, total: 0, readyTargets: 0, required: 0, requireApproval: false },
+          ],
+        }],
         inFlight: [{ environment: html('inflight-env'), revision: html('inflight-revision'), strategy: 'patch', state: 'AwaitingApproval', attempts: 0, startedAt: '2026-11-23T08:00:00Z' }],
         history: [{ environment: html('history-env'), revision: html('history-revision'), strategy: html('history-strategy'), state: 'Failed', attempts: 1, startedAt: '2026-11-23T07:00:00Z', finishedAt: '2026-11-23T07:01:00Z', message: html('history-message') }],
       }],
@@ -273,10 +283,11 @@ describe('the dashboard page script', () => {
     page.ready();
     await settle(50);
     const shown = (field: string): boolean => page.body.textContent.includes(html(field));
-    for (const field of ['name', 'ready-message', 'env', 'target-error', 'inflight-revision', 'history-message', 'cluster', 'cluster-error', 'kind', 'cache-error', 'shard-self', 'shard-peer', 'assigned-key', 'handoff-key', 'unowned-key']) {
+    for (const field of ['name', 'ready-message', 'env', 'target-error', 'target-reason', 'fleet-policy', 'fleet-reason', 'fleet-error', 'wave', 'wave-revision', 'wave-current', 'wave-message', 'wave-odd', 'wave-state', 'inflight-revision', 'history-message', 'cluster', 'cluster-error', 'kind', 'cache-error', 'shard-self', 'shard-peer', 'assigned-key', 'handoff-key', 'unowned-key']) {
       assert.ok(shown(field), `${field} is shown, as text`);
     }
     const button = page.body.querySelector('button.approve');
+    assert.equal(page.body.querySelector('[data-wave="proto"]')?.textContent.startsWith('proto__proto__'), true, 'a state outside the vocabulary is shown as itself');
     assert.ok(button !== null, 'the promotion waiting shows its Approve button');
     assert.equal(button.getAttribute('data-revision'), html('inflight-revision'), 'kept as an attribute value, not markup');
     button.click();
@@ -285,6 +296,70 @@ describe('the dashboard page script', () => {
     assert.ok(shown('approve-answer'), 'the endpoint\'s refusal is shown, as text');
     assert.deepEqual(htmlSinks, [], 'no HTML sink, handler attribute or active element was used');
     assert.equal(page.body.querySelectorAll('script').length + page.body.querySelectorAll('img').length, 0);
+  });
+
+  it('shows a fleet environment\'s policy and counts, its waves in order with their states (soaking with the time left), its first not-ready targets with reasons, and approves a waiting wave as <environment>/<wave>', async () => {
+    const now = Date.UTC(2026, 10, 23, 9);
+    const wave = (name: string, state: Partial<WaveView>): WaveView => ({ name, state: 'NotStarted', revision: '1.1.0', ready: false, total: 4, readyTargets: 0, required: 4, requireApproval: false, ...state });
+    const fleet: DashboardState = {
+      pipelines: [{
+        namespace: 'team-a', name: 'shop', stale: false,
+        environments: [
+          { name: 'staging', ready: true, revision: '1.1.0', targets: [{ cluster: 'local', namespace: 'apps', readable: true, ready: true, revision: '1.1.0' }] },
+          {
+            name: 'prod', ready: false, revision: '1.0.0', reason: 'Progressing',
+            fleet: { policy: 'Percent 90', total: 20, readyTargets: 12, required: 18, readable: 19, notReady: [{ reason: 'Progressing', count: 5 }, { reason: 'Unreadable', count: 1 }, { reason: 'OtherRevision', count: 2 }] },
+            waves: [
+              wave('canary', { state: 'Ready', ready: true, currentRevision: '1.1.0', total: 2, readyTargets: 2, required: 2, soakSeconds: 1800, soakUntil: now + 10 * 60_000 }),
+              wave('early', { state: 'Ready', ready: true, currentRevision: '1.1.0', total: 3, readyTargets: 3, required: 3, soakSeconds: 60, soakUntil: now - 60_000 }),
+              wave('late', { state: 'AwaitingApproval', currentRevision: '1.0.0', requireApproval: true }),
+              wave('rest', { currentRevision: '1.0.0', total: 11, readyTargets: 7, required: 10 }),
+            ],
+            targets: [
+              { cluster: 'secret:team-a/prod-03', namespace: 'apps', readable: true, ready: false, revision: '1.0.0', reason: 'Progressing' },
+              { cluster: 'secret:team-a/prod-09', namespace: 'apps', readable: false, ready: false, reason: 'Unreadable', error: 'ERR_TRANSPORT' },
+            ],
+          },
+        ],
+        inFlight: [{ environment: 'prod', wave: 'late', revision: '1.1.0', strategy: 'patch', state: 'AwaitingApproval', attempts: 0, startedAt: '2026-11-23T08:59:00Z' }],
+        history: [],
+      }],
+      truncatedPipelines: 0, pipelinesSynced: true, clusters: [], caches: [],
+    };
+    const page = loadPage([{ status: 200, frames: [frame(fleet)] }, { status: 200, json: { created: true, approval: { environment: 'prod/late', revision: '1.1.0', approver: { username: 'alice' }, approvedAt: '2026-11-23T09:00:01Z' } } }]);
+    page.ready();
+    await settle(50);
+    const prod = page.byId('pipelines').querySelector('[data-env="prod"]');
+    assert.ok(prod !== null);
+    assert.equal(prod.querySelector('[data-field="fleet-counts"]')?.textContent, 'Percent 90: 12 of 20 ready, 18 needed (19 readable)');
+    assert.equal(prod.querySelector('[data-field="not-ready"]')?.textContent, 'Not ready: Progressing 5, Unreadable 1, OtherRevision 2');
+    const waves = prod.querySelectorAll('[data-field="waves"] > li');
+    assert.deepEqual(waves.map((w) => [w.getAttribute('data-wave'), w.getAttribute('data-state')]), [['canary', 'Soaking'], ['early', 'Ready'], ['late', 'AwaitingApproval'], ['rest', 'NotStarted']], 'in order; a wave ready within its soak is soaking');
+    assert.match(waves[0]?.textContent ?? '', /^canarysoakingsoak ends in 10 min1\.1\.0 · 2 of 2 ready, 2 needed · soak 1800 s$/);
+    assert.match(waves[1]?.textContent ?? '', /^earlyready1\.1\.0 · 3 of 3 ready/);
+    assert.match(waves[2]?.textContent ?? '', /^lateawaiting approval1\.1\.0 · 0 of 4 ready at 1\.0\.0, 4 needed · approval$/);
+    assert.match(waves[3]?.textContent ?? '', /^restnot started1\.1\.0 · 7 of 11 ready at 1\.0\.0, 10 needed$/);
+    assert.equal(prod.querySelector('[data-field="not-ready-heading"]')?.textContent, 'First not-ready targets (2 of 8):');
+    assert.deepEqual(prod.querySelectorAll('.targets li').map((li) => li.textContent), ['… secret:team-a/prod-03 · apps · 1.0.0 · Progressing', '✗ secret:team-a/prod-09 · apps · UnreadableERR_TRANSPORT']);
+    assert.equal(page.byId('pipelines').querySelector('[data-env="staging"] [data-field="fleet"]'), null, 'a plain environment shows no fleet counts');
+
+    const button = page.body.querySelector('[data-field="in-flight"] button.approve');
+    assert.equal(button?.getAttribute('data-environment'), 'prod/late');
+    assert.equal(button.textContent, 'Approve 1.1.0 for prod/late');
+    button.click();
+    await settle(50);
+    assert.deepEqual(page.posted.map((b) => JSON.parse(b) as unknown), [{ namespace: 'team-a', pipeline: 'shop', environment: 'prod/late', revision: '1.1.0' }]);
+    assert.match(page.body.querySelector('[data-field="notice"]')?.textContent ?? '', /^Approved 1\.1\.0 for prod\/late by alice/);
+
+    // A failed wave says why, as an error.
+    const prodFailed: EnvironmentView = { name: 'prod', ready: false, targets: [], waves: [wave('canary', { state: 'Failed', message: 'wave canary of prod was not ready at 1.1.0 within 600 s: the rollout stops at this wave' })] };
+    const stopped: DashboardState = { ...fleet, pipelines: fleet.pipelines.map((p) => ({ ...p, environments: [prodFailed] })) };
+    const failed = loadPage([{ status: 200, frames: [frame(stopped)] }]);
+    failed.ready();
+    await settle(50);
+    const li = failed.byId('pipelines').querySelector('[data-wave="canary"]');
+    assert.equal(li?.getAttribute('data-state'), 'Failed');
+    assert.equal(li.querySelector('.warn')?.textContent, 'wave canary of prod was not ready at 1.1.0 within 600 s: the rollout stops at this wave');
   });
 
   it('shows the shard group as this replica sees it: the peers, their shares (computed here, said so), handoff, and orphaned keys as an error; no Shards section unsharded', async () => {

@@ -159,6 +159,11 @@ button.approve:disabled { opacity: .6; cursor: progress; }
 
 .truncated { background: var(--wait-bg); color: var(--wait); border-radius: 8px; padding: 8px 12px; margin-bottom: 14px; overflow-wrap: anywhere; }
 .targets li.omitted { color: var(--wait); font-style: italic; }
+.fleet { font-size: 12px; margin: 6px 0 0; overflow-wrap: anywhere; }
+.waves { margin: 6px 0 0; padding-left: 18px; font-size: 12px; }
+.waves li { margin: 3px 0; overflow-wrap: anywhere; }
+.waves li > span { margin-right: 6px; }
+.waves .wave-name { font-weight: 600; }
 .shard-keys { overflow-wrap: anywhere; font-size: 12px; }
 tr[data-self="true"] td:first-child { font-weight: 600; }
 `;
@@ -264,6 +269,37 @@ export const appJs = String.raw`'use strict';
   function cell(text, cls) { return el('td', { class: cls || '', text: text === undefined || text === '' ? '—' : text }); }
   function stateKind(state) { return state === 'Succeeded' ? 'ok' : state === 'Failed' ? 'bad' : 'wait'; }
 
+  // The approve button of a promotion awaiting approval, in the in-flight list (as for environments;
+  // a wave's record is approved as "<environment>/<wave>", the wave's row only says it waits).
+  function approveButton(p, environment, revision) {
+    var button = el('button', { type: 'button', class: 'approve', 'data-action': 'approve', 'data-environment': environment, 'data-revision': revision, text: 'Approve ' + revision + ' for ' + environment });
+    button.addEventListener('click', function () { approve(p, { environment: environment, revision: revision }, button); });
+    return button;
+  }
+
+  // --- Fleet environments: the readiness policy in counts, and the waves of the newest rollout.
+  function renderFleet(f) {
+    return el('div', { class: 'fleet', 'data-field': 'fleet' }, [
+      el('div', { 'data-field': 'fleet-counts', text: f.policy + ': ' + f.readyTargets + ' of ' + f.total + ' ready, ' + f.required + ' needed' + (f.readable < f.total ? ' (' + f.readable + ' readable)' : '') }),
+      f.notReady.length > 0 ? el('div', { class: 'muted', 'data-field': 'not-ready', text: 'Not ready: ' + f.notReady.map(function (n) { return n.reason + ' ' + n.count; }).join(', ') }) : null,
+      f.error ? el('div', { class: 'warn', 'data-field': 'fleet-error', text: f.error }) : null,
+    ]);
+  }
+  var WAVE_STATES = { NotStarted: ['not started', ''], AwaitingApproval: ['awaiting approval', 'wait'], Pending: ['carrying out', 'wait'], CarriedOut: ['carried out, not ready yet', 'wait'], Ready: ['ready', 'ok'], Failed: ['failed', 'bad'] };
+  function renderWaves(env) {
+    return el('ol', { class: 'waves', 'data-field': 'waves' }, env.waves.map(function (w) {
+      var soaking = w.state === 'Ready' && w.soakUntil > Date.now() + skewMs;
+      var shown = soaking ? ['soaking', 'wait'] : Object.prototype.hasOwnProperty.call(WAVE_STATES, w.state) ? WAVE_STATES[w.state] : [String(w.state), ''];
+      return el('li', { 'data-wave': w.name, 'data-state': soaking ? 'Soaking' : w.state }, [
+        el('span', { class: 'wave-name', text: w.name }), pill(shown[0], shown[1]),
+        soaking ? el('span', { 'data-field': 'soak' }, [el('span', { text: 'soak ends ' }), el('span', { 'data-at': w.soakUntil, text: relative(w.soakUntil) })]) : null,
+        el('span', { class: 'muted', text: (w.revision ? w.revision + ' · ' : '') + w.readyTargets + ' of ' + w.total + ' ready' + (w.currentRevision && w.currentRevision !== w.revision ? ' at ' + w.currentRevision : '') + ', ' + w.required + ' needed' + (w.soakSeconds ? ' · soak ' + w.soakSeconds + ' s' : '') + (w.requireApproval ? ' · approval' : '') }),
+        w.message && (w.state === 'Failed' || w.state === 'CarriedOut') ? el('div', { class: w.state === 'Failed' ? 'warn' : 'muted', text: w.message }) : null,
+      ]);
+    }));
+  }
+  // --- end of fleet environments.
+
   function renderPipeline(p) {
     var id = p.namespace + '/' + p.name;
     var ready = p.ready;
@@ -280,8 +316,11 @@ export const appJs = String.raw`'use strict';
         el('div', { class: 'name', text: env.name }),
         el('div', { class: 'revision', 'data-field': 'revision', text: env.revision || '—' }),
         env.ready ? pill('ready', 'ok') : pill('not ready', 'wait'),
+        env.fleet ? renderFleet(env.fleet) : null,
+        env.waves ? renderWaves(env) : null,
+        env.fleet && env.targets.length > 0 ? el('div', { class: 'muted', 'data-field': 'not-ready-heading', text: 'First not-ready targets (' + env.targets.length + ' of ' + (env.fleet.total - env.fleet.readyTargets) + '):' }) : null,
         el('ul', { class: 'targets' }, env.targets.map(function (t) {
-          var where = t.cluster + ' · ' + t.namespace + (t.revision ? ' · ' + t.revision : '');
+          var where = t.cluster + ' · ' + t.namespace + (t.revision ? ' · ' + t.revision : '') + (t.reason ? ' · ' + t.reason : '');
           return el('li', null, [
             el('span', { text: (t.ready ? '✓ ' : t.readable === false ? '✗ ' : '… ') + where }),
             t.error ? el('div', { class: 'warn', text: t.error }) : null,
@@ -293,13 +332,10 @@ export const appJs = String.raw`'use strict';
       ? [el('span', { class: 'muted', text: 'No promotion in flight' })]
       : p.inFlight.map(function (r) {
         var button = null;
-        if (r.state === 'AwaitingApproval') {
-          button = el('button', { type: 'button', class: 'approve', 'data-action': 'approve', 'data-environment': r.environment, 'data-revision': r.revision, text: 'Approve ' + r.revision + ' for ' + r.environment });
-          button.addEventListener('click', function () { approve(p, r, button); });
-        }
-        return el('div', { 'data-state': r.state, 'data-environment': r.environment }, [
+        if (r.state === 'AwaitingApproval') button = approveButton(p, r.wave ? r.environment + '/' + r.wave : r.environment, r.revision);
+        return el('div', { 'data-state': r.state, 'data-environment': r.environment, 'data-wave': r.wave }, [
           pill(r.state, 'wait'),
-          el('span', { text: r.state === 'AwaitingApproval' ? r.revision + ' to ' + r.environment + ' waits for approval' : 'promoting ' + r.revision + ' to ' + r.environment + ' (' + r.strategy + ', attempt ' + r.attempts + ')' + (r.message ? ': ' + r.message : '') }),
+          el('span', { text: r.state === 'AwaitingApproval' ? r.revision + ' to ' + r.environment + (r.wave ? ' (wave ' + r.wave + ')' : '') + ' waits for approval' : 'promoting ' + r.revision + ' to ' + r.environment + (r.wave ? ' (wave ' + r.wave + ')' : '') + ' (' + r.strategy + ', attempt ' + r.attempts + ')' + (r.message ? ': ' + r.message : '') }),
           button,
         ]);
       }));
@@ -309,7 +345,7 @@ export const appJs = String.raw`'use strict';
       table([{ text: 'Environment' }, { text: 'Revision' }, { text: 'Outcome' }, { text: 'Strategy' }, { text: 'Attempts', num: true }, { text: 'Started' }, { text: 'Finished' }, { text: 'Message' }],
         p.history.map(function (r) {
           return el('tr', { 'data-environment': r.environment, 'data-state': r.state }, [
-            cell(r.environment), cell(r.revision), el('td', null, [pill(r.state, stateKind(r.state))]), cell(r.strategy), num(r.attempts),
+            cell(r.wave ? r.environment + '/' + r.wave : r.environment), cell(r.revision), el('td', null, [pill(r.state, stateKind(r.state))]), cell(r.strategy), num(r.attempts),
             timeCell(r.startedAt), timeCell(r.finishedAt), cell(r.message, 'muted'),
           ]);
         }), 'No promotion yet'),
