@@ -94,56 +94,40 @@ describe('GitPromoter against git http-backend', () => {
     assert.equal(await commits(), count);
   });
 
-  it('retries a push that lost to a concurrent one: fetches, re-applies and pushes on top', async () => {
-    let raced = false;
-    server.options = {
-      auth: AUTH,
-      beforeRequest: async ({ url }) => {
-        if (raced || !url.includes('service=git-receive-pack')) return;
-        raced = true;
-        await server.commit('fleet', { 'README.md': 'fleet, edited meanwhile\n' }, 'someone else');
-      },
-    };
-    try {
-      const count = await commits();
-      const result = await promoter.promote(request({ revision: '1.2.0' }));
-      assert.ok(raced, 'the concurrent push happened');
-      assert.ok(result.kind === 'commit' && result.created);
-      assert.equal(result.attempts, 2);
-      assert.equal(await commits(), count + 2, 'the other commit and ours, ours on top');
-      assert.equal(await server.show('fleet', 'main', 'README.md'), 'fleet, edited meanwhile\n');
-      assert.match(await server.show('fleet', 'main', RELEASE), /version: 1\.2\.0 #/);
-      assert.equal((await git(server.bare('fleet'), 'log', '-1', '--format=%an', 'main')).trim(), 'Fleet Bot');
-    } finally {
-      server.options = { auth: AUTH };
-    }
-  });
-
-  it('retries a push the server refused because the branch moved after its advertisement ([remote rejected] failed to update ref)', async () => {
-    let raced = false;
-    server.options = {
-      auth: AUTH,
-      // The POST of the pack comes after the ref advertisement: the server's update then finds the
-      // branch elsewhere than our push's old value, as when two writers push at once.
-      beforeRequest: async ({ method, url }) => {
-        if (raced || method !== 'POST' || !url.endsWith('/git-receive-pack')) return;
-        raced = true;
-        await server.commit('fleet', { 'README.md': 'fleet, pushed between advertisement and update\n' }, 'someone else');
-      },
-    };
-    try {
-      const count = await commits();
-      const result = await promoter.promote(request({ revision: '1.2.1' }));
-      assert.ok(raced, 'the concurrent push happened');
-      assert.ok(result.kind === 'commit' && result.created);
-      assert.equal(result.attempts, 2);
-      assert.equal(await commits(), count + 2, 'the other commit and ours, ours on top');
-      assert.equal(await server.show('fleet', 'main', 'README.md'), 'fleet, pushed between advertisement and update\n');
-      assert.match(await server.show('fleet', 'main', RELEASE), /version: 1\.2\.1 #/);
-    } finally {
-      server.options = { auth: AUTH };
-    }
-  });
+  // The two moments another writer's push can land: before our ref advertisement (our push is then
+  // `[rejected]` non-fast-forward), or between the advertisement and the update (`[remote rejected]
+  // failed to update ref`, the ordinary race of two writers pushing at once).
+  const races = [
+    { name: 'a push that lost to a concurrent one ([rejected])', revision: '1.2.0', at: ({ url }: { readonly url: string }) => url.includes('service=git-receive-pack') },
+    { name: 'a push the server refused because the branch moved after its advertisement ([remote rejected] failed to update ref)', revision: '1.2.1', at: ({ method, url }: { readonly method: string; readonly url: string }) => method === 'POST' && url.endsWith('/git-receive-pack') },
+  ];
+  for (const race of races) {
+    it(`retries ${race.name}: fetches, re-applies and pushes on top`, async () => {
+      let raced = false;
+      const edit = `fleet, edited meanwhile before ${race.revision}\n`;
+      server.options = {
+        auth: AUTH,
+        beforeRequest: async (req) => {
+          if (raced || !race.at(req)) return;
+          raced = true;
+          await server.commit('fleet', { 'README.md': edit }, 'someone else');
+        },
+      };
+      try {
+        const count = await commits();
+        const result = await promoter.promote(request({ revision: race.revision }));
+        assert.ok(raced, 'the concurrent push happened');
+        assert.ok(result.kind === 'commit' && result.created);
+        assert.equal(result.attempts, 2);
+        assert.equal(await commits(), count + 2, 'the other commit and ours, ours on top');
+        assert.equal(await server.show('fleet', 'main', 'README.md'), edit);
+        assert.match(await server.show('fleet', 'main', RELEASE), new RegExp(`version: ${race.revision.replaceAll('.', '\\.')} #`));
+        assert.equal((await git(server.bare('fleet'), 'log', '-1', '--format=%an', 'main')).trim(), 'Fleet Bot');
+      } finally {
+        server.options = { auth: AUTH };
+      }
+    });
+  }
 
   it('fails with a conflict naming file, line and environment when the marked line was pinned by hand during the promotion, and pushes nothing over it', async () => {
     const pinned = SEED[RELEASE].replace('version: 1.0.0', 'version: 1.0.7-hotfix');
