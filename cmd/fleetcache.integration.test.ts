@@ -175,7 +175,7 @@ describe('the fleetcache process', () => {
     }
     assert.match((await get('/metrics', readerToken)).text, /^controller_runtime_reconcile_total\{/m);
     // The reviews themselves are requests to the management cluster, counted as client-go counts them.
-    assert.match((await get('/metrics', readerToken)).text, /^rest_client_requests_total\{cluster="local",code="2xx",method="POST"\} [1-9]/m);
+    assert.match((await get('/metrics', readerToken)).text, /^rest_client_requests_total\{cluster="local",code="201",method="POST"\} [1-9]/m);
     await assert.rejects(fetch(`${metrics.replace('https:', 'http:')}/metrics`), 'no plain HTTP on the metrics port');
     assert.equal((await fetch(`${probes}/healthz`)).status, 200, 'probes need no token');
     service.child.kill('SIGTERM');

@@ -63,8 +63,8 @@ describe('the metrics server', () => {
     metrics.observeReconcile({ controller: 'pipeline', result: 'success', durationMs: 120 });
     metrics.observeReconcile({ controller: 'pipeline', result: 'error', durationMs: 30 });
     metrics.observeReconcile({ controller: 'pipeline', result: 'requeue_after', durationMs: 7_000 });
-    metrics.observeRequest({ cluster: 'secret:team-a/prod', method: 'GET', code: '2xx', durationMs: 40 });
-    metrics.observeRequest({ cluster: 'secret:team-a/prod', method: 'GET', code: '2xx', durationMs: 60 });
+    metrics.observeRequest({ cluster: 'secret:team-a/prod', method: 'GET', code: '200', durationMs: 40 });
+    metrics.observeRequest({ cluster: 'secret:team-a/prod', method: 'GET', code: '200', durationMs: 60 });
     metrics.observeRequest({ cluster: 'local', method: 'PUT', code: '409', durationMs: 5 });
 
     const m = await scrape();
@@ -109,7 +109,7 @@ describe('the metrics server', () => {
     assert.equal(m.value('controller_runtime_active_workers', c), 1, 'ns/b is being processed');
 
     assert.equal(m.type('rest_client_requests_total'), 'counter');
-    assert.equal(m.value('rest_client_requests_total', { cluster: 'secret:team-a/prod', code: '2xx', method: 'GET' }), 2);
+    assert.equal(m.value('rest_client_requests_total', { cluster: 'secret:team-a/prod', code: '200', method: 'GET' }), 2);
     assert.equal(m.value('rest_client_requests_total', { cluster: 'local', code: '409', method: 'PUT' }), 1);
     assert.equal(m.type('rest_client_request_duration_seconds'), 'histogram');
     assert.equal(m.value('rest_client_request_duration_seconds_count', { cluster: 'secret:team-a/prod', verb: 'GET' }), 2);

@@ -237,7 +237,7 @@ interface PackageJson {
  * belong here.
  */
 const ROOT_VALUES = [
-  'CacheGoneError', 'ClosedError', 'ClusterChangedError', 'ClusterSet', 'CompositeProvider', 'CoreV1SecretReader',
+  'CacheGoneError', 'ClosedError', 'ClusterChangedError', 'ClusterSet', 'clusterRefOf', 'CompositeProvider', 'CoreV1SecretReader',
   'FleetAccumulator', 'FleetcacheError', 'InvalidClusterRefError', 'InvalidPathSegmentError', 'KubeApiError',
   'KubeconfigInvalidError', 'KubeconfigRefusedError', 'KubeconfigSecretNotFoundError', 'LimitExceededError', 'LocalProvider',
   'MemoryBudgetExceededError', 'OWN_IDENTITY', 'ObjectSkippedError', 'RateLimitingWorkQueue', 'Registry', 'SecretProvider', 'SocketBudget',

@@ -33,6 +33,7 @@ export type {
 // Clusters: references, the providers that resolve them, identities, kubeconfigs, the keeper.
 export {
   ClusterChangedError,
+  clusterRefOf,
   ClusterSet,
   CompositeProvider,
   CoreV1SecretReader,

@@ -229,10 +229,11 @@ describe('the dashboard', () => {
     await eventually('the change pushed', () => client.documents.at(-1)?.state.pipelines[0]?.environments[0]?.revision === '1.1.0', EVERY_TURN);
 
     // Requests to a cluster are counted.
-    dashboard.observeRequest({ cluster: 'secret:delivery/prod-kubeconfig', method: 'GET', code: '2xx', durationMs: 3 });
+    dashboard.observeRequest({ cluster: 'secret:delivery/prod-kubeconfig', method: 'GET', code: '200', durationMs: 3 });
     dashboard.observeRequest({ cluster: 'secret:delivery/prod-kubeconfig', method: 'GET', code: '<error>', durationMs: 3 });
     clock.advance(250);
     await eventually('the requests counted', () => client.documents.at(-1)?.state.clusters.find((c) => c.name === 'secret:delivery/prod-kubeconfig')?.requests === 2, EVERY_TURN);
+    assert.equal(client.documents.at(-1)?.state.clusters.find((c) => c.name === 'secret:delivery/prod-kubeconfig')?.failedRequests, 1, 'the 200 is no failure, the <error> is');
   });
 
   it('ends every stream and releases the Pipeline reader when its signal aborts', async () => {

@@ -116,7 +116,7 @@ describe('the dashboard state', () => {
 
   it('sums caches per cluster (every identity on the management cluster is `local`) and tells reachability from the last request', () => {
     const requests = new Map<string, RequestCounts>([
-      ['local', { requests: 40, failed: 2, lastCode: '2xx' }],
+      ['local', { requests: 40, failed: 2, lastCode: '200' }],
       ['secret:delivery/prod-kubeconfig', { requests: 5, failed: 5, lastCode: '<error>' }],
       ['secret:delivery/staging-kubeconfig', { requests: 9, failed: 1, lastCode: '403' }],
     ]);

@@ -141,7 +141,7 @@ export interface ClusterView {
   readonly requests: number;
   /** Requests answered with an error status or not answered at all. */
   readonly failedRequests: number;
-  /** `2xx`, an HTTP status, or `<error>` (no answer), of the last request. */
+  /** The HTTP status (`200`, `404`, …) or `<error>` (no answer) of the last request. */
   readonly lastCode?: string;
   readonly caches: number;
   readonly syncedCaches: number;

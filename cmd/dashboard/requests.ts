@@ -30,7 +30,7 @@ export class RequestTally {
     }
     this.#counts.set(o.cluster, {
       requests: (before?.requests ?? 0) + 1,
-      failed: (before?.failed ?? 0) + (o.code === '2xx' ? 0 : 1),
+      failed: (before?.failed ?? 0) + (o.code.startsWith('2') ? 0 : 1), // '200', '201', …; an error status or '<error>'
       lastCode: o.code,
     });
     this.#onChange();

@@ -160,6 +160,24 @@ describe('ClusterSet', () => {
     asTenant.release();
   });
 
+  it('takes the CRD’s spelling of a kind (Secret) as the type’s: one connection, the provider sees `secret`', async (t) => {
+    const sim = await SimulatedCluster.start({ namespaces: ['apps'] });
+    const inner = new StaticProvider({ clusters: { east: sim.kubeconfig } });
+    const seen: string[] = [];
+    const provider: ClusterProvider = {
+      resolve: (ref, context) => { seen.push(ref.kind); return inner.resolve(east, context); },
+    };
+    const set = new ClusterSet({ provider, clock: new FakeClock(), credentialCheckIntervalMs: 0 });
+    t.after(async () => { await set.close(); await sim.close(); });
+    const crd = await set.acquire({ kind: 'Secret', name: 'east-kubeconfig' } as unknown as ClusterRef, { ownerNamespace: 'team-a' });
+    const typed = await set.acquire({ kind: 'secret', name: 'east-kubeconfig' }, { ownerNamespace: 'team-a' });
+    assert.equal(crd.connection, typed.connection);
+    assert.deepEqual(seen, ['secret']);
+    await assert.rejects(set.acquire({ kind: 'Kubeconfig', name: 'x' } as unknown as ClusterRef, { ownerNamespace: 'team-a' }), /unknown kind "Kubeconfig"; valid kinds: "local", "secret" \(or "Secret"\)/);
+    crd.release();
+    typed.release();
+  });
+
   it('refuses with ClosedError once closed, and closes every connection, held or not', async (t) => {
     const { set } = await setup(t);
     const held = await set.acquire(east, { ownerNamespace: 'a' });

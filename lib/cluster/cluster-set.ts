@@ -21,7 +21,7 @@ import {
 import { connectionOptionsOf, type ConnectionOptions } from './connection-options.ts';
 import { identityKey, impersonationOf, OWN_IDENTITY, type Identity } from './identity.ts';
 import { KubeconfigSecretNotFoundError, type SecretData, type SecretReader } from './provider-secret.ts';
-import { clusterKey, LocalProvider, type ClusterAccess, type ClusterProvider, type ClusterRef } from './providers.ts';
+import { canonicalClusterRef, clusterKey, LocalProvider, type ClusterAccess, type ClusterProvider, type ClusterRef } from './providers.ts';
 import type { AcquireOptions, ClusterChange, ClusterLease, Clusters, ConnectionKey } from './clusters.ts';
 import { GenerationLease } from './lease.ts';
 
@@ -243,7 +243,8 @@ export class ClusterSet implements Clusters {
    *   `TransportError` when connecting takes longer than `connectTimeoutMs`, `ClosedError` once
    *   the set is closed (and only then), or the signal's reason.
    */
-  async acquire(ref: ClusterRef, options: AcquireOptions): Promise<ClusterLease> {
+  async acquire(given: ClusterRef, options: AcquireOptions): Promise<ClusterLease> {
+    const ref = canonicalClusterRef(given);
     const { ownerNamespace, signal } = options;
     const identity = options.identity ?? OWN_IDENTITY;
     const key = ClusterSet.connectionKey(ref, ownerNamespace, identity, options.purpose);

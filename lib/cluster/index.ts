@@ -7,7 +7,7 @@
  */
 export { loadKubeconfig, localKubeConfig } from './kubeconfig.ts';
 export type { LoadKubeconfigOptions, LocalKubeConfigOptions } from './kubeconfig.ts';
-export { clusterKey, CompositeProvider, InvalidClusterRefError, LocalProvider, StaticProvider } from './providers.ts';
+export { clusterKey, clusterRefOf, CompositeProvider, InvalidClusterRefError, LocalProvider, StaticProvider } from './providers.ts';
 export type { ClusterAccess, ClusterProvider, ClusterRef, CompositeProviderOptions, LocalProviderOptions, ResolveContext, StaticProviderOptions } from './providers.ts';
 export { CoreV1SecretReader, KubeconfigSecretNotFoundError, SecretProvider } from './provider-secret.ts';
 export type { CoreV1SecretReaderOptions, SecretData, SecretProviderOptions, SecretReader } from './provider-secret.ts';

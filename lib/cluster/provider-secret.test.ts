@@ -8,7 +8,7 @@ import { SimulatedCluster } from '../../fixtures/index.ts';
 import { serviceAccountIdentity, type Identity } from './identity.ts';
 import { loadKubeconfig } from './kubeconfig.ts';
 import { CoreV1SecretReader, KubeconfigSecretNotFoundError, SecretProvider, type SecretData, type SecretReader } from './provider-secret.ts';
-import { InvalidClusterRefError } from './providers.ts';
+import { InvalidClusterRefError, type ClusterRef } from './providers.ts';
 
 const TOKEN = 'sekrit-token-fedcba9876543210';
 
@@ -66,6 +66,17 @@ describe('SecretProvider: resolving', () => {
     assert.equal(access.name, 'cluster-api:team-a/prod');
     assert.equal(access.kubeConfig.getCurrentCluster()?.server, 'https://capi.example');
     assert.deepEqual(secrets.reads.map((r) => `${r.namespace}/${r.name}`), ['team-a/prod-kubeconfig']);
+  });
+
+  it('accepts the Pipeline CRD’s spelling of the kind, Secret and Cluster, as written in the README', async () => {
+    const secrets = new MemorySecrets();
+    secrets.put('team-a', 'prod-kubeconfig', { value: kubeconfig('https://capi.example') });
+    const provider = new SecretProvider({ secrets });
+    const bySecret = await provider.resolve({ kind: 'Secret', name: 'prod-kubeconfig' } as unknown as ClusterRef, ctx);
+    assert.equal(bySecret.name, 'secret:team-a/prod-kubeconfig');
+    const byCluster = await provider.resolve({ kind: 'Cluster', name: 'prod' } as unknown as ClusterRef, ctx);
+    assert.equal(byCluster.name, 'cluster-api:team-a/prod');
+    assert.equal(byCluster.fingerprint, (await provider.resolve({ kind: 'cluster-api', name: 'prod' }, ctx)).fingerprint);
   });
 
   it('yields a new KubeConfig per call, and a fingerprint that changes exactly when the content or key does', async () => {

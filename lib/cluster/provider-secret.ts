@@ -15,6 +15,7 @@ import {
 import { impersonationOf, type Identity } from './identity.ts';
 import { loadKubeconfig } from './kubeconfig.ts';
 import {
+  canonicalClusterRef,
   clusterKey,
   fingerprintOf,
   InvalidClusterRefError,
@@ -230,7 +231,8 @@ export class SecretProvider implements ClusterProvider {
    * @throws KubeconfigInvalidError when the stored kubeconfig is unusable.
    * Errors of the SecretReader (a `KubeApiError` for a 403, say) pass through.
    */
-  async resolve(ref: ClusterRef, context: ResolveContext): Promise<ClusterAccess> {
+  async resolve(given: ClusterRef, context: ResolveContext): Promise<ClusterAccess> {
+    const ref = canonicalClusterRef(given);
     if (ref.kind !== 'secret' && ref.kind !== 'cluster-api') throw new InvalidClusterRefError(ref, 'SecretProvider does not resolve references of this kind');
     const s = this.#settings;
     const cluster = clusterKey(ref, context.ownerNamespace);

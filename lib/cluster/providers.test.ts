@@ -4,6 +4,7 @@ import { describe, it } from 'node:test';
 import { KubeConfig } from '@kubernetes/client-node';
 import {
   clusterKey,
+  clusterRefOf,
   CompositeProvider,
   fingerprintOf,
   InvalidClusterRefError,
@@ -44,12 +45,39 @@ describe('clusterKey', () => {
       [{ kind: 'secret', name: 'prod', key: 'a/b' }, /key is not a valid Secret data key/],
       [{ kind: 'cluster-api', name: 'x'.repeat(243) }, /name is not a valid object name/],
       [{ kind: 'static', name: '' }, /name must be a non-empty string/],
-      [{ kind: 'gke' } as unknown as ClusterRef, /^cluster reference \{kind="gke"\}: unknown kind$/],
+      [{ kind: 'gke' } as unknown as ClusterRef, /^cluster reference \{kind="gke"\}: unknown kind "gke"; valid kinds: "local", "secret" \(or "Secret"\), "cluster-api" \(or "Cluster"\), "static"$/],
+      [{ kind: 'SECRET', name: 'prod' } as unknown as ClusterRef, /unknown kind "SECRET"; valid kinds: .*"secret" \(or "Secret"\)/],
+      [{ name: 'prod' } as unknown as ClusterRef, /unknown kind undefined; valid kinds: "local"/],
+      [null as unknown as ClusterRef, /^cluster reference null: must be an object with a kind, one of "local"/],
     ];
     for (const [ref, message] of cases) {
       assert.throws(() => clusterKey(ref, 'team-a'), (err: unknown) => err instanceof InvalidClusterRefError && err.code === 'ERR_CLUSTER_REF_INVALID' && message.test(err.message) && err.ref === ref);
     }
     assert.throws(() => clusterKey({ kind: 'secret', name: 'prod' }, ''), TypeError);
+  });
+
+  it('accepts the CRD’s spelling of a kind (Secret, Cluster) as the same cluster', () => {
+    const crd = (ref: object): ClusterRef => ref as ClusterRef; // as parsed from a resource
+    assert.equal(clusterKey(crd({ kind: 'Secret', name: 'prod' }), 'team-a'), 'secret:team-a/prod');
+    assert.equal(clusterKey(crd({ kind: 'Secret', namespace: 'fleet', name: 'prod', key: 'admin.conf' }), 'team-a'), 'secret:fleet/prod#admin.conf');
+    assert.equal(clusterKey(crd({ kind: 'Cluster', name: 'prod' }), 'team-a'), 'cluster-api:team-a/prod');
+  });
+});
+
+describe('clusterRefOf', () => {
+  it('types a reference read from a resource, in either spelling, keeping only its kind’s fields', () => {
+    assert.deepEqual(clusterRefOf({ kind: 'Secret', name: 'staging-kubeconfig' }), { kind: 'secret', namespace: undefined, name: 'staging-kubeconfig', key: undefined });
+    assert.deepEqual(clusterRefOf({ kind: 'secret', namespace: 'fleet', name: 'prod', key: 'value' }), { kind: 'secret', namespace: 'fleet', name: 'prod', key: 'value' });
+    assert.deepEqual(clusterRefOf({ kind: 'Cluster', name: 'prod', key: 'ignored' }), { kind: 'cluster-api', namespace: undefined, name: 'prod' });
+    assert.deepEqual(clusterRefOf({ kind: 'cluster-api', name: 'prod' }), { kind: 'cluster-api', namespace: undefined, name: 'prod' });
+    assert.deepEqual(clusterRefOf({ kind: 'local', name: 'x' }), { kind: 'local' });
+    assert.deepEqual(clusterRefOf({ kind: 'static', name: 'kind-1' }), { kind: 'static', name: 'kind-1' });
+  });
+
+  it('refuses an unknown kind listing the valid ones, and fields that are not strings', () => {
+    assert.throws(() => clusterRefOf({ kind: 'Kubeconfig', name: 'x' }), (err: unknown) => err instanceof InvalidClusterRefError && err.message.endsWith('unknown kind "Kubeconfig"; valid kinds: "local", "secret" (or "Secret"), "cluster-api" (or "Cluster"), "static"'));
+    assert.throws(() => clusterRefOf('secret'), /cluster reference "secret": must be an object with a kind/);
+    assert.throws(() => clusterRefOf({ kind: 'Secret', name: 42 }), /name must be a string/);
   });
 });
 
@@ -144,6 +172,10 @@ describe('CompositeProvider', () => {
     assert.equal((await provider.resolve({ kind: 'cluster-api', name: 'c' }, ctx)).name, 'secrets');
     assert.deepEqual(secrets.calls, [{ kind: 'cluster-api', name: 'c' }]);
     assert.deepEqual(local.calls, [{ kind: 'local' }]);
+    await provider.resolve({ kind: 'Secret', name: 's' } as unknown as ClusterRef, ctx);
+    await provider.resolve({ kind: 'Cluster', name: 'c' } as unknown as ClusterRef, ctx);
+    assert.deepEqual(secrets.calls.slice(1), [{ kind: 'secret', name: 's' }, { kind: 'cluster-api', name: 'c' }], 'the CRD’s spelling, routed and handed on as the type’s');
+    await assert.rejects(provider.resolve({ kind: 'gke' } as unknown as ClusterRef, ctx), /unknown kind "gke"; valid kinds: /);
   });
 
   it('refuses kinds no provider serves, including names of Object.prototype members', async () => {
@@ -154,6 +186,6 @@ describe('CompositeProvider', () => {
 
   it('validates its options', () => {
     assert.throws(() => new CompositeProvider({ byKind: {} }), /at least one provider/);
-    assert.throws(() => new CompositeProvider({ byKind: { gke: fake('x') } as never }), /unknown kind "gke"/);
+    assert.throws(() => new CompositeProvider({ byKind: { gke: fake('x') } as never }), /unknown kind "gke"; valid kinds: local, secret, cluster-api, static/);
   });
 });

@@ -1,6 +1,6 @@
 import { createHash } from 'node:crypto';
 import { KubeConfig } from '@kubernetes/client-node';
-import { DNS_SUBDOMAIN_MAX_LENGTH, FleetcacheError, isNamespaceName, isObjectName, isSecretKey } from '../util/index.ts';
+import { DNS_SUBDOMAIN_MAX_LENGTH, FleetcacheError, isNamespaceName, isObjectName, isSecretKey, toError } from '../util/index.ts';
 import type { Identity } from './identity.ts';
 import { loadKubeconfig } from './kubeconfig.ts';
 
@@ -14,6 +14,12 @@ import { loadKubeconfig } from './kubeconfig.ts';
  * - `cluster-api`: a Cluster API `Cluster`; its kubeconfig is the `value` key of the
  *   `<name>-kubeconfig` Secret beside it.
  * - `static`: a cluster the embedder registered by name (tests, embedding).
+ *
+ * The type names each kind once. References that arrive as data (read from a resource, or from
+ * JavaScript) may also spell them as the Pipeline CRD and the README do: `Secret` for `secret`,
+ * `Cluster` for `cluster-api`. Every entry point (`clusterKey`, the keepers, the providers) accepts
+ * both; {@link clusterRefOf} turns such data into a typed reference. Any other kind is refused with
+ * an `InvalidClusterRefError` listing the valid ones.
  */
 export type ClusterRef =
   | { readonly kind: 'local' }
@@ -22,6 +28,62 @@ export type ClusterRef =
   | { readonly kind: 'static'; readonly name: string };
 
 const clusterRefKinds: readonly string[] = ['local', 'secret', 'cluster-api', 'static'] satisfies readonly ClusterRef['kind'][];
+
+/** Every accepted spelling of a kind: the type's own, and the Pipeline CRD's `Secret` and `Cluster`. */
+const kindBySpelling: ReadonlyMap<string, ClusterRef['kind']> = new Map([
+  ['local', 'local'],
+  ['secret', 'secret'],
+  ['Secret', 'secret'],
+  ['cluster-api', 'cluster-api'],
+  ['Cluster', 'cluster-api'],
+  ['static', 'static'],
+]);
+
+const VALID_KINDS = '"local", "secret" (or "Secret"), "cluster-api" (or "Cluster"), "static"';
+
+/**
+ * `ref` with its kind in the type's spelling: `ref` itself when it already is, a copy when it used
+ * the CRD's (`Secret`, `Cluster`).
+ *
+ * @throws InvalidClusterRefError when `ref` is not an object or its kind is none of the valid ones.
+ */
+export function canonicalClusterRef(ref: ClusterRef): ClusterRef {
+  const untyped: unknown = ref;
+  if (typeof untyped !== 'object' || untyped === null) throw new InvalidClusterRefError(ref, `must be an object with a kind, one of ${VALID_KINDS}`);
+  const given: unknown = ref.kind;
+  const kind = typeof given === 'string' ? kindBySpelling.get(given) : undefined;
+  if (kind === undefined) throw new InvalidClusterRefError(ref, `unknown kind ${describeValue(given)}; valid kinds: ${VALID_KINDS}`);
+  // The spread keeps the other fields as given; clusterKey and the providers check them.
+  return kind === given ? ref : ({ ...ref, kind } as ClusterRef);
+}
+
+/**
+ * A typed {@link ClusterRef} from data: a reference read from a resource (`{ kind: Secret, name:
+ * staging-kubeconfig }` as in the Pipeline CRD) or given by JavaScript. The kind may be spelled
+ * either way (`Secret` or `secret`, `Cluster` or `cluster-api`); `namespace`, `name` and `key`, when
+ * present, must be strings. The result holds only the fields of its kind. Names are checked later,
+ * by `clusterKey` and the providers, against the owner's namespace.
+ *
+ * @throws InvalidClusterRefError naming the valid kinds, or the field that is not a string.
+ */
+export function clusterRefOf(input: unknown): ClusterRef {
+  const ref = canonicalClusterRef(input as ClusterRef);
+  const fields = ref as { readonly namespace?: unknown; readonly name?: unknown; readonly key?: unknown };
+  for (const field of ['namespace', 'name', 'key'] as const) {
+    const value = fields[field];
+    if (value !== undefined && typeof value !== 'string') throw new InvalidClusterRefError(ref, `${field} must be a string`);
+  }
+  switch (ref.kind) {
+    case 'local':
+      return { kind: 'local' };
+    case 'static':
+      return { kind: 'static', name: ref.name };
+    case 'secret':
+      return { kind: 'secret', namespace: ref.namespace, name: ref.name, key: ref.key };
+    case 'cluster-api':
+      return { kind: 'cluster-api', namespace: ref.namespace, name: ref.name };
+  }
+}
 
 /** What resolving a {@link ClusterRef} yields. */
 export interface ClusterAccess {
@@ -77,10 +139,17 @@ export class InvalidClusterRefError extends FleetcacheError {
 }
 
 function describeRef(ref: ClusterRef): string {
+  const untyped: unknown = ref;
+  if (typeof untyped !== 'object' || untyped === null) return describeValue(untyped);
   const fields = Object.entries(ref)
     .filter(([, v]) => v !== undefined)
-    .map(([k, v]) => `${k}=${typeof v === 'string' ? JSON.stringify(v.length > 100 ? `${v.slice(0, 100)}…` : v) : typeof v}`);
+    .map(([k, v]) => `${k}=${describeValue(v)}`);
   return `{${fields.join(', ')}}`;
+}
+
+/** A string quoted (cut at 100 characters), anything else by its type. */
+function describeValue(v: unknown): string {
+  return typeof v === 'string' ? JSON.stringify(v.length > 100 ? `${v.slice(0, 100)}…` : v) : v === null ? 'null' : typeof v;
 }
 
 /** A reference to a namespaced object, checked and with its namespace defaulted. */
@@ -113,7 +182,8 @@ export function objectRefOf(ref: ClusterRef & { readonly kind: 'secret' | 'clust
  *
  * @throws InvalidClusterRefError when the reference is malformed.
  */
-export function clusterKey(ref: ClusterRef, ownerNamespace: string): string {
+export function clusterKey(given: ClusterRef, ownerNamespace: string): string {
+  const ref = canonicalClusterRef(given);
   switch (ref.kind) {
     case 'local':
       return 'local';
@@ -130,9 +200,6 @@ export function clusterKey(ref: ClusterRef, ownerNamespace: string): string {
       const { namespace, name } = objectRefOf(ref, ownerNamespace);
       return `cluster-api:${namespace}/${name}`;
     }
-    default:
-      // Unreachable for typed callers; references parsed from a resource may carry anything.
-      throw new InvalidClusterRefError(ref, 'unknown kind');
   }
 }
 
@@ -270,13 +337,19 @@ export class CompositeProvider implements ClusterProvider {
     // Typed loosely: JavaScript callers may pass `undefined` for a kind.
     const entries: readonly [string, ClusterProvider | undefined][] = Object.entries(options.byKind);
     for (const [kind, provider] of entries) {
-      if (!clusterRefKinds.includes(kind)) throw new TypeError(`CompositeProvider option byKind has unknown kind ${JSON.stringify(kind)}`);
+      if (!clusterRefKinds.includes(kind)) throw new TypeError(`CompositeProvider option byKind has unknown kind ${JSON.stringify(kind)}; valid kinds: ${clusterRefKinds.join(', ')}`);
       if (provider !== undefined) this.#byKind.set(kind, provider);
     }
     if (this.#byKind.size === 0) throw new TypeError('CompositeProvider option byKind must name at least one provider');
   }
 
-  resolve(ref: ClusterRef, context: ResolveContext): Promise<ClusterAccess> {
+  resolve(given: ClusterRef, context: ResolveContext): Promise<ClusterAccess> {
+    let ref: ClusterRef;
+    try {
+      ref = canonicalClusterRef(given);
+    } catch (err) {
+      return Promise.reject(toError(err));
+    }
     const provider = this.#byKind.get(ref.kind);
     if (provider === undefined) return Promise.reject(new InvalidClusterRefError(ref, 'no provider is configured for this kind'));
     return provider.resolve(ref, context);

@@ -7,7 +7,7 @@ import { admissionKey, ClusterSet } from './cluster-set.ts';
 import { GenerationLease } from './lease.ts';
 import type { AcquireOptions, ClusterChange, ClusterLease, Clusters, ConnectionKey } from './clusters.ts';
 import { OWN_IDENTITY, type Identity } from './identity.ts';
-import { clusterKey, type ClusterRef } from './providers.ts';
+import { canonicalClusterRef, clusterKey, type ClusterRef } from './providers.ts';
 
 /** Options of {@link FakeClusters}. */
 export interface FakeClustersOptions {
@@ -125,7 +125,8 @@ export class FakeClusters implements Clusters {
     return ClusterSet.connectionKey(ref, ownerNamespace, identity, purpose);
   }
 
-  async acquire(ref: ClusterRef, options: AcquireOptions): Promise<ClusterLease> {
+  async acquire(given: ClusterRef, options: AcquireOptions): Promise<ClusterLease> {
+    const ref = canonicalClusterRef(given);
     const identity = options.identity ?? OWN_IDENTITY;
     const key = this.connectionKey(ref, options.ownerNamespace, identity, options.purpose);
     this.acquired.push(key);

@@ -121,6 +121,13 @@ describe('runWorkers', () => {
     assert.deepEqual(gaps.slice(0, 4), [5, 10, 20, 40], 'exponential backoff between attempts');
     assert.deepEqual(gaps.slice(-5), [1_000, 1_000, 1_000, 1_000, 1_000], 'capped by the rate limiter');
     assert.equal(logger.lines.filter((line) => line.level === 'warn').length, 0, 'never dropped');
+    const errors = logger.lines.filter((line) => line.level === 'error');
+    assert.equal(errors.length, 41, 'one error line per failed attempt, visible at the default level');
+    const third = errors[2]!;
+    assert.equal(third.message, 'Reconciler error for team-a/pipeline-1 (retries 2): cluster unreachable');
+    const { reconcileID, ...fields } = third.fields;
+    assert.equal(typeof reconcileID, 'string');
+    assert.deepEqual(fields, { controller: 'owners', queue: 'owners', item: 'team-a/pipeline-1', retries: 2, error: 'cluster unreachable' });
     assert.equal(queue.numRequeues('team-a/pipeline-1'), 41, 'every failure counted, none forgotten');
     assert.equal(clock.pendingTimers, 1, 'the next retry is scheduled');
     controller.abort();
@@ -135,6 +142,7 @@ describe('runWorkers', () => {
     assert.equal(attempts.length, 16, 'one attempt plus 15 retries');
     const gaps = attempts.slice(1).map((at, i) => at - (attempts[i] ?? 0));
     assert.deepEqual(gaps.slice(0, 4), [5, 10, 20, 40], 'exponential backoff between attempts');
+    assert.equal(logger.lines.filter((line) => line.level === 'error').length, 16, 'every failed attempt, the last included, logged at error');
     const drops = logger.lines.filter((line) => line.level === 'warn');
     assert.equal(drops.length, 1);
     const drop = drops[0]!;

@@ -69,7 +69,13 @@ export interface RunWorkersOptions<T> {
    * throw is logged and ignored). Default: none.
    */
   readonly onReconcile?: ((observation: ReconcileObservation) => void) | undefined;
-  /** Where failures are reported: retries at debug, drops at warn. Default `noopLogger`. */
+  /**
+   * Where failures are reported. Every failed call logs one error-level line, `Reconciler error`
+   * (controller-runtime's message), with the item, the error message and `retries` (failures of the
+   * item before this one); its rate is the queue's rate limiter's (per-item backoff, and by default
+   * 10 retries per second overall), so no separate log limit. A drop (`maxRetries` reached) adds a
+   * warn line. Default `noopLogger`: pass one, or failures are seen only through `onReconcile`.
+   */
   readonly logger?: Logger | undefined;
   /** Times handler calls. Default: the wall clock. */
   readonly clock?: Clock | undefined;
@@ -115,7 +121,8 @@ function checkOptionalFunction<F>(owner: string, option: string, value: F | unde
  * controller-runtime's bookkeeping:
  * - success: `forget` (the item's backoff starts over);
  * - `{ requeueAfterMs }`: `forget`, then `addAfter(item, requeueAfterMs)`;
- * - failure: `addRateLimited`, so the item is retried with the queue's backoff for as long as it
+ * - failure: an error log line `Reconciler error` naming the item, the error and the retry count,
+ *   then `addRateLimited`, so the item is retried with the queue's backoff for as long as it
  *   fails: it is never dropped unless `maxRetries` is set, and then, once `numRequeues` reaches
  *   it, `forget` and a warn log line naming the item, the error and the retry count. A failure
  *   that is the workers' own abort re-adds the item without counting it, so the next run picks it up;
@@ -211,8 +218,8 @@ function failed<T>(queue: RateLimitingQueue<T>, options: ResolvedWorkerOptions<T
     return;
   }
   const retries = queue.numRequeues(item);
+  logger.error(`Reconciler error for ${String(item)} (retries ${retries}): ${error.message}`, { item, retries, error: error.message });
   if (retries < options.maxRetries) {
-    logger.debug(`retrying ${String(item)} after failure ${retries + 1}: ${error.message}`, { item, retries, error: error.message });
     queue.addRateLimited(item);
     return;
   }

@@ -33,7 +33,7 @@ async function runController(kubeConfig: KubeConfig, logger: Logger, signal: Abo
   try {
     await owners.waitForSync(signal);                        // now "not in the cache" means "deleted"
     await runWorkers(registry.queue, {
-      signal, workers: 4,
+      signal, workers: 4, logger,                            // a failed reconcile: 'Reconciler error' at error level
       handler: async (ownerKey) => {
         const owner = parseOwnerKey(ownerKey);
         const pipeline = owners.get(owner.namespace, owner.name);

@@ -32,9 +32,9 @@ export interface RequestObservation {
   /** HTTP method (`GET` for a watch). */
   readonly method: string;
   /**
-   * The HTTP status as text when the server answered with an error (`'404'`); `'2xx'` when it
-   * succeeded (the transport does not surface which 2xx; PromQL's `code=~"2.."` matches it);
-   * `'<error>'`, as client-go writes it, when no status arrived (connection failure, timeout, abort).
+   * The HTTP status the server answered with, as text (`'200'`, `'201'`, `'404'`), as client-go's
+   * `rest_client_requests_total` labels it; `'<error>'`, as client-go writes it, when no status
+   * arrived, or a success's body could not be read (connection failure, timeout, abort, a limit).
    */
   readonly code: string;
   /** From sending to the whole body read (a watch: to its response headers), on the connection's clock. */
@@ -283,7 +283,7 @@ export class ClusterConnection implements ResourceResolver {
     const limit = kind === 'other'
       ? { name: 'maxResponseBytes' as const, bytes: this.#limits.maxResponseBytes }
       : { name: 'maxListBytes' as const, bytes: this.#limits.maxListBytes };
-    const go = (): Promise<unknown> => this.#observed(request.method, () => this.#transport.json({ ...request, signal }, this.#requestTimeoutMs, limit, request.parse, request.peek));
+    const go = (): Promise<unknown> => this.#observed(request.method, (onStatus) => this.#transport.json({ ...request, signal, onStatus }, this.#requestTimeoutMs, limit, request.parse, request.peek));
     // A LIST page takes the cluster's share first: its pages wait there, not in the shared queue.
     if (kind === 'continue') return this.#share.run(signal, () => this.#lists.run(signal, go));
     const run = async (): Promise<unknown> => {
@@ -298,7 +298,7 @@ export class ClusterConnection implements ResourceResolver {
     if (this.#life.signal.aborted) throw new ClosedError(`connection to cluster ${this.name}`);
     const { path, query, gvk } = request;
     await this.#requests.take(signal);
-    const res = await this.#observed('GET', () => this.#transport.open({ method: 'GET', path, query, gvk, signal, long: true }));
+    const res = await this.#observed('GET', (onStatus) => this.#transport.open({ method: 'GET', path, query, gvk, signal, long: true, onStatus }));
     if (this.#onWatchChunk !== undefined) observeChunks(res.body, this.#onWatchChunk);
     return decodeWatchStream(res.body, { cluster: this.name, gvk }, signal, {
       dropManagedFields: request.dropManagedFields,
@@ -308,14 +308,16 @@ export class ClusterConnection implements ResourceResolver {
     });
   }
 
-  /** Runs one request and reports it to `onRequest`. */
-  async #observed<R>(method: string, send: () => Promise<R>): Promise<R> {
-    if (this.#onRequest === undefined) return send();
+  /** Runs one request and reports it to `onRequest`, with the status `send` is told of. */
+  async #observed<R>(method: string, send: (onStatus: ((statusCode: number) => void) | undefined) => Promise<R>): Promise<R> {
+    if (this.#onRequest === undefined) return send(undefined);
     const started = this.#clock.now();
     let code = '<error>';
+    let status = 0;
     try {
-      const result = await send();
-      code = '2xx';
+      const result = await send((statusCode) => { status = statusCode; });
+      // Every success went through the transport's `open`, which reported its status.
+      if (status > 0) code = String(status);
       return result;
     } catch (err) {
       if (err instanceof KubeApiError && err.statusCode > 0) code = String(err.statusCode);

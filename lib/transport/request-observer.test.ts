@@ -1,9 +1,12 @@
 // ClusterConnection's onRequest hook: one observation per request that reached the transport,
-// with the cluster, method, status class or code, and duration on the connection's clock.
+// with the cluster, method, status code (client-go's: '200', '201', '404', '<error>'), and duration
+// on the connection's clock, on HTTP/2 and on HTTP/1.1.
 import assert from 'node:assert/strict';
 import { createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { after, describe, it } from 'node:test';
+import { SimulatedCluster } from '../../fixtures/sim/index.ts';
+import { loadKubeconfig } from '../cluster/index.ts';
 import { FakeClock, KubeApiError, TransportError } from '../util/index.ts';
 import { ClusterConnection, type RequestObservation } from './index.ts';
 import { kubeConfigFor } from '../../fixtures/support/index.ts';
@@ -53,12 +56,27 @@ describe('ClusterConnection onRequest', () => {
     assert.deepEqual(await throwing.request({ method: 'PUT', path: '/api/v1/namespaces/apps/configmaps/x', body: {} }), { kind: 'ConfigMap' }, 'the observer\'s throw is not the request\'s');
 
     assert.deepEqual(seen.map(({ cluster, method, code }) => ({ cluster, method, code })), [
-      { cluster: 'secret:apps/prod', method: 'POST', code: '2xx' },
+      { cluster: 'secret:apps/prod', method: 'POST', code: '201' },
       { cluster: 'secret:apps/prod', method: 'GET', code: '404' },
       { cluster: 'refused', method: 'GET', code: '<error>' },
-      { cluster: 'secret:apps/prod', method: 'GET', code: '2xx' }, // the watch, once its headers arrived
+      { cluster: 'secret:apps/prod', method: 'GET', code: '200' }, // the watch, once its headers arrived
     ]);
     assert.deepEqual(seen.slice(0, 2).map((o) => o.durationMs), [250, 250]);
     assert.throws(() => new ClusterConnection({ name: 'x', kubeConfig: kubeConfigFor(url), onRequest: 'no' as never }), /onRequest must be a function/);
   });
+
+  for (const http2 of [true, false]) {
+    it(`reports the status code the API server sent, over ${http2 ? 'HTTP/2' : 'HTTP/1.1'}`, async (t) => {
+      const sim = await SimulatedCluster.start({ namespaces: ['apps'], http2 });
+      const seen: RequestObservation[] = [];
+      const conn = new ClusterConnection({ name: 'sim', kubeConfig: loadKubeconfig(sim.kubeconfig, { cluster: 'sim' }), onRequest: (o) => { seen.push(o); } });
+      t.after(async () => { await conn.close(); await sim.close(); });
+      const cm = { apiVersion: 'v1', kind: 'ConfigMap', metadata: { name: 'a', namespace: 'apps' } };
+      await conn.request({ method: 'POST', path: '/api/v1/namespaces/apps/configmaps', body: cm });
+      await conn.request({ method: 'GET', path: '/api/v1/namespaces/apps/configmaps/a' });
+      await assert.rejects(conn.request({ method: 'POST', path: '/api/v1/namespaces/apps/configmaps', body: cm }), KubeApiError);
+      assert.equal(conn.protocol, http2 ? 'h2' : 'http/1.1');
+      assert.deepEqual(seen.map(({ method, code }) => `${method} ${code}`), ['POST 201', 'GET 200', 'POST 409']);
+    });
+  }
 });

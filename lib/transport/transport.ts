@@ -50,6 +50,11 @@ export interface HttpRequest {
   readonly gvk?: GroupVersionKind | undefined;
   /** The response is held open (a watch): its socket or session may yield to a waiter of the socket budget. */
   readonly long?: boolean | undefined;
+  /**
+   * Told the HTTP status as soon as it arrives, on either protocol, before a non-2xx one rejects
+   * (for metrics: client-go's `code` label). Synchronous; a throw is ignored. Default: none.
+   */
+  readonly onStatus?: ((statusCode: number) => void) | undefined;
 }
 
 /** A read limit: the option that sets it and its value in bytes. */
@@ -235,6 +240,11 @@ export class Transport {
     }
     res ??= await this.#openH1(request, path, headers, body, scratch);
     const status = res.statusCode;
+    try {
+      request.onStatus?.(status);
+    } catch {
+      // An observer's failure must not fail the request it observed.
+    }
     if (status >= 200 && status < 300) return res;
     throw await this.#apiError(request, res);
   }
