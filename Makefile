@@ -51,7 +51,7 @@ test-integration: deps browser ## Tests against real kube-apiservers and Flux co
 
 test: lint typecheck build test-unit test-integration ## Everything: lint, typecheck, build, unit and integration tests.
 
-demo: deps ## The main job: three local clusters, the service, a release promoted dev -> staging -> prod. DEMO_FLAGS=--keep-running keeps it up; --git promotes through a local Git repository applied by real Flux (its controllers built on first use, then cached); --replicas=3 runs three sharded replicas (--shard) splitting 13 Pipelines.
+demo: deps ## The main job: three local clusters, the service, a release promoted dev -> staging -> prod. DEMO_FLAGS=--keep-running keeps it up; --git promotes through a local Git repository applied by real Flux (its controllers built on first use, then cached); --replicas=3 runs three sharded replicas (--shard) splitting 13 Pipelines; --fleet makes prod a fleet of four clusters promoted in waves (a canary soaked 5 s, then the rest).
 	$(if $(filter --git,$(DEMO_FLAGS)),flux="$$(e2e/build-binaries.sh flux)"; export FLUX_ASSETS="$$flux";) node e2e/demo/demo.ts $(DEMO_FLAGS)
 
 bench: deps ## Benchmarks: side-by-side comparisons printed as tables.

@@ -6,6 +6,8 @@
 // in each cluster) applies the commits fleetcache pushes, and the narration tells each step.
 // And `make demo DEMO_FLAGS=--replicas=3`: three sharded replicas split 13 Pipelines, each promoted
 // once, by the replica the narrated split gives it.
+// And `make demo DEMO_FLAGS=--fleet`: prod a fleet of four real clusters, the canary promoted, ready
+// and soaked before the rest, each wave told in order, every prod cluster at the release.
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
 import { existsSync } from 'node:fs';
@@ -163,5 +165,46 @@ describe('make demo --replicas=3, sharded', () => {
     }
     assert.match(text, /26 of 26 promotions of 1\.1\.0 logged \(13 Pipelines × staging, prod\), each by one replica, none twice/);
     assert.match(text, /✔ 1\.1\.0 promoted dev → staging → prod in 13 Pipelines by 3 replicas across three real apiservers/);
+  });
+});
+
+describe('make demo --fleet, prod a fleet in waves', () => {
+  it('refuses --fleet with --git or --replicas, in one line', async () => {
+    for (const other of [['--git'], ['--replicas=2']]) {
+      const child = spawn(process.execPath, [demo, '--fleet', ...other], { stdio: ['ignore', 'pipe', 'pipe'] });
+      let stderr = '';
+      child.stderr.on('data', (chunk: Buffer) => { stderr += chunk.toString('utf8'); });
+      const code = await new Promise<number | null>((resolve) => { child.once('exit', (c) => { resolve(c); }); });
+      assert.equal(code, 2, stderr);
+      assert.match(stderr, /^demo: --fleet .* does not combine with --git or --replicas\n$/);
+    }
+  });
+
+  it('promotes prod-1 (the canary), soaks it, then prod-2..prod-4, and tells each wave', async () => {
+    const text = await runDemo(['--fleet', '--timeout-seconds', '300']);
+    const at = (pattern: RegExp): number => {
+      const found = pattern.exec(text);
+      assert.ok(found !== null, `no line matching ${String(pattern)} in:\n${text}`);
+      return found.index;
+    };
+    assert.match(text, /kubeconfig Secrets delivery\/\{prod-1,prod-2,prod-3,prod-4\} labelled fleet=prod \(prod-1 also wave=canary\)/);
+    // From the service's log and the Pipeline's status, in the order it acts: the canary, its soak, the rest.
+    const steps = [
+      at(/fleetcache +promotion recorded \(prod\/canary ← 1\.1\.0\)/),
+      at(/prod +wave canary starts: 1\.1\.0 patched into its 1 cluster/),
+      at(/prod +wave canary ready at 1\.1\.0 \(1 of 1 cluster ready\); soaking 5 s before wave rest starts/),
+      at(/fleetcache +promotion recorded \(prod\/rest ← 1\.1\.0\)/),
+      at(/prod +wave rest starts: 1\.1\.0 patched into its 3 clusters/),
+      at(/prod +wave rest ready at 1\.1\.0 \(3 of 3 clusters ready\)\n/),
+    ];
+    assert.deepEqual(steps, [...steps].sort((a, b) => a - b), `waves told out of order:\n${text}`);
+    // The summary, from status: the rest started after the canary was ready and soaked; every prod cluster runs 1.1.0.
+    const rest = /wave rest +prod-2, prod-3, prod-4 +started [\d.]+ s, ready [\d.]+ s, ([\d.]+) s after the previous wave was ready \(Succeeded\)/.exec(text);
+    assert.ok(rest !== null, text);
+    assert.ok(Number(rest[1]) >= 5, `the rest started ${rest[1]} s after the canary was ready, before its 5 s soak:\n${text}`);
+    assert.match(text, /wave canary +prod-1 +started [\d.]+ s, ready [\d.]+ s \(Succeeded\)/);
+    assert.match(text, /running in prod: prod-1 1\.1\.0, prod-2 1\.1\.0, prod-3 1\.1\.0, prod-4 1\.1\.0/);
+    assert.match(text, /promotions recorded: .*1\.1\.0 → prod\/canary Succeeded/);
+    assert.match(text, /✔ 1\.1\.0 promoted dev → staging → prod, a fleet of 4 clusters wave by wave \(canary, soaked 5 s, then the rest\), across 6 real apiservers/);
   });
 });

@@ -13,8 +13,11 @@
 // With --replicas=N (N > 1) it runs N service processes with --shard and 12 more Pipelines (three
 // team namespaces), narrates which replica owns which Pipelines (from each one's /debug/shards) and
 // who promotes what, and checks that every promotion was carried out once (e2e/demo/replicas.ts).
+// With --fleet, prod is a fleet of four more real clusters (kubeconfig Secrets labelled `fleet: prod`)
+// promoted in two waves, a canary soaked 5 s then the rest; the narration tells each wave starting,
+// ready and soaking from the Pipeline's status (e2e/demo/fleet-env.ts, e2e/demo/waves.ts).
 //
-//   node e2e/demo/demo.ts [--keep-running] [--git] [--replicas 1] [--release 1.1.0] [--timeout-seconds 300]
+//   node e2e/demo/demo.ts [--keep-running] [--git | --replicas 1 | --fleet] [--release 1.1.0] [--timeout-seconds 300]
 import { spawn, type ChildProcess } from 'node:child_process';
 import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
@@ -30,12 +33,15 @@ import { freePort, resolveAssets, startCluster, type TestCluster } from '../harn
 import { dashboardLine } from './dashboard.ts';
 import { fluxChanges, kustomizationView, type KustomizationView } from './flux-narration.ts';
 import { Narrator, type Wait } from './narrator.ts';
+import { CANARY_SOAK_SECONDS, FLEET_CLUSTERS, FLEET_SIZE, setUpFleetEnvironment } from './fleet-env.ts';
+import { waveAwaited, waveChanges, waveSummary } from './waves.ts';
 import { describeSplit, parseReplicas, readPipelines, readShards, releaseTeamsToDev, REPLICA_ARGS, setUpTeams, TEAM_PIPELINES, type PipelineItem } from './replicas.ts';
 
 const { values: args } = parseArgs({
   options: {
     'keep-running': { type: 'boolean', default: false },
     git: { type: 'boolean', default: false },
+    fleet: { type: 'boolean', default: false },
     release: { type: 'string', default: '1.1.0' },
     replicas: { type: 'string', default: '1' },
     'timeout-seconds': { type: 'string', default: '300' },
@@ -48,6 +54,7 @@ const replicaCount = ((): number => {
   try {
     const n = parseReplicas(args.replicas);
     if (n > 1 && args.git) throw new TypeError('--replicas above 1 plays the patch strategy\'s fleet; it does not combine with --git');
+    if (args.fleet && (args.git || n > 1)) throw new TypeError('--fleet plays prod as a fleet of clusters with the patch strategy and one service; it does not combine with --git or --replicas');
     return n;
   } catch (err) {
     console.error(`demo: ${err instanceof Error ? err.message : String(err)}`);
@@ -55,6 +62,8 @@ const replicaCount = ((): number => {
   }
 })();
 const sharded = replicaCount > 1;
+/** With --fleet: prod is FLEET_SIZE clusters, promoted in waves. */
+const inWaves = args.fleet;
 const color = process.stdout.isTTY ? (code: number, text: string) => `\u001b[${code}m${text}\u001b[0m` : (_: number, text: string) => text;
 const t0 = Date.now();
 const stamp = (): string => color(90, `[${((Date.now() - t0) / 1000).toFixed(1).padStart(5)}s]`);
@@ -91,17 +100,21 @@ async function cleanup(): Promise<void> {
 }
 
 async function main(): Promise<void> {
-  step('Starting three real Kubernetes control planes (etcd + kube-apiserver each, no Docker)');
+  step(inWaves
+    ? `Starting ${FLEET_SIZE + 2} real Kubernetes control planes (etcd + kube-apiserver each, no Docker): management, staging and a prod fleet of ${FLEET_SIZE}`
+    : 'Starting three real Kubernetes control planes (etcd + kube-apiserver each, no Docker)');
   // Built from source on the very first run (minutes; the build reports its progress on stderr).
   say('assets', `kube-apiserver and etcd in ${resolveAssets().dir}`);
-  for (const name of ['management', 'staging', 'prod']) {
+  for (const name of inWaves ? ['management', 'staging', ...FLEET_CLUSTERS] : ['management', 'staging', 'prod']) {
     const cluster = await narrator.wait(`${name}: etcd, then kube-apiserver, to start and report ready`, () => startCluster({ name }));
     clusters.push(cluster);
     say(name, `ready at ${cluster.server} (apiserver up in ${(cluster.timings.apiserverMs / 1000).toFixed(1)} s)`);
   }
   const [management, staging, prod] = clusters as [TestCluster, TestCluster, TestCluster];
+  /** prod's clusters: one, or the fleet's (--fleet; `prod` is then its first, the canary). */
+  const prodClusters = clusters.slice(2);
   const fleet: Fleet = { management, staging, prod };
-  const envCluster: Record<string, string> = { dev: 'management', staging: 'staging', prod: 'prod' };
+  const envCluster: Record<string, string> = { dev: 'management', staging: 'staging', prod: inWaves ? `${FLEET_CLUSTERS[0] ?? ''}..${FLEET_CLUSTERS.at(-1) ?? ''}` : 'prod' };
 
   let gitServer: GitServer | undefined;
   let fluxWatch: FluxWatch | undefined;
@@ -133,8 +146,14 @@ async function main(): Promise<void> {
     });
   } else {
     step('Installing CRDs, podinfo 1.0.0 in every cluster, kubeconfig Secrets and the Pipeline');
-    await narrator.wait('the CRDs, Secrets, HelmReleases and the Pipeline to be created', () => setUpFleet(fleet, '1.0.0'));
-    say('management', 'Pipeline delivery/podinfo: dev (local) → staging (Secret) → prod (Secret), strategy patch /spec/chart/spec/version');
+    if (inWaves) {
+      await narrator.wait('the CRDs, Secrets, HelmReleases and the Pipeline to be created', () => setUpFleetEnvironment(management, staging, prodClusters, '1.0.0'));
+      say('management', `kubeconfig Secrets delivery/{${FLEET_CLUSTERS.join(',')}} labelled fleet=prod (${FLEET_CLUSTERS[0] ?? ''} also wave=canary)`);
+      say('management', `Pipeline delivery/podinfo: dev (local) → staging (Secret) → prod (the fleet fleet=prod, readiness All, waves: canary by label, soak ${CANARY_SOAK_SECONDS} s, then the rest), strategy patch /spec/chart/spec/version`);
+    } else {
+      await narrator.wait('the CRDs, Secrets, HelmReleases and the Pipeline to be created', () => setUpFleet(fleet, '1.0.0'));
+      say('management', 'Pipeline delivery/podinfo: dev (local) → staging (Secret) → prod (Secret), strategy patch /spec/chart/spec/version');
+    }
     if (sharded) {
       await narrator.wait(`the teams' ${TEAM_PIPELINES.length} Pipelines, their HelmReleases and Secrets to be created`, () => setUpTeams(fleet, '1.0.0'));
       say('management', `${TEAM_PIPELINES.length} more Pipelines, so that the work splits: ${[...new Set(TEAM_PIPELINES.map((p) => p.namespace))].join(', ')} × ${[...new Set(TEAM_PIPELINES.map((p) => p.name))].join(', ')}, each promoting its own HelmRelease apps/<team>-<app> the same way`);
@@ -218,6 +237,7 @@ async function main(): Promise<void> {
   const appliedInProd = gitServer === undefined ? appliedVersion : appliedConfigVersion;
 
   const reached: Record<string, number> = {};
+  const wavesTold = new Map<string, 'started' | 'ready' | 'failed'>();
   let last = '';
   await waitFor(`${release} to reach ${ENVIRONMENTS.join(', ')}`, async (wait) => {
     const status = (await readPipeline(fleet)).status;
@@ -226,11 +246,14 @@ async function main(): Promise<void> {
       last = line;
       say('pipeline', line);
     }
+    if (inWaves) for (const line of waveChanges(wavesTold, status, 'prod', release)) say('prod', line);
     wait.update(awaiting(status, release, gitServer !== undefined));
     for (const env of status?.environments ?? []) {
       if (env.ready && env.revision === release && reached[env.name] === undefined) reached[env.name] = Date.now() - releasedAt;
     }
-    if (!(reached.prod !== undefined && await appliedInProd(prod) === release)) return false;
+    if (reached.prod === undefined) return false;
+    const applied = await Promise.all(prodClusters.map((c) => appliedInProd(c)));
+    if (applied.some((v) => v !== release)) return false;
     if (!sharded) return true;
     const behind = notAt(await readPipelines(management), release, ['prod']);
     wait.update(`${release} to reach prod in ${behind.length} more Pipeline(s) (${behind.slice(0, 3).join(', ')}${behind.length > 3 ? ', …' : ''})`);
@@ -240,15 +263,25 @@ async function main(): Promise<void> {
   await fluxWatch?.flush(); // tell prod's apply before the summary
   narrating = false;
   step('Summary');
-  console.log(`\n  ${'environment'.padEnd(12)} ${'cluster'.padEnd(12)} ${'revision'.padEnd(10)} ready after release`);
+  const clusterWidth = Math.max(12, ...Object.values(envCluster).map((c) => c.length + 1));
+  console.log(`\n  ${'environment'.padEnd(12)} ${'cluster'.padEnd(clusterWidth)} ${'revision'.padEnd(10)} ready after release`);
   for (const env of ENVIRONMENTS) {
-    console.log(`  ${env.padEnd(12)} ${(envCluster[env] ?? '').padEnd(12)} ${release.padEnd(10)} ${((reached[env] ?? 0) / 1000).toFixed(1)} s`);
+    console.log(`  ${env.padEnd(12)} ${(envCluster[env] ?? '').padEnd(clusterWidth)} ${release.padEnd(10)} ${((reached[env] ?? 0) / 1000).toFixed(1)} s`);
   }
   const promotions = (await readPipeline(fleet)).status?.promotions ?? [];
-  console.log(`\n  promotions recorded: ${promotions.map((p) => `${p.revision} → ${p.environment} ${p.state}`).join(', ')}`);
+  console.log(`\n  promotions recorded: ${promotions.map((p) => `${p.revision} → ${p.environment}${waveOf(p)} ${p.state}`).join(', ')}`);
+  if (inWaves) {
+    const members = (wave: string): readonly string[] => (wave === 'canary' ? FLEET_CLUSTERS.slice(0, 1) : FLEET_CLUSTERS.slice(1));
+    console.log(`\n  prod, wave by wave (from the release; readiness All):`);
+    for (const line of waveSummary((await readPipeline(fleet)).status, 'prod', release, releasedAt, members)) console.log(`    ${line}`);
+    const versions = await Promise.all(prodClusters.map(async (c) => `${c.name} ${await appliedVersion(c) ?? '?'}`));
+    console.log(`  running in prod: ${versions.join(', ')}`);
+  }
   if (sharded) summarizeReplicas(replicas, await Promise.all(replicas.map((r) => readShards(r.metricsPort))), release);
   if (gitServer !== undefined) console.log(`\n  git log main:\n${(await git(gitServer.bare(FLUX_REPOSITORY), 'log', '--format=    %h %an: %s', 'main')).trimEnd()}`);
-  console.log(color(32, sharded
+  console.log(color(32, inWaves
+    ? `\n✔ ${release} promoted dev → staging → prod, a fleet of ${FLEET_SIZE} clusters wave by wave (canary, soaked ${CANARY_SOAK_SECONDS} s, then the rest), across ${FLEET_SIZE + 2} real apiservers in ${((Date.now() - releasedAt) / 1000).toFixed(1)} s\n`
+    : sharded
     ? `\n✔ ${release} promoted dev → staging → prod in ${TEAM_PIPELINES.length + 1} Pipelines by ${replicaCount} replicas across three real apiservers in ${((Date.now() - releasedAt) / 1000).toFixed(1)} s\n`
     : `\n✔ ${release} promoted dev → staging → prod across three real apiservers${gitServer === undefined ? '' : ' by real Flux'} in ${((Date.now() - releasedAt) / 1000).toFixed(1)} s\n`));
 
@@ -299,11 +332,11 @@ function startReplica(label: string, kubeconfigPath: string, healthPort: number,
       serviceLog.push(sharded ? `${label}: ${line}` : line);
       if (serviceLog.length > 200) serviceLog.shift();
       try {
-        const entry = JSON.parse(line) as { msg?: string; level?: string; environment?: string; revision?: string; commit?: string; pipeline?: string };
+        const entry = JSON.parse(line) as { msg?: string; level?: string; environment?: string; wave?: string; revision?: string; commit?: string; pipeline?: string };
         if (sharded) narrateReplica(label, entry);
         else if (entry.msg !== undefined && entry.commit !== undefined && entry.msg.startsWith('committed')) say('fleetcache', `pushed commit ${entry.commit.slice(0, 7)} to main (${entry.environment ?? '?'} ← ${entry.revision ?? '?'}): promotion Committed, ${entry.msg.replace(/^committed; /, '')}`);
         else if (entry.msg === 'promoted' && entry.commit !== undefined) say('fleetcache', `${entry.environment ?? '?'} runs ${entry.revision ?? '?'} (commit ${entry.commit.slice(0, 7)} applied): promotion Succeeded`);
-        else if (entry.msg !== undefined && /promot/i.test(entry.msg)) say('fleetcache', entry.msg + (entry.environment === undefined ? '' : ` (${entry.environment}${entry.revision === undefined ? '' : ` ← ${entry.revision}`})`));
+        else if (entry.msg !== undefined && /promot/i.test(entry.msg)) say('fleetcache', entry.msg + (entry.environment === undefined ? '' : ` (${entry.environment}${entry.wave === undefined ? '' : `/${entry.wave}`}${entry.revision === undefined ? '' : ` ← ${entry.revision}`})`));
         else if (entry.level === 'error') say('fleetcache', color(31, entry.msg ?? line));
       } catch { /* not JSON: keep it for the failure report only */ }
     }
@@ -334,6 +367,7 @@ function awaiting(status: PipelineStatusView | undefined, revision: string, real
   });
   if (env === undefined) return realFlux ? `Flux in prod to apply ${revision} (ConfigMap apps/podinfo)` : `prod's Flux stand-in to report ${revision} applied`;
   const promotion = (status?.promotions ?? []).find((p) => p.environment === env && p.revision === revision);
+  if (inWaves && env === 'prod') return waveAwaited(status, 'prod', revision) ?? `${revision} to be promoted to prod's first wave`;
   if (env === 'dev' || promotion?.state === 'Succeeded') return `${env} to apply ${revision} and report ready`;
   if (promotion?.state === 'Committed') return `Flux in ${env} to fetch and apply the commit of ${revision} (promotion Committed)`;
   return `${revision} to be promoted to ${env}${promotion === undefined ? '' : ` (promotion ${promotion.state})`}`;
@@ -364,9 +398,15 @@ function summarizeReplicas(replicas: readonly Replica[], shards: readonly { read
   if (twice.length > 0) throw new Error(`promotions carried out twice: ${twice.join(', ')}`);
 }
 
+/** `/<wave>` of a fleet's promotion record, or nothing. */
+function waveOf(record: object): string {
+  const wave = (record as { wave?: unknown }).wave;
+  return typeof wave === 'string' ? `/${wave}` : '';
+}
+
 function describe(status: PipelineStatusView | undefined): string {
   const envs = (status?.environments ?? []).map((e) => `${e.name} ${e.revision ?? '?'}${e.ready ? ' ✓' : ' …'}`).join('  │  ');
-  const pending = (status?.promotions ?? []).filter((p) => p.state !== 'Succeeded').map((p) => `${p.revision}→${p.environment} ${p.state}`);
+  const pending = (status?.promotions ?? []).filter((p) => p.state !== 'Succeeded').map((p) => `${p.revision}→${p.environment}${waveOf(p)} ${p.state}`);
   return pending.length === 0 ? envs : `${envs}  │  promoting: ${pending.join(', ')}`;
 }
 
