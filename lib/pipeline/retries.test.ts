@@ -62,7 +62,7 @@ describe('PipelineController retries', () => {
       assert.match(String(line.fields.reconcileID), /^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/);
     }
     assert.equal(new Set(reconcileLines.map((l) => l.fields.reconcileID)).size, reconcileLines.length, 'one ID per reconcile');
-    const retry = lines.find((l) => l.message.startsWith(`retrying ${key}`));
+    const retry = lines.find((l) => l.message.startsWith(`Reconciler error for ${key}`) && l.level === 'error');
     assert.ok(retry !== undefined && reconcileLines.some((l) => l.fields.reconcileID === retry.fields.reconcileID), 'the runner\'s retry line shares the reconcile\'s ID');
   });
 });
