@@ -46,6 +46,12 @@ function sample(dir: string): { peakDisk: number; peakRss: number; stop(): Promi
   return result;
 }
 
+interface GitRequest { readonly method: string; readonly url: string }
+/** Our ref advertisement: a push landing before it makes ours `[rejected]` (non-fast-forward). */
+const beforeAdvertisement = ({ url }: GitRequest): boolean => url.includes('service=git-receive-pack');
+/** Our pack's POST: a push landing between the advertisement and it is `[remote rejected] failed to update ref`. */
+const beforeUpdate = ({ method, url }: GitRequest): boolean => method === 'POST' && url.endsWith('/git-receive-pack');
+
 describe('GitPromoter against git http-backend', () => {
   let server: GitServer;
   let scratch: string;
@@ -60,6 +66,27 @@ describe('GitPromoter against git http-backend', () => {
     await server.commitZeros('zeros', 'data/zeros.bin', 400 * 1_048_576, 'a large file');
   })());
   const commits = async (): Promise<number> => Number((await git(server.bare('fleet'), 'rev-list', '--count', 'main')).trim());
+  /**
+   * Runs `body` while another writer acts once, `race`, just before the first request `at` matches;
+   * asserts that it did, and puts the server's options back.
+   */
+  const racedOnce = async (at: (request: GitRequest) => boolean, race: () => Promise<unknown>, body: () => Promise<void>): Promise<void> => {
+    let raced = false;
+    server.options = {
+      auth: AUTH,
+      beforeRequest: async (req) => {
+        if (raced || !at(req)) return;
+        raced = true;
+        await race();
+      },
+    };
+    try {
+      await body();
+      assert.ok(raced, 'the concurrent push happened');
+    } finally {
+      server.options = { auth: AUTH };
+    }
+  };
 
   before(async () => {
     server = await GitServer.start({ auth: AUTH });
@@ -98,82 +125,46 @@ describe('GitPromoter against git http-backend', () => {
   // `[rejected]` non-fast-forward), or between the advertisement and the update (`[remote rejected]
   // failed to update ref`, the ordinary race of two writers pushing at once).
   const races = [
-    { name: 'a push that lost to a concurrent one ([rejected])', revision: '1.2.0', at: ({ url }: { readonly url: string }) => url.includes('service=git-receive-pack') },
-    { name: 'a push the server refused because the branch moved after its advertisement ([remote rejected] failed to update ref)', revision: '1.2.1', at: ({ method, url }: { readonly method: string; readonly url: string }) => method === 'POST' && url.endsWith('/git-receive-pack') },
+    { name: 'a push that lost to a concurrent one ([rejected])', revision: '1.2.0', at: beforeAdvertisement },
+    { name: 'a push the server refused because the branch moved after its advertisement ([remote rejected] failed to update ref)', revision: '1.2.1', at: beforeUpdate },
   ];
   for (const race of races) {
     it(`retries ${race.name}: fetches, re-applies and pushes on top`, async () => {
-      let raced = false;
       const edit = `fleet, edited meanwhile before ${race.revision}\n`;
-      server.options = {
-        auth: AUTH,
-        beforeRequest: async (req) => {
-          if (raced || !race.at(req)) return;
-          raced = true;
-          await server.commit('fleet', { 'README.md': edit }, 'someone else');
-        },
-      };
-      try {
-        const count = await commits();
+      const count = await commits();
+      await racedOnce(race.at, () => server.commit('fleet', { 'README.md': edit }, 'someone else'), async () => {
         const result = await promoter.promote(request({ revision: race.revision }));
-        assert.ok(raced, 'the concurrent push happened');
         assert.ok(result.kind === 'commit' && result.created);
         assert.equal(result.attempts, 2);
         assert.equal(await commits(), count + 2, 'the other commit and ours, ours on top');
         assert.equal(await server.show('fleet', 'main', 'README.md'), edit);
         assert.match(await server.show('fleet', 'main', RELEASE), new RegExp(`version: ${race.revision.replaceAll('.', '\\.')} #`));
         assert.equal((await git(server.bare('fleet'), 'log', '-1', '--format=%an', 'main')).trim(), 'Fleet Bot');
-      } finally {
-        server.options = { auth: AUTH };
-      }
+      });
     });
   }
 
   it('fails with a conflict naming file, line and environment when the marked line was pinned by hand during the promotion, and pushes nothing over it', async () => {
     const pinned = SEED[RELEASE].replace('version: 1.0.0', 'version: 1.0.7-hotfix');
-    let raced = false;
-    server.options = {
-      auth: AUTH,
-      beforeRequest: async ({ method, url }) => {
-        if (raced || method !== 'POST' || !url.endsWith('/git-receive-pack')) return;
-        raced = true;
-        await server.commit('fleet', { [RELEASE]: `# pinned during an incident\n${pinned}` }, 'pin by hand');
-      },
-    };
-    try {
+    await racedOnce(beforeUpdate, () => server.commit('fleet', { [RELEASE]: `# pinned during an incident\n${pinned}` }, 'pin by hand'), async () => {
       await assert.rejects(promoter.promote(request({ revision: '1.4.0' })), (err: unknown) => {
         assert.ok(err instanceof GitOpsError && err.reason === 'MarkerConflict', String(err));
         assert.match(err.message, /apps\/staging\/release\.yaml:7: the line marked for delivery:podinfo:staging was changed by someone else/);
         assert.doesNotMatch(err.message, /hotfix/);
         return true;
       });
-      assert.ok(raced);
       assert.match(await server.show('fleet', 'main', RELEASE), /version: 1\.0\.7-hotfix #/, 'the pinned value stays');
       assert.equal((await git(server.bare('fleet'), 'log', '-1', '--format=%s', 'main')).trim(), 'pin by hand', 'nothing pushed on top');
-    } finally {
-      server.options = { auth: AUTH };
-    }
+    });
   });
 
   it('re-applies over a marked line another environment\'s writer changed meanwhile (no conflict: not ours)', async () => {
-    let raced = false;
-    server.options = {
-      auth: AUTH,
-      beforeRequest: async ({ method, url }) => {
-        if (raced || method !== 'POST' || !url.endsWith('/git-receive-pack')) return;
-        raced = true;
-        await server.commit('fleet', { 'apps/prod/release.yaml': SEED['apps/prod/release.yaml'].replace('1.0.0', '0.9.9') }, 'prod moved');
-      },
-    };
-    try {
+    await racedOnce(beforeUpdate, () => server.commit('fleet', { 'apps/prod/release.yaml': SEED['apps/prod/release.yaml'].replace('1.0.0', '0.9.9') }, 'prod moved'), async () => {
       const result = await promoter.promote(request({ revision: '1.5.0' }));
-      assert.ok(raced, 'the concurrent push happened');
       assert.ok(result.kind === 'commit' && result.created && result.attempts === 2);
       assert.match(await server.show('fleet', 'main', RELEASE), /version: 1\.5\.0 #/);
       assert.match(await server.show('fleet', 'main', 'apps/prod/release.yaml'), /version: 0\.9\.9 #/);
-    } finally {
-      server.options = { auth: AUTH };
-    }
+    });
   });
 
   it('says it did not create the commit when another writer pushed the very same commit first (same SHA: same parent, tree, message, author, second)', async () => {
