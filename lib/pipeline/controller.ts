@@ -482,7 +482,7 @@ export class PipelineController {
     if (state === 'Committed') {
       log.info('committed; waiting for the environment to run it', { environment: decision.to, wave: decision.wave, revision: decision.revision, commit: outcome.git?.commit });
       await this.#writer.event(current, 'Normal', decision.wave === undefined ? 'Committed' : 'WaveStarted', `promoting ${decision.revision} from ${decision.from} to ${into}: ${outcome.message}; waiting for ${into} to ${decision.wave === undefined ? 'run it' : 'be ready'}`, log);
-      if (outcome.git !== undefined) await this.#actor.requestFluxReconcile(owner, spec, decision.to, log, signal);
+      if (outcome.git !== undefined) await this.#actor.requestFluxReconcile(owner, spec, decision.to, log, signal, decision.wave);
       return requeueAfter(recheck);
     }
     if (outcome.ok) {
