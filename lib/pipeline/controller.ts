@@ -487,13 +487,13 @@ export class PipelineController {
     }
     if (outcome.ok) {
       this.#stats.succeeded += 1;
-      log.info('promoted', { environment: decision.to, revision: decision.revision, attempt: decision.attempt });
-      await this.#writer.event(current, 'Normal', 'Promoted', `promoted ${decision.revision} from ${decision.from} to ${decision.to}: ${outcome.message}`, log);
+      log.info('promoted', { environment: decision.to, wave: decision.wave, revision: decision.revision, attempt: decision.attempt });
+      await this.#writer.event(current, 'Normal', 'Promoted', `promoted ${decision.revision} from ${decision.from} to ${into}: ${outcome.message}`, log);
       return requeueAfter(recheck);
     }
     this.#stats.failed += 1;
-    log.warn('promotion failed', { environment: decision.to, revision: decision.revision, attempt: decision.attempt, error: outcome.message });
-    await this.#writer.event(current, 'Warning', 'PromotionFailed', `promoting ${decision.revision} from ${decision.from} to ${decision.to} failed (attempt ${decision.attempt}): ${outcome.message}`, log);
+    log.warn('promotion failed', { environment: decision.to, wave: decision.wave, revision: decision.revision, attempt: decision.attempt, error: outcome.message });
+    await this.#writer.event(current, 'Warning', 'PromotionFailed', `promoting ${decision.revision} from ${decision.from} to ${into} failed (attempt ${decision.attempt}): ${outcome.message}`, log);
     return requeueAfter(Math.max(0, retryDueAt(finished, DEFAULT_RETRY) - this.#clock.now()), recheck);
   }
 
