@@ -23,9 +23,12 @@ export const GIT_REPOSITORIES = '/apis/source.toolkit.fluxcd.io/v1';
 /** Where the Pipeline reads (and Git carries) the version of a child Kustomization. */
 export const VERSION_PATH = '/spec/postBuild/substitute/version';
 
-/** The child Kustomization of `env`, as committed to `clusters/<env>/podinfo.yaml`. */
-export function childKustomization(env: string, version: string, extra: { readonly suspend?: boolean; readonly interval?: string } = {}): string {
-  const marker = env === 'dev' ? '' : ` # {"$promotion": "${PIPELINE_NAMESPACE}:${PIPELINE_NAME}:${env}"}`;
+/**
+ * The child Kustomization of `env`, as committed to `clusters/<env>/podinfo.yaml`; its version line
+ * is marked for `env` (for `extra.marker`, e.g. `prod/canary`, when given), dev's is not marked.
+ */
+export function childKustomization(env: string, version: string, extra: { readonly suspend?: boolean; readonly interval?: string; readonly marker?: string } = {}): string {
+  const marker = env === 'dev' ? '' : ` # {"$promotion": "${PIPELINE_NAMESPACE}:${PIPELINE_NAME}:${extra.marker ?? env}"}`;
   return [
     'apiVersion: kustomize.toolkit.fluxcd.io/v1',
     'kind: Kustomization',
@@ -46,7 +49,8 @@ export function childKustomization(env: string, version: string, extra: { readon
   ].join('\n');
 }
 
-const CONFIGMAP = 'apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: podinfo\ndata:\n  version: "${version}"\n';
+/** What every child applies: ConfigMap `podinfo` with data.version from the child's substitution. */
+export const CONFIGMAP = 'apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: podinfo\ndata:\n  version: "${version}"\n';
 
 /** The repository's files with every environment at `version` (children reconciled every `interval`, default 10m). */
 export function fleetFiles(version: string, interval?: string): Record<string, string> {

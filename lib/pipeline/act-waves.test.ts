@@ -8,7 +8,7 @@ import type { ClusterConnection, RequestOptions, ResourceInfo } from '../transpo
 import type { ClusterRef } from '../cluster/index.ts';
 import { GitPromoter } from '../gitops/index.ts';
 import type { OwnerRef, Registry } from '../registry/index.ts';
-import { FakeClock } from '../util/index.ts';
+import { FakeClock, noopLogger } from '../util/index.ts';
 import { PromotionActor, type PromotionRequest } from './act.ts';
 import { assignWaves } from './fleet-members.ts';
 import { ProgressingGrace } from './grace.ts';
@@ -96,5 +96,28 @@ describe('acting on a wave', () => {
     const body = received[0]?.body as { environment: string; wave: string; targets: unknown };
     assert.deepEqual([body.environment, body.wave, body.targets], ['prod', 'rest', [{ cluster: 'static:c2', namespace: 'app' }, { cluster: 'static:c3', namespace: 'app' }]]);
     assert.equal(received[0]?.headers['idempotency-key'], 'u-1/prod/rest/2.0.0');
+  });
+
+  it('after a wave\'s commit asks Flux to reconcile only the wave\'s clusters (the commit changed no other cluster\'s files)', async () => {
+    const kustomization = { group: 'kustomize.toolkit.fluxcd.io', version: 'v1', kind: 'Kustomization' };
+    const asked: string[] = [];
+    const connectionFor = (ref: ClusterRef): Promise<ClusterConnection> => {
+      const name = ref.kind === 'local' ? 'local' : ref.name;
+      return Promise.resolve({
+        name,
+        resolve: (): Promise<ResourceInfo> => Promise.resolve({ gvk: kustomization, resource: 'kustomizations', namespaced: true, verbs: [] }),
+        request: (options: RequestOptions): Promise<unknown> => {
+          if (options.method === 'PATCH') asked.push(`${name} ${options.path}`);
+          return Promise.resolve({});
+        },
+      } as unknown as ClusterConnection);
+    };
+    const fleet = spec({ strategy: 'git', url: 'https://git.example/fleet.git', branch: 'main', path: '.', secretName: undefined, pullRequest: undefined });
+    const flux = { ...fleet, app: { gvk: kustomization, name: 'podinfo' } };
+    await actor({ connectionFor }).requestFluxReconcile(owner, flux, 'prod', noopLogger, new AbortController().signal, 'rest');
+    assert.deepEqual(asked.sort(), ['c2 /apis/kustomize.toolkit.fluxcd.io/v1/namespaces/app/kustomizations/podinfo', 'c3 /apis/kustomize.toolkit.fluxcd.io/v1/namespaces/app/kustomizations/podinfo']);
+    asked.length = 0;
+    await actor({ connectionFor }).requestFluxReconcile(owner, flux, 'prod', noopLogger, new AbortController().signal, 'canary');
+    assert.deepEqual(asked, ['c1 /apis/kustomize.toolkit.fluxcd.io/v1/namespaces/app/kustomizations/podinfo']);
   });
 });

@@ -149,14 +149,16 @@ export class PromotionActor {
    * After a commit: asks Flux to reconcile now the environment's Kustomizations and the
    * GitRepository each reads from (`reconcile.fluxcd.io/requestedAt`), as the Pipeline's identity,
    * so the step does not wait for a Git poll. Best effort: a refusal is logged, never a failure. On
-   * the management cluster without impersonation only the target's own namespace is touched.
+   * the management cluster without impersonation only the target's own namespace is touched. After
+   * a wave's commit only the wave's clusters are asked: the commit changed no other cluster's files.
    */
-  async requestFluxReconcile(owner: OwnerRef, spec: ValidPipelineSpec, environment: string, log: Logger, signal: AbortSignal): Promise<void> {
+  async requestFluxReconcile(owner: OwnerRef, spec: ValidPipelineSpec, environment: string, log: Logger, signal: AbortSignal, wave?: string): Promise<void> {
     if (!isKustomization(spec.app.gvk)) return;
     const env = spec.environments.find((e) => e.name === environment);
+    const targets = (env?.targets ?? []).filter((t) => wave === undefined || env?.waveOf?.get(t.clusterKey) === wave);
     const at = new Date(this.#clock.now()).toISOString();
     const asked = new Set<string>();
-    await Promise.all((env?.targets ?? []).map(async (t) => {
+    await Promise.all(targets.map(async (t) => {
       let connection: ClusterConnection;
       try {
         connection = await this.#connectionFor(t.cluster, owner);

@@ -4,8 +4,8 @@ import type { CommitStatus, CommitStatusRequest } from '../gitops/index.ts';
 import { FakeClock } from '../util/index.ts';
 import { CommitStatusGates, type GateReconcile } from './commit-status-gate.ts';
 import { commitStatusProblems, decideCommitStatusGate, formatDuration, parseDuration, validateCommitStatuses } from './commit-status.ts';
-import type { SettledPromotion } from './decide.ts';
-import type { PromotionRecord } from './types.ts';
+import { decidePromotion, settleCommitted, withRecord, type SettledPromotion } from './decide.ts';
+import type { CommittedPromotion, EnvironmentStatus, PromotionRecord, TargetStatus, WaveStatus } from './types.ts';
 import { validatePipelineSpec, type ValidPipelineSpec } from './validate.ts';
 
 const ok = (context: string, source: CommitStatus['source'] = 'status'): CommitStatus => ({ context, outcome: 'success', state: 'success', source });
@@ -244,3 +244,107 @@ describe('CommitStatusGates', () => {
     assert.equal(reads.length, 2, 'a forgotten Pipeline is read afresh');
   });
 });
+
+// A gate on a fleet environment with waves holds each wave's commit: the controller's reconcile
+// order, played here step by step — settleCommitted, then the gates, then decidePromotion.
+describe('a commit-status gate on a wave', () => {
+  const CANARY_COMMIT = 'c'.repeat(40);
+  const T0 = Date.parse('2026-01-01T00:00:00Z');
+  const at = (ms: number): string => new Date(ms).toISOString().replace(/\.\d+Z$/, 'Z');
+  const gate = { contexts: ['ci'], timeoutMs: 600_000, provider: 'github' as const, apiUrl: 'https://ghe.example/api/v3' };
+  const spec: ValidPipelineSpec = {
+    app: { gvk: { group: 'kustomize.toolkit.fluxcd.io', version: 'v1', kind: 'Kustomization' }, name: 'web' },
+    environments: [
+      { name: 'dev', targets: [], requireApproval: false },
+      { name: 'prod', targets: [], requireApproval: false, commitStatuses: gate },
+      { name: 'global', targets: [], requireApproval: false },
+    ],
+    promotion: { strategy: 'git', url: 'https://github.com/o/r.git', branch: 'main', path: '.', secretName: 'git', pullRequest: undefined },
+    revisionPath: '/spec/postBuild/substitute/version',
+    serviceAccountName: undefined,
+  };
+  const single = (name: string, revision: string): EnvironmentStatus => ({ name, ready: true, revision, targets: [{ cluster: 'local', namespace: name, readable: true, ready: true, revision }] });
+  /** prod, a fleet: the canary (soaked 5 s) and the rest, each at the revision given, ready. */
+  const prod = (canary: string, rest: string): EnvironmentStatus => {
+    const waves: WaveStatus[] = [{ name: 'canary', ready: true, revision: canary, total: 1, readyTargets: 1, required: 1, soakSeconds: 5 }, { name: 'rest', ready: true, revision: rest, total: 2, readyTargets: 2, required: 2 }];
+    const targets: TargetStatus[] = [['c1', canary], ['c2', rest], ['c3', rest]].map(([c, revision]) => ({ cluster: `secret:fleet/${c ?? ''}`, namespace: 'app', readable: true, exists: true, ready: true, revision: revision ?? '' }));
+    const everywhere = canary === rest;
+    return { name: 'prod', ready: everywhere, ...(everywhere ? { revision: canary } : {}), targets, fleet: { policy: 'All', total: 3, readyTargets: everywhere ? 3 : 1, required: 3, readable: 3, notReady: everywhere ? {} : { OtherRevision: 2 } }, waves };
+  };
+  const canaryCommitted: PromotionRecord = { environment: 'prod', wave: 'canary', revision: '2', strategy: 'git', state: 'Committed', attempts: 1, startedAt: at(T0), committedAt: at(T0), commit: CANARY_COMMIT, message: `committed ${CANARY_COMMIT} to main` };
+  const committed: CommittedPromotion[] = [{ environment: 'prod', wave: 'canary', revision: '2', at: at(T0), commit: CANARY_COMMIT }];
+
+  function reconciler(answers: CommitStatus[][]): { reads: CommitStatusRequest[]; clock: FakeClock; reconcile: (environments: readonly EnvironmentStatus[], records: readonly PromotionRecord[]) => Promise<{ records: PromotionRecord[]; settled: readonly GatedSettlementView[]; decision: ReturnType<typeof decidePromotion> }> } {
+    const clock = new FakeClock(T0 + 2_000);
+    const reads: CommitStatusRequest[] = [];
+    const gates = new CommitStatusGates({ clock, pollIntervalMs: 30_000, reader: { read: (request) => { reads.push(request); return Promise.resolve(answers.shift() ?? []); } } });
+    return {
+      reads,
+      clock,
+      reconcile: async (environments, records) => {
+        const now = clock.now();
+        const settled = settleCommitted(environments, records, now, at(now));
+        const gated = await gates.apply({ pipeline: 'team/web', spec, records, settled, nowText: at(now), token: () => Promise.resolve('tok'), signal: new AbortController().signal });
+        let next = [...records];
+        for (const { record } of gated.settled) next = withRecord(next, record);
+        return { records: next, settled: gated.settled, decision: decidePromotion(environments, next, now, undefined, { committed }) };
+      },
+    };
+  }
+
+  it('the next wave waits, past the canary\'s soak, until the canary\'s commit\'s statuses pass; then it starts after the soak', async () => {
+    const { reads, clock, reconcile } = reconciler([[waiting('ci')], [ok('ci')]]);
+    const canaryRuns = [single('dev', '2'), prod('2', '1'), single('global', '1')];
+    // Flux runs the canary's commit, Ready; CI has not finished: held Committed, no next wave.
+    const held = await reconcile(canaryRuns, [canaryCommitted]);
+    assert.deepEqual(held.records.map((r) => [r.wave, r.state, r.commitStatuses?.state]), [['canary', 'Committed', 'Pending']]);
+    assert.equal(reads[0]?.commit, CANARY_COMMIT, 'the wave\'s own commit is read');
+    clock.advance(20_000);
+    const still = await reconcile(canaryRuns, held.records);
+    assert.equal(still.decision.action, 'none', 'well past the soak, the rest waits for the canary\'s statuses');
+    assert.equal(reads.length, 1, 'read again only at the poll interval');
+    // CI passes: the canary Succeeds now, and the soak counts from then.
+    clock.advance(10_000);
+    const passed = await reconcile(canaryRuns, still.records);
+    const canary = passed.records.find((r) => r.wave === 'canary');
+    assert.deepEqual([canary?.state, canary?.commitStatuses?.state, canary?.readyAt], ['Succeeded', 'Passed', at(clock.now())]);
+    assert.match(canary?.message ?? '', /wave canary of prod is ready .*; commit statuses passed: "ci"$/);
+    assert.deepEqual(passed.decision, { action: 'none', retryInMs: 5_000 }, 'soaking from when the gate passed');
+    clock.advance(5_000);
+    const after = await reconcile(canaryRuns, passed.records);
+    assert.deepEqual(after.decision, { action: 'promote', from: 'dev', to: 'prod', revision: '2', wave: 'rest', attempt: 1, resumed: false, startedAt: undefined });
+  });
+
+  it('a failing context fails the wave at once, naming the context, under its own Event; the rollout stops there', async () => {
+    const { reconcile, clock } = reconciler([[ok('build'), bad('ci')]]);
+    const failed = await reconcile([single('dev', '2'), prod('2', '1'), single('global', '1')], [canaryCommitted]);
+    assert.equal(failed.settled[0]?.event, 'CommitStatusFailed');
+    const canary = failed.records.find((r) => r.wave === 'canary');
+    assert.equal(canary?.state, 'Failed');
+    assert.equal(canary.message, `commit ${CANARY_COMMIT.slice(0, 12)} was pushed, but commit status "ci" is failure`);
+    assert.deepEqual(canary.commitStatuses, { state: 'Failed', message: 'commit status "ci" is failure' });
+    clock.advance(3_600_000);
+    assert.deepEqual((await reconcile([single('dev', '2'), prod('2', '1'), single('global', '1')], failed.records)).decision, { action: 'none' }, 'the rollout stops at the canary');
+  });
+
+  it('the environment after a fleet waits for the last wave\'s gate, and never takes a revision whose wave failed it', async () => {
+    // Every prod cluster runs 2: prod is ready at it, but the rest's commit's statuses are pending, then fail.
+    const { reconcile, clock } = reconciler([[waiting('ci')], [bad('ci')]]);
+    const REST_COMMIT = 'e'.repeat(40);
+    const records: PromotionRecord[] = [
+      { ...canaryCommitted, state: 'Succeeded', readyAt: at(T0), commitStatuses: { state: 'Passed', message: 'commit statuses passed: "ci"' } },
+      { ...canaryCommitted, wave: 'rest', commit: REST_COMMIT },
+    ];
+    const everywhere = [single('dev', '2'), prod('2', '2'), single('global', '1')];
+    const held = await reconcile(everywhere, records);
+    assert.deepEqual(held.records.map((r) => [r.wave, r.state]), [['canary', 'Succeeded'], ['rest', 'Committed']]);
+    assert.deepEqual(held.decision, { action: 'none', retryInMs: 598_000 }, 'global waits for the rest\'s statuses (woken by the gate\'s poll before the apply timeout)');
+    clock.advance(30_000);
+    const failed = await reconcile(everywhere, held.records);
+    assert.deepEqual(failed.records.map((r) => [r.wave, r.state, r.commitStatuses?.message]), [['canary', 'Succeeded', 'commit statuses passed: "ci"'], ['rest', 'Failed', 'commit status "ci" is failure']]);
+    clock.advance(3_600_000);
+    assert.deepEqual((await reconcile(everywhere, failed.records)).decision, { action: 'none' }, 'global never takes a revision a wave of prod failed the gate of');
+  });
+});
+
+type GatedSettlementView = Awaited<ReturnType<CommitStatusGates['apply']>>['settled'][number];

@@ -482,18 +482,18 @@ export class PipelineController {
     if (state === 'Committed') {
       log.info('committed; waiting for the environment to run it', { environment: decision.to, wave: decision.wave, revision: decision.revision, commit: outcome.git?.commit });
       await this.#writer.event(current, 'Normal', decision.wave === undefined ? 'Committed' : 'WaveStarted', `promoting ${decision.revision} from ${decision.from} to ${into}: ${outcome.message}; waiting for ${into} to ${decision.wave === undefined ? 'run it' : 'be ready'}`, log);
-      if (outcome.git !== undefined) await this.#actor.requestFluxReconcile(owner, spec, decision.to, log, signal);
+      if (outcome.git !== undefined) await this.#actor.requestFluxReconcile(owner, spec, decision.to, log, signal, decision.wave);
       return requeueAfter(recheck);
     }
     if (outcome.ok) {
       this.#stats.succeeded += 1;
-      log.info('promoted', { environment: decision.to, revision: decision.revision, attempt: decision.attempt });
-      await this.#writer.event(current, 'Normal', 'Promoted', `promoted ${decision.revision} from ${decision.from} to ${decision.to}: ${outcome.message}`, log);
+      log.info('promoted', { environment: decision.to, wave: decision.wave, revision: decision.revision, attempt: decision.attempt });
+      await this.#writer.event(current, 'Normal', 'Promoted', `promoted ${decision.revision} from ${decision.from} to ${into}: ${outcome.message}`, log);
       return requeueAfter(recheck);
     }
     this.#stats.failed += 1;
-    log.warn('promotion failed', { environment: decision.to, revision: decision.revision, attempt: decision.attempt, error: outcome.message });
-    await this.#writer.event(current, 'Warning', 'PromotionFailed', `promoting ${decision.revision} from ${decision.from} to ${decision.to} failed (attempt ${decision.attempt}): ${outcome.message}`, log);
+    log.warn('promotion failed', { environment: decision.to, wave: decision.wave, revision: decision.revision, attempt: decision.attempt, error: outcome.message });
+    await this.#writer.event(current, 'Warning', 'PromotionFailed', `promoting ${decision.revision} from ${decision.from} to ${into} failed (attempt ${decision.attempt}): ${outcome.message}`, log);
     return requeueAfter(Math.max(0, retryDueAt(finished, DEFAULT_RETRY) - this.#clock.now()), recheck);
   }
 

@@ -107,9 +107,8 @@ export function decidePromotion(
       continue;
     }
     if (target.revision === revision || inFlight.has(target.name) || wasCommitted(context.committed, target.name, revision)) continue;
-    // A source whose own promotion of the revision is still Committed (its commit-status gate waits), or failed its gate, passes nothing on.
-    const own = findRecord(records, source.name, revision);
-    if (own?.state === 'Committed' || own?.commitStatuses?.state === 'Failed') continue;
+    // A source whose own promotion of the revision (any of its waves) is still Committed (its commit-status gate waits), or failed its gate, passes nothing on.
+    if (records.some((r) => r.environment === source.name && r.revision === revision && (r.state === 'Committed' || r.commitStatuses?.state === 'Failed'))) continue;
     const record = findRecord(records, target.name, revision);
     // AwaitingApproval: asked again each time; the controller checks the approval before acting.
     if (record === undefined || record.state === 'AwaitingApproval') return { action: 'promote', from: source.name, to: target.name, revision, attempt: 1, resumed: false, startedAt: undefined };
