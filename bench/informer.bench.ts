@@ -9,7 +9,8 @@
 // transform (dropped while decoding, never built) and an equivalent custom transform (built by the
 // parser, then deleted), which shows what the decode-time pre-pass is worth. Three floors without
 // any informer show what receiving the stream, receiving plus parsing every line, and the least
-// work of an informer that keeps what it is sent, cost alone.
+// work of an informer that keeps what it is sent, cost alone. `--strip` compares the paths of the
+// managedFields pre-pass instead (per-event µs and ingest; see stripComparison).
 import { spawn } from 'node:child_process';
 import { createServer, get as httpGet, type ClientRequest, type IncomingMessage } from 'node:http';
 import type { AddressInfo } from 'node:net';
@@ -19,6 +20,7 @@ import { CoreV1Api, makeInformer, type KubeConfig } from '@kubernetes/client-nod
 import { ClusterConnection, createListLimiter, type KubeList, type KubeObject, type WatchEvent } from '../lib/transport/index.ts';
 import { loadavg } from 'node:os';
 import { parseEventDroppingManagedFields, parseListDroppingManagedFields, scanEventLazily } from '../lib/transport/strip.ts';
+import { usePlacing, useSimd } from '../lib/transport/skip.ts';
 import { identityTransform, ResourceInformer, stripManagedFields } from '../lib/informer/index.ts';
 import { kubeConfigFor } from '../fixtures/support/index.ts';
 
@@ -414,10 +416,114 @@ async function main(): Promise<void> {
   process.stdout.write(`\nmedians of ${ROUNDS} runs (the events/s ratio: median of the ratios within each round). events/s per core = events / (user + system\nCPU time of the informer process, LIST included); GC = main-thread GC pauses; retained = heap growth after GC (streams stopped,\ncache kept) / cached objects; vs parsed = events/s ratio to fleetcache with objects parsed at ingest, within each round; vs stripped JSON\n= retained / ${Math.round(strippedBytes).toLocaleString('en-US')} B, the stripped JSON of one object; estimate = the informer's stats().retainedBytes per object; µs/${String(READS)} reads = one\nreconcile reading ${String(READS)} objects by key after the run (decoded cache: 64 objects by default). Load average (1, 5, 15 min) at the end: ${loadavg().map((l) => l.toFixed(1)).join(' ')}.\n`);
 }
 
+// The strip pre-pass's paths side by side (issue 27): `node bench/informer.bench.ts --strip`.
+// `placed` is today's (each event copied once into the WebAssembly module's memory, walked there);
+// `windows` the path before it (each long value copied into the module in its own window); `js`
+// the JavaScript scan alone (as under --jitless). The path is chosen in each child by STRIP_PATH.
+const STRIP_PATHS = ['placed', 'windows', 'js'] as const;
+type StripPath = (typeof STRIP_PATHS)[number];
+/** Informer variants whose ingest is compared across the strip paths. */
+const STRIP_VARIANTS: readonly { readonly id: Variant; readonly label: string }[] = [
+  { id: 'fleetcache-parsed', label: 'informer, objects parsed (default)' },
+  { id: 'fleetcache', label: 'informer, lazy objects, head handler' },
+  { id: 'floor-keep', label: 'floor: pre-pass + JSON.parse, kept in a Map' },
+];
+
+function chooseStripPath(path: string | undefined): void {
+  if (path === 'windows') usePlacing(false);
+  if (path === 'js') useSimd(false);
+}
+
+/** Microseconds of CPU per event for each entry point, over the benchmark's own watch lines (in this child). */
+function stripMicro(): Record<string, number> {
+  const lines = Array.from({ length: OBJECTS }, (_, i) => Buffer.from(JSON.stringify({ type: 'MODIFIED', object: configMap(i, FIRST_RV + 1 + i) })));
+  const time = (f: (line: Buffer) => unknown): number => {
+    for (let r = 0; r < 3; r++) for (const line of lines) f(line);
+    const cpu0 = process.cpuUsage();
+    const repeat = 10;
+    for (let r = 0; r < repeat; r++) for (const line of lines) f(line);
+    const cpu = process.cpuUsage(cpu0);
+    return (cpu.user + cpu.system) / (repeat * lines.length);
+  };
+  // The same events already stripped: what JSON.parse alone costs once the pre-pass is done.
+  const strippedLines = new Map<Buffer, Buffer>(lines.map((line) => [line, Buffer.from(JSON.stringify(parseEventDroppingManagedFields(line)))]));
+  return {
+    parse: time((line) => parseEventDroppingManagedFields(line)),
+    lazy: time((line) => scanEventLazily(line, 0, line.length)),
+    plain: time((line) => JSON.parse(line.toString('utf8'))),
+    strippedOnly: time((line) => JSON.parse((strippedLines.get(line) ?? line).toString('utf8'))),
+  };
+}
+
+function stripChild(args: readonly string[], path: StripPath): ReturnType<typeof spawn> {
+  return spawn(process.execPath, ['--expose-gc', fileURLToPath(import.meta.url), ...args], { stdio: ['ignore', 'pipe', 'inherit'], env: { ...process.env, STRIP_PATH: path } });
+}
+
+async function stripComparison(): Promise<void> {
+  const server = child(['--serve'], 'pipe');
+  const info = JSON.parse(await firstLine(server)) as { url: string; watchBytes: number; listBytes: number };
+  process.stdout.write(`strip pre-pass paths: ${String(OBJECTS)} ConfigMaps (${String(Math.round(info.watchBytes / EVENTS))} B per watch line), ${String(EVENTS)} MODIFIED events; ${String(ROUNDS)} rounds, paths interleaved\n\n`);
+  const micro: { path: StripPath; round: number; us: Record<string, number> }[] = [];
+  const ingest: { path: StripPath; round: number; result: Result }[] = [];
+  try {
+    for (let round = 0; round < ROUNDS; round++) {
+      for (const path of STRIP_PATHS) {
+        const proc = stripChild(['--strip-micro'], path);
+        micro.push({ path, round, us: JSON.parse(await firstLine(proc)) as Record<string, number> });
+        await new Promise((resolve) => proc.once('exit', resolve));
+      }
+      for (const { id } of STRIP_VARIANTS) {
+        for (const path of STRIP_PATHS) {
+          const proc = stripChild(['--variant', id, '--server', info.url], path);
+          ingest.push({ path, round, result: JSON.parse(await firstLine(proc)) as Result });
+          await new Promise((resolve) => proc.once('exit', resolve));
+        }
+      }
+    }
+  } finally {
+    server.stdin?.end();
+  }
+  const median = (values: readonly number[]): number => [...values].sort((a, b) => a - b)[Math.floor(values.length / 2)] ?? Number.NaN;
+  const perCore = (r: Result): number => (r.events / r.cpuMs) * 1000;
+  const rows: string[][] = [];
+  for (const [key, label] of [['parse', 'µs per event: pre-pass + JSON.parse (parsed objects)'], ['lazy', 'µs per event: lazy scan (lazy objects)']] as const) {
+    const us = (path: StripPath): number => median(micro.filter((m) => m.path === path).map((m) => m.us[key] ?? Number.NaN));
+    const ratio = (path: StripPath): number => median(Array.from({ length: ROUNDS }, (_, round) => {
+      const mine = micro.find((m) => m.path === path && m.round === round)?.us[key];
+      const old = micro.find((m) => m.path === 'windows' && m.round === round)?.us[key];
+      return mine === undefined || old === undefined ? Number.NaN : old / mine;
+    }));
+    rows.push([label, ...STRIP_PATHS.map((path) => us(path).toFixed(2)), `${ratio('placed').toFixed(2)}×`, `${ratio('js').toFixed(2)}×`]);
+  }
+  const plain = median(micro.filter((m) => m.path === 'placed').map((m) => m.us.plain ?? Number.NaN));
+  const strippedOnly = median(micro.filter((m) => m.path === 'placed').map((m) => m.us.strippedOnly ?? Number.NaN));
+  for (const { id, label } of STRIP_VARIANTS) {
+    const rate = (path: StripPath): number => median(ingest.filter((r) => r.path === path && r.result.variant === id).map((r) => perCore(r.result)));
+    const ratio = (path: StripPath): number => median(Array.from({ length: ROUNDS }, (_, round) => {
+      const mine = ingest.find((r) => r.path === path && r.round === round && r.result.variant === id);
+      const old = ingest.find((r) => r.path === 'windows' && r.round === round && r.result.variant === id);
+      return mine === undefined || old === undefined ? Number.NaN : perCore(mine.result) / perCore(old.result);
+    }));
+    rows.push([`events/s per core: ${label}`, ...STRIP_PATHS.map((path) => Math.round(rate(path)).toLocaleString('en-US')), `${ratio('placed').toFixed(2)}×`, `${ratio('js').toFixed(2)}×`]);
+  }
+  const header = ['measure', 'placed (today)', 'windows (before)', 'JavaScript only', 'placed vs windows', 'JS vs windows'];
+  const widths = header.map((h, i) => Math.max(h.length, ...rows.map((r) => (r[i] ?? '').length)));
+  const line = (cells: readonly string[]): string => cells.map((c, i) => (i === 0 ? c.padEnd(widths[i] ?? 0) : c.padStart(widths[i] ?? 0))).join('  ');
+  process.stdout.write(`${line(header)}\n${line(widths.map((w) => '-'.repeat(w)))}\n${rows.map(line).join('\n')}\n`);
+  process.stdout.write(`\nmedians of ${String(ROUNDS)} rounds; ratios are the median of the ratios within each round (above 1: faster than the windows path).\nµs = CPU time per event in a fresh process, over the benchmark's ${String(OBJECTS)} watch lines (for scale: JSON.parse of a whole line,\nnothing stripped, ${plain.toFixed(2)} µs; of the same line already stripped, ${strippedOnly.toFixed(2)} µs: the rest of the first row is the pre-pass).\nLoad average (1, 5, 15 min) at the end: ${loadavg().map((l) => l.toFixed(1)).join(' ')}.\n`);
+}
+
 const args = process.argv.slice(2);
 if (args[0] === '--serve') {
   await serve();
+} else if (args[0] === '--strip') {
+  await stripComparison();
+} else if (args[0] === '--strip-micro') {
+  chooseStripPath(process.env.STRIP_PATH);
+  process.stdout.write(`${JSON.stringify(stripMicro())}\n`);
+  process.exit(0);
 } else if (args[0] === '--variant') {
+  chooseStripPath(process.env.STRIP_PATH);
   const result = await runVariant(args[1] as Variant, args[3] ?? '');
   process.stdout.write(`${JSON.stringify(result)}\n`);
   process.exit(0);

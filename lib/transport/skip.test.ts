@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
 import { describe, it } from 'node:test';
 import { assemble, render } from '../../tools/wasm.ts';
-import { FAIL, simdAvailable, skipContainerOrString, skipJs, useSimd } from './skip.ts';
+import { FAIL, PLACE_MAX, PLACED_AT, placeInModule, simdAvailable, skipContainerOrString, skipJs, useSimd } from './skip.ts';
 import { SKIP_WASM } from './skip-wasm.ts';
 import { seededRandom as random } from '../util/seeded-random.ts';
 
@@ -67,6 +67,23 @@ describe('skip', () => {
       const expected = skipJs(padded, pad, padded.length);
       assert.equal(skipContainerOrString(padded, pad, padded.length), expected, `seed ${String(seed)}`);
     }
+  });
+
+  it('finds the same end in text placed in the module as the JavaScript scan', () => {
+    for (let seed = 1; seed <= 2000; seed++) {
+      const r = random(seed);
+      const buf = text(r, seed % 100 === 0 ? 40_000 : Math.floor(r() * 3000));
+      // What strip.ts sends: a value starting with a quote, `{` or `[`, in a text that fits.
+      if (buf.length > PLACE_MAX || !'"{['.includes(String.fromCharCode(buf[0] ?? 0))) continue;
+      const pad = Math.floor(r() * 20);
+      const padded = Buffer.concat([Buffer.from('x'.repeat(pad)), buf, Buffer.from('tail')]);
+      const placed = placeInModule(padded, pad, pad + buf.length);
+      assert.ok(placed !== undefined);
+      const expected = skipJs(buf, 0, buf.length);
+      const end = skipContainerOrString(placed, PLACED_AT, PLACED_AT + buf.length);
+      assert.equal(end === FAIL ? FAIL : end - PLACED_AT, expected, `seed ${String(seed)}`);
+    }
+    assert.equal(placeInModule(Buffer.alloc(PLACE_MAX + 1), 0, PLACE_MAX + 1), undefined, 'too big to place: the caller walks its own buffer');
   });
 
   it('follows escapes and brackets exactly, by hand', () => {

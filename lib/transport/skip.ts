@@ -5,10 +5,13 @@
  *
  * Strings are followed through their escapes (a backslash hides the byte after it) and brackets
  * outside strings must pair up, which is exact on valid JSON; nothing else inside is checked (what
- * is kept is checked by JSON.parse). A value longer than {@link SHORT} bytes goes to a
- * WebAssembly SIMD scan of 16 bytes per step (skip.wat), about three times faster on long strings;
- * where WebAssembly is unavailable (`--jitless`), or a value is longer than the largest window
- * the module holds, the JavaScript scan does it all.
+ * is kept is checked by JSON.parse). The scan is a WebAssembly SIMD loop of 16 bytes per step
+ * (skip.wat), about three times faster than JavaScript on long strings. A watch event up to
+ * {@link PLACE_MAX} bytes is copied into the module's memory once ({@link placeInModule}) and the
+ * pre-pass walks that copy, so every value is scanned where it lies; in other text (a big LIST
+ * page) a value longer than {@link SHORT} bytes is copied into the module in a window. Where
+ * WebAssembly is unavailable (`--jitless`), or a value is longer than the largest window the
+ * module holds, the JavaScript scan does it all.
  */
 import { SKIP_WASM } from './skip-wasm.ts';
 
@@ -36,6 +39,8 @@ const SHORT = 128;
 /** Where the text starts in the module's memory, and the windows tried, smallest first. */
 const DATA = 1024;
 const WINDOWS = [4096, 32_768, 262_144] as const;
+/** The largest text {@link placeInModule} takes: the module's largest window. */
+export const PLACE_MAX = 262_144;
 
 /** Open containers of `follow` (the opening character code). */
 const containers = new Uint8Array(MAX_DEPTH);
@@ -89,13 +94,16 @@ declare const WebAssembly: {
 interface Simd {
   readonly skip: (i: number, n: number) => number;
   readonly memory: Uint8Array;
+  /** The same memory as a Buffer: text placed in it is walked by strip.ts like any other Buffer. */
+  readonly view: Buffer;
 }
 
 function load(): Simd | undefined {
   try {
     const instance = new WebAssembly.Instance(new WebAssembly.Module(Buffer.from(SKIP_WASM, 'base64')));
     const { skip, memory } = instance.exports as { skip: (i: number, n: number) => number; memory: { buffer: ArrayBuffer } };
-    return { skip, memory: new Uint8Array(memory.buffer) };
+    // The memory never grows (nothing here asks it to), so these views never detach.
+    return { skip, memory: new Uint8Array(memory.buffer), view: Buffer.from(memory.buffer) };
   } catch {
     // No WebAssembly (--jitless) or no SIMD: the JavaScript scan does it all.
     return undefined;
@@ -114,14 +122,44 @@ export function useSimd(on: boolean): void {
   simd = on ? load() : undefined;
 }
 
+/** False: {@link placeInModule} declines, so every long value is copied in its own window (the path before it); for tests. */
+let placing = true;
+
+/** Turns {@link placeInModule} off (false) or back on (true); for tests comparing both paths. */
+export function usePlacing(on: boolean): void {
+  placing = on;
+}
+
+/**
+ * Copies bytes [start, end) of `b` (one watch event, or a small LIST page) into the module's
+ * memory, once, and returns that memory as a Buffer holding them at [{@link PLACED_AT},
+ * PLACED_AT + end - start): a walk over it skips long values where they lie, with no window
+ * copied per value. Undefined without WebAssembly or for a text over {@link PLACE_MAX} bytes
+ * (the caller walks `b` itself). The bytes stay until the next call here or to
+ * {@link skipContainerOrString} with another buffer: the caller uses them synchronously.
+ */
+export function placeInModule(b: Buffer, start: number, end: number): Buffer | undefined {
+  const s = simd;
+  if (s === undefined || !placing || end - start > PLACE_MAX) return undefined;
+  b.copy(s.view, DATA, start, end);
+  return s.view;
+}
+
+/** Where {@link placeInModule} puts the text's first byte. */
+export const PLACED_AT = DATA;
+
 /**
  * `start` is at a quote, `{` or `[` of text that ends at `n`: the index after the value, or FAIL.
- * The first bytes are scanned in JavaScript; a value still open after them is scanned again from
- * its start in WebAssembly, in a copy of a window of the text (the window grows when the value
- * does not end inside it).
+ * When `b` is the memory {@link placeInModule} returned, the value is scanned where it lies in
+ * WebAssembly. Otherwise the first bytes are scanned in JavaScript; a value still open after them
+ * is scanned again from its start in WebAssembly, in a copy of a window of the text (the window
+ * grows when the value does not end inside it).
  */
 export function skipContainerOrString(b: Uint8Array, start: number, n: number): number {
   const s = simd;
+  // Placed by placeInModule: scanned where it lies, short or long (a call costs less than the
+  // JavaScript scan of a few dozen bytes).
+  if (b === s?.view) return s.skip(start, n);
   if (s === undefined || n - start <= SHORT) return skipJs(b, start, n);
   const early = follow(b, start, start + SHORT);
   if (early !== MORE) return early;

@@ -19,7 +19,7 @@
  */
 
 import { isAscii } from 'node:buffer';
-import { MAX_DEPTH, skipContainerOrString } from './skip.ts';
+import { MAX_DEPTH, placeInModule, PLACED_AT, skipContainerOrString } from './skip.ts';
 
 const TAB = 0x09;
 const LF = 0x0a;
@@ -392,6 +392,14 @@ let scratch = Buffer.allocUnsafe(64 * 1024);
  * flat string rather than a concatenation it would first have to copy again.
  */
 function stripped(buf: Buffer, start: number, end: number, level: typeof EVENT | typeof LIST): string | undefined {
+  // The walk runs over a copy in the WebAssembly module's memory when it fits: its long values are
+  // then skipped where they lie instead of each being copied there.
+  const placed = placeInModule(buf, start, end);
+  if (placed !== undefined) {
+    end = PLACED_AT + end - start;
+    start = PLACED_AT;
+    buf = placed;
+  }
   cuts.length = 0;
   scanToEnd = level === LIST;
   const open = ws(buf, start, end);
@@ -507,6 +515,12 @@ const EVENT_TYPES: readonly (readonly [Uint8Array, LazyEvent['type']])[] = [
  * informer checks against the metadata captured here.
  */
 export function scanEventLazily(buf: Buffer, start: number, end: number): LazyEvent | undefined {
+  const placed = placeInModule(buf, start, end);
+  if (placed !== undefined) {
+    end = PLACED_AT + end - start;
+    start = PLACED_AT;
+    buf = placed;
+  }
   cuts.length = 0;
   scanToEnd = true;
   lazy = true;
