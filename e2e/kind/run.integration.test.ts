@@ -1,4 +1,6 @@
-// `make e2e-kind` cannot run here (no Docker engine), so this drives e2e/kind/run.sh for real with
+// Where Docker, kind and kubectl exist, the first test runs e2e/kind/run.sh's build, load and deploy
+// step for real (skipped, saying which is missing, only where they do not). `make e2e-kind` cannot run
+// here otherwise (no Docker engine), so the rest drive e2e/kind/run.sh for real with
 // stand-in `docker`, `kind` (and for the deploy step `kubectl`) commands whose "kind clusters" are
 // three long-lived local apiservers, shared by every scenario file exactly as kind's would be.
 // What it proves: every scenario passes when run in run.sh's order on the same clusters (each
@@ -9,7 +11,7 @@
 // `--internal` kubeconfigs. (`kubectl kustomize config/default` itself is not run here: no kubectl
 // is assumed; the deployed service runs locally with admin rights, not in a pod.)
 import assert from 'node:assert/strict';
-import { spawn } from 'node:child_process';
+import { spawn, spawnSync } from 'node:child_process';
 import { chmod, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -92,6 +94,25 @@ async function stopService(dir: string): Promise<void> {
     try { process.kill(pid, 'SIGTERM'); } catch { /* already gone */ }
   }
 }
+
+/** Why the real run cannot happen on this machine, or undefined when Docker (answering), kind and kubectl are all there. */
+function missingForRealKind(): string | undefined {
+  const has = (command: string, ...args: string[]): boolean => spawnSync(command, args, { stdio: 'ignore', timeout: 30_000 }).status === 0;
+  if (!has('docker', 'info')) return 'no Docker engine here (docker missing or not answering docker info)';
+  if (!has('kind', 'version')) return 'kind is not installed here';
+  if (!has('kubectl', 'version', '--client')) return 'kubectl is not installed here';
+  return undefined;
+}
+
+describe('e2e-kind on real Docker and kind', () => {
+  const missing = missingForRealKind();
+  it('builds the image, loads it into kind, deploys config/default and promotes through the deployed service', { skip: missing ?? false, timeout: 1_800_000 }, async () => {
+    const { code, output } = await runScript({ SCENARIOS: ' ', KIND_PREFIX: 'fleetcache-test', IMG: 'fleetcache:e2e-test' });
+    assert.equal(code, 0, output);
+    assert.match(output, /scenario: the deployed service promotes across kind clusters/);
+    assert.match(output, /e2e-kind: all passed/);
+  });
+});
 
 describe('e2e-kind script', () => {
   const env = useClusters(3, { namePrefix: 'kind-standin' });
