@@ -74,7 +74,7 @@ kind-load: docker-build ## Load the image into a kind cluster (KIND_CLUSTER, def
 deploy: ## Apply config/default (CRD, RBAC, Deployment) to the current kubectl context.
 	kubectl apply -k config/default
 
-e2e-kind: deps ## End-to-end scenarios on kind clusters (needs Docker and kind; see README).
+e2e-kind: deps ## End-to-end scenarios on kind clusters, then the image deployed there (needs Docker, kind, kubectl; see README).
 	e2e/kind/run.sh
 
 clean: ## Remove build output and installed dependencies (the binary cache in ~/.cache stays).

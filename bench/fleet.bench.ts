@@ -101,7 +101,7 @@ const registry = registryWithKeeper({
 });
 // The loop guard's default (6 promotions of an environment within 10 minutes) would stop this
 // benchmark's rapid rounds: raised here.
-const controller = new PipelineController({ registry, workers: 2, allowCrossNamespaceTargets: true, promotionLoop: { maxPerEnvironment: 20 } });
+const controller = new PipelineController({ registry, workers: 2, allowCrossNamespaceTargets: true, promotionLoop: { maxPerEnvironment: 20 }, allowFleetSelectorsAsService: true });
 const stop = new AbortController();
 const running = controller.run(stop.signal);
 

@@ -75,7 +75,7 @@ describe('--help', () => {
       ['leader-elect-lease-duration', 'leader-elect-renew-deadline', 'leader-elect-retry-period', 'cache-gc-grace-period'].map((name) => parseDuration(name, documented(name) ?? '')),
     );
     assert.deepEqual([config.leaseDurationMs, config.renewDeadlineMs, config.retryPeriodMs], [30_000, 10_000, 2_000], 'client-go\'s leader election timings');
-    for (const name of ['allow-exec-kubeconfigs', 'allow-auth-provider-kubeconfigs', 'allow-file-kubeconfigs', 'allow-cross-namespace-secrets', 'insecure-kubeconfig-tls', 'allow-private-webhooks', 'allow-private-git-hosts', 'allow-insecure-git-http', 'allow-cross-namespace-targets']) {
+    for (const name of ['allow-exec-kubeconfigs', 'allow-auth-provider-kubeconfigs', 'allow-file-kubeconfigs', 'allow-cross-namespace-secrets', 'insecure-kubeconfig-tls', 'allow-private-webhooks', 'allow-private-git-hosts', 'allow-insecure-git-http', 'allow-cross-namespace-targets', 'allow-fleet-selectors-as-service']) {
       assert.equal(documented(name), 'false');
     }
     assert.equal(config.allowPrivateWebhooks, false);
@@ -83,8 +83,8 @@ describe('--help', () => {
     assert.equal(config.metricsSecure, true, 'metrics are authenticated unless asked otherwise');
     assert.equal(config.metricsCert, undefined);
     assert.deepEqual(
-      [config.allowExecKubeconfigs, config.allowAuthProviderKubeconfigs, config.allowFileKubeconfigs, config.allowCrossNamespaceSecrets, config.insecureKubeconfigTls, config.allowPrivateGitHosts, config.allowInsecureGitHttp, config.allowCrossNamespaceTargets],
-      [false, false, false, false, false, false, false, false],
+      [config.allowExecKubeconfigs, config.allowAuthProviderKubeconfigs, config.allowFileKubeconfigs, config.allowCrossNamespaceSecrets, config.insecureKubeconfigTls, config.allowPrivateGitHosts, config.allowInsecureGitHttp, config.allowCrossNamespaceTargets, config.allowFleetSelectorsAsService],
+      [false, false, false, false, false, false, false, false, false],
     );
     assert.equal(config.defaultServiceAccount, undefined, 'no impersonation unless asked for');
     assert.equal(String(config.shard), documented('shard'));
@@ -106,7 +106,7 @@ describe('parseFlags', () => {
       '--kubeconfig', '/k', '--metrics-bind-address', '127.0.0.1:9090', '--health-probe-bind-address=[::1]:9091',
       '--leader-elect', '--leader-election-id', 'my-lease', '--leader-election-namespace', 'ops', '--concurrency', '8',
       '--log-level', 'debug', '--log-format=console', '--allow-exec-kubeconfigs', '--allow-auth-provider-kubeconfigs=true',
-      '--allow-file-kubeconfigs', '--allow-cross-namespace-secrets', '--insecure-kubeconfig-tls', '--allow-private-git-hosts', '--allow-insecure-git-http', '--allow-cross-namespace-targets', '--default-service-account', 'pipeline-runner',
+      '--allow-file-kubeconfigs', '--allow-cross-namespace-secrets', '--insecure-kubeconfig-tls', '--allow-private-git-hosts', '--allow-insecure-git-http', '--allow-cross-namespace-targets', '--default-service-account', 'pipeline-runner', '--allow-fleet-selectors-as-service',
       '--leader-elect-lease-duration=1m30s', '--leader-elect-renew-deadline', '20s', '--leader-elect-retry-period=500ms',
       '--cache-gc-grace-period', '2m', '--allow-private-webhooks', '--metrics-cert-path', '/certs', '--metrics-cert-key=key.pem',
       '--kube-api-qps=7.5', '--kube-api-burst', '12', '--kube-api-request-timeout=5s', '--app-kinds', 'HelmRelease.helm.toolkit.fluxcd.io, *.apps,ConfigMap',
@@ -132,6 +132,7 @@ describe('parseFlags', () => {
       allowPrivateGitHosts: true,
       allowInsecureGitHttp: true,
       allowCrossNamespaceTargets: true,
+      allowFleetSelectorsAsService: true,
       appKinds: ['HelmRelease.helm.toolkit.fluxcd.io', '*.apps', 'ConfigMap'],
       defaultServiceAccount: 'pipeline-runner',
       shard: false,

@@ -73,6 +73,8 @@ export interface Config {
   readonly appKinds: readonly string[];
   /** ServiceAccount (in each Pipeline's namespace) impersonated for Pipelines that name none; undefined: none. */
   readonly defaultServiceAccount: string | undefined;
+  /** A fleet's clusterSelector may list/watch Secrets (or Clusters) with the service's own identity. */
+  readonly allowFleetSelectorsAsService: boolean;
   /** Leader election timings, in milliseconds. */
   readonly leaseDurationMs: number;
   readonly renewDeadlineMs: number;
@@ -275,6 +277,10 @@ export const flagTable: readonly FlagSpec[] = [
   {
     name: 'default-service-account', type: 'string', value: 'name',
     description: 'Make impersonation mandatory: a Pipeline without spec.serviceAccountName acts on the management cluster as this ServiceAccount of its own namespace (as Flux\'s kustomize-controller does). When unset, such a Pipeline acts with the service\'s own identity.',
+  },
+  {
+    name: 'allow-fleet-selectors-as-service', type: 'boolean', default: 'false',
+    description: 'Let a fleet environment\'s clusterSelector list and watch kubeconfig Secrets (or Cluster API Clusters) with the service\'s own identity, for Pipelines that act as no ServiceAccount; the service then needs list/watch on Secrets (config/fleet-selectors-as-service), which reaches every namespace\'s credentials. Off, such a fleet is Ready=False TargetNotReadable saying what to grant the Pipeline\'s account; clusters listed by name work either way.',
   },
   { name: 'help', short: 'h', type: 'boolean', description: 'Print this help and exit.' },
   { name: 'version', type: 'boolean', description: 'Print the version and exit.' },
@@ -526,6 +532,7 @@ export function parseFlags(argv: readonly string[]): Invocation {
       allowCrossNamespaceTargets: bool('allow-cross-namespace-targets'),
       appKinds,
       defaultServiceAccount,
+      allowFleetSelectorsAsService: bool('allow-fleet-selectors-as-service'),
     },
   };
 }

@@ -265,6 +265,7 @@ async function runService(config: Config, io: ProcessIo, logger: Logger): Promis
     allowCrossNamespaceTargets: config.allowCrossNamespaceTargets,
     appKinds: config.appKinds,
     ...(config.defaultServiceAccount === undefined ? {} : { defaultServiceAccount: config.defaultServiceAccount }),
+    allowFleetSelectorsAsService: config.allowFleetSelectorsAsService,
   });
   logger.info('tenancy', {
     crossNamespaceTargets: config.allowCrossNamespaceTargets,
@@ -272,6 +273,7 @@ async function runService(config: Config, io: ProcessIo, logger: Logger): Promis
     appKinds: config.appKinds.join(','),
     // Without a default, Pipelines that name no ServiceAccount act with the service's own identity.
     defaultServiceAccount: config.defaultServiceAccount ?? '',
+    fleetSelectorsAsService: config.allowFleetSelectorsAsService,
   });
   // Sharded, the controller runs on every replica (each acts only for what it holds the fences of).
   manager.add({ name: 'pipeline', start: (signal) => controller.run(signal), controller: { workers: config.concurrency }, needLeaderElection: sharder === undefined });

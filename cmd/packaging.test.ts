@@ -23,7 +23,7 @@ describe('config/', () => {
   });
 
   it('parses as YAML, and every kustomization lists files that exist', () => {
-    const dirs = ['config/crd', 'config/rbac', 'config/manager', 'config/network-policy', 'config/default', 'config/leader-election'];
+    const dirs = ['config/crd', 'config/rbac', 'config/manager', 'config/network-policy', 'config/default', 'config/leader-election', 'config/fleet-selectors-as-service'];
     for (const dir of dirs) {
       for (const file of readdirSync(path.join(root, dir), { recursive: true, encoding: 'utf8' }).filter((f) => f.endsWith('.yaml'))) {
         const docs = loadAll(readFileSync(path.join(root, dir, file), 'utf8'));

@@ -56,11 +56,14 @@ describe('make demo --keep-running on a terminal', () => {
       'prod: etcd, then kube-apiserver, to start and report ready (',
       'the CRDs, Secrets, HelmReleases and the Pipeline to be created (',
       'the Flux stand-ins to start watching (',
+      'Flux to apply 1.0.0 in every cluster (',
       'the fleetcache service to be ready (',
       'the caches to sync and dev, staging, prod to be ready at 1.0.0 (',
       '1.1.0 to reach dev, staging, prod (',
     ]) assert.ok(output.includes(`\r\u001b[K`) && plain(output).includes(`waiting for ${what}`), `no wait shown for "${what}" in:\n${output}`);
     assert.match(plain(output), /✔ 1\.1\.0 promoted dev → staging → prod/);
+    // The history holds the release only: no "promotion" of the 1.0.0 every cluster already ran.
+    assert.match(plain(output), /promotions recorded: 1\.1\.0 → staging Succeeded, 1\.1\.0 → prod Succeeded\n/);
 
     // The dashboard line tells the truth about the running service.
     const metricsPort = Number(/\/metrics +http:\/\/127\.0\.0\.1:(\d+)\/metrics/.exec(banner)?.[1]);
@@ -71,6 +74,14 @@ describe('make demo --keep-running on a terminal', () => {
       assert.ok(banner.includes(`  dashboard          ${url}  (open it in a browser; no token needed`), banner);
     } else {
       assert.ok(banner.includes(`  dashboard          not served by this build of the service (GET ${url} answered ${res.status})`), banner);
+    }
+    // Every address the banner gives answers on the port it names (/debug/caches is on the metrics server).
+    const probePort = /\/healthz \/readyz +http:\/\/127\.0\.0\.1:(\d+)\n/.exec(banner)?.[1];
+    const caches = /\/debug\/caches +(http:\/\/\S+)\n/.exec(banner)?.[1];
+    for (const address of [`http://127.0.0.1:${probePort ?? '?'}/readyz`, `http://127.0.0.1:${metricsPort}/metrics`, caches ?? '(no /debug/caches line)']) {
+      const answer = await fetch(address);
+      await answer.body?.cancel();
+      assert.equal(answer.status, 200, `${address} from the banner:\n${banner}`);
     }
     const fromReady = plain(output).split('\n').find((l) => l.includes('fleetcache   dashboard: '));
     assert.ok(fromReady?.includes(url), `the dashboard is announced when the service is up:\n${output}`);

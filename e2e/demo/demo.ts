@@ -33,7 +33,7 @@ import { freePort, resolveAssets, startCluster, type TestCluster } from '../harn
 import { dashboardLine } from './dashboard.ts';
 import { fluxChanges, kustomizationView, type KustomizationView } from './flux-narration.ts';
 import { Narrator, type Wait } from './narrator.ts';
-import { CANARY_SOAK_SECONDS, FLEET_CLUSTERS, FLEET_SIZE, setUpFleetEnvironment } from './fleet-env.ts';
+import { CANARY_SOAK_SECONDS, FLEET_ACCOUNT, FLEET_CLUSTERS, FLEET_SIZE, setUpFleetEnvironment } from './fleet-env.ts';
 import { waveAwaited, waveChanges, waveSummary } from './waves.ts';
 import { describeSplit, parseReplicas, readPipelines, readShards, releaseTeamsToDev, REPLICA_ARGS, setUpTeams, TEAM_PIPELINES, type PipelineItem } from './replicas.ts';
 
@@ -149,6 +149,7 @@ async function main(): Promise<void> {
     if (inWaves) {
       await narrator.wait('the CRDs, Secrets, HelmReleases and the Pipeline to be created', () => setUpFleetEnvironment(management, staging, prodClusters, '1.0.0'));
       say('management', `kubeconfig Secrets delivery/{${FLEET_CLUSTERS.join(',')}} labelled fleet=prod (${FLEET_CLUSTERS[0] ?? ''} also wave=canary)`);
+      say('management', `the Pipeline acts as ServiceAccount delivery/${FLEET_ACCOUNT}, whose Role (config/samples/fleet-tenant-role.yaml) lets it list and watch the Secrets of delivery only`);
       say('management', `Pipeline delivery/podinfo: dev (local) → staging (Secret) → prod (the fleet fleet=prod, readiness All, waves: canary by label, soak ${CANARY_SOAK_SECONDS} s, then the rest), strategy patch /spec/chart/spec/version`);
     } else {
       await narrator.wait('the CRDs, Secrets, HelmReleases and the Pipeline to be created', () => setUpFleet(fleet, '1.0.0'));
@@ -164,6 +165,14 @@ async function main(): Promise<void> {
       // With the teams' apps too, only podinfo's applies are told (39 more lines would drown the story).
       onReconciled: (e) => { if (!sharded || e.name === APP_NAME) say(e.cluster, `flux: HelmRelease ${e.namespace}/${e.name} applied ${color(33, e.revision)}, Ready`); },
     })));
+    // As with --git: a service started before staging's stand-in applied 1.0.0 would see dev ready
+    // at 1.0.0 and staging not yet, and record a "promotion" of 1.0.0 to staging that changes
+    // nothing. The demo starts from a settled fleet.
+    await waitFor('Flux to apply 1.0.0 in every cluster', async (wait) => {
+      const pending = (await Promise.all(clusters.map(async (c) => ((await unappliedReleases(c)) > 0 ? [c.name] : [])))).flat();
+      if (pending.length > 0) wait.update(`Flux to apply 1.0.0 in ${pending.join(', ')}`);
+      return pending.length === 0;
+    });
   }
 
   step(sharded
@@ -296,10 +305,18 @@ ${replicas.map((r, i) => `  ${r.label.padEnd(18)} dashboard ${dashboards[i] ?? '
   dashboard          ${dashboard}
   /healthz /readyz   http://127.0.0.1:${healthPort}
   /metrics           http://127.0.0.1:${metricsPort}/metrics
-  /debug/caches      http://127.0.0.1:${healthPort}/debug/caches  (or on the metrics port, see README)
+  /debug/caches      http://127.0.0.1:${metricsPort}/debug/caches
   management kubeconfig: ${kubeconfigPath}`);
     await new Promise<void>((resolve) => { process.once('SIGINT', () => { resolve(); }); process.once('SIGTERM', () => { resolve(); }); });
   }
+}
+
+/** How many HelmReleases in the app namespace do not run the chart version they ask for yet (a read error counts as one). */
+async function unappliedReleases(cluster: TestCluster): Promise<number> {
+  const res = await cluster.request('GET', `/apis/helm.toolkit.fluxcd.io/v2/namespaces/${APP_NAMESPACE}/helmreleases`).catch(() => undefined);
+  if (res?.statusCode !== 200) return 1;
+  const items = (res.body as { items?: { spec?: { chart?: { spec?: { version?: string } } }; status?: { history?: { chartVersion?: string }[] } }[] }).items ?? [];
+  return items.filter((r) => r.status?.history?.[0]?.chartVersion !== r.spec?.chart?.spec?.version).length;
 }
 
 /** One fleetcache process of the demo. */

@@ -2,6 +2,8 @@
 // kubeconfig Secrets in `delivery` labelled `fleet: prod` (the first also `wave: canary`), and
 // promoted in two waves: the canary, soaked, then the rest. Everything else is the demo's fleet
 // (e2e/fleet.ts): dev on the management cluster, staging through its Secret, the patch strategy.
+import { readFileSync } from 'node:fs';
+import { loadAll } from 'js-yaml';
 import { helmReleaseCrd, kustomizationCrd } from '../../fixtures/crds/index.ts';
 import { ensureNamespace, must, putKubeconfigSecret } from '../../fixtures/support/index.ts';
 import { pipelineCrd } from '../../lib/pipeline/index.ts';
@@ -15,6 +17,12 @@ export const CANARY_SOAK_SECONDS = 5;
 /** The prod clusters' names, which are also their kubeconfig Secrets' names. */
 export const FLEET_CLUSTERS: readonly string[] = Array.from({ length: FLEET_SIZE }, (_, i) => `prod-${i + 1}`);
 
+/**
+ * The account the Pipeline acts as: a selector lists Secrets, which the service's own identity may
+ * not, so the Pipeline names a ServiceAccount with config/samples/fleet-tenant-role.yaml's Role.
+ */
+export const FLEET_ACCOUNT = 'fleet-deployer';
+
 /** The Pipeline: dev (local) → staging (Secret) → prod (the fleet, in waves), patch strategy. */
 export function fleetPipelineObject(): object {
   return {
@@ -23,6 +31,7 @@ export function fleetPipelineObject(): object {
     metadata: { name: PIPELINE_NAME, namespace: PIPELINE_NAMESPACE },
     spec: {
       appRef: { apiVersion: 'helm.toolkit.fluxcd.io/v2', kind: 'HelmRelease', name: APP_NAME },
+      serviceAccountName: FLEET_ACCOUNT,
       promotion: { strategy: 'patch', patch: { path: '/spec/chart/spec/version' } },
       environments: [
         { name: 'dev', targets: [{ namespace: APP_NAMESPACE }] },
@@ -68,5 +77,27 @@ export async function setUpFleetEnvironment(management: TestCluster, staging: Te
       data: { value: Buffer.from(cluster.adminKubeconfig).toString('base64') },
     }, [409]);
   }
+  await grantFleetAccount(management);
   await must(management, 'POST', `/apis/fleetcache.dev/v1alpha1/namespaces/${PIPELINE_NAMESPACE}/pipelines`, fleetPipelineObject(), [409]);
+}
+
+interface RoleRule { readonly apiGroups: readonly string[]; readonly resources: readonly string[]; readonly verbs: readonly string[] }
+
+/**
+ * The Pipeline's account, as config/samples/fleet-tenant-role.yaml ships it, in `delivery` (the
+ * Secrets and the selector), and its HelmRelease rule in `apps` too (dev's target lives there).
+ */
+async function grantFleetAccount(management: TestCluster): Promise<void> {
+  const sample = loadAll(readFileSync(new URL('../../config/samples/fleet-tenant-role.yaml', import.meta.url), 'utf8')) as { kind: string; rules?: RoleRule[] }[];
+  const rules = sample.find((d) => d.kind === 'Role')?.rules ?? [];
+  await must(management, 'POST', `/api/v1/namespaces/${PIPELINE_NAMESPACE}/serviceaccounts`, { metadata: { name: FLEET_ACCOUNT } }, [409]);
+  const grants: readonly (readonly [string, readonly RoleRule[]])[] = [[PIPELINE_NAMESPACE, rules], [APP_NAMESPACE, rules.filter((r) => r.resources.includes('helmreleases'))]];
+  for (const [namespace, granted] of grants) {
+    await must(management, 'POST', `/apis/rbac.authorization.k8s.io/v1/namespaces/${namespace}/roles`, { metadata: { name: FLEET_ACCOUNT }, rules: granted }, [409]);
+    await must(management, 'POST', `/apis/rbac.authorization.k8s.io/v1/namespaces/${namespace}/rolebindings`, {
+      metadata: { name: FLEET_ACCOUNT },
+      roleRef: { apiGroup: 'rbac.authorization.k8s.io', kind: 'Role', name: FLEET_ACCOUNT },
+      subjects: [{ kind: 'ServiceAccount', name: FLEET_ACCOUNT, namespace: PIPELINE_NAMESPACE }],
+    }, [409]);
+  }
 }

@@ -1,74 +1,174 @@
-// `make e2e-kind` cannot run here (no Docker engine), so this drives e2e/kind/run.sh for real with
-// stand-in `docker` and `kind` commands whose "kind clusters" are local apiservers. What it proves:
-// the script finds the clusters, exports their kubeconfigs, runs the scenarios through the
-// external-cluster path of the harness, and deletes the clusters afterwards.
+// Where Docker, kind and kubectl exist, the first test runs e2e/kind/run.sh's build, load and deploy
+// step for real (skipped, saying which is missing, only where they do not). `make e2e-kind` cannot run
+// here otherwise (no Docker engine), so the rest drive e2e/kind/run.sh for real with
+// stand-in `docker`, `kind` (and for the deploy step `kubectl`) commands whose "kind clusters" are
+// three long-lived local apiservers, shared by every scenario file exactly as kind's would be.
+// What it proves: every scenario passes when run in run.sh's order on the same clusters (each
+// starts from a reset: without it `promotion` waited for 1.0.0 after `git-promotion` left
+// 1.1.0); clusters that existed before the run are never deleted, KEEP_CLUSTERS=1 or not, and
+// those it created are deleted unless KEEP_CLUSTERS=1; the deploy step builds, loads and applies
+// config/default (for real, with the image it built) and runs the in-cluster scenario with the
+// `--internal` kubeconfigs. (`kubectl kustomize config/default` itself is not run here: no kubectl
+// is assumed; the deployed service runs locally with admin rights, not in a pod.)
 import assert from 'node:assert/strict';
-import { spawn } from 'node:child_process';
+import { spawn, spawnSync } from 'node:child_process';
 import { chmod, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, it } from 'node:test';
-import { useClusters } from '../harness/index.ts';
+import { freePort, useClusters } from '../harness/index.ts';
 
+const root = new URL('../../', import.meta.url).pathname;
 const script = new URL('./run.sh', import.meta.url).pathname;
+const ROLES = ['mgmt', 'workload-1', 'workload-2'] as const;
 
-describe('e2e-kind script', () => {
-  const env = useClusters(2, { namePrefix: 'kind-standin' });
+/** Runs run.sh with `env` added; its exit status and everything it printed. */
+function runScript(env: Readonly<Record<string, string>>): Promise<{ code: number | null; output: string }> {
+  return new Promise((resolve) => {
+    const child = spawn(script, [], { env: { ...process.env, FLEETCACHE_KUBECONFIGS: '', ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
+    let out = '';
+    child.stdout.on('data', (c: Buffer) => { out += c.toString(); });
+    child.stderr.on('data', (c: Buffer) => { out += c.toString(); });
+    child.once('close', (exit) => { resolve({ code: exit, output: out }); });
+  });
+}
 
-  it('runs the scenarios on the clusters kind reports and deletes them afterwards', async (t) => {
-    const dir = await mkdtemp(join(tmpdir(), 'fleetcache-kind-shim-'));
-    t.after(() => rm(dir, { recursive: true, force: true }));
-    const [mgmt, workload] = env.clusters;
-    assert.ok(mgmt !== undefined && workload !== undefined);
-    await writeFile(join(dir, 'mgmt.yaml'), mgmt.adminKubeconfig);
-    await writeFile(join(dir, 'workload.yaml'), workload.adminKubeconfig);
-    await writeFile(join(dir, 'docker'), '#!/bin/sh\nexit 0\n');
-    await writeFile(join(dir, 'kind'), `#!/bin/sh
-echo "$*" >> "${dir}/kind.log"
+/**
+ * Stand-in commands in a fresh directory: `kind` knows the clusters `existing` names (their
+ * kubeconfigs, internal or not, are the apiservers' admin kubeconfigs by role), "creates" any
+ * other by logging it; `docker` answers `info` and logs a build; `kubectl` logs the kustomization
+ * it is given and installs the Pipeline CRD (what of config/default the service needs here), and
+ * answers `rollout status` by starting the service locally with the Deployment's mode (--shard),
+ * its pid kept for the test to stop.
+ */
+async function standIns(kubeconfigs: ReadonlyMap<string, string>, existing: readonly string[]): Promise<string> {
+  const dir = await mkdtemp(join(tmpdir(), 'fleetcache-kind-shim-'));
+  for (const [role, kubeconfig] of kubeconfigs) await writeFile(join(dir, `${role}.yaml`), kubeconfig);
+  const probePort = await freePort();
+  const commands: Record<string, string> = {
+    docker: `#!/bin/sh
+echo "docker $*" >> "${dir}/calls.log"
+exit 0
+`,
+    kind: `#!/bin/sh
+echo "kind $*" >> "${dir}/calls.log"
+role() { echo "$1" | sed 's/^fleetcache-//'; }
 case "$1 $2" in
-  "get clusters") printf 'fleetcache-mgmt\\nfleetcache-workload-1\\nfleetcache-workload-2\\n' ;;
-  "get kubeconfig") if [ "$4" = fleetcache-mgmt ]; then cat "${dir}/mgmt.yaml"; else cat "${dir}/workload.yaml"; fi ;;
-  "delete cluster") ;;
+  "get clusters") printf '${existing.join('\\n')}\\n' ;;
+  "get kubeconfig") name="$4"; [ "$3" = --internal ] && name="$5"; cat "${dir}/$(role "$name").yaml" ;;
+  "create cluster"|"delete cluster"|"load docker-image") ;;
   *) echo "unexpected kind call: $*" >&2; exit 2 ;;
 esac
-`);
-    await chmod(join(dir, 'docker'), 0o755);
-    await chmod(join(dir, 'kind'), 0o755);
+`,
+    kubectl: `#!/bin/sh
+echo "kubectl $*" >> "${dir}/calls.log"
+case "$*" in
+  *"rollout status"*)
+    cd "${root}" && nohup "${process.execPath}" cmd/fleetcache.ts --kubeconfig="${dir}/mgmt.yaml" --shard --shard-by=pipeline --metrics-bind-address=0 --health-probe-bind-address=127.0.0.1:${probePort} --log-level=info >"${dir}/service.log" 2>&1 &
+    echo $! > "${dir}/service.pid"
+    for i in $(seq 1 600); do curl -sf http://127.0.0.1:${probePort}/readyz >/dev/null 2>&1 && exit 0; sleep 0.1; done
+    exit 1 ;;
+  *"apply -k "*)
+    for a in "$@"; do last="$a"; done
+    cat "$last/kustomization.yaml" >> "${dir}/calls.log"
+    exec "${process.execPath}" "${dir}/apply.ts" ;;
+  *) echo "unexpected kubectl call: $*" >&2; exit 2 ;;
+esac
+`,
+    // What the service needs of config/default here: the Pipeline CRD (it runs with admin rights).
+    'apply.ts': `import { externalCluster } from '${root}e2e/harness/index.ts';
+import { pipelineCrd } from '${root}lib/pipeline/index.ts';
+await externalCluster('mgmt', '${dir}/mgmt.yaml').installCRDs([pipelineCrd]);
+`,
+  };
+  for (const [name, text] of Object.entries(commands)) {
+    await writeFile(join(dir, name), text);
+    await chmod(join(dir, name), 0o755);
+  }
+  return dir;
+}
 
-    const { code, output } = await new Promise<{ code: number | null; output: string }>((resolve) => {
-      // Two distinct clusters stand in for three here, so only the two-cluster scenario runs; the
-      // three-cluster ones run on local apiservers in make test.
-      const env = { ...process.env, PATH: `${dir}:${process.env.PATH ?? ''}`, FLEETCACHE_KUBECONFIGS: '', SCENARIOS: 'e2e/scenarios/independent-clusters.integration.test.ts' };
-      const child = spawn(script, [], { env, stdio: ['ignore', 'pipe', 'pipe'] });
-      let out = '';
-      child.stdout.on('data', (c: Buffer) => { out += c.toString(); });
-      child.stderr.on('data', (c: Buffer) => { out += c.toString(); });
-      child.once('close', (exit) => { resolve({ code: exit, output: out }); });
-    });
+async function stopService(dir: string): Promise<void> {
+  const pid = Number(await readFile(join(dir, 'service.pid'), 'utf8').catch(() => ''));
+  if (pid > 0) {
+    try { process.kill(pid, 'SIGTERM'); } catch { /* already gone */ }
+  }
+}
+
+/** Why the real run cannot happen on this machine, or undefined when Docker (answering), kind and kubectl are all there. */
+function missingForRealKind(): string | undefined {
+  const has = (command: string, ...args: string[]): boolean => spawnSync(command, args, { stdio: 'ignore', timeout: 30_000 }).status === 0;
+  if (!has('docker', 'info')) return 'no Docker engine here (docker missing or not answering docker info)';
+  if (!has('kind', 'version')) return 'kind is not installed here';
+  if (!has('kubectl', 'version', '--client')) return 'kubectl is not installed here';
+  return undefined;
+}
+
+describe('e2e-kind on real Docker and kind', () => {
+  const missing = missingForRealKind();
+  it('builds the image, loads it into kind, deploys config/default and promotes through the deployed service', { skip: missing ?? false, timeout: 1_800_000 }, async () => {
+    const { code, output } = await runScript({ SCENARIOS: ' ', KIND_PREFIX: 'fleetcache-test', IMG: 'fleetcache:e2e-test' });
     assert.equal(code, 0, output);
-    assert.match(output, /scenario: independent clusters/);
-    assert.match(output, /ℹ fail 0/);
-    assert.doesNotMatch(output, /ℹ pass 0\b/);
-    const calls = await readFile(join(dir, 'kind.log'), 'utf8');
-    for (const role of ['mgmt', 'workload-1', 'workload-2']) {
-      assert.match(calls, new RegExp(`get kubeconfig --name fleetcache-${role}\\n`));
-      assert.match(calls, new RegExp(`delete cluster --name fleetcache-${role}\\n`));
-    }
-    assert.doesNotMatch(calls, /create cluster/, 'existing clusters are reused');
+    assert.match(output, /scenario: the deployed service promotes across kind clusters/);
+    assert.match(output, /e2e-kind: all passed/);
+  });
+});
+
+describe('e2e-kind script', () => {
+  const env = useClusters(3, { namePrefix: 'kind-standin' });
+  const kubeconfigs = (): Map<string, string> => new Map(ROLES.map((role, i) => [role, env.clusters[i]?.adminKubeconfig ?? '']));
+
+  // Every scenario file, one after another: as long as they take in make test-integration.
+  it('runs every scenario file in run.sh\'s order on the same clusters, each from a reset, and deletes none of the clusters it reused', { timeout: 1_800_000 }, async (t) => {
+    const dir = await standIns(kubeconfigs(), ROLES.map((r) => `fleetcache-${r}`));
+    t.after(() => rm(dir, { recursive: true, force: true }));
+    const { code, output } = await runScript({ PATH: `${dir}:${process.env.PATH ?? ''}`, KIND_DEPLOY: '0' });
+    assert.equal(code, 0, output);
+    assert.match(output, /e2e-kind: all passed/);
+    assert.doesNotMatch(output, /ℹ fail [1-9]/);
+    const files = [...output.matchAll(/^e2e-kind: == (\S+)$/gm)].map((m) => m[1]);
+    assert.ok(files.length >= 8, `every scenario file ran:\n${files.join('\n')}`);
+    assert.deepEqual(files, [...files].sort(), 'in the glob\'s order');
+    for (const name of ['promotion.integration.test.ts', 'git-promotion.integration.test.ts']) assert.ok(files.some((f) => f?.endsWith(`/${name}`)), name);
+    assert.equal([...output.matchAll(/^e2e-kind: reset mgmt: /gm)].length, files.length, 'a reset before each file');
+    const calls = await readFile(join(dir, 'calls.log'), 'utf8');
+    for (const role of ROLES) assert.match(calls, new RegExp(`kind get kubeconfig --name fleetcache-${role}\\n`));
+    assert.doesNotMatch(calls, /create cluster|delete cluster/, 'existing clusters are reused and never deleted');
+    assert.doesNotMatch(calls, /docker build/, 'KIND_DEPLOY=0');
   });
 
-  it('refuses clearly when there is no Docker engine', async (t) => {
-    const dir = await mkdtemp(join(tmpdir(), 'fleetcache-kind-shim-'));
-    t.after(() => rm(dir, { recursive: true, force: true }));
-    await writeFile(join(dir, 'docker'), '#!/bin/sh\nexit 1\n');
-    await chmod(join(dir, 'docker'), 0o755);
-    const { code, output } = await new Promise<{ code: number | null; output: string }>((resolve) => {
-      const child = spawn(script, [], { env: { ...process.env, PATH: `${dir}:${process.env.PATH ?? ''}` }, stdio: ['ignore', 'pipe', 'pipe'] });
-      let out = '';
-      child.stderr.on('data', (c: Buffer) => { out += c.toString(); });
-      child.once('close', (exit) => { resolve({ code: exit, output: out }); });
+  it('deletes only the clusters it created, and none with KEEP_CLUSTERS=1', async (t) => {
+    // Only mgmt exists (say, the one `make kind-load` loads into); no scenario runs.
+    for (const keep of ['0', '1']) {
+      const dir = await standIns(kubeconfigs(), ['fleetcache-mgmt', 'someone-else']);
+      t.after(() => rm(dir, { recursive: true, force: true }));
+      const { code, output } = await runScript({ PATH: `${dir}:${process.env.PATH ?? ''}`, KIND_DEPLOY: '0', SCENARIOS: ' ', KEEP_CLUSTERS: keep });
+      assert.equal(code, 0, output);
+      assert.match(output, /reusing fleetcache-mgmt \(it existed before this run: never deleted by it\)/);
+      const calls = await readFile(join(dir, 'calls.log'), 'utf8');
+      for (const role of ['workload-1', 'workload-2']) assert.match(calls, new RegExp(`kind create cluster --name fleetcache-${role} `));
+      assert.doesNotMatch(calls, /create cluster --name fleetcache-mgmt|delete cluster --name fleetcache-mgmt/);
+      const deleted = [...calls.matchAll(/kind delete cluster --name (\S+)/g)].map((m) => m[1]);
+      assert.deepEqual(deleted, keep === '1' ? [] : ['fleetcache-workload-1', 'fleetcache-workload-2'], `KEEP_CLUSTERS=${keep}`);
+    }
+  });
+
+  it('builds the image, loads it into the management cluster, applies config/default with it and runs a scenario against the deployed service', async (t) => {
+    const dir = await standIns(kubeconfigs(), ROLES.map((r) => `fleetcache-${r}`));
+    t.after(async () => {
+      await stopService(dir);
+      await rm(dir, { recursive: true, force: true });
     });
-    assert.equal(code, 1);
-    assert.match(output, /no Docker engine/);
+    const { code, output } = await runScript({ PATH: `${dir}:${process.env.PATH ?? ''}`, SCENARIOS: ' ', IMG: 'registry.local:5000/fleetcache:e2e-1' });
+    const calls = await readFile(join(dir, 'calls.log'), 'utf8');
+    assert.equal(code, 0, `${output}\n--- calls:\n${calls}\n--- service:\n${await readFile(join(dir, 'service.log'), 'utf8').catch(() => '')}`);
+    assert.match(output, /scenario: the deployed service promotes across kind clusters/);
+    assert.match(output, /ℹ pass 1\n/);
+    const order = ['docker build -t registry.local:5000/fleetcache:e2e-1 .', 'kind load docker-image registry.local:5000/fleetcache:e2e-1 --name fleetcache-mgmt', ' apply -k ', 'rollout status deployment/fleetcache', 'kind get kubeconfig --internal --name fleetcache-workload-1', 'kind get kubeconfig --internal --name fleetcache-workload-2'];
+    const at = order.map((c) => calls.indexOf(c));
+    assert.ok(at.every((i) => i >= 0), `every step ran:\n${calls}`);
+    assert.deepEqual(at, [...at].sort((a, b) => a - b), `in order:\n${calls}`);
+    // What it applied: config/default, with the image just built.
+    assert.match(calls, new RegExp(`resources:\\n  - ${root}config/default\\nimages:\\n  - name: fleetcache\\n    newName: registry\\.local:5000/fleetcache\\n    newTag: e2e-1\\n`));
   });
 });

@@ -70,6 +70,14 @@ export interface PipelineControllerOptions {
    */
   readonly defaultServiceAccount?: string;
   /**
+   * Let a fleet's `clusterSelector` list and watch Secrets (or Cluster API Clusters) with the
+   * service's own identity, for Pipelines that act as no ServiceAccount. Default false: such a
+   * fleet is Ready=False `TargetNotReadable`, the message saying what to grant the Pipeline's
+   * account (a selector needs list/watch on Secrets, which a shared management cluster should not
+   * give the service in every namespace). Clusters listed by name work either way.
+   */
+  readonly allowFleetSelectorsAsService?: boolean;
+  /**
    * How long a target ready at a revision still counts as ready at it while Flux reconciles it
    * (Ready=Unknown/Progressing at the observed generation). Default 30 000; 0: no grace.
    */
@@ -120,6 +128,7 @@ export interface ResolvedControllerOptions {
   readonly allowCrossNamespaceTargets: boolean;
   readonly appKinds: AppKinds;
   readonly defaultServiceAccount: string | undefined;
+  readonly allowFleetSelectorsAsService: boolean;
   readonly grace: ProgressingGrace;
   readonly applyTimeoutMs: number;
   readonly loop: LoopPolicy;
@@ -177,6 +186,7 @@ export function resolveControllerOptions(options: PipelineControllerOptions): Re
     allowCrossNamespaceTargets: options.allowCrossNamespaceTargets === true,
     appKinds,
     defaultServiceAccount: options.defaultServiceAccount,
+    allowFleetSelectorsAsService: options.allowFleetSelectorsAsService === true,
     grace,
     applyTimeoutMs,
     loop,

@@ -105,7 +105,7 @@ export class PipelineController {
       running: () => this.#pipelines !== undefined,
     });
     this.#observer = new TargetObserver({ registry: this.#registry, clock: this.#clock, grace: this.#grace, patched: this.#patched });
-    this.#members = new FleetMembers(this.#registry);
+    this.#members = new FleetMembers(this.#registry, { selectorsAsService: this.#settings.allowFleetSelectorsAsService });
     this.#actor = new PromotionActor({
       registry: this.#registry,
       clock: this.#clock,
@@ -283,7 +283,7 @@ export class PipelineController {
     const declare = (env: ValidPipelineSpec['environments'][number]): { readonly cluster: ResolvedTarget['cluster']; readonly target: ReturnType<typeof targetRef> }[] => env.targets.map((t) => ({ cluster: t.cluster, target: targetRef(t) }));
     // Fleet members are declared as last read (and each fleet's selector set), then read again.
     const memoryKey = pipelineKey(ref);
-    this.#registry.setOwnerTargets(owner, [...validSpec.environments.flatMap(declare), ...this.#members.declared(memoryKey, validSpec, ref.namespace)]);
+    this.#registry.setOwnerTargets(owner, [...validSpec.environments.flatMap(declare), ...this.#members.declared(memoryKey, validSpec, owner)]);
     const members = await this.#members.resolve(memoryKey, validSpec, owner, signal);
     const spec = members.spec;
     this.#members.remember(memoryKey, spec.environments.filter((env) => env.fleet !== undefined).flatMap(declare));

@@ -1,6 +1,6 @@
 import { clusterKey, type ClusterRef } from '../cluster/index.ts';
 import { labelMatcher, type OwnerRef, type Registry, type TargetRef } from '../registry/index.ts';
-import { toError, type GroupVersionKind } from '../util/index.ts';
+import { KubeApiError, toError, type GroupVersionKind } from '../util/index.ts';
 import type { ResolvedEnvironment, ResolvedTarget, ResolvedWave, ValidPipelineSpec } from './validate.ts';
 
 // Who is in a fleet environment now: the kubeconfig Secrets (or Cluster API Clusters) in the
@@ -57,13 +57,44 @@ export interface ResolvedMembers {
   readonly membership: ReadonlyMap<string, Membership>;
 }
 
-/** The selector's set target on the management cluster: what the owner watches for membership. */
-function selectorTarget(env: ResolvedEnvironment, ownerNamespace: string): { readonly cluster: ClusterRef; readonly target: TargetRef } | undefined {
+/**
+ * The selector's set target on the management cluster: what the owner watches for membership.
+ * None under the service's own identity ({@link selectorRefusal}).
+ */
+function selectorTarget(env: ResolvedEnvironment, owner: OwnerRef, asService: boolean): { readonly cluster: ClusterRef; readonly target: TargetRef } | undefined {
   const selector = env.fleet?.selector;
-  if (selector === undefined) return undefined;
+  if (selector === undefined || selectorRefusal(env, owner, asService) !== undefined) return undefined;
   const gvk = selector.kind === 'Secret' ? SECRET_GVK : CAPI_CLUSTER_GVK;
   // Namespace scope: a tenant's identity may list Secrets in its own namespace only.
-  return { cluster: { kind: 'local' }, target: { gvk, namespace: ownerNamespace, labelSelector: selector.labelSelector, scope: 'namespace' } };
+  return { cluster: { kind: 'local' }, target: { gvk, namespace: owner.namespace, labelSelector: selector.labelSelector, scope: 'namespace' } };
+}
+
+/**
+ * Why a fleet's selector is not read, or undefined when it is. A selector lists and watches
+ * Secrets (or Clusters) in the Pipeline's namespace; the service's own ClusterRole reads Secrets
+ * by name only (`get`), because list/watch on Secrets in every namespace of a shared management
+ * cluster would let the service (and every Pipeline acting as it) read every tenant's
+ * credentials. So a selector needs the Pipeline to act as a ServiceAccount, whose Role in its own
+ * namespace grants the listing; the message says what to grant. Clusters listed by name need
+ * `get` only and work under either identity. `asService`: the operator granted the service the
+ * listing (`allowFleetSelectorsAsService`, config/fleet-selectors-as-service) and accepts the risk.
+ */
+export function selectorRefusal(env: ResolvedEnvironment, owner: OwnerRef, asService: boolean): string | undefined {
+  const selector = env.fleet?.selector;
+  if (selector === undefined || asService || (owner.identity !== undefined && owner.identity.kind !== 'own')) return undefined;
+  return `a clusterSelector lists and watches ${selector.kind === 'Secret' ? 'Secrets' : 'Cluster API Clusters'} in namespace ${owner.namespace}, which the service's own identity may not (it reads Secrets by name only): `
+    + `set spec.serviceAccountName (or the service's --default-service-account) to a ServiceAccount whose Role in ${owner.namespace} grants ${grantText(selector.kind, owner.namespace)}, or list the clusters by name in fleet.clusters`;
+}
+
+/** The verbs a selector's account needs, and where the sample Role is. */
+function grantText(kind: 'Secret' | 'Cluster', namespace: string): string {
+  const what = kind === 'Secret' ? '"secrets"' : '"clusters" in group cluster.x-k8s.io (and get on "secrets")';
+  return `get, list and watch on ${what} in namespace ${namespace} (example: config/samples/fleet-tenant-role.yaml)`;
+}
+
+/** A selector read's error; a 403 also says what the account lacks. */
+function selectorError(err: Error, kind: 'Secret' | 'Cluster', namespace: string): string {
+  return err instanceof KubeApiError && err.statusCode === 403 ? `${err.message}: the Pipeline's account needs ${grantText(kind, namespace)}` : err.message;
 }
 
 /**
@@ -76,19 +107,22 @@ function selectorTarget(env: ResolvedEnvironment, ownerNamespace: string): { rea
  */
 export class FleetMembers {
   readonly #registry: Pick<Registry, 'watchTargetAndGetReader'>;
+  /** Selectors are read with the service's own identity too (see {@link selectorRefusal}). */
+  readonly #selectorsAsService: boolean;
   /** Pipeline key → the member targets last resolved, as the registry declares them. */
   readonly #last = new Map<string, readonly { readonly cluster: ClusterRef; readonly target: TargetRef }[]>();
 
-  constructor(registry: Pick<Registry, 'watchTargetAndGetReader'>) {
+  constructor(registry: Pick<Registry, 'watchTargetAndGetReader'>, options: { readonly selectorsAsService?: boolean } = {}) {
     this.#registry = registry;
+    this.#selectorsAsService = options.selectorsAsService === true;
   }
 
   /**
    * What the owner watches for its fleets: each selector's set of Secrets (or Clusters), and the
    * member targets last resolved (`target` builds a target's ref).
    */
-  declared(key: string, spec: ValidPipelineSpec, ownerNamespace: string): { readonly cluster: ClusterRef; readonly target: TargetRef }[] {
-    const sets = spec.environments.flatMap((env) => selectorTarget(env, ownerNamespace) ?? []);
+  declared(key: string, spec: ValidPipelineSpec, owner: OwnerRef): { readonly cluster: ClusterRef; readonly target: TargetRef }[] {
+    const sets = spec.environments.flatMap((env) => selectorTarget(env, owner, this.#selectorsAsService) ?? []);
     return [...sets, ...(this.#last.get(key) ?? [])];
   }
 
@@ -103,13 +137,14 @@ export class FleetMembers {
         const target = { cluster, clusterKey: clusterKey(cluster, owner.namespace), namespace: fleet.namespace };
         if (!members.has(target.clusterKey)) members.set(target.clusterKey, { target, labels });
       };
-      let state: Membership = { state: 'known' };
-      const set = selectorTarget(env, owner.namespace);
+      const refused = selectorRefusal(env, owner, this.#selectorsAsService);
+      let state: Membership = refused === undefined ? { state: 'known' } : { state: 'unreadable', error: refused };
+      const set = selectorTarget(env, owner, this.#selectorsAsService);
       if (set !== undefined && fleet.selector !== undefined) {
         try {
           const reader = await this.#registry.watchTargetAndGetReader(set.cluster, set.target, owner, signal);
           const error = reader.lastError;
-          if (error !== undefined) state = { state: 'unreadable', error: error.message };
+          if (error !== undefined) state = { state: 'unreadable', error: selectorError(error, fleet.selector.kind, owner.namespace) };
           else if (!reader.synced) state = { state: 'loading' };
           else {
             const matches = labelMatcher(fleet.selector.labelSelector, 'fleet clusterSelector');
@@ -121,7 +156,7 @@ export class FleetMembers {
           }
         } catch (err) {
           if (signal.aborted) throw err;
-          state = { state: 'unreadable', error: toError(err).message };
+          state = { state: 'unreadable', error: selectorError(toError(err), fleet.selector.kind, owner.namespace) };
         }
       }
       for (const cluster of fleet.clusters) add(cluster, {});

@@ -121,7 +121,9 @@ describe('fleet environments on real clusters', () => {
     const registry = registryWithKeeper({
       provider: new CompositeProvider({ byKind: { local: new LocalProvider({ kubeConfig }), secret: new SecretProvider({ secrets: new CoreV1SecretReader({ kubeConfig: mgmt.kubeConfig() }) }) } }),
     });
-    const running = new PipelineController({ registry, workers: 2, allowCrossNamespaceTargets: true, applyTimeoutMs: APPLY_TIMEOUT_MS });
+    // Admin credentials and no ServiceAccount: the selectors are read as the service (the opt-in;
+    // the tenant path, an account with a namespaced Role, is e2e/tenancy/fleet-selector.integration.test.ts).
+    const running = new PipelineController({ registry, workers: 2, allowCrossNamespaceTargets: true, applyTimeoutMs: APPLY_TIMEOUT_MS, allowFleetSelectorsAsService: true });
     const stopper = new AbortController();
     const done = running.run(stopper.signal);
     controller = { async stop() { stopper.abort(); await done; await registry.close(); } };
