@@ -377,7 +377,7 @@ export class Registry {
     this.#table.released(this.#index.forget(key));
   }
 
-  /** Owners using at least one target in the cluster-wide cache of this kind (own identity). */
+  /** Owners using at least one target in the cluster-wide whole-kind cache of this kind (own identity; selector caches are not counted). */
   ownersOf(ref: ClusterRef, ownerNamespace: string, gvk: GroupVersionKind): OwnerKey[] {
     return this.#index.ownersOfCache(cacheKeyOf(this.#clusters.connectionKey(ref, ownerNamespace), '', gvk));
   }
