@@ -1,4 +1,6 @@
-// Scale benchmark (issue 12): `node bench/scale.bench.ts [--quick] [--semi=MiB] [CxO[@fdlimit] ...]`
+// Scale benchmark (issue 12): `node bench/scale.bench.ts [--quick] [--semi=MiB] [--select=FRACTION] [CxO[@fdlimit] ...]`
+// (`--select` asks for a label-selected set of each kind instead of one object, selecting that
+// fraction of the objects in tenths: the caches then hold only those, issue 28)
 // (make bench runs the default set; `--semi` caps V8's young generation in the measured process,
 // `--max-semi-space-size`, as the service's image does). For each configuration, C simulated clusters × 4 kinds × O objects of
 // about 2 KB are served by a separate process (bench/scale/sim-host.ts), and a fresh fleetcache
@@ -24,6 +26,11 @@ interface Result {
 const args = process.argv.slice(2);
 const quick = args.includes('--quick');
 const semi = args.find((a) => a.startsWith('--semi='))?.slice('--semi='.length);
+const select = args.find((a) => a.startsWith('--select='))?.slice('--select='.length);
+// Objects carry `app: app-<i mod 10>`: a fraction in tenths is an `in` over that many values.
+const tenths = select === undefined ? undefined : Math.round(Number(select) * 10);
+if (tenths !== undefined && !(tenths >= 1 && tenths <= 10)) throw new TypeError(`--select=${String(select)}: expected a fraction from 0.1 to 1`);
+const selector = tenths === undefined ? undefined : `app in (${Array.from({ length: tenths }, (_, i) => `app-${i}`).join(',')})`;
 const parse = (spec: string): Config => {
   const match = /^(\d+)x(\d+)(?:@(\d+))?$/.exec(spec);
   if (match === null) throw new TypeError(`configuration ${JSON.stringify(spec)}: expected CLUSTERSxOBJECTS[@FDLIMIT]`);
@@ -51,7 +58,7 @@ async function run(config: Config): Promise<Result> {
       const v8 = semi === undefined ? '' : ` --max-semi-space-size=${Number(semi)}`;
       const node = `${JSON.stringify(process.execPath)} --expose-gc${v8} ${JSON.stringify(join(here, 'measure.ts'))} ${JSON.stringify(file)}`;
       const script = config.fdLimit === undefined ? `exec ${node}` : `ulimit -n ${config.fdLimit} && exec ${node}`;
-      const measured = spawn('bash', ['-c', script], { stdio: ['ignore', 'pipe', 'inherit'] });
+      const measured = spawn('bash', ['-c', script], { stdio: ['ignore', 'pipe', 'inherit'], env: { ...process.env, SCALE_SELECTOR: selector ?? '' } });
       let out = '';
       measured.stdout.on('data', (chunk: Buffer) => { out += chunk.toString(); });
       const code = await new Promise<number | null>((resolve) => { measured.once('exit', resolve); });
@@ -94,7 +101,7 @@ for (const config of configs) {
   results.push({ config, result: await run(config) });
 }
 
-console.log(`\nV8 semi-space: ${semi === undefined ? 'default' : `≤ ${semi} MiB`}`);
+console.log(`\nV8 semi-space: ${semi === undefined ? 'default' : `≤ ${semi} MiB`}; targets: ${selector === undefined ? 'one object of each kind (whole-kind caches)' : `the set ${selector} of each kind (${(tenths ?? 0) * 10} % of the objects)`}`);
 console.log('\n| clusters × objects/kind | fd limit | caches synced | synced in | RSS | heap | peak fds | CPU | after all owners left: caches, heap Δ, fds Δ |');
 console.log('| --- | --- | --- | --- | --- | --- | --- | --- | --- |');
 for (const { config, result: r } of results) {

@@ -238,7 +238,7 @@ interface PackageJson {
  */
 const ROOT_VALUES = [
   'CacheGoneError', 'ClosedError', 'ClusterChangedError', 'ClusterSet', 'clusterRefOf', 'CompositeProvider', 'CoreV1SecretReader',
-  'FleetAccumulator', 'FleetcacheError', 'InvalidClusterRefError', 'InvalidPathSegmentError', 'KubeApiError',
+  'FleetAccumulator', 'FleetcacheError', 'InvalidClusterRefError', 'InvalidPathSegmentError', 'InvalidSelectorError', 'KubeApiError',
   'KubeconfigInvalidError', 'KubeconfigRefusedError', 'KubeconfigSecretNotFoundError', 'LimitExceededError', 'LocalProvider',
   'MemoryBudgetExceededError', 'OWN_IDENTITY', 'ObjectSkippedError', 'RateLimitingWorkQueue', 'Registry', 'SecretProvider', 'SocketBudget',
   'SocketReclaimedError', 'StaticProvider', 'TransportError', 'UnknownKindError', 'WatchDecodeError', 'createListLimiter',

@@ -10,7 +10,7 @@
  */
 
 // The registry: caches built on first use, which owners use them, the readers handed out.
-export { CacheGoneError, fieldMatcher, labelMatcher, MemoryBudgetExceededError, ownerKey, parseOwnerKey, Registry, watchOwners } from './registry/index.ts';
+export { CacheGoneError, fieldMatcher, InvalidSelectorError, labelMatcher, MemoryBudgetExceededError, ownerKey, parseOwnerKey, Registry, watchOwners } from './registry/index.ts';
 export type {
   CacheInfo,
   CacheInformerOptions,

@@ -13,6 +13,8 @@ const KINDS = FLEET_KINDS;
 
 const fleet = JSON.parse(readFileSync(process.argv[2] ?? '', 'utf8')) as Target[];
 const deadlineMs = Number(process.argv[3] ?? 600_000);
+// Set by scale.bench.ts's --select: a label-selected set of each kind, whose cache holds only it.
+const selector = process.env.SCALE_SELECTOR ?? '';
 const fds = (): number => readdirSync('/proc/self/fd').length;
 const gc = (): void => { (globalThis as { gc?: () => void }).gc?.(); };
 
@@ -30,7 +32,8 @@ const registry = registryWithKeeper({
 const owners = fleet.map((c) => ({ namespace: 'owners', name: c.name }));
 const readers = await Promise.all(fleet.flatMap((c, i) => KINDS.map(async (gvk) => {
   try {
-    return await registry.watchTargetAndGetReader({ kind: 'static', name: c.name }, { gvk, namespace: 'apps', name: 'obj-0' }, owners[i] ?? { namespace: 'owners', name: c.name });
+    const target = selector === '' ? { gvk, namespace: 'apps', name: 'obj-0' } : { gvk, namespace: 'apps', labelSelector: selector };
+    return await registry.watchTargetAndGetReader({ kind: 'static', name: c.name }, target, owners[i] ?? { namespace: 'owners', name: c.name });
   } catch (err) {
     return err instanceof Error ? err : new Error(String(err));
   }

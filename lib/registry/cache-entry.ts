@@ -5,6 +5,7 @@ import type { InformerHandler, ResourceInformer } from '../informer/index.ts';
 import type { ResourceClient } from '../transport/index.ts';
 import type { GroupVersionKind } from '../util/index.ts';
 import type { CacheKey } from './keys.ts';
+import type { Selection } from './selectors.ts';
 
 /** One cache: built, then published in the table (cache-table.ts), or stopped unpublished. */
 export interface CacheEntry {
@@ -13,6 +14,8 @@ export interface CacheEntry {
   /** '' for all namespaces, or the one namespace watched. */
   readonly namespace: string;
   readonly gvk: GroupVersionKind;
+  /** What the LIST and WATCH select (canonical; empty: the whole kind): the cache holds only that. */
+  readonly selection: Selection;
   /** Built for a caller whose scope was `auto`: a 403 at the cluster scope scopes it down. */
   readonly auto: boolean;
   readonly informer: ResourceInformer;

@@ -11,6 +11,7 @@ import { GarbageCollector } from './gc.ts';
 import type { HeldReaders } from './holds.ts';
 import { describeCacheKey, type CacheKey, type OwnerKey } from './keys.ts';
 import type { ScopePolicy } from './scope.ts';
+import type { Selection } from './selectors.ts';
 import type { TargetIndex } from './target-index.ts';
 import type { CacheWiring } from './wiring.ts';
 
@@ -39,7 +40,7 @@ export interface CacheTableOptions {
 }
 
 /**
- * One cache per key (⟨connection, namespace scope, GVK⟩), built once and published under a lock.
+ * One cache per key (⟨connection, namespace scope, GVK, selection⟩), built once and published under a lock.
  *
  * Invariants (JavaScript interleaves only at `await`):
  * - `#caches` holds only published caches, each on a lease it owns (released when it is dropped);
@@ -123,6 +124,7 @@ export class CacheTable {
     identity: Identity | undefined,
     key: CacheKey,
     namespace: string,
+    selection: Selection,
     gvk: GroupVersionKind,
     auto: boolean,
     signal: AbortSignal | undefined,
@@ -151,12 +153,12 @@ export class CacheTable {
         // The build this caller came to join settled (or its caller was refused) while this one was
         // admitted: take its cache, or start one in turn like any other caller.
         lease.release();
-        return this.#caches.get(key) ?? await this.admitAndBuild(ref, ownerNamespace, identity, key, namespace, gvk, auto, signal);
+        return this.#caches.get(key) ?? await this.admitAndBuild(ref, ownerNamespace, identity, key, namespace, selection, gvk, auto, signal);
       }
       if (building === undefined) {
         // The build takes over the lease: a published cache keeps it, a failed build releases it.
         const reacquire = (signal: AbortSignal): Promise<ClusterLease> => this.acquire(ref, ownerNamespace, identity, signal);
-        const started = this.#build(key, namespace, gvk, auto, lease, reacquire);
+        const started = this.#build(key, namespace, selection, gvk, auto, lease, reacquire);
         building = started;
         this.#building.set(key, started);
         const forget = (): void => {
@@ -305,6 +307,7 @@ export class CacheTable {
   async #build(
     key: CacheKey,
     namespace: string,
+    selection: Selection,
     gvk: GroupVersionKind,
     auto: boolean,
     first: ClusterLease,
@@ -328,7 +331,7 @@ export class CacheTable {
         }
         if (auto && namespace === '' && scopes.isNarrowed(lease.key, gvk)) return 'scoped-down';
         const info = await lease.connection.resolve(gvk, controller.signal);
-        const entry = wiring.create(key, lease, namespace, gvk, auto && info.namespaced, lease.connection.resourceClient(info));
+        const entry = wiring.create(key, lease, namespace, selection, gvk, auto && info.namespaced, lease.connection.resourceClient(info));
         const published = await this.#lock.runExclusive((): CacheEntry | undefined => {
           if (this.#root.signal.aborted) throw new ClosedError('registry');
           const existing = this.#caches.get(key);
@@ -390,7 +393,7 @@ export class CacheTable {
       return true;
     });
     if (!removed) return false;
-    this.#options.logger.info('stopping unused cache', { cluster: entry.lease.key, gvk: describeCacheKey(entry.lease.key, entry.gvk, entry.namespace) });
+    this.#options.logger.info('stopping unused cache', { cluster: entry.lease.key, gvk: describeCacheKey(entry.lease.key, entry.gvk, entry.namespace, entry.selection) });
     await this.#drop([entry], new Set());
     return true;
   }

@@ -6,6 +6,7 @@ import type { GroupVersionKind } from '../util/index.ts';
 import { attachHold, detachHold, type CacheEntry, type Hold } from './cache-entry.ts';
 import type { CacheKey } from './keys.ts';
 import { RegistryReader, type ReaderSource } from './reader.ts';
+import { describeSelection, EVERYTHING, type Selection } from './selectors.ts';
 
 /** Options of {@link HeldReaders}: the registry's view of its cache table. */
 export interface HeldReadersOptions {
@@ -34,10 +35,10 @@ export class HeldReaders {
   }
 
   /** The one reader of the cache key (made on first use). */
-  reader(key: CacheKey, cluster: ConnectionKey, gvk: GroupVersionKind): RegistryReader {
+  reader(key: CacheKey, cluster: ConnectionKey, gvk: GroupVersionKind, selection: Selection = EVERYTHING): RegistryReader {
     let reader = this.#readers.get(key);
     if (reader === undefined) {
-      reader = new RegistryReader({ cluster, gvk, key, source: this.#source });
+      reader = new RegistryReader({ cluster, gvk, key, selector: describeSelection(selection), source: this.#source });
       this.#readers.set(key, reader);
     }
     return reader;

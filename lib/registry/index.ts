@@ -1,7 +1,7 @@
 /**
  * The multi-cluster registry: `watchTargetAndGetReader` lazily builds one informer cache per
- * ⟨cluster, identity, namespace scope, group/version/kind⟩ on connections from the keeper it is
- * lent, records which owners use which targets (one object, or the set of a namespace or
+ * ⟨cluster, identity, namespace scope, group/version/kind, selectors⟩ on connections from the keeper
+ * it is lent (a set target's selectors go to the LIST and WATCH), records which owners use which targets (one object, or the set of a namespace or
  * selector), funnels every cache event into one requeue queue of owner keys, and garbage-collects
  * caches no owner uses. `registry.ts` is the face; the cache table (`cache-table.ts`), event →
  * owner wiring (`wiring.ts`), the rotation swap (`rotation.ts`), the 403 scope-down
@@ -18,5 +18,5 @@ export { ownerKey, parseOwnerKey } from './keys.ts';
 export { watchOwners } from './owners.ts';
 export type { WatchOwnersOptions } from './owners.ts';
 export type { CacheScope, ObjectTargetRef, OwnerKey, OwnerRef, SetTargetRef, TargetRef } from './keys.ts';
-export { fieldMatcher, labelMatcher } from './selectors.ts';
+export { fieldMatcher, InvalidSelectorError, labelMatcher } from './selectors.ts';
 export type { ObjectMatcher } from './selectors.ts';

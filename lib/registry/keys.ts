@@ -1,5 +1,6 @@
 import type { ConnectionKey, Identity } from '../cluster/index.ts';
 import { apiVersionOf, type GroupVersionKind } from '../util/index.ts';
+import { describeSelection, EVERYTHING, type Selection } from './selectors.ts';
 
 /** An owner of targets: a Pipeline, or whatever object the embedding controller reconciles. */
 export interface OwnerRef {
@@ -86,20 +87,30 @@ export interface ObjectTargetRef extends TargetBase {
 }
 
 /**
- * A set of objects an owner watches (what its `reader.list()` reads): every object of the kind in
- * `namespace`, or in every namespace when unset or '', narrowed by the selectors. The owner is woken
- * when an object of the set appears, changes, is deleted, or enters or leaves the set by a change
- * of its labels.
+ * A set of objects an owner watches: every object of the kind in `namespace`, or in every namespace
+ * when unset or '', narrowed by the selectors. The owner is woken when an object of the set
+ * appears, changes, is deleted, or enters or leaves the set by a change of its labels.
+ *
+ * Selectors go to the API server: the set's cache (shared by every target with equal selectors,
+ * compared in canonical form) lists and watches only what they select, so its reader's `list()`
+ * is the selection (by namespace: `list({ namespace })`). An object whose labels leave the
+ * selection arrives as a delete. Targets with different selectors on one kind hold a cache each
+ * (objects in both are held twice); a set without selectors, and every object target, share the
+ * kind's whole cache.
  */
 export interface SetTargetRef extends TargetBase {
   /** The one namespace of the set. Default: every namespace (and cluster-scoped kinds). */
   readonly namespace?: string | undefined;
   readonly name?: undefined;
-  /** A label selector in the API's string form (`app=web,tier in (a,b),!legacy`). Default: every label set. */
+  /**
+   * A label selector in the API's string form (`app=web,tier in (a,b),!legacy`): at most 32
+   * requirements (with the field selector's) and 1,024 characters, else `InvalidSelectorError`.
+   * Default: every label set.
+   */
   readonly labelSelector?: string | undefined;
   /**
    * A field selector on `metadata.name` and `metadata.namespace` only (the fields every kind
-   * supports; other fields may be dropped by the registry's `transform`). Default: any.
+   * supports on the server): `metadata.name=web,metadata.namespace!=kube-system`. Default: any.
    */
   readonly fieldSelector?: string | undefined;
 }
@@ -126,12 +137,14 @@ export type ObjectKey = string & { readonly [objectKeyBrand]: true };
 export type SetKey = string & { readonly [setKeyBrand]: true };
 
 /**
- * The key of one cache: ⟨connection, namespace scope, group/version/kind⟩, where the connection
- * key names the cluster and, for the management cluster, the identity (`ClusterSet.connectionKey`)
- * and the scope is '' for all namespaces or the one namespace watched.
+ * The key of one cache: ⟨connection, namespace scope, group/version/kind, selection⟩, where the
+ * connection key names the cluster and, for the management cluster, the identity
+ * (`ClusterSet.connectionKey`), the scope is '' for all namespaces or the one namespace watched, and
+ * the selection is canonical (`selectionOf`: equal selectors, one key), empty for the whole kind.
+ * A canonical selection holds no separator (its keys, values and fields are checked).
  */
-export function cacheKeyOf(connection: ConnectionKey, namespaceScope: string, gvk: GroupVersionKind): CacheKey {
-  return `${connection}${SEP}${namespaceScope}${SEP}${gvk.group}${SEP}${gvk.version}${SEP}${gvk.kind}` as CacheKey;
+export function cacheKeyOf(connection: ConnectionKey, namespaceScope: string, gvk: GroupVersionKind, selection: Selection = EVERYTHING): CacheKey {
+  return `${connection}${SEP}${namespaceScope}${SEP}${gvk.group}${SEP}${gvk.version}${SEP}${gvk.kind}${SEP}${selection.labels}${SEP}${selection.fields}` as CacheKey;
 }
 
 /** The key of one object within the fleet: its cache key and `namespace/name`. */
@@ -154,7 +167,11 @@ export function setKeyOf(cacheKey: CacheKey, namespace: string, labelSelector: s
   return `${SEP}${cacheKey}${SEP}${namespace}${SEP}${JSON.stringify([labelSelector, fieldSelector])}` as SetKey;
 }
 
-/** `cluster apps/v1/Deployment` (`… in team-a` for a namespaced cache): a cache key as people read it. */
-export function describeCacheKey(cluster: string, gvk: GroupVersionKind, namespaceScope = ''): string {
-  return `${cluster} ${apiVersionOf(gvk)}/${gvk.kind}${namespaceScope === '' ? '' : ` in ${namespaceScope}`}`;
+/**
+ * `cluster apps/v1/Deployment` (`… in team-a` for a namespaced cache, `… selecting app=web` for a
+ * selector's): a cache key as people read it.
+ */
+export function describeCacheKey(cluster: string, gvk: GroupVersionKind, namespaceScope = '', selection: Selection = EVERYTHING): string {
+  const selected = describeSelection(selection);
+  return `${cluster} ${apiVersionOf(gvk)}/${gvk.kind}${namespaceScope === '' ? '' : ` in ${namespaceScope}`}${selected === '' ? '' : ` selecting ${selected}`}`;
 }

@@ -14,11 +14,14 @@ export class CacheGoneError extends FleetcacheError {
   readonly retryable = true;
   readonly cluster: string;
   readonly gvk: GroupVersionKind;
+  /** What the cache selected (`app=web; metadata.name=x`), '' for the whole kind. */
+  readonly selector: string;
 
-  constructor(cluster: string, gvk: GroupVersionKind) {
-    super('ERR_CACHE_GONE', `the cache of ${gvk.kind} in cluster ${cluster} was stopped; ask for it again`);
+  constructor(cluster: string, gvk: GroupVersionKind, selector = '') {
+    super('ERR_CACHE_GONE', `the cache of ${gvk.kind}${selector === '' ? '' : ` selecting ${selector}`} in cluster ${cluster} was stopped; ask for it again`);
     this.cluster = cluster;
     this.gvk = gvk;
+    this.selector = selector;
   }
 }
 
@@ -42,9 +45,12 @@ export interface CacheReader<T extends KubeObject = KubeObject> {
   readonly lastError: Error | undefined;
   /** The last resourceVersion the cache has seen (opaque; '' before the first LIST): how fresh it is. */
   readonly resourceVersion: string;
-  /** The object, or undefined. `namespace` is '' or unset for cluster-scoped kinds. */
+  /**
+   * The object, or undefined. `namespace` is '' or unset for cluster-scoped kinds. A set target's
+   * reader holds only what its selectors select: an object outside them reads as undefined.
+   */
   get(namespace: string | undefined, name: string): T | undefined;
-  /** Every cached object, or those of one namespace. */
+  /** Every cached object (for a set target with selectors: every object they select), or those of one namespace. */
   list(options?: { readonly namespace?: string | undefined }): T[];
   /**
    * Resolves once synced, following the cache across a credential rotation; rejects with the
@@ -71,6 +77,8 @@ export interface RegistryReaderOptions {
   readonly gvk: GroupVersionKind;
   /** The cache key whose published informer the reader follows. */
   readonly key: CacheKey;
+  /** What the cache selects, as people read it ('' for the whole kind): for `CacheGoneError`. */
+  readonly selector: string;
   readonly source: ReaderSource;
 }
 
@@ -83,12 +91,14 @@ export class RegistryReader<T extends KubeObject = KubeObject> implements CacheR
   readonly cluster: string;
   readonly gvk: GroupVersionKind;
   readonly #key: CacheKey;
+  readonly #selector: string;
   readonly #source: ReaderSource;
 
   constructor(options: RegistryReaderOptions) {
     this.cluster = options.cluster;
     this.gvk = options.gvk;
     this.#key = options.key;
+    this.#selector = options.selector;
     this.#source = options.source;
   }
 
@@ -121,7 +131,7 @@ export class RegistryReader<T extends KubeObject = KubeObject> implements CacheR
   async waitForSync(signal?: AbortSignal): Promise<void> {
     for (;;) {
       const informer = this.#current();
-      if (informer === undefined) throw this.#source.closed() ? new ClosedError('registry') : new CacheGoneError(this.cluster, this.gvk);
+      if (informer === undefined) throw this.#source.closed() ? new ClosedError('registry') : new CacheGoneError(this.cluster, this.gvk, this.#selector);
       try {
         await informer.waitForSync(signal);
         return;

@@ -253,22 +253,24 @@ describe('registry on real clusters', () => {
   it('wakes a selector target\'s owner when a new matching object is created, and not for a non-matching one', async (t) => {
     const registry = newRegistry(t);
     await ensureNamespace(target, 'sets');
+    await ensureNamespace(target, 'sets-probe');
     const cluster: ClusterRef = { kind: 'static', name: 'target' };
     const createIn = async (namespace: string, name: string, labels: Record<string, string>): Promise<void> => {
       const res = await target.request('POST', `/api/v1/namespaces/${namespace}/configmaps`, { metadata: { name, namespace, labels } });
       assert.equal(res.statusCode, 201, JSON.stringify(res.body));
     };
     const reader = await registry.watchTargetAndGetReader(cluster, { gvk: configMaps, namespace: 'sets', labelSelector: 'tier=web' }, { namespace: 'team-a', name: 'web-lister' });
-    // The sentinel: its own owner, woken by a poke made after each change under test on the same
-    // watch, so once it is taken off the queue every owner the change woke was taken before it.
-    await registry.watchTargetAndGetReader(cluster, { gvk: configMaps, namespace: 'sets', labelSelector: 'sentinel' }, { namespace: 'team-a', name: 'sentinel' });
+    // The sentinel: its own owner, with the same selector in another namespace (so the same cache),
+    // woken by a poke made after each change under test on the same watch: once it is taken off the
+    // queue, every owner the change woke was taken before it.
+    await registry.watchTargetAndGetReader(cluster, { gvk: configMaps, namespace: 'sets-probe', labelSelector: 'tier=web' }, { namespace: 'team-a', name: 'sentinel' });
     await reader.waitForSync(AbortSignal.timeout(20_000));
     assert.equal(registry.caches().length, 1, 'one cache for both');
     await takeUntil(registry, 'team-a/web-lister', 'team-a/sentinel'); // woken once synced
     let pokes = 0;
     const wokenBy = async (change: () => Promise<void>): Promise<string[]> => {
       await change();
-      await createIn('sets', `poke-${++pokes}`, { sentinel: 'yes' });
+      await createIn('sets-probe', `poke-${++pokes}`, { tier: 'web' });
       return (await takeUntil(registry, 'team-a/sentinel')).filter((key) => key !== 'team-a/sentinel');
     };
 
@@ -276,6 +278,53 @@ describe('registry on real clusters', () => {
     assert.deepEqual(await wokenBy(() => createIn('apps', 'web-elsewhere', { tier: 'web' })), [], 'nor by a matching one in another namespace');
     assert.deepEqual(await wokenBy(() => createIn('sets', 'web', { tier: 'web' })), ['team-a/web-lister'], 'woken by a new matching object');
     await eventually('the reader holds it', () => reader.get('sets', 'web') !== undefined);
+    assert.equal(reader.get('sets', 'db'), undefined, 'the cache holds only what the selector selects');
+  });
+
+  it('caches only what a selector selects, shares the cache between equal selectors, deletes an object relabelled out of it (from the watch, no relist) and wakes its owners, and collects it', async (t) => {
+    const registry = newRegistry(t);
+    await ensureNamespace(target, 'picked');
+    const cluster: ClusterRef = { kind: 'static', name: 'target' };
+    const path = (name: string): string => `/api/v1/namespaces/picked/configmaps/${name}`;
+    const create = async (name: string, labels: Record<string, string>): Promise<void> => {
+      const res = await target.request('POST', '/api/v1/namespaces/picked/configmaps', { metadata: { name, namespace: 'picked', labels } });
+      assert.equal(res.statusCode, 201, JSON.stringify(res.body));
+    };
+    const relabel = async (name: string, labels: Record<string, string>): Promise<void> => {
+      const got = await target.request('GET', path(name));
+      const obj = got.body as { metadata: Record<string, unknown> };
+      const res = await target.request('PUT', path(name), { ...obj, metadata: { ...obj.metadata, labels } });
+      assert.equal(res.statusCode, 200, JSON.stringify(res.body));
+    };
+    await create('keep', { app: 'picked' });
+    await create('db', { app: 'picked', tier: 'db' });
+    await create('other', { app: 'other' });
+    const one = { namespace: 'team-a', name: 'one' };
+    const two = { namespace: 'team-b', name: 'two' };
+    const watchesBefore = await openWatches(target, 'configmaps');
+    const reader = await registry.watchTargetAndGetReader(cluster, { gvk: configMaps, namespace: 'picked', labelSelector: 'app in (picked,chosen),tier!=db' }, one);
+    assert.equal(await registry.watchTargetAndGetReader(cluster, { gvk: configMaps, namespace: 'picked', labelSelector: ' tier!=db , app in (chosen, picked, chosen)' }, two), reader, 'equal selectors, one reader');
+    await reader.waitForSync(AbortSignal.timeout(20_000));
+    assert.deepEqual(registry.caches().map((c) => [c.labelSelector, c.owners, c.objects]), [['app in (chosen,picked),tier!=db', 2, 1]], 'one cache, two owners, the one selected object (the canonical selector, as the API server was sent it)');
+    assert.deepEqual(reader.list({ namespace: 'picked' }).map((o) => o.metadata?.name), ['keep']);
+    await eventually('the watch is open', async () => await openWatches(target, 'configmaps') === watchesBefore + 1);
+    await takeUntil(registry, 'team-a/one', 'team-b/two'); // woken once synced
+
+    const lists = await listRequests(target, 'configmaps');
+    await relabel('keep', { app: 'gone' });
+    await takeUntil(registry, 'team-a/one', 'team-b/two');
+    await eventually('the relabelled object left the cache', () => reader.get('picked', 'keep') === undefined);
+    await relabel('other', { app: 'picked' });
+    await takeUntil(registry, 'team-a/one', 'team-b/two');
+    await eventually('the relabelled object entered the cache', () => reader.get('picked', 'other') !== undefined);
+    assert.deepEqual(reader.list().map((o) => o.metadata?.name), ['other']);
+    assert.equal(await listRequests(target, 'configmaps'), lists, 'both arrived on the watch: the API server sends a DELETED for an object leaving the selection, an ADDED for one entering it');
+
+    registry.setOwnerTargets(one, []);
+    registry.forgetOwner(two);
+    await eventually('the selector cache nobody uses is collected', () => registry.caches().length === 0);
+    assert.equal(reader.synced, false);
+    await eventually('its watch is gone', async () => await openWatches(target, 'configmaps') === watchesBefore);
   });
 
   it('requeues every owner of a cache at each resync (informer.resyncIntervalMs)', async (t) => {

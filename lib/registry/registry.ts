@@ -1,4 +1,4 @@
-// The registry's face: one cache per ⟨connection, namespace scope, GVK⟩ built on demand, the owners
+// The registry's face: one cache per ⟨connection, namespace scope, GVK, selection⟩ built on demand, the owners
 // each cache wakes, and the readers callers get. The work is done in its rooms: the cache table
 // (cache-table.ts), event → owner wiring (wiring.ts), the rotation swap (rotation.ts), the 403
 // scope-down (scope-down.ts) and the held readers (holds.ts).
@@ -16,7 +16,8 @@ import { HeldRegistryReader, type CacheReader, type HeldReader } from './reader.
 import { followClusterChange } from './rotation.ts';
 import { checkScope, ScopePolicy } from './scope.ts';
 import { ScopeDown } from './scope-down.ts';
-import { indexedTarget, TargetIndex, type IndexedTarget } from './target-index.ts';
+import { EVERYTHING } from './selectors.ts';
+import { indexedTarget, TargetIndex, targetSelection, type IndexedTarget } from './target-index.ts';
 import { CacheWiring, type CacheInformerOptions } from './wiring.ts';
 
 /** Options of {@link Registry}. */
@@ -83,6 +84,10 @@ export interface CacheInfo {
   /** The one namespace the cache watches, or undefined for all namespaces. */
   readonly namespace?: string | undefined;
   readonly gvk: GroupVersionKind;
+  /** The label selector the cache's LIST and WATCH send (canonical), or undefined for none. */
+  readonly labelSelector?: string | undefined;
+  /** The field selector the cache's LIST and WATCH send (canonical), or undefined for none. */
+  readonly fieldSelector?: string | undefined;
   readonly synced: boolean;
   readonly objects: number;
   readonly owners: number;
@@ -123,7 +128,7 @@ const KEEPER_OPTIONS = ['provider', 'local', 'qps', 'burst', 'maxConcurrentLists
 
 /**
  * The multi-cluster registry: one informer cache per ⟨connection (cluster, identity), namespace
- * scope, group/version/kind⟩, built lazily by {@link watchTargetAndGetReader}, an index of which
+ * scope, group/version/kind, selectors⟩, built lazily by {@link watchTargetAndGetReader}, an index of which
  * owners use which targets, one requeue queue of owner keys fed by every cache, and a garbage
  * collector (gc.ts) for caches nobody uses. Connections come from the keeper it is lent
  * ({@link Clusters}): each cache holds a lease on the generation of the cluster it reads.
@@ -216,9 +221,14 @@ export class Registry {
    * Returns a reader of `target`'s kind in the cluster `ref` names, as `owner.identity`, building
    * and starting its cache on first use, and records that `owner` uses `target`, so that any change
    * to it requeues the owner: to the one object, or for a set target (no `name`: a namespace, the
-   * whole cluster, or a selector) to any object entering, changing in or leaving the set. The
-   * reader holds the whole kind: filter its `list()` by the set's selectors (`labelMatcher`).
-   * The reader may not be synced yet: the owner is requeued when it is,
+   * whole cluster, or a selector) to any object entering, changing in or leaving the set.
+   *
+   * A set target's selectors go to the API server: its cache is keyed by ⟨cluster, identity,
+   * namespace scope, GVK, selectors in canonical form⟩ and its LIST and WATCH send them, so the cache
+   * (and the reader returned) holds only what they select, and targets with equal selectors
+   * (`a=1,b=2` and `b=2, a=1`) share one cache. An object whose labels change so that it leaves the
+   * selection arrives as a delete. Object targets and sets without selectors share the kind's
+   * whole cache. The reader may not be synced yet: the owner is requeued when it is,
    * and when an `auto`-scoped cache is scoped down (call again then: the new reader watches the
    * target's namespace).
    *
@@ -231,7 +241,9 @@ export class Registry {
    * a cache or a build in flight; a credential rotation or a collection racing the call is followed
    * internally.
    *
-   * @throws TypeError for a target with both a name and selectors, or a malformed selector;
+   * @throws TypeError for a target with both a name and selectors; `InvalidSelectorError` for a
+   *   malformed selector, a field other than `metadata.name`/`metadata.namespace`, or one over the
+   *   bounds (its message lists what is accepted);
    *   the provider's errors (`KubeconfigRefusedError`, `KubeconfigSecretNotFoundError`,
    *   `KubeApiError` 403 when the owner's identity may not read the kubeconfig Secret, ...),
    *   `UnknownKindError` when the cluster does not serve the kind, `KubeApiError`/`TransportError`
@@ -251,26 +263,27 @@ export class Registry {
     checkGvk(target.gvk);
     const connection = this.#clusters.connectionKey(ref, owner.namespace, owner.identity);
     const scope = checkScope('target scope', target.scope ?? this.#scope);
+    const selection = targetSelection(target);
     for (;;) {
       const namespace = this.#scopes.namespaceOf(connection, scope, target);
-      const key = cacheKeyOf(connection, namespace, target.gvk);
+      const key = cacheKeyOf(connection, namespace, target.gvk, selection);
       // Recorded first, as after any call, so the cache counts as used from the moment it is published;
       // never for a forgotten owner (a reconcile that was in flight when it was deleted).
       const keyOfOwner = ownerKey(owner);
-      const indexed = indexedTarget(this.#index, key, target);
+      const indexed = indexedTarget(this.#index, key, target, selection);
       if (!this.#forgotten.has(keyOfOwner)) this.#index.add(keyOfOwner, indexed);
       // Hot path: published, and this owner's namespace and identity already admitted. No lock.
       if (this.#table.has(key) && this.#clusters.isAdmitted(connection, owner.namespace, owner.identity)) {
         this.#scopeDown.probeIfRefused(key, target);
-        return this.#readers.reader(key, connection, target.gvk) as unknown as CacheReader<T>;
+        return this.#readers.reader(key, connection, target.gvk, selection) as unknown as CacheReader<T>;
       }
       // Over the memory budget, a new cache for a target is refused before anything is requested.
       this.#table.checkBudget(key, connection, target.gvk);
-      const built = await this.#table.admitAndBuild(ref, owner.namespace, owner.identity, key, namespace, target.gvk, scope === 'auto', signal);
+      const built = await this.#table.admitAndBuild(ref, owner.namespace, owner.identity, key, namespace, selection, target.gvk, scope === 'auto', signal);
       if (built === 'scoped-down') continue;
       this.#scopeDown.probeIfRefused(key, target);
       // T is the caller's claim about the kind's shape: the cache holds the JSON the server sent.
-      return this.#readers.reader(key, connection, target.gvk) as unknown as CacheReader<T>;
+      return this.#readers.reader(key, connection, target.gvk, selection) as unknown as CacheReader<T>;
     }
   }
 
@@ -289,7 +302,7 @@ export class Registry {
     const { attach, release } = this.#readers.hold(key, options.handler);
     try {
       if (!(this.#table.has(key) && this.#clusters.isAdmitted(connection, ownerNamespace, options.identity))) {
-        await this.#table.admitAndBuild(ref, ownerNamespace, options.identity, key, namespace, gvk, false, options.signal);
+        await this.#table.admitAndBuild(ref, ownerNamespace, options.identity, key, namespace, EVERYTHING, gvk, false, options.signal);
       }
     } catch (err) {
       release();
@@ -323,8 +336,8 @@ export class Registry {
    * Declares the complete set of targets `owner` uses now (objects and sets), each with its
    * cluster. Targets it no longer names are released, and caches left without owners become
    * eligible for collection after the grace period. No I/O: call it at the start of a reconcile,
-   * then {@link watchTargetAndGetReader} for each target. Throws a TypeError, recording nothing,
-   * for a malformed target.
+   * then {@link watchTargetAndGetReader} for each target. Throws, recording nothing, for a
+   * malformed target: a TypeError, or `InvalidSelectorError` for a selector refused.
    *
    * This is what (re-)registers an owner that {@link forgetOwner} removed: call it right after
    * reading the owner as present (from a synced cache), with no `await` in between, so that a
@@ -333,8 +346,9 @@ export class Registry {
   setOwnerTargets(owner: OwnerRef, targets: readonly { readonly cluster: ClusterRef; readonly target: TargetRef }[]): void {
     const indexed: IndexedTarget[] = targets.map(({ cluster, target }) => {
       const connection = this.#clusters.connectionKey(cluster, owner.namespace, owner.identity);
-      const key = cacheKeyOf(connection, this.#scopes.namespaceOf(connection, target.scope ?? this.#scope, target), target.gvk);
-      return indexedTarget(this.#index, key, target);
+      const selection = targetSelection(target);
+      const key = cacheKeyOf(connection, this.#scopes.namespaceOf(connection, target.scope ?? this.#scope, target), target.gvk, selection);
+      return indexedTarget(this.#index, key, target, selection);
     });
     const key = ownerKey(owner);
     this.#forgotten.delete(key);
@@ -363,7 +377,7 @@ export class Registry {
     this.#table.released(this.#index.forget(key));
   }
 
-  /** Owners using at least one target in the cluster-wide cache of this kind (own identity). */
+  /** Owners using at least one target in the cluster-wide whole-kind cache of this kind (own identity; selector caches are not counted). */
   ownersOf(ref: ClusterRef, ownerNamespace: string, gvk: GroupVersionKind): OwnerKey[] {
     return this.#index.ownersOfCache(cacheKeyOf(this.#clusters.connectionKey(ref, ownerNamespace), '', gvk));
   }
@@ -387,6 +401,8 @@ export class Registry {
         cluster: entry.lease.key,
         namespace: entry.namespace === '' ? undefined : entry.namespace,
         gvk: entry.gvk,
+        labelSelector: entry.selection.labels === '' ? undefined : entry.selection.labels,
+        fieldSelector: entry.selection.fields === '' ? undefined : entry.selection.fields,
         synced: stats.synced,
         objects: stats.objects,
         owners: this.#index.ownerCount(entry.key),

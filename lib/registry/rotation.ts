@@ -35,10 +35,10 @@ export async function followClusterChange(context: RotationContext, change: Clus
       if (lease === undefined) break;
       try {
         const info = await lease.connection.resolve(old.gvk, table.signal);
-        rebuilt.set(old, wiring.create(old.key, lease, old.namespace, old.gvk, old.auto, lease.connection.resourceClient(info)));
+        rebuilt.set(old, wiring.create(old.key, lease, old.namespace, old.selection, old.gvk, old.auto, lease.connection.resourceClient(info)));
       } catch (err) {
         lease.release();
-        logger.warn('could not rebuild a cache with the new credentials', { cluster: change.key, gvk: describeCacheKey(change.key, old.gvk, old.namespace), error: toError(err).message });
+        logger.warn('could not rebuild a cache with the new credentials', { cluster: change.key, gvk: describeCacheKey(change.key, old.gvk, old.namespace, old.selection), error: toError(err).message });
       }
     }
   }

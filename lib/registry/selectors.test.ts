@@ -1,7 +1,8 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import type { KubeObject } from '../transport/index.ts';
-import { fieldMatcher, labelMatcher } from './index.ts';
+import { fieldMatcher, InvalidSelectorError, labelMatcher } from './index.ts';
+import { MAX_SELECTOR_LENGTH, MAX_SELECTOR_TERMS, selectionOf } from './selectors.ts';
 
 const obj = (labels: Record<string, string>, extra: Record<string, unknown> = {}): KubeObject => ({ metadata: { name: 'x', namespace: 'ns', labels }, ...extra });
 
@@ -48,6 +49,40 @@ describe('fieldMatcher', () => {
   it('rejects malformed selectors with a TypeError naming the option', () => {
     for (const bad of ['nonsense', 'a..b=c', '=x']) {
       assert.throws(() => fieldMatcher(bad, 'q.fieldSelector'), (err: unknown) => err instanceof TypeError && err.message.includes('q.fieldSelector'), bad);
+    }
+  });
+});
+
+describe('selectionOf (a set target\'s selectors, canonical)', () => {
+  it('writes equal selections the same way, so they share one cache key', () => {
+    const same: [string, string][] = [
+      ['a=1,b=2', 'b=2, a=1'],
+      ['a=1', 'a==1'],
+      ['a=1', 'a in (1)'],
+      ['a!=1', 'a notin (1)'],
+      ['env in (b,a)', 'env in (a, b, a)'],
+      ['x,!y', '!y ,x,x'],
+      ['n>2', 'n > 02'],
+    ];
+    for (const [a, b] of same) assert.deepEqual(selectionOf(a, undefined), selectionOf(b, undefined), `${a} ≡ ${b}`);
+    assert.deepEqual(selectionOf('b=2, a=1', ' metadata.namespace==x , metadata.name=y'), { labels: 'a=1,b=2', fields: 'metadata.name=y,metadata.namespace=x' });
+    assert.deepEqual(selectionOf('env in (b,a)', undefined).labels, 'env in (a,b)', 'the API\'s own spelling of a set');
+    assert.deepEqual(selectionOf(' ', ''), { labels: '', fields: '' }, 'blank selects everything');
+    assert.notDeepEqual(selectionOf('a=1', undefined), selectionOf('a=2', undefined));
+  });
+
+  it('refuses malformed, unsupported and oversized selectors with InvalidSelectorError listing what is accepted', () => {
+    const refused: [string | undefined, string | undefined, string][] = [
+      ['a in (b', undefined, 'unbalanced'],
+      ['a=b c', undefined, 'cannot parse'],
+      [undefined, 'spec.nodeName=n1', 'not a supported field'],
+      [undefined, 'metadata.name=a\\,b', 'invalid value'],
+      [Array.from({ length: MAX_SELECTOR_TERMS + 1 }, (_, i) => `k${i}`).join(','), undefined, 'requirements is over the limit'],
+      ['a=1', Array.from({ length: MAX_SELECTOR_TERMS }, (_, i) => `metadata.name=n${i}`).join(','), 'requirements is over the limit'],
+      [`a in (${'v,'.repeat(MAX_SELECTOR_LENGTH / 2)}v)`, undefined, 'characters is over the limit'],
+    ];
+    for (const [labels, fields, why] of refused) {
+      assert.throws(() => selectionOf(labels, fields), (err: unknown) => err instanceof InvalidSelectorError && err.code === 'ERR_SELECTOR_INVALID' && err.message.includes(why) && err.message.includes('accepted: '), `${labels ?? ''} / ${fields ?? ''}`);
     }
   });
 });

@@ -1,6 +1,6 @@
 import type { KubeObject } from '../transport/index.ts';
 import { namespaceOfObjectKey, objectKeyOf, setKeyOf, type CacheKey, type ObjectKey, type OwnerKey, type SetKey, type TargetRef } from './keys.ts';
-import { fieldMatcher, labelMatcher, type ObjectMatcher } from './selectors.ts';
+import { EVERYTHING, selectionMatcher, selectionOf, type ObjectMatcher, type Selection } from './selectors.ts';
 
 /** One exact object as the index files it. */
 export interface IndexedObject {
@@ -212,15 +212,12 @@ export class TargetIndex {
   }
 }
 
-/** The fields a set target's field selector may name: those every kind supports. */
-const SET_FIELDS: ReadonlySet<string> = new Set(['metadata.name', 'metadata.namespace']);
-
 /**
- * How `index` files `target` in the cache `cacheKey`. A set target already filed keeps its parsed
- * selectors (a reconcile's repeated calls parse nothing). Throws a TypeError naming the option for
- * a target with both a name and selectors, or a malformed selector.
+ * The selection of the cache `target` is read from: its canonical selectors for a set target
+ * (`selectionOf`), everything for an object target. Throws a TypeError for a target with both a
+ * name and selectors, `InvalidSelectorError` for a selector refused.
  */
-export function indexedTarget(index: TargetIndex, cacheKey: CacheKey, target: TargetRef): IndexedTarget {
+export function targetSelection(target: TargetRef): Selection {
   if (target.name !== undefined) {
     const name: unknown = target.name;
     if (typeof name !== 'string') throw new TypeError(`target name must be a string, got ${typeof name}`);
@@ -229,17 +226,20 @@ export function indexedTarget(index: TargetIndex, cacheKey: CacheKey, target: Ta
     if (labelSelector !== undefined || fieldSelector !== undefined) {
       throw new TypeError('target: name one object (name) or a set (labelSelector, fieldSelector), not both');
     }
-    return { cacheKey, objectKey: objectKeyOf(cacheKey, target.namespace, target.name) };
+    return EVERYTHING;
   }
+  return selectionOf(target.labelSelector, target.fieldSelector);
+}
+
+/**
+ * How `index` files `target` in the cache `cacheKey`, whose selection (`targetSelection`) is
+ * `selection`. A set target already filed keeps its matcher (a reconcile's repeated calls build
+ * nothing).
+ */
+export function indexedTarget(index: TargetIndex, cacheKey: CacheKey, target: TargetRef, selection: Selection = targetSelection(target)): IndexedTarget {
+  if (target.name !== undefined) return { cacheKey, objectKey: objectKeyOf(cacheKey, target.namespace, target.name) };
   const namespace = target.namespace ?? '';
-  const labels = target.labelSelector?.trim() ?? '';
-  const fields = target.fieldSelector?.trim() ?? '';
-  const setKey = setKeyOf(cacheKey, namespace, labels, fields);
-  let matches = index.matcherOf(cacheKey, namespace, setKey);
-  if (matches === undefined) {
-    const byLabels = labelMatcher(labels, 'target labelSelector');
-    const byFields = fieldMatcher(fields, 'target fieldSelector', SET_FIELDS);
-    matches = labels === '' ? byFields : fields === '' ? byLabels : (obj) => byLabels(obj) && byFields(obj);
-  }
+  const setKey = setKeyOf(cacheKey, namespace, selection.labels, selection.fields);
+  const matches = index.matcherOf(cacheKey, namespace, setKey) ?? selectionMatcher(selection);
   return { cacheKey, setKey, namespace, matches };
 }

@@ -288,6 +288,22 @@ describe('namespace scopes', () => {
     assert.ok(lists.filter((p) => p === '/api/v1/configmaps').length <= 3, 'the 403 was answered by scoping down, not by retrying');
   });
 
+  it('scopes a forbidden selector cache down to its target\'s namespace, still selecting on the server', async (t) => {
+    const sim = await startSim(t);
+    sim.store.create({ apiVersion: 'v1', kind: 'ConfigMap', metadata: { name: 'web', namespace: 'apps', labels: { tier: 'web' } }, data: { v: '1' } });
+    sim.store.create({ apiVersion: 'v1', kind: 'ConfigMap', metadata: { name: 'db', namespace: 'apps', labels: { tier: 'db' } }, data: { v: '1' } });
+    sim.faults.failNext({ path: '/api/v1/configmaps', verb: 'list', count: Infinity, status: 403 });
+    const registry = newRegistry(t, { provider: new StaticProvider({ clusters: { east: sim.kubeconfig } }), informer: { backoff: { initialMs: 50, maxMs: 50, jitter: 0 } } });
+    const owner = { namespace: 'team-a', name: 'p' };
+    const target: TargetRef = { gvk: configMaps, namespace: 'apps', labelSelector: 'tier=web' };
+    await registry.watchTargetAndGetReader(east, target, owner);
+    await eventually('the forbidden cluster-wide cache is dropped', () => registry.caches().every((c) => c.namespace === 'apps'), 10_000);
+    const narrow = await registry.watchTargetAndGetReader(east, target, owner);
+    await narrow.waitForSync(AbortSignal.timeout(10_000));
+    assert.deepEqual(narrow.list().map((o) => o.metadata?.name), ['web'], 'only what the selector selects, in the namespace the credentials may list');
+    assert.deepEqual(registry.caches().map((c) => [c.namespace, c.labelSelector, c.synced]), [['apps', 'tier=web', true]]);
+  });
+
   it('scopes down for a target added after the first probe found only forbidden namespaces, without waiting for the next retry', async (t) => {
     const sim = await startSim(t);
     sim.store.create({ apiVersion: 'v1', kind: 'ConfigMap', metadata: { name: 'x', namespace: 'apps' }, data: { v: '1' } });

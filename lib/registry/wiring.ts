@@ -7,6 +7,7 @@ import type { KubeObject, ResourceClient } from '../transport/index.ts';
 import { KubeApiError, type Clock, type GroupVersionKind, type Logger } from '../util/index.ts';
 import { attachHold, type CacheEntry, type Hold } from './cache-entry.ts';
 import { describeCacheKey, objectKeyOf, type CacheKey, type OwnerKey } from './keys.ts';
+import type { Selection } from './selectors.ts';
 import type { TargetIndex } from './target-index.ts';
 
 /** The informer settings the registry applies to every cache. */
@@ -41,13 +42,17 @@ export class CacheWiring {
   }
 
   /** Creates (not starts) an informer for a cache and wires its events to the owners' queue. */
-  create(key: CacheKey, lease: ClusterLease, namespace: string, gvk: GroupVersionKind, auto: boolean, client: ResourceClient): CacheEntry {
+  create(key: CacheKey, lease: ClusterLease, namespace: string, selection: Selection, gvk: GroupVersionKind, auto: boolean, client: ResourceClient): CacheEntry {
     const { index, queue, clock } = this.#options;
     const informer = new ResourceInformer({
       ...this.#options.informer,
       client,
       ...(namespace === '' ? {} : { namespace }),
-      logger: this.#options.logger.child({ cluster: lease.key, gvk: describeCacheKey(lease.key, gvk, namespace) }),
+      // The selection goes to the API server (LIST and WATCH): the cache holds only what it selects,
+      // and an object leaving it arrives as a DELETED event.
+      ...(selection.labels === '' ? {} : { labelSelector: selection.labels }),
+      ...(selection.fields === '' ? {} : { fieldSelector: selection.fields }),
+      logger: this.#options.logger.child({ cluster: lease.key, gvk: describeCacheKey(lease.key, gvk, namespace, selection) }),
       clock,
     });
     // The owners of the object, and of the set targets it is in now or was in before an update.
@@ -66,6 +71,7 @@ export class CacheWiring {
       lease,
       namespace,
       gvk,
+      selection,
       auto,
       informer,
       client,
