@@ -237,14 +237,14 @@ interface PackageJson {
  * belong here.
  */
 const ROOT_VALUES = [
-  'CacheGoneError', 'ClosedError', 'ClusterChangedError', 'ClusterSet', 'clusterRefOf', 'CompositeProvider', 'CoreV1SecretReader',
+  'CacheGoneError', 'ClosedError', 'ClusterChangedError', 'ClusterSet', 'clusterKey', 'clusterRefOf', 'CompositeProvider', 'CoreV1SecretReader',
   'FleetAccumulator', 'FleetcacheError', 'InvalidClusterRefError', 'InvalidPathSegmentError', 'KubeApiError',
   'KubeconfigInvalidError', 'KubeconfigRefusedError', 'KubeconfigSecretNotFoundError', 'LimitExceededError', 'LocalProvider',
   'MemoryBudgetExceededError', 'OWN_IDENTITY', 'ObjectSkippedError', 'RateLimitingWorkQueue', 'Registry', 'SecretProvider', 'SocketBudget',
-  'SocketReclaimedError', 'StaticProvider', 'TransportError', 'UnknownKindError', 'WatchDecodeError', 'createListLimiter',
+  'SocketReclaimedError', 'StaticProvider', 'StatusConflictError', 'TransportError', 'UnknownKindError', 'WatchDecodeError', 'createListLimiter',
   'defaultControllerRateLimiter', 'defaultSocketBudget', 'fieldMatcher', 'fromPino', 'fromWinston', 'identityTransform',
   'labelMatcher', 'loadKubeconfig', 'localKubeConfig', 'noopLogger', 'ownerKey', 'parseOwnerKey', 'registrySource', 'runWorkers',
-  'serviceAccountIdentity', 'snapshotQuery', 'stripManagedFields', 'watchOwners',
+  'serviceAccountIdentity', 'snapshotQuery', 'stripManagedFields', 'watchOwners', 'writeStatus',
 ];
 const ROOT_TYPES = [
   'AccumulatorOptions', 'AccumulatorStatus', 'AcquireOptions', 'BackoffOptions', 'CacheInfo', 'CacheInformerOptions',
@@ -253,14 +253,14 @@ const ROOT_TYPES = [
   'ConnectionOptions', 'CoreV1SecretReaderOptions', 'DefaultControllerRateLimiterOptions', 'DeltaOf', 'FleetSnapshot', 'Freshness',
   'GroupVersionKind', 'HeldReader', 'Identity', 'InformerHandler', 'KubeList', 'KubeObject', 'KubeStatus', 'KubeconfigRule',
   'ListOptions', 'ListReason', 'LoadKubeconfigOptions', 'LocalKubeConfigOptions', 'LocalProviderOptions', 'LogFields', 'Logger',
-  'MemoryBudgetOptions', 'MemoryBudgetStatus', 'ObjectHead', 'ObjectMatcher', 'ObjectMeta', 'ObjectOf', 'ObjectTargetRef', 'OwnerKey', 'OwnerRef', 'PatchOptions', 'PathSegmentField',
+  'MemoryBudgetOptions', 'MemoryBudgetStatus', 'NamespacedName', 'ObjectHead', 'ObjectMatcher', 'ObjectMeta', 'ObjectOf', 'ObjectTargetRef', 'OwnerKey', 'OwnerRef', 'PatchOptions', 'PathSegmentField',
   'PinoLike', 'QuerySet', 'QueryStatus', 'QueueMetricsProvider', 'QueueStats', 'RateLimiter', 'RateLimitingQueue',
   'RateLimitingQueueOptions', 'ReadLimit', 'ReadLimits', 'ReaderOptions', 'ReconcileObservation', 'ReconcileResult',
   'RegistryOptions', 'RelistSummary', 'RequestObservation', 'RequestOptions', 'RequeueAfter', 'ResolveContext', 'ResourceClient',
   'ResourceInfo', 'RunWorkersOptions', 'SecretData', 'SecretProviderOptions', 'SecretReader', 'SelectorOptions', 'SetTargetRef',
   'SnapshotClient', 'SnapshotDelta', 'SnapshotQuery', 'SnapshotSource', 'SnapshotsOptions', 'SocketBudgetOptions', 'SourceQuery', 'SourceReader',
-  'StaticProviderOptions', 'TargetRef', 'Timer', 'Transform', 'WatchEvent', 'WatchOptions', 'WatchOwnersOptions', 'WinstonLike',
-  'WorkContext', 'WorkHandler', 'WriteConnection', 'WriteOptions',
+  'StaticProviderOptions', 'StatusConnection', 'TargetRef', 'Timer', 'Transform', 'WatchEvent', 'WatchOptions', 'WatchOwnersOptions', 'WinstonLike',
+  'Wire', 'WorkContext', 'WorkHandler', 'WriteConnection', 'WriteOptions', 'WriteStatusOptions', 'WriteStatusResult',
 ];
 
 /** `actual` is `expected` (both sorted), or the assertion names what was added and what removed. */
