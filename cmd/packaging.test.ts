@@ -255,7 +255,7 @@ const ROOT_TYPES = [
   'ListOptions', 'ListReason', 'LoadKubeconfigOptions', 'LocalKubeConfigOptions', 'LocalProviderOptions', 'LogFields', 'Logger',
   'MemoryBudgetOptions', 'MemoryBudgetStatus', 'NamespacedName', 'ObjectHead', 'ObjectMatcher', 'ObjectMeta', 'ObjectOf', 'ObjectTargetRef', 'OwnerKey', 'OwnerRef', 'PatchOptions', 'PathSegmentField',
   'PinoLike', 'QuerySet', 'QueryStatus', 'QueueMetricsProvider', 'QueueStats', 'RateLimiter', 'RateLimitingQueue',
-  'RateLimitingQueueOptions', 'ReadLimit', 'ReadLimits', 'ReaderOptions', 'ReconcileObservation', 'ReconcileResult',
+  'RateLimitingQueueOptions', 'ReadLimit', 'ReadLimits', 'ReaderOptions', 'ReconcileErrorReason', 'ReconcileObservation', 'ReconcileResult',
   'RegistryOptions', 'RelistSummary', 'RequestObservation', 'RequestOptions', 'RequeueAfter', 'ResolveContext', 'ResourceClient',
   'ResourceInfo', 'RunWorkersOptions', 'SecretData', 'SecretProviderOptions', 'SecretReader', 'SelectorOptions', 'SetTargetRef',
   'SnapshotClient', 'SnapshotDelta', 'SnapshotQuery', 'SnapshotSource', 'SnapshotsOptions', 'SocketBudgetOptions', 'SourceQuery', 'SourceReader',

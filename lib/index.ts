@@ -110,6 +110,7 @@ export type {
   RateLimiter,
   RateLimitingQueue,
   RateLimitingQueueOptions,
+  ReconcileErrorReason,
   ReconcileObservation,
   ReconcileResult,
   RequeueAfter,
