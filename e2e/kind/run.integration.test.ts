@@ -19,7 +19,6 @@ describe('e2e-kind script', () => {
     const dir = await mkdtemp(join(tmpdir(), 'fleetcache-kind-shim-'));
     t.after(() => rm(dir, { recursive: true, force: true }));
     const [mgmt, workload] = env.clusters;
-    assert.ok(mgmt !== undefined && workload !== undefined);
     await writeFile(join(dir, 'mgmt.yaml'), mgmt.adminKubeconfig);
     await writeFile(join(dir, 'workload.yaml'), workload.adminKubeconfig);
     await writeFile(join(dir, 'docker'), '#!/bin/sh\nexit 0\n');
