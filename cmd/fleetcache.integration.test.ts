@@ -58,7 +58,6 @@ describe('the fleetcache process', () => {
 
   const cluster = (): NonNullable<(typeof fixture.clusters)[0]> => {
     const c = fixture.clusters[0];
-    assert.ok(c !== undefined);
     return c;
   };
 

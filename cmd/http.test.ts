@@ -61,7 +61,7 @@ describe('the metrics server', () => {
     const second = await queue.get(); // ns/b, in progress while we scrape
     clock.advance(3_000);
     metrics.observeReconcile({ controller: 'pipeline', result: 'success', durationMs: 120 });
-    metrics.observeReconcile({ controller: 'pipeline', result: 'error', durationMs: 30 });
+    metrics.observeReconcile({ controller: 'pipeline', result: 'error', durationMs: 30, reason: 'conflict' });
     metrics.observeReconcile({ controller: 'pipeline', result: 'requeue_after', durationMs: 7_000 });
     metrics.observeRequest({ cluster: 'secret:team-a/prod', method: 'GET', code: '200', durationMs: 40 });
     metrics.observeRequest({ cluster: 'secret:team-a/prod', method: 'GET', code: '200', durationMs: 60 });
@@ -98,6 +98,10 @@ describe('the metrics server', () => {
     assert.equal(m.value('controller_runtime_reconcile_total', { ...c, result: 'requeue' }), 0, 'every result starts at 0');
     assert.equal(m.type('controller_runtime_reconcile_errors_total'), 'counter');
     assert.equal(m.value('controller_runtime_reconcile_errors_total', c), 1);
+    assert.equal(m.type('fleetcache_reconcile_errors_total'), 'counter');
+    assert.equal(m.value('fleetcache_reconcile_errors_total', { ...c, reason: 'conflict' }), 1, 'the error by its reason');
+    assert.equal(m.type('controller_runtime_reconcile_panics_total'), 'counter');
+    assert.equal(m.value('controller_runtime_reconcile_panics_total', c), 0, 'starts at 0: a conflict is no panic');
     assert.equal(m.type('controller_runtime_reconcile_time_seconds'), 'histogram');
     assert.equal(m.value('controller_runtime_reconcile_time_seconds_count', c), 3);
     assert.equal(m.value('controller_runtime_reconcile_time_seconds_sum', c), 7.15);

@@ -73,7 +73,7 @@ describe('the service wiring', () => {
   const kubeconfigPath = path.join(dir, 'kubeconfig');
 
   before(async () => {
-    [management, remote] = await startSimulatedClusters(2, { namePrefix: 'wiring', namespaces: ['apps'], kinds: [PIPELINE_KIND, helmReleaseKind, eventKind] }) as [SimulatedCluster, SimulatedCluster];
+    [management, remote] = await startSimulatedClusters(2, { namePrefix: 'wiring', namespaces: ['apps'], kinds: [PIPELINE_KIND, helmReleaseKind, eventKind] });
     writeFileSync(kubeconfigPath, management.kubeconfig, { mode: 0o600 });
     remote.store.create({ apiVersion: 'helm.toolkit.fluxcd.io/v2', kind: 'HelmRelease', metadata: { namespace: 'apps', name: 'podinfo' }, spec: { chart: { spec: { version: '1.0.0' } } } });
     // Cluster API's convention: the kubeconfig of Cluster `remote` is key `value` of Secret `remote-kubeconfig`.
@@ -188,7 +188,7 @@ describe('the service wiring', () => {
   });
 
   it('re-checks credentials periodically by default: a rotated Secret takes effect after 60 s, unprompted', async (t) => {
-    const [a, b] = await startSimulatedClusters(2, { namePrefix: 'rotation', namespaces: ['apps'] }) as [SimulatedCluster, SimulatedCluster];
+    const [a, b] = await startSimulatedClusters(2, { namePrefix: 'rotation', namespaces: ['apps'] });
     t.after(() => Promise.all([a.close(), b.close()]));
     for (const [cluster, name] of [[a, 'a'], [b, 'b']] as const) {
       cluster.store.create({ apiVersion: 'v1', kind: 'ConfigMap', metadata: { namespace: 'apps', name: 'settings' }, data: { cluster: name } });
@@ -244,7 +244,7 @@ describe('--log-format', () => {
 
 describe('--kube-api-request-timeout', () => {
   it('bounds every request of the registry\'s connections: a build against an API server that never answers fails at 2s', async (t) => {
-    const [hung] = await startSimulatedClusters(1, { namePrefix: 'hung', namespaces: ['apps'] }) as [SimulatedCluster];
+    const [hung] = await startSimulatedClusters(1, { namePrefix: 'hung', namespaces: ['apps'] });
     t.after(() => hung.close());
     const clock = new FakeClock(Date.now());
     const kubeConfig = kubeConfigFrom(hung.kubeconfig);

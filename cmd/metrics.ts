@@ -8,7 +8,11 @@ export interface ControllerStats {
   readonly promotions: { readonly succeeded: number; readonly failed: number };
 }
 
-/** Registers `fleetcache_promotions_total{outcome}` in `registry`, read from `stats` at scrape time. */
+/**
+ * Registers `fleetcache_promotions_total{outcome}` in `registry`, read from `stats` at scrape time.
+ * No `pipeline` label, on purpose: one series per Pipeline would grow with tenants' objects (a
+ * Pipeline's promotions are in its status and Events).
+ */
 export function registerServiceMetrics(registry: Registry, stats: () => ControllerStats): void {
   new Counter({
     name: 'fleetcache_promotions_total', help: 'Promotions of a revision to the next environment, by outcome.', labelNames: ['outcome'], registers: [registry],

@@ -1,7 +1,8 @@
 import assert from 'node:assert/strict';
 import { execFileSync, spawn, spawnSync } from 'node:child_process';
 import { once } from 'node:events';
-import { cpSync, existsSync, mkdirSync, readdirSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
+import { cpSync, existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import { builtinModules } from 'node:module';
 import path from 'node:path';
 import { setTimeout as delay } from 'node:timers/promises';
@@ -237,14 +238,14 @@ interface PackageJson {
  * belong here.
  */
 const ROOT_VALUES = [
-  'CacheGoneError', 'ClosedError', 'ClusterChangedError', 'ClusterSet', 'clusterRefOf', 'CompositeProvider', 'CoreV1SecretReader',
+  'CacheGoneError', 'ClosedError', 'ClusterChangedError', 'ClusterSet', 'clusterKey', 'clusterRefOf', 'CompositeProvider', 'CoreV1SecretReader',
   'FleetAccumulator', 'FleetcacheError', 'InvalidClusterRefError', 'InvalidPathSegmentError', 'InvalidSelectorError', 'KubeApiError',
   'KubeconfigInvalidError', 'KubeconfigRefusedError', 'KubeconfigSecretNotFoundError', 'LimitExceededError', 'LocalProvider',
   'MemoryBudgetExceededError', 'OWN_IDENTITY', 'ObjectSkippedError', 'RateLimitingWorkQueue', 'Registry', 'SecretProvider', 'SocketBudget',
-  'SocketReclaimedError', 'StaticProvider', 'TransportError', 'UnknownKindError', 'WatchDecodeError', 'createListLimiter',
+  'SocketReclaimedError', 'StaticProvider', 'StatusConflictError', 'TransportError', 'UnknownKindError', 'WatchDecodeError', 'createListLimiter',
   'defaultControllerRateLimiter', 'defaultSocketBudget', 'fieldMatcher', 'fromPino', 'fromWinston', 'identityTransform',
   'labelMatcher', 'loadKubeconfig', 'localKubeConfig', 'noopLogger', 'ownerKey', 'parseOwnerKey', 'registrySource', 'runWorkers',
-  'serviceAccountIdentity', 'snapshotQuery', 'stripManagedFields', 'watchOwners',
+  'serviceAccountIdentity', 'snapshotQuery', 'stripManagedFields', 'watchOwners', 'writeStatus',
 ];
 const ROOT_TYPES = [
   'AccumulatorOptions', 'AccumulatorStatus', 'AcquireOptions', 'BackoffOptions', 'CacheInfo', 'CacheInformerOptions',
@@ -253,14 +254,14 @@ const ROOT_TYPES = [
   'ConnectionOptions', 'CoreV1SecretReaderOptions', 'DefaultControllerRateLimiterOptions', 'DeltaOf', 'FleetSnapshot', 'Freshness',
   'GroupVersionKind', 'HeldReader', 'Identity', 'InformerHandler', 'KubeList', 'KubeObject', 'KubeStatus', 'KubeconfigRule',
   'ListOptions', 'ListReason', 'LoadKubeconfigOptions', 'LocalKubeConfigOptions', 'LocalProviderOptions', 'LogFields', 'Logger',
-  'MemoryBudgetOptions', 'MemoryBudgetStatus', 'ObjectHead', 'ObjectMatcher', 'ObjectMeta', 'ObjectOf', 'ObjectTargetRef', 'OwnerKey', 'OwnerRef', 'PatchOptions', 'PathSegmentField',
+  'MemoryBudgetOptions', 'MemoryBudgetStatus', 'NamespacedName', 'ObjectHead', 'ObjectMatcher', 'ObjectMeta', 'ObjectOf', 'ObjectTargetRef', 'OwnerKey', 'OwnerRef', 'PatchOptions', 'PathSegmentField',
   'PinoLike', 'QuerySet', 'QueryStatus', 'QueueMetricsProvider', 'QueueStats', 'RateLimiter', 'RateLimitingQueue',
-  'RateLimitingQueueOptions', 'ReadLimit', 'ReadLimits', 'ReaderOptions', 'ReconcileObservation', 'ReconcileResult',
+  'RateLimitingQueueOptions', 'ReadLimit', 'ReadLimits', 'ReaderOptions', 'ReconcileErrorReason', 'ReconcileObservation', 'ReconcileResult',
   'RegistryOptions', 'RelistSummary', 'RequestObservation', 'RequestOptions', 'RequeueAfter', 'ResolveContext', 'ResourceClient',
   'ResourceInfo', 'RunWorkersOptions', 'SecretData', 'SecretProviderOptions', 'SecretReader', 'SelectorOptions', 'SetTargetRef',
   'SnapshotClient', 'SnapshotDelta', 'SnapshotQuery', 'SnapshotSource', 'SnapshotsOptions', 'SocketBudgetOptions', 'SourceQuery', 'SourceReader',
-  'StaticProviderOptions', 'TargetRef', 'Timer', 'Transform', 'WatchEvent', 'WatchOptions', 'WatchOwnersOptions', 'WinstonLike',
-  'WorkContext', 'WorkHandler', 'WriteConnection', 'WriteOptions',
+  'StaticProviderOptions', 'StatusConnection', 'TargetRef', 'Timer', 'Transform', 'WatchEvent', 'WatchOptions', 'WatchOwnersOptions', 'WinstonLike',
+  'Wire', 'WorkContext', 'WorkHandler', 'WriteConnection', 'WriteOptions', 'WriteStatusOptions', 'WriteStatusResult',
 ];
 
 /** `actual` is `expected` (both sorted), or the assertion names what was added and what removed. */
@@ -284,18 +285,19 @@ function declaredExports(files: readonly string[]): Map<string, string[]> {
 }
 
 // The package as `npm pack` makes it: a copy of the working tree (what git tracks or would track),
-// compiled as `npm run build` does, inside node_modules so that the compiled files resolve the
-// installed packages.
-const scratch = path.join(root, 'node_modules/.cache/fleetcache-packaging-test');
+// compiled as `npm run build` does, in a scratch directory of its own under the OS temp dir (never
+// inside node_modules, which checkouts may share); its node_modules links to the installed packages
+// so that the compiled files resolve them.
+const scratch = mkdtempSync(path.join(tmpdir(), 'fleetcache-packaging-'));
 const pkgDir = path.join(scratch, 'pkg');
 const pkg = JSON.parse(readFileSync(path.join(root, 'package.json'), 'utf8')) as PackageJson;
 let packed = new Set<string>();
 const readPacked = (file: string): string => readFileSync(path.join(pkgDir, file), 'utf8');
 
 before(() => {
-  rmSync(scratch, { recursive: true, force: true });
   const tracked = execFileSync('git', ['ls-files', '-co', '--exclude-standard', '-z'], { cwd: root, encoding: 'utf8' }).split('\0').filter((f) => f !== '' && existsSync(path.join(root, f)));
   for (const file of tracked) cpSync(path.join(root, file), path.join(pkgDir, file));
+  symlinkSync(path.join(root, 'node_modules'), path.join(pkgDir, 'node_modules'), 'dir');
   // Compiled from the working tree: tsc emits nothing for sources under node_modules.
   execFileSync(process.execPath, [path.join(root, 'node_modules/typescript/bin/tsc'), '-p', path.join(root, 'tsconfig.build.json'), '--outDir', path.join(pkgDir, 'dist')], { stdio: 'inherit' });
   const [report] = JSON.parse(execFileSync('npm', ['pack', '--dry-run', '--json', '--ignore-scripts'], { cwd: pkgDir, encoding: 'utf8', stdio: ['ignore', 'pipe', 'ignore'] })) as { files: { path: string }[] }[];

@@ -10,7 +10,7 @@
  */
 
 // The registry: caches built on first use, which owners use them, the readers handed out.
-export { CacheGoneError, fieldMatcher, InvalidSelectorError, labelMatcher, MemoryBudgetExceededError, ownerKey, parseOwnerKey, Registry, watchOwners } from './registry/index.ts';
+export { CacheGoneError, fieldMatcher, InvalidSelectorError, labelMatcher, MemoryBudgetExceededError, ownerKey, parseOwnerKey, Registry, StatusConflictError, watchOwners, writeStatus } from './registry/index.ts';
 export type {
   CacheInfo,
   CacheInformerOptions,
@@ -19,6 +19,7 @@ export type {
   HeldReader,
   MemoryBudgetOptions,
   MemoryBudgetStatus,
+  NamespacedName,
   ObjectMatcher,
   ObjectTargetRef,
   OwnerKey,
@@ -26,13 +27,17 @@ export type {
   ReaderOptions,
   RegistryOptions,
   SetTargetRef,
+  StatusConnection,
   TargetRef,
   WatchOwnersOptions,
+  WriteStatusOptions,
+  WriteStatusResult,
 } from './registry/index.ts';
 
 // Clusters: references, the providers that resolve them, identities, kubeconfigs, the keeper.
 export {
   ClusterChangedError,
+  clusterKey,
   clusterRefOf,
   ClusterSet,
   CompositeProvider,
@@ -89,6 +94,7 @@ export type {
   SocketBudgetOptions,
   WatchEvent,
   WatchOptions,
+  Wire,
 } from './transport/index.ts';
 
 // What a cache calls and is configured with.
@@ -104,6 +110,7 @@ export type {
   RateLimiter,
   RateLimitingQueue,
   RateLimitingQueueOptions,
+  ReconcileErrorReason,
   ReconcileObservation,
   ReconcileResult,
   RequeueAfter,

@@ -80,7 +80,6 @@ describe('dashboard streams against real RBAC', () => {
   const streams: Stream[] = [];
   const cluster = (): TestCluster => {
     const c = fixture.clusters[0];
-    assert.ok(c !== undefined);
     return c;
   };
 

@@ -60,7 +60,6 @@ for (const kind of ['real', 'simulated'] as const) {
     let target: Target;
     before(async () => {
       const cluster = fixture.clusters[0];
-      if (cluster === undefined) throw new Error('no cluster');
       target = kind === 'real' ? await realTarget(cluster) : await simulatedTarget();
     }, { timeout: 120_000 });
     after(async () => { await target.close(); });

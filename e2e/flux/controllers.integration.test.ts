@@ -21,7 +21,6 @@ describe('startFluxControllers', () => {
 
   it('runs source- and kustomize-controller against the cluster with Flux\'s CRDs, and stop() leaves nothing behind', async () => {
     const [cluster] = env.clusters;
-    assert.ok(cluster !== undefined);
     const flux = await startFluxControllers(cluster);
     try {
       const pids = flux.pids();

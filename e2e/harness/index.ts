@@ -8,7 +8,7 @@ export type { StartClusterOptions, StartTimings, TestCluster } from './cluster.t
 export type { AdminApi, AdminResponse } from './api.ts';
 export { externalCluster, externalClustersFromEnv } from './external.ts';
 export { useClusters } from './node-test.ts';
-export type { ClusterFixture } from './node-test.ts';
+export type { ClusterFixture, Clusters as TestClusters } from './node-test.ts';
 export { resolveAssets } from './assets.ts';
 export type { Assets } from './assets.ts';
 export { eventually, freePort } from './wait.ts';

@@ -2,9 +2,16 @@ import { after, afterEach, before } from 'node:test';
 import { startClusters, type StartClusterOptions, type TestCluster } from './cluster.ts';
 import { externalClustersFromEnv } from './external.ts';
 
+/**
+ * `N` clusters as a tuple when `N` is a literal (`useClusters(2)` gives `[TestCluster, TestCluster]`,
+ * so `const [dev, prod] = env.clusters` needs no check under `noUncheckedIndexedAccess`), else an array.
+ */
+export type Clusters<N extends number, Acc extends readonly TestCluster[] = []> =
+  number extends N ? readonly TestCluster[] : Acc['length'] extends N ? Acc : Acc['length'] extends 32 ? readonly TestCluster[] : Clusters<N, readonly [...Acc, TestCluster]>;
+
 /** The clusters of {@link useClusters}, available once the suite's `before` hook has run. */
-export interface ClusterFixture {
-  readonly clusters: readonly TestCluster[];
+export interface ClusterFixture<N extends number = number> {
+  readonly clusters: Clusters<N>;
 }
 
 /**
@@ -15,7 +22,7 @@ export interface ClusterFixture {
  * With FLEETCACHE_KUBECONFIGS set (`make e2e-kind`), the first `count` of those clusters are used
  * instead and left running; fewer than `count` is an error, never a silent skip.
  */
-export function useClusters(count: number, options: Omit<StartClusterOptions, 'name'> & { readonly namePrefix?: string } = {}): ClusterFixture {
+export function useClusters<const N extends number>(count: N, options: Omit<StartClusterOptions, 'name'> & { readonly namePrefix?: string } = {}): ClusterFixture<N> {
   let clusters: TestCluster[] | undefined;
   const external = externalClustersFromEnv();
   before(async () => {
@@ -35,9 +42,9 @@ export function useClusters(count: number, options: Omit<StartClusterOptions, 'n
     await Promise.all((clusters ?? []).map((c) => c.stop()));
   });
   return {
-    get clusters(): readonly TestCluster[] {
+    get clusters(): Clusters<N> {
       if (clusters === undefined) throw new Error('useClusters: clusters are started in before(); use them inside tests');
-      return clusters;
+      return clusters as readonly TestCluster[] as Clusters<N>; // `count` of them, by construction (or an error above)
     },
   };
 }

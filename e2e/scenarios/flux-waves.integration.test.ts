@@ -87,7 +87,7 @@ describe('scenario: a fleet promoted in waves through Git, applied by real Flux'
   let flux: FluxControllers[] = [];
 
   before(async () => {
-    const [mgmt, ...prod] = env.clusters as [TestCluster, ...TestCluster[]];
+    const [mgmt, ...prod] = env.clusters;
     management = mgmt;
     members = prod.map((cluster, i) => ({ cluster, name: `prod-${i + 1}`, wave: i === 0 ? 'canary' : 'rest' }));
     server = await GitServer.start();

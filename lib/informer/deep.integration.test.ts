@@ -51,7 +51,6 @@ describe('deeply nested objects on a real kube-apiserver', () => {
 
   it(`caches a HelmRelease nested ${DEEPEST_ACCEPTED} deep through LIST and WATCH, beside ordinary ones`, async () => {
     const cluster = fixture.clusters[0];
-    assert.ok(cluster !== undefined);
     await cluster.installCRDs([helmReleaseCrd]);
     assert.equal(await post(cluster, deepRelease('listed', DEEPEST_ACCEPTED)), 201, 'the apiserver accepts it');
     assert.equal(await post(cluster, deepRelease('plain', 1)), 201);

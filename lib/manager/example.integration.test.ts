@@ -65,7 +65,6 @@ describe('README: the manager kit example', () => {
 
   it('runs two replicas: one leads and reconciles; when it stops, the other takes over the Lease and reconciles', async (t) => {
     const cluster = fixture.clusters[0];
-    assert.ok(cluster !== undefined);
     await cluster.installCRDs([
       openCrd({ ...pipelines, plural: 'pipelines' }),
       openCrd({ ...helmReleases, plural: 'helmreleases' }),

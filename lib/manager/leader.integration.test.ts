@@ -24,7 +24,6 @@ describe('leader election on a real Lease', () => {
 
   function candidate(identity: string, releaseOnCancel: boolean, timing: Timing, name = 'fleetcache-test', onRead?: () => void): { elector: LeaderElector; leaders: string[]; stop: () => Promise<ElectionOutcome> } {
     const cluster = fixture.clusters[0];
-    assert.ok(cluster !== undefined);
     const connection = new ClusterConnection({ name: `local-${identity}`, kubeConfig: cluster.kubeConfig() });
     connections.push(connection);
     const client = new KubeLeaseClient({ connection, namespace: 'default', name });
@@ -42,8 +41,8 @@ describe('leader election on a real Lease', () => {
   }
 
   async function lease(name = 'fleetcache-test'): Promise<LeaseSpec> {
-    const res = await fixture.clusters[0]?.request('GET', `/apis/coordination.k8s.io/v1/namespaces/default/leases/${name}`);
-    assert.equal(res?.statusCode, 200);
+    const res = await fixture.clusters[0].request('GET', `/apis/coordination.k8s.io/v1/namespaces/default/leases/${name}`);
+    assert.equal(res.statusCode, 200);
     return (res.body as { spec: LeaseSpec }).spec;
   }
 
@@ -89,13 +88,13 @@ describe('leader election on a real Lease', () => {
   });
 
   it('leaves a lease whose holder recorded an hour alone long past its own duration', async () => {
-    const created = await fixture.clusters[0]?.request('POST', '/apis/coordination.k8s.io/v1/namespaces/default/leases', {
+    const created = await fixture.clusters[0].request('POST', '/apis/coordination.k8s.io/v1/namespaces/default/leases', {
       apiVersion: 'coordination.k8s.io/v1',
       kind: 'Lease',
       metadata: { name: 'held-for-an-hour' },
       spec: { holderIdentity: 'someone-else', leaseDurationSeconds: 3_600, leaseTransitions: 4, renewTime: new Date().toISOString().replace('Z', '000Z') },
     });
-    assert.equal(created?.statusCode, 201);
+    assert.equal(created.statusCode, 201);
     const reads: number[] = [];
     const d = candidate('d', true, quick, 'held-for-an-hour', () => reads.push(Date.now()));
     // Wait for reads spread over three of d's own lease durations: d had every chance to take it.

@@ -1,5 +1,5 @@
 import { collectDefaultMetrics, Counter, Gauge, Histogram, Registry } from 'prom-client';
-import type { QueueMetricsProvider, QueueStats, ReconcileObservation } from '../queue/index.ts';
+import { RECONCILE_ERROR_REASONS, type QueueMetricsProvider, type QueueStats, type ReconcileObservation } from '../queue/index.ts';
 import type { CacheInfo, MemoryBudgetStatus } from '../registry/index.ts';
 import type { RequestObservation } from '../transport/index.ts';
 import type { ShardChange, ShardStatus } from './shard/index.ts';
@@ -80,6 +80,8 @@ export class ManagerMetrics {
 
   readonly #reconcileTotal: Counter<'controller' | 'result'>;
   readonly #reconcileErrors: Counter<'controller'>;
+  readonly #reconcilePanics: Counter<'controller'>;
+  readonly #reconcileErrorReasons: Counter<'controller' | 'reason'>;
   readonly #reconcileTime: Histogram<'controller'>;
   readonly #adds: Counter<'controller' | 'name'>;
   readonly #retries: Counter<'controller' | 'name'>;
@@ -101,6 +103,10 @@ export class ManagerMetrics {
 
     this.#reconcileTotal = new Counter({ name: 'controller_runtime_reconcile_total', help: 'Total number of reconciliations per controller', labelNames: ['controller', 'result'], registers });
     this.#reconcileErrors = new Counter({ name: 'controller_runtime_reconcile_errors_total', help: 'Total number of reconciliation errors per controller', labelNames: ['controller'], registers });
+    this.#reconcilePanics = new Counter({ name: 'controller_runtime_reconcile_panics_total', help: 'Total number of reconciliation panics per controller', labelNames: ['controller'], registers });
+    // controller_runtime_reconcile_errors_total keeps controller-runtime's one label; the reason is a
+    // second counter, its values the fixed RECONCILE_ERROR_REASONS (bounded whatever handlers throw).
+    this.#reconcileErrorReasons = new Counter({ name: 'fleetcache_reconcile_errors_total', help: 'Total number of reconciliation errors per controller and reason (conflict, not_found, forbidden, invalid, throttled, server_error, api_error, transport, timeout, fleetcache, panic, invalid_result, other)', labelNames: ['controller', 'reason'], registers });
     this.#reconcileTime = new Histogram({ name: 'controller_runtime_reconcile_time_seconds', help: 'Length of time per reconciliation per controller', labelNames: ['controller'], buckets: reconcileBuckets, registers });
     new Gauge({
       name: 'controller_runtime_max_concurrent_reconciles', help: 'Maximum number of concurrent reconciles per controller', labelNames: ['controller'], registers,
@@ -212,6 +218,7 @@ export class ManagerMetrics {
     this.#controllers.set(controller, settings);
     for (const result of reconcileResults) this.#reconcileTotal.inc({ controller, result }, 0);
     this.#reconcileErrors.inc({ controller }, 0);
+    this.#reconcilePanics.inc({ controller }, 0);
   }
 
   /**
@@ -238,7 +245,12 @@ export class ManagerMetrics {
   /** runWorkers' `onReconcile`. */
   readonly observeReconcile = (o: ReconcileObservation): void => {
     this.#reconcileTotal.inc({ controller: o.controller, result: o.result });
-    if (o.result === 'error') this.#reconcileErrors.inc({ controller: o.controller });
+    if (o.result === 'error') {
+      this.#reconcileErrors.inc({ controller: o.controller });
+      const reason = o.reason !== undefined && RECONCILE_ERROR_REASONS.includes(o.reason) ? o.reason : 'other';
+      this.#reconcileErrorReasons.inc({ controller: o.controller, reason });
+      if (reason === 'panic') this.#reconcilePanics.inc({ controller: o.controller });
+    }
     this.#reconcileTime.observe({ controller: o.controller }, Math.max(0, o.durationMs) / 1000);
   };
 

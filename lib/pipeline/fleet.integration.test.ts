@@ -112,7 +112,7 @@ describe('fleet environments on real clusters', () => {
   let controller: { stop(): Promise<void> } | undefined;
 
   before(async () => {
-    [mgmt, ...fleet] = env.clusters as [TestCluster, ...TestCluster[]];
+    [mgmt, ...fleet] = env.clusters;
     await Promise.all([mgmt.installCRDs([pipelineCrd, helmReleaseCrd]), ...fleet.map((c) => c.installCRDs([helmReleaseCrd]))]);
     await ensureNamespace(mgmt, NS);
     for (const [i, c] of fleet.entries()) await putMemberSecret(mgmt, `c${i + 1}`, c.adminKubeconfig, { fleet: 'prod', ...(i === 0 ? { wave: 'canary' } : {}) });

@@ -38,6 +38,9 @@ describe('target readiness and revision', () => {
     assert.equal(objectRevision({ status: { build: 42 } }, '/status/build'), '42');
     assert.equal(objectRevision({ status: { history: [] } }, undefined), undefined);
     assert.equal(objectRevision({ status: { lastAppliedRevision: 'x' } }, '/status/other'), undefined, 'a named path replaces the defaults');
+    // The path is optional: without one, the kind's own field (what README's examples call).
+    assert.equal(objectRevision({ status: { lastAppliedRevision: 'main@sha1:abc' } }), 'main@sha1:abc');
+    assert.equal(objectRevision(helmRelease({ history: ['1.2.0'] })), '1.2.0');
   });
 
   it('turns each observation into a target status', () => {

@@ -112,8 +112,13 @@ export function readRevision(obj: KubeObject, revisionPath: string | undefined):
   return ABSENT;
 }
 
-/** The revision a target runs ({@link readRevision}), or undefined when there is none or it is not a revision. */
-export function objectRevision(obj: KubeObject, revisionPath: string | undefined): string | undefined {
+/**
+ * The revision a target runs ({@link readRevision}), or undefined when there is none or it is not a
+ * revision. `revisionPath` is a Pipeline target's JSON pointer (`/spec/postBuild/substitute/version`);
+ * unset, the kind's own field is read: `status.lastAppliedRevision`, else a HelmRelease's newest
+ * `status.history[0].chartVersion`.
+ */
+export function objectRevision(obj: KubeObject, revisionPath?: string): string | undefined {
   const read = readRevision(obj, revisionPath);
   return read.kind === 'revision' ? read.revision : undefined;
 }

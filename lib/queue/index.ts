@@ -36,3 +36,5 @@ export {
 export type { QueueMetricsProvider, QueueStats } from './metrics.ts';
 export type { ReconcileObservation, ReconcileResult, RequeueAfter, RunWorkersOptions, WorkContext, WorkHandler } from './workers.ts';
 export { runWorkers } from './workers.ts';
+export { RECONCILE_ERROR_REASONS } from './reasons.ts';
+export type { ReconcileErrorReason } from './reasons.ts';

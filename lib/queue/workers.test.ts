@@ -163,7 +163,7 @@ describe('runWorkers', () => {
     const queue = new RateLimitingWorkQueue<string>({ name: 'owners', clock });
     const logger = new RecordingLogger();
     const controller = new AbortController();
-    const seen: { controller: string; result: string; durationMs: number }[] = [];
+    const seen: { controller: string; result: string; durationMs: number; reason?: string }[] = [];
     const outcomes = new Map<string, () => Promise<{ requeueAfterMs: number } | undefined>>([
       ['ok', () => { clock.advance(250); return Promise.resolve(undefined); }],
       ['later', () => Promise.resolve({ requeueAfterMs: 60_000 })],
@@ -194,7 +194,7 @@ describe('runWorkers', () => {
     assert.deepEqual(seen, [
       { controller: 'pipeline', result: 'success', durationMs: 250 },
       { controller: 'pipeline', result: 'requeue_after', durationMs: 0 },
-      { controller: 'pipeline', result: 'error', durationMs: 0 },
+      { controller: 'pipeline', result: 'error', durationMs: 0, reason: 'other' },
     ]);
     controller.abort();
     await run;

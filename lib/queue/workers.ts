@@ -1,6 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import { clockOption, integerAtLeast, invalidOption, isAbortError, noopLogger, realClock, stringOption, toError, type Clock, type Logger } from '../util/index.ts';
 import type { RateLimitingQueue } from './rate-limiting.ts';
+import { reconcileErrorReason, type ReconcileErrorReason } from './reasons.ts';
 
 /** What a handler may return instead of nothing: process the item again after this delay. */
 export interface RequeueAfter {
@@ -42,6 +43,8 @@ export interface ReconcileObservation {
   readonly result: ReconcileResult;
   /** From the call to its settling, on the workers' clock. */
   readonly durationMs: number;
+  /** Why it failed, in a bounded set of words (`panic` for a bug in the handler); only when `result` is `error`. */
+  readonly reason?: ReconcileErrorReason;
 }
 
 /** Options of {@link runWorkers}. */
@@ -164,13 +167,17 @@ async function processItem<T>(queue: RateLimitingQueue<T>, options: ResolvedWork
   const logger = workersLogger.child({ reconcileID });
   const started = options.clock.now();
   let result: ReconcileResult | undefined;
+  let reason: ReconcileErrorReason | undefined;
   try {
     let outcome: unknown;
     try {
       outcome = await options.handler(item, options.signal, { logger, reconcileID });
     } catch (thrown) {
       const error = toError(thrown);
-      if (!(options.signal.aborted && isAbortError(error))) result = 'error';
+      if (!(options.signal.aborted && isAbortError(error))) {
+        result = 'error';
+        reason = reconcileErrorReason(thrown);
+      }
       failed(queue, options, logger, item, error);
       return;
     }
@@ -182,6 +189,7 @@ async function processItem<T>(queue: RateLimitingQueue<T>, options: ResolvedWork
     const ms = requeueDelay(outcome);
     if (ms === undefined) {
       result = 'error';
+      reason = 'invalid_result';
       failed(queue, options, logger, item, new TypeError(`handler resolved with neither nothing nor a valid { requeueAfterMs }`));
       return;
     }
@@ -193,13 +201,13 @@ async function processItem<T>(queue: RateLimitingQueue<T>, options: ResolvedWork
     logger.error(`queue bookkeeping failed for ${String(item)}: ${toError(err).message}`, { item, error: toError(err).message });
   } finally {
     queue.done(item);
-    if (result !== undefined) observe(options, logger, result, options.clock.now() - started);
+    if (result !== undefined) observe(options, logger, result, options.clock.now() - started, reason);
   }
 }
 
-function observe<T>(options: ResolvedWorkerOptions<T>, logger: Logger, result: ReconcileResult, durationMs: number): void {
+function observe<T>(options: ResolvedWorkerOptions<T>, logger: Logger, result: ReconcileResult, durationMs: number, reason: ReconcileErrorReason | undefined): void {
   try {
-    options.onReconcile?.({ controller: options.name, result, durationMs });
+    options.onReconcile?.({ controller: options.name, result, durationMs, ...(reason === undefined ? {} : { reason }) });
   } catch (err) {
     logger.error(`onReconcile failed: ${toError(err).message}`, { error: toError(err).message });
   }

@@ -6,12 +6,15 @@ import { readFileSync } from 'node:fs';
 import { describe, it } from 'node:test';
 import type { KubeConfig } from '@kubernetes/client-node';
 import { SimulatedCluster } from '../../fixtures/index.ts';
-import { ClusterSet, CompositeProvider, CoreV1SecretReader, LocalProvider, noopLogger, parseOwnerKey, Registry, runWorkers, SecretProvider, watchOwners, type ClusterRef, type KubeObject, type Logger } from '../index.ts';
+import { ClusterSet, CompositeProvider, CoreV1SecretReader, LocalProvider, noopLogger, parseOwnerKey, Registry, runWorkers, SecretProvider, watchOwners, type ClusterRef, type KubeObject, type Logger, writeStatus } from '../index.ts';
 import { eventually, kubeConfigFrom } from '../../fixtures/support/index.ts';
 
 // README:begin
 interface Pipeline extends KubeObject {
   readonly spec: { readonly release: { readonly cluster: ClusterRef; readonly namespace: string; readonly name: string } };
+}
+interface HelmRelease extends KubeObject {
+  readonly spec?: { readonly version?: string };
 }
 
 const pipelines = { group: 'example.com', version: 'v1', kind: 'Pipeline' };               // the owner kind
@@ -41,9 +44,17 @@ async function runController(kubeConfig: KubeConfig, logger: Logger, signal: Abo
         const { cluster, namespace, name } = pipeline.spec.release;
         const target = { gvk: helmReleases, namespace, name };
         registry.setOwnerTargets(owner, [{ cluster, target }]);   // everything it uses now, before any await
-        const reader = await registry.watchTargetAndGetReader(cluster, target, owner);
+        const reader = await registry.watchTargetAndGetReader<HelmRelease>(cluster, target, owner);
         if (!reader.synced) return;                          // requeued once the cache has synced
-        seen(ownerKey, reader.get(namespace, name));         // from memory; any change requeues the owner
+        const release = reader.get({ namespace, name });     // from memory; any change requeues the owner
+        seen(ownerKey, release);
+        // Decide, then write the owner's status: a merge patch on /status, refused (409) if the
+        // Pipeline changed since it was read; then re-read, decided again, retried (5 attempts).
+        await writeStatus({
+          connection: await registry.connectionFor({ kind: 'local' }, owner, signal),
+          gvk: pipelines, object: pipeline, signal,
+          status: () => ({ releaseVersion: release?.spec?.version ?? 'missing' }),
+        });
       },
     });
   } finally {
@@ -55,11 +66,11 @@ async function runController(kubeConfig: KubeConfig, logger: Logger, signal: Abo
 // README:end
 
 describe('README: the library example', () => {
-  it('reconciles a Pipeline when it appears and when the HelmRelease it names changes', async (t) => {
+  it('reconciles a Pipeline when it appears and when the HelmRelease it names changes, and writes what it saw to the Pipeline\'s status', async (t) => {
     const cluster = await SimulatedCluster.start({
       namespaces: ['apps', 'team-a'],
       kinds: [
-        { ...pipelines, plural: 'pipelines', namespaced: true },
+        { ...pipelines, plural: 'pipelines', namespaced: true, status: true },
         { ...helmReleases, plural: 'helmreleases', namespaced: true },
       ],
     });
@@ -81,6 +92,9 @@ describe('README: the library example', () => {
     const release = cluster.store.get({ apiVersion: 'helm.toolkit.fluxcd.io/v2', kind: 'HelmRelease', namespace: 'apps', name: 'podinfo' });
     cluster.store.update({ ...release, spec: { version: '2.0' } });
     await eventually(showing('the change of its HelmRelease requeued it'), () => versions.includes('example.com/Pipeline/team-a/web 2.0'));
+    // It decided and wrote: the Pipeline's status says what it saw, through the status subresource.
+    const status = (): unknown => cluster.store.get({ apiVersion: 'example.com/v1', kind: 'Pipeline', namespace: 'team-a', name: 'web' })?.status;
+    await eventually(() => `the Pipeline's status holds 2.0; it is ${JSON.stringify(status())}`, () => JSON.stringify(status()) === '{"releaseVersion":"2.0"}');
   });
 
   it('is the README\'s block, word for word', () => {

@@ -25,6 +25,18 @@ export class CacheGoneError extends FleetcacheError {
   }
 }
 
+/** Which object: `name` and, for namespaced kinds, `namespace` (controller-runtime's `client.ObjectKey`). */
+export interface NamespacedName {
+  /** '' or unset for cluster-scoped kinds. */
+  readonly namespace?: string | undefined;
+  readonly name: string;
+}
+
+/** The arguments of either form of `get`, as `[namespace, name]`. */
+export function nameOf(keyOrNamespace: NamespacedName | string | undefined, name: string | undefined): readonly [string, string] {
+  return typeof keyOrNamespace === 'object' ? [keyOrNamespace.namespace ?? '', keyOrNamespace.name] : [keyOrNamespace ?? '', name ?? ''];
+}
+
 /**
  * Reads one kind in one cluster from the registry's cache (`client.Reader` in controller-runtime
  * terms). Reads never touch the network. Objects are frozen and shared: copy before changing.
@@ -46,8 +58,14 @@ export interface CacheReader<T extends KubeObject = KubeObject> {
   /** The last resourceVersion the cache has seen (opaque; '' before the first LIST): how fresh it is. */
   readonly resourceVersion: string;
   /**
-   * The object, or undefined. `namespace` is '' or unset for cluster-scoped kinds. A set target's
-   * reader holds only what its selectors select: an object outside them reads as undefined.
+   * The object, or undefined: `get({ namespace, name })`, controller-runtime's `client.ObjectKey`.
+   * `namespace` is '' or unset for cluster-scoped kinds. A set target's reader holds only what its
+   * selectors select: an object outside them reads as undefined.
+   */
+  get(key: NamespacedName): T | undefined;
+  /**
+   * The same, positional: namespace FIRST, the reverse of client-node's `ObjectCache.get(name,
+   * namespace)`. Kept for existing callers; the named form above cannot be swapped by mistake.
    */
   get(namespace: string | undefined, name: string): T | undefined;
   /** Every cached object (for a set target with selectors: every object they select), or those of one namespace. */
@@ -118,8 +136,10 @@ export class RegistryReader<T extends KubeObject = KubeObject> implements CacheR
     return this.#current()?.stats().resourceVersion ?? '';
   }
 
-  get(namespace: string | undefined, name: string): T | undefined {
-    return this.#current()?.store.getByName(namespace ?? '', name) as T | undefined;
+  get(key: NamespacedName): T | undefined;
+  get(namespace: string | undefined, name: string): T | undefined;
+  get(keyOrNamespace: NamespacedName | string | undefined, name?: string): T | undefined {
+    return this.#current()?.store.getByName(...nameOf(keyOrNamespace, name)) as T | undefined;
   }
 
   list(options: { readonly namespace?: string | undefined } = {}): T[] {
@@ -179,8 +199,11 @@ export class HeldRegistryReader<T extends KubeObject = KubeObject> implements He
     return this.#reader.resourceVersion;
   }
 
-  get(namespace: string | undefined, name: string): T | undefined {
-    return this.#reader.get(namespace, name);
+  get(key: NamespacedName): T | undefined;
+  get(namespace: string | undefined, name: string): T | undefined;
+  get(keyOrNamespace: NamespacedName | string | undefined, name?: string): T | undefined {
+    const [namespace, objectName] = nameOf(keyOrNamespace, name);
+    return this.#reader.get(namespace, objectName);
   }
 
   list(options?: { readonly namespace?: string | undefined }): T[] {

@@ -49,7 +49,7 @@ function settingsIn(cluster: SimulatedCluster): Record<string, string> | undefin
 
 describe('README: fleet snapshots', () => {
   it('mirrors settings from east to west, creating then patching', async (t) => {
-    const [east, west] = await startSimulatedClusters(2, { namePrefix: 'region' }) as [SimulatedCluster, SimulatedCluster];
+    const [east, west] = await startSimulatedClusters(2, { namePrefix: 'region' });
     t.after(async () => { await Promise.all([east.close(), west.close()]); });
     east.store.create({ apiVersion: 'v1', kind: 'ConfigMap', metadata: { name: 'settings', namespace: 'default' }, data: { mode: 'blue' } });
     const registry = registryWithKeeper({ provider: new StaticProvider({ clusters: { east: east.kubeconfig, west: west.kubeconfig } }), credentialCheckIntervalMs: 0 });

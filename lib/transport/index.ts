@@ -40,4 +40,5 @@ export type {
   SelectorOptions,
   WatchEvent,
   WatchOptions,
+  Wire,
 } from './types.ts';

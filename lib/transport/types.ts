@@ -1,32 +1,6 @@
-import type { GroupVersionKind } from '../util/index.ts';
+import type { GroupVersionKind, KubeObject } from '../util/index.ts';
 
-/**
- * Object metadata as the API server sends it. Timestamps stay RFC 3339 strings: fleetcache hands
- * out the JSON it received (after the informer's transform), never client-node's class instances.
- */
-export interface ObjectMeta {
-  readonly name?: string;
-  readonly namespace?: string;
-  readonly uid?: string;
-  readonly resourceVersion?: string;
-  readonly generation?: number;
-  readonly creationTimestamp?: string;
-  readonly deletionTimestamp?: string;
-  readonly labels?: Readonly<Record<string, string>>;
-  readonly annotations?: Readonly<Record<string, string>>;
-  readonly ownerReferences?: readonly Readonly<Record<string, unknown>>[];
-  readonly finalizers?: readonly string[];
-  readonly managedFields?: readonly unknown[];
-  readonly [field: string]: unknown;
-}
-
-/** Any Kubernetes object, as JSON. */
-export interface KubeObject {
-  readonly apiVersion?: string;
-  readonly kind?: string;
-  readonly metadata?: ObjectMeta;
-  readonly [field: string]: unknown;
-}
+export type { KubeObject, ObjectMeta, Wire } from '../util/index.ts';
 
 /**
  * An object kept as its JSON text, not parsed (a watch opened with `objectText`): `text` is the

@@ -16,3 +16,4 @@ export * from './sanitize.ts';
 export * from './address.ts';
 export * from './names.ts';
 export * from './options.ts';
+export * from './object.ts';

@@ -48,7 +48,6 @@ describe('Sharder on a real apiserver', () => {
 
   function replica(identity: string, options: { readonly group?: string; readonly keys?: readonly string[]; readonly wrap?: (store: ShardLeaseStore) => ShardLeaseStore } = {}): { sharder: Sharder; stop: () => void; cut: () => void; outcome: Promise<ShardOutcome> } {
     const cluster = fixture.clusters[0];
-    assert.ok(cluster !== undefined);
     const connection = new ClusterConnection({ name: `local-${identity}`, kubeConfig: cluster.kubeConfig() });
     connections.push(connection);
     const group = options.group ?? 'itest';
@@ -96,8 +95,8 @@ describe('Sharder on a real apiserver', () => {
       const cleanMs = await until('b\'s keys to be owned again', converged);
       assert.ok(cleanMs < timing.leaseDurationMs, `after a clean stop the keys moved in ${cleanMs} ms, not after a lease duration`);
       replicas.delete('b');
-      const peerB = await fixture.clusters[0]?.request('GET', `/apis/coordination.k8s.io/v1/namespaces/default/leases/${peerLeaseName('itest', 'b')}`);
-      assert.equal(peerB?.statusCode, 404, 'b deleted its peer Lease');
+      const peerB = await fixture.clusters[0].request('GET', `/apis/coordination.k8s.io/v1/namespaces/default/leases/${peerLeaseName('itest', 'b')}`);
+      assert.equal(peerB.statusCode, 404, 'b deleted its peer Lease');
 
       // An abandoned replica: c's store is cut (nothing released); it stops acting within renewDeadline.
       const c = replicas.get('c');
