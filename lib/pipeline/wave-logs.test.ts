@@ -56,7 +56,7 @@ async function start(t: TestContext): Promise<Setup> {
   });
   t.after(() => registry.close());
   const log = new RecordingLogger();
-  const controller = new PipelineController({ registry, workers: 1, allowCrossNamespaceTargets: true, logger: log });
+  const controller = new PipelineController({ registry, workers: 1, allowCrossNamespaceTargets: true, allowFleetSelectorsAsService: true, logger: log }); // admin credentials: the opt-in
   const stop = new AbortController();
   const running = controller.run(stop.signal);
   t.after(async () => { stop.abort(); await running; });
