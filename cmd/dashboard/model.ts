@@ -56,6 +56,8 @@ export interface FleetView {
   readonly notReady: readonly { readonly reason: string; readonly count: number }[];
   /** Why the membership cannot be read. */
   readonly error?: string;
+  /** True while the member list has not loaded (the counts are not the fleet's yet). */
+  readonly membershipLoading?: true;
 }
 
 /**
@@ -304,6 +306,7 @@ function fleetView(raw: Record<string, unknown>): FleetView {
     readable: count(raw.readable),
     notReady: FLEET_NOT_READY_REASONS.map((r) => ({ reason: r, count: count(notReady[r]) })).filter((r) => r.count > 0),
     ...optional('error', str(raw.error)),
+    ...(raw.membership === 'Loading' ? { membershipLoading: true as const } : {}),
   };
 }
 

@@ -280,7 +280,7 @@ export const appJs = String.raw`'use strict';
   // --- Fleet environments: the readiness policy in counts, and the waves of the newest rollout.
   function renderFleet(f) {
     return el('div', { class: 'fleet', 'data-field': 'fleet' }, [
-      el('div', { 'data-field': 'fleet-counts', text: f.policy + ': ' + f.readyTargets + ' of ' + f.total + ' ready, ' + f.required + ' needed' + (f.readable < f.total ? ' (' + f.readable + ' readable)' : '') }),
+      el('div', { 'data-field': 'fleet-counts', text: f.membershipLoading ? f.policy + ': waiting for the cluster list to load' : f.policy + ': ' + f.readyTargets + ' of ' + f.total + ' ready, ' + f.required + ' needed' + (f.readable < f.total ? ' (' + f.readable + ' readable)' : '') }),
       f.notReady.length > 0 ? el('div', { class: 'muted', 'data-field': 'not-ready', text: 'Not ready: ' + f.notReady.map(function (n) { return n.reason + ' ' + n.count; }).join(', ') }) : null,
       f.error ? el('div', { class: 'warn', 'data-field': 'fleet-error', text: f.error }) : null,
     ]);

@@ -15,6 +15,8 @@ export const DRIFTED = 'Drifted';
 export const REASON_INVALID_SPEC = 'InvalidSpec';
 export const REASON_TARGET_NOT_READABLE = 'TargetNotReadable';
 export const REASON_WAITING_FOR_CACHES = 'WaitingForCaches';
+/** A fleet environment's member list (the kubeconfig Secret or Cluster cache) has not loaded yet (Ready and Promoting). */
+export const REASON_FLEET_MEMBERSHIP_LOADING = 'FleetMembershipLoading';
 export const REASON_RECONCILED = 'Reconciled';
 /** Reasons of the Promoting condition. */
 export const REASON_PROMOTING = 'Promoting';
@@ -56,9 +58,16 @@ export function invalidSpecCondition(problems: readonly string[], generation: nu
   return { type: READY, status: 'False', reason: REASON_INVALID_SPEC, message: problems.join('; '), observedGeneration: generation };
 }
 
+/** The fleet environments whose member list is still loading, as a phrase, or undefined when none is. */
+export function membershipLoading(environments: readonly EnvironmentStatus[]): string | undefined {
+  const names = environments.filter((e) => e.fleet?.membership === 'Loading').map((e) => e.name);
+  return names.length === 0 ? undefined : `waiting for the fleet membership of ${names.join(', ')} (the cluster list) to load`;
+}
+
 /**
  * The Ready condition from the environments: False/TargetNotReadable naming each unreadable target
- * and its cluster's error, Unknown while caches load, True otherwise (ready means "observed",
+ * and its cluster's error, Unknown while a fleet's member list loads (FleetMembershipLoading: no
+ * "0 of 0" is ever reported as observed) or caches load, True otherwise (ready means "observed",
  * not "every environment is ready": that is in `status.environments`).
  */
 export function readyCondition(environments: readonly EnvironmentStatus[], generation: number): ConditionInput {
@@ -74,6 +83,8 @@ export function readyCondition(environments: readonly EnvironmentStatus[], gener
   if (unreadable.length > 0) {
     return { type: READY, status: 'False', reason: REASON_TARGET_NOT_READABLE, message: unreadable.join('; '), observedGeneration: generation };
   }
+  const members = membershipLoading(environments);
+  if (members !== undefined) return { type: READY, status: 'Unknown', reason: REASON_FLEET_MEMBERSHIP_LOADING, message: members, observedGeneration: generation };
   if (loading > 0) {
     return { type: READY, status: 'Unknown', reason: REASON_WAITING_FOR_CACHES, message: `waiting for the caches of ${loading} target(s) to load`, observedGeneration: generation };
   }
@@ -81,8 +92,19 @@ export function readyCondition(environments: readonly EnvironmentStatus[], gener
   return { type: READY, status: 'True', reason: REASON_RECONCILED, message: summary, observedGeneration: generation };
 }
 
-/** The Promoting condition from the newest promotion record. */
-export function promotingCondition(records: readonly PromotionRecord[], generation: number): ConditionInput {
+/**
+ * The Promoting condition from the newest promotion record; while a fleet's member list loads
+ * (`environments` given), Unknown/FleetMembershipLoading unless a promotion is acting (Pending),
+ * with what the newest record says after it.
+ */
+export function promotingCondition(records: readonly PromotionRecord[], generation: number, environments?: readonly EnvironmentStatus[]): ConditionInput {
+  const condition = promotingFromRecords(records, generation);
+  const members = environments === undefined ? undefined : membershipLoading(environments);
+  if (members === undefined || condition.reason === REASON_PROMOTING) return condition;
+  return { type: PROMOTING, status: 'Unknown', reason: REASON_FLEET_MEMBERSHIP_LOADING, message: `${members}; ${condition.message}`, observedGeneration: generation };
+}
+
+function promotingFromRecords(records: readonly PromotionRecord[], generation: number): ConditionInput {
   const last = records.at(-1);
   // Say which wave: `prod wave canary`.
   const newest = last?.wave === undefined ? last : { ...last, environment: `${last.environment} wave ${last.wave}` };

@@ -208,6 +208,8 @@ export function settleCommitted(environments: readonly EnvironmentStatus[], reco
   for (const record of records) {
     if (record.state !== 'Committed') continue;
     const env = environments.find((e) => e.name === record.environment);
+    // Nothing is judged on a fleet whose member list has not loaded: its counts are not the fleet's.
+    if (env?.fleet?.membership === 'Loading') continue;
     if (record.wave !== undefined) {
       const closed = settleWave(env, record, now, nowText, applyTimeoutMs);
       if (closed !== undefined) settled.push(closed);

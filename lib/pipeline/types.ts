@@ -250,6 +250,11 @@ export interface FleetStatus {
   readonly notReady: Readonly<Partial<Record<FleetNotReadyReason, number>>>;
   /** Why the membership could not be read (the Secret or Cluster list), when it cannot. */
   readonly error?: string;
+  /**
+   * `Loading` while the member list (the Secret or Cluster cache) has not completed its first
+   * LIST: the counts are not the fleet's yet, and nothing is decided or timed out on them.
+   */
+  readonly membership?: 'Loading';
 }
 
 /** One wave of a fleet environment. */
