@@ -86,7 +86,8 @@ export class PromotionActor {
         const { namespace, name } = request.pipeline;
         // A wave's lines are marked `<namespace>:<pipeline>:<environment>/<wave>`.
         const environment = request.wave === undefined ? request.to : `${request.to}/${request.wave}`;
-        const git = await promoteThroughGit(this.#git, spec.promotion, { namespace, pipeline: name, environment, revision: request.revision }, (secret) => this.#secretData(owner, secret, 'git'));
+        const imagePolicy = spec.environments.find((e) => e.name === request.to)?.imagePolicy;
+        const git = await promoteThroughGit(this.#git, spec.promotion, { namespace, pipeline: name, environment, revision: request.revision, imagePolicy }, (secret) => this.#secretData(owner, secret, 'git'));
         return { ok: true, message: sanitizeForDisplay(git.message, MAX_STATUS_TEXT), git };
       }
       return { ok: true, message: sanitizeForDisplay(await this.#act(owner, spec, request, key), MAX_STATUS_TEXT) };

@@ -92,6 +92,13 @@ export interface PipelineEnvironment {
    * has passing commit statuses (GitHub statuses and check runs, GitLab job statuses): it stays
    * `Committed` until then, `Failed` on a failing status or at `timeout` (see commit-status.ts).
    */
+  /**
+   * Git strategy: the Flux ImagePolicy (in the Pipeline's namespace) whose image-automation setters
+   * (`# {"$imagepolicy": "<namespace>:<name>[:tag]"}`) a promotion into this environment writes,
+   * beside its `$promotion` markers. Default: `<pipeline>-<environment>` (a naming convention).
+   * Not with waves (each wave has its own `$promotion` markers).
+   */
+  readonly imagePolicy?: string;
   readonly commitStatuses?: {
     /** Contexts that must be success. Unset or empty: every status reported (at least one). */
     readonly contexts?: readonly string[];
