@@ -84,6 +84,8 @@ export interface WaveView {
   readonly requireApproval: boolean;
   /** The record's message (why it failed, what was carried out). */
   readonly message?: string;
+  /** `Failed` after it was carried out: the rollout stopped here, and a person may retry it (`<environment>/<wave>`). */
+  readonly stopped?: true;
 }
 
 export interface EnvironmentView {
@@ -340,6 +342,7 @@ function waveViews(env: string, waves: readonly Record<string, unknown>[], recor
       ...optional('soakUntil', state === 'Ready' && soakSeconds !== undefined && !Number.isNaN(readyAt) ? readyAt + soakSeconds * 1_000 : undefined),
       requireApproval: w.requireApproval === true,
       ...optional('message', str(record?.message)),
+      ...(state === 'Failed' && typeof record?.committedAt === 'string' ? { stopped: true as const } : {}),
     };
   });
 }

@@ -96,5 +96,10 @@ describe('acting on a wave', () => {
     const body = received[0]?.body as { environment: string; wave: string; targets: unknown };
     assert.deepEqual([body.environment, body.wave, body.targets], ['prod', 'rest', [{ cluster: 'static:c2', namespace: 'app' }, { cluster: 'static:c3', namespace: 'app' }]]);
     assert.equal(received[0]?.headers['idempotency-key'], 'u-1/prod/rest/2.0.0');
+    // A person's retry of the stopped wave is a new delivery on purpose: its own key, marked in the body.
+    const retried = await actor(registry).carryOut(owner, spec({ strategy: 'webhook', secretName: 'hook', secretKey: 'url' }), { ...request('rest'), attempt: 2, retry: 1 }, 'k');
+    assert.equal(retried.ok, true, retried.message);
+    assert.equal(received[1]?.headers['idempotency-key'], 'u-1/prod/rest/2.0.0/retry-1');
+    assert.equal((received[1]?.body as { retry?: boolean }).retry, true);
   });
 });

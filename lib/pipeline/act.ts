@@ -28,6 +28,8 @@ export interface PromotionRequest {
   readonly resumed: boolean;
   /** The wave of a fleet environment promoted into (its clusters only). */
   readonly wave?: string;
+  /** A person's retry of a stopped wave: the failed attempt it retries (a new webhook Idempotency-Key). */
+  readonly retry?: number;
 }
 
 /** How acting ended: `message` is sanitized for status; `git` is the git strategy's outcome. */
@@ -134,11 +136,13 @@ export class PromotionActor {
         from: request.from,
         environment: request.to,
         ...(request.wave === undefined ? {} : { wave: request.wave }),
+        ...(request.retry === undefined ? {} : { retry: true }),
         revision: request.revision,
         attempt: request.attempt,
         targets: env.targets.map((t) => ({ cluster: t.clusterKey, namespace: t.namespace })),
       },
-      idempotencyKey: `${request.pipeline.uid}/${request.to}/${request.wave === undefined ? '' : `${request.wave}/`}${request.revision}`,
+      // A retry is a new delivery on purpose: a receiver that deduplicates must act on it again.
+      idempotencyKey: `${request.pipeline.uid}/${request.to}/${request.wave === undefined ? '' : `${request.wave}/`}${request.revision}${request.retry === undefined ? '' : `/retry-${request.retry}`}`,
       timeoutMs: this.#webhookTimeoutMs,
       clock: this.#clock,
       allowPrivateNetworks: this.#allowPrivateWebhooks,

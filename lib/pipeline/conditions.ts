@@ -1,5 +1,6 @@
 import { isDeepStrictEqual } from 'node:util';
 import { sanitizeForDisplay } from '../util/index.ts';
+import { howToRetry } from './approval.ts';
 import { notReadyReasonOf } from './fleet-policy.ts';
 import { MAX_FLEET_TARGETS_SHOWN, type Condition, type EnvironmentStatus, type PipelineStatus, type PromotionRecord } from './types.ts';
 
@@ -120,7 +121,10 @@ function promotingFromRecords(records: readonly PromotionRecord[], generation: n
     return { type: PROMOTING, status: 'False', reason: 'AwaitingApproval', message: `promoting ${newest.revision} to ${newest.environment} waits for approval${newest.message === undefined ? '' : `: ${newest.message}`}`, observedGeneration: generation };
   }
   if (newest?.state === 'Failed') {
-    return { type: PROMOTING, status: 'False', reason: REASON_PROMOTION_FAILED, message: `promoting ${newest.revision} to ${newest.environment} failed: ${newest.message ?? 'unknown error'}`, observedGeneration: generation };
+    // A wave carried out and not ready in time stops the rollout: say how a person carries it on.
+    // (Said before the record's message, which may be long enough to be cut.)
+    const retry = last?.wave !== undefined && last.committedAt !== undefined ? ` (to carry it out again, ${howToRetry(last.environment, last.wave, last.revision)})` : '';
+    return { type: PROMOTING, status: 'False', reason: REASON_PROMOTION_FAILED, message: `promoting ${newest.revision} to ${newest.environment} failed${retry}: ${newest.message ?? 'unknown error'}`, observedGeneration: generation };
   }
   return { type: PROMOTING, status: 'False', reason: REASON_IDLE, message: 'no promotion in progress', observedGeneration: generation };
 }

@@ -297,7 +297,7 @@ export class PipelineController {
     const recheck = requeueAfter(ready.reason === 'TargetNotReadable' ? UNREADABLE_RECHECK_MS : undefined, graceEndsInMs, gated.pollInMs)?.requeueAfterMs;
     if (gated.settled.length > 0) return this.#settle(pipeline, spec, gated.settled, ready, environments, log, recheck);
     const decision = activeHalt(pipeline.status, generation) === undefined
-      ? decidePromotion(environments, records, this.#clock.now(), DEFAULT_RETRY, { committed: pipeline.status?.committed, applyTimeoutMs: this.#settings.applyTimeoutMs })
+      ? decidePromotion(environments, records, this.#clock.now(), DEFAULT_RETRY, { committed: pipeline.status?.committed, applyTimeoutMs: this.#settings.applyTimeoutMs, retries: pipeline.status?.retries })
       : { action: 'none' as const };
 
     switch (decision.action) {
@@ -433,6 +433,7 @@ export class PipelineController {
       state: 'Pending',
       attempts: decision.attempt,
       startedAt: decision.startedAt ?? this.#now(),
+      ...(decision.retry === undefined ? {} : { retry: decision.retry }),
       ...approvedFields(approvalGates(spec, decision).map((gate) => findApproval(pipeline.status, gate, decision.revision)).findLast((a) => a !== undefined)),
     };
     let current: Pipeline;
@@ -444,6 +445,10 @@ export class PipelineController {
       throw err;
     }
     log.info('promotion recorded', { environment: decision.to, wave: decision.wave, revision: decision.revision, attempt: decision.attempt, resumed: decision.resumed });
+    if (decision.retry !== undefined && previous?.state === 'Failed' && previous.committedAt !== undefined) {
+      log.info('wave retried', { environment: decision.to, wave: decision.wave, revision: decision.revision, attempt: decision.attempt, by: decision.retry.by.username });
+      await this.#writer.event(current, 'Normal', 'WaveRetried', `carrying out ${into} at ${decision.revision} again (attempt ${decision.attempt}), as ${decision.retry.by.username} asked at ${decision.retry.at}; attempt ${decision.retry.of} was not ready in time`, log);
+    }
 
     const request: PromotionRequest = {
       pipeline: { namespace, name, uid: meta.uid ?? '' },
@@ -454,6 +459,7 @@ export class PipelineController {
       attempt: decision.attempt,
       resumed: decision.resumed,
       ...wave,
+      ...(decision.retry === undefined ? {} : { retry: decision.retry.of }),
     };
     if (this.#beforePromotion !== undefined) await this.#beforePromotion(request, signal);
     // Not started once the shard moved: the new owner resumes the Pending record.

@@ -85,6 +85,7 @@ export class StatusWriter {
       ...(committed === undefined ? {} : { committed }),
       ...(halted === undefined ? {} : { halted }),
       ...(pipeline.status?.approvals === undefined ? {} : { approvals: pipeline.status.approvals }),
+      ...(pipeline.status?.retries === undefined ? {} : { retries: pipeline.status.retries }),
     });
   }
 

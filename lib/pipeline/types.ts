@@ -329,6 +329,36 @@ export interface PromotionRecord {
   readonly approvedBy?: Approver;
   /** When it was approved (with `approved`). */
   readonly approvedAt?: string;
+  /**
+   * Set on a wave's record carried out again because a person asked (`status.retries`): who, when,
+   * and `of`, the attempt that had failed (a retry is one new attempt, keyed by it).
+   */
+  readonly retry?: RetryMark;
+}
+
+/** A retry of a stopped wave, as its record carries it. */
+export interface RetryMark {
+  readonly by: Approver;
+  readonly at: string;
+  /** The failed attempt retried. */
+  readonly of: number;
+}
+
+/**
+ * A person's request to carry out again a wave whose rollout of `revision` stopped there (its
+ * record `Failed` after it was carried out). Written only by the service, as approvals are,
+ * after a SubjectAccessReview allowed the verb `approve` on the Pipeline. One retry is one new
+ * attempt: it names the failed attempt, and applies only while the wave's record is that attempt.
+ */
+export interface WaveRetry {
+  readonly environment: string;
+  readonly wave: string;
+  readonly revision: string;
+  /** The failed attempt (the wave record's `attempts` when it was asked for). */
+  readonly attempt: number;
+  readonly requestedBy: Approver;
+  /** RFC 3339. */
+  readonly requestedAt: string;
 }
 
 /** The person (or ServiceAccount) behind an approval, as the API server's TokenReview named them. */
@@ -372,6 +402,8 @@ export interface PipelineStatus {
   readonly halted?: PromotionHalt;
   /** Oldest first; the newest {@link MAX_APPROVALS_PER_ENVIRONMENT} per environment are kept. */
   readonly approvals?: readonly Approval[];
+  /** Retries of stopped waves, oldest first; the newest {@link MAX_RETRIES_PER_ENVIRONMENT} per environment are kept. */
+  readonly retries?: readonly WaveRetry[];
 }
 
 /** One ⟨environment, revision⟩ carried out. */
@@ -405,6 +437,9 @@ export const MAX_COMMITTED_PER_ENVIRONMENT = 20;
 
 /** How many approvals are kept per environment (older ones are dropped). */
 export const MAX_APPROVALS_PER_ENVIRONMENT = 10;
+
+/** How many wave retries are kept per environment (older ones are dropped). */
+export const MAX_RETRIES_PER_ENVIRONMENT = 10;
 
 /** How many promotion records are kept per environment (older ones are dropped). */
 export const MAX_PROMOTIONS_PER_ENVIRONMENT = 10;
