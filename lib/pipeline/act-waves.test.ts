@@ -99,7 +99,9 @@ describe('acting on a wave', () => {
     // A person's retry of the stopped wave is a new delivery on purpose: its own key, marked in the body.
     const retried = await actor(registry).carryOut(owner, spec({ strategy: 'webhook', secretName: 'hook', secretKey: 'url' }), { ...request('rest'), attempt: 2, retry: 1 }, 'k');
     assert.equal(retried.ok, true, retried.message);
-    assert.equal(received[1]?.headers['idempotency-key'], 'u-1/prod/rest/2.0.0/retry-1');
-    assert.equal((received[1]?.body as { retry?: boolean }).retry, true);
+    const second = received[1];
+    assert.ok(second !== undefined);
+    assert.equal(second.headers['idempotency-key'], 'u-1/prod/rest/2.0.0/retry-1');
+    assert.equal((second.body as { retry?: boolean }).retry, true);
   });
 });
