@@ -334,7 +334,16 @@ export interface PromotionRecord {
    * and `of`, the attempt that had failed (a retry is one new attempt, keyed by it).
    */
   readonly retry?: RetryMark;
+  /**
+   * Clusters that joined this wave (or fleet) after it was carried out and were given its revision
+   * then (patch: patched; webhook: a call of their own), by cluster key: each at most once per
+   * ⟨environment, wave, revision, cluster⟩; at most {@link MAX_LATE_JOINERS} per record.
+   */
+  readonly joined?: readonly string[];
 }
+
+/** How many late joiners one wave's rollout gives its revision; more wait for the next revision. */
+export const MAX_LATE_JOINERS = 20;
 
 /** A retry of a stopped wave, as its record carries it. */
 export interface RetryMark {
