@@ -319,7 +319,8 @@ export class PipelineController {
         return requeueAfter(written ? undefined : 1_000, recheck);
       }
       case 'promote': {
-        const missing = approvalGates(spec, decision).find((gate) => findApproval(pipeline.status, gate, decision.revision) === undefined);
+        // A retry was asked for by someone with the approver's right (the verb approve): it stands for the wave's approval too.
+        const missing = decision.retry === undefined ? approvalGates(spec, decision).find((gate) => findApproval(pipeline.status, gate, decision.revision) === undefined) : undefined;
         if (missing !== undefined) return this.#awaitApproval(pipeline, spec, decision, missing, ready, environments, log, recheck);
         return this.#promote(pipeline, owner, spec, decision, ready, environments, log, signal, recheck);
       }
