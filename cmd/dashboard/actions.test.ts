@@ -129,6 +129,27 @@ describe('the approval endpoint', () => {
     assert.equal(canary.status, 422, 'a wave without the gate');
   });
 
+  it('records a retry of a stopped wave ("action": "retry") for someone allowed the verb approve, with an Event; refuses others', async () => {
+    api.pipeline.spec = { environments: [{ name: 'dev', targets: [] }, { name: 'prod', fleet: { namespace: 'app', clusters: [], waves: [{ name: 'canary', count: 1 }, { name: 'rest', count: 1 }] } }] };
+    api.pipeline.status = { promotions: [{ environment: 'prod', wave: 'canary', revision: '1.2.0', strategy: 'patch', state: 'Failed', attempts: 1, startedAt: '2026-05-06T06:00:00Z', committedAt: '2026-05-06T06:00:00Z' }] };
+    const body = JSON.stringify({ namespace: 'team-a', pipeline: 'shop', environment: 'prod/canary', revision: '1.2.0', action: 'retry' });
+    const bob = await send(url, { headers: { ...json, authorization: 'Bearer bob-token' }, body });
+    assert.equal(bob.status, 403, 'the same right as approving');
+    const res = await send(url, { headers: { ...json, authorization: 'Bearer alice-token' }, body });
+    assert.equal(res.status, 200, JSON.stringify(res.body));
+    const retry = { environment: 'prod', wave: 'canary', revision: '1.2.0', attempt: 1, requestedBy: { username: 'alice', uid: 'a-1' }, requestedAt: '2026-05-06T07:08:09Z' };
+    assert.deepEqual(res.body, { retry, created: true });
+    assert.deepEqual((api.pipeline.status as Record<string, unknown>).retries, [retry]);
+    const event = api.requests.find((r) => r.path.endsWith('/events'))?.body as { reason: string; message: string };
+    assert.equal(event.reason, 'WaveRetryRequested');
+    assert.match(event.message, /^alice asked to carry out wave canary of prod at 1\.2\.0 again/);
+    const rest = await send(url, { headers: { ...json, authorization: 'Bearer alice-token' }, body: body.replace('prod/canary', 'prod/rest') });
+    assert.equal(rest.status, 422, 'a wave not stopped there');
+    const bad = await send(url, { headers: { ...json, authorization: 'Bearer alice-token' }, body: body.replace('"retry"', '"rollback"') });
+    assert.equal(bad.status, 400);
+    assert.equal(api.writes().length, 1);
+  });
+
   it('refuses without a token (401) or with one the TokenReview does not accept (401), before writing anything', async () => {
     for (const authorization of [undefined, 'Basic YWxpY2U6eA==', 'Bearer ', 'Bearer made-up', 'Bearer two tokens']) {
       const res = await send(url, { headers: { ...json, ...(authorization === undefined ? {} : { authorization }) }, body: good });

@@ -1,10 +1,11 @@
-// What a person may do from the dashboard, on their own rights: approve a promotion. The request
+// What a person may do from the dashboard, on their own rights: approve a promotion, or retry a
+// wave whose rollout stopped there (the same right: the verb approve). The request
 // carries the person's bearer token (the one the page already sends, never a cookie); the API
 // server authenticates it (TokenReview) and decides the verb on the Pipeline (SubjectAccessReview);
 // only then does the service write, as itself, the approval into the Pipeline's status.
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { RouteHandler } from '../../lib/manager/index.ts';
-import { APPROVE_VERB, ApprovalError, approvalEvent, isRevision, PIPELINE_GVK, recordApproval, type ApprovalClient, type Approver } from '../../lib/pipeline/index.ts';
+import { APPROVE_VERB, ApprovalError, approvalEvent, isRevision, PIPELINE_GVK, recordApproval, recordRetry, retryEvent, type ApprovalClient, type Approver } from '../../lib/pipeline/index.ts';
 import { readBounded } from '../../lib/transport/index.ts';
 import { functionOption, isDnsLabel, isNamespaceName, isObjectName, KubeApiError, noopLogger, positiveInteger, realClock, toError, type Clock, type Logger } from '../../lib/util/index.ts';
 import { securityHeaders } from './page.ts';
@@ -37,11 +38,13 @@ interface ApprovalBody {
   readonly pipeline: string;
   readonly environment: string;
   readonly revision: string;
+  /** `approve` (the default) or `retry`: carry out again the wave `environment` (`<env>/<wave>`) stopped at `revision`. */
+  readonly action: 'approve' | 'retry';
 }
 
 /** Longest bearer token considered (service-account JWTs are ~1 KiB), as the metrics filter. */
 const MAX_TOKEN = 16 * 1024;
-const FIELDS = ['namespace', 'pipeline', 'environment', 'revision'] as const;
+const FIELDS = ['namespace', 'pipeline', 'environment', 'revision', 'action'] as const;
 
 class HttpRefusal extends Error {
   readonly status: number;
@@ -68,7 +71,9 @@ function parseBody(text: string): ApprovalBody {
   if (!isRecord(value)) throw new HttpRefusal(400, 'the body must be a JSON object {namespace, pipeline, environment, revision}');
   const unknown = Object.keys(value).filter((k) => !(FIELDS as readonly string[]).includes(k));
   if (unknown.length > 0) throw new HttpRefusal(400, `unknown field(s): ${unknown.slice(0, 4).map((k) => JSON.stringify(k.slice(0, 40))).join(', ')}`);
-  const field = (name: (typeof FIELDS)[number], ok: (s: string) => boolean, what: string): string => {
+  const action = value.action ?? 'approve';
+  if (action !== 'approve' && action !== 'retry') throw new HttpRefusal(400, 'action must be "approve" or "retry"');
+  const field = (name: Exclude<(typeof FIELDS)[number], 'action'>, ok: (s: string) => boolean, what: string): string => {
     const v = value[name];
     if (typeof v !== 'string' || !ok(v)) throw new HttpRefusal(400, `${name} must be ${what}`);
     return v;
@@ -79,6 +84,7 @@ function parseBody(text: string): ApprovalBody {
     // `<environment>/<wave>` approves one wave of a fleet environment.
     environment: field('environment', (v) => v.split('/').length <= 2 && v.split('/').every(isDnsLabel), 'an environment name, or <environment>/<wave>'),
     revision: field('revision', isRevision, 'a revision (one printable token)'),
+    action,
   };
 }
 
@@ -131,7 +137,10 @@ interface ReviewedUser extends Approver {
  * SubjectAccessReview allows that user the verb `approve` on that Pipeline (group fleetcache.dev,
  * resource pipelines); then the approval is written to the Pipeline's status (404 when there is no
  * such Pipeline, said only to someone allowed to approve it; 422 when the environment does not
- * require approval), an Event names the approver, and the answer is 200 with the approval.
+ * require approval), an Event names the approver, and the answer is 200 with the approval. With
+ * `"action": "retry"` and `environment` `<env>/<wave>`: the same checks, then a retry of the wave
+ * whose rollout of `revision` stopped there is recorded (`status.retries`; 422 when it is not
+ * stopped there), answered `{retry, created}`.
  * Nothing is cached: a right withdrawn counts at once.
  *
  * Concurrency: `#inFlight` counts requests past their body (under review or being written) and
@@ -195,6 +204,7 @@ export class ApprovalEndpoint {
         this.#logger.warn('approval refused: the verb is not allowed', { user: user.username, pipeline: where, environment: body.environment, revision: body.revision });
         throw new HttpRefusal(403, `user ${user.username} may not ${APPROVE_VERB} pipelines.${PIPELINE_GVK.group} ${body.pipeline} in namespace ${body.namespace}`);
       }
+      if (body.action === 'retry') return await this.#retry(client, user, body);
       let recorded;
       try {
         recorded = await recordApproval(
@@ -223,6 +233,34 @@ export class ApprovalEndpoint {
     } finally {
       this.#inFlight -= 1;
     }
+  }
+
+  /** Records a retry of a stopped wave (the right was checked), with an Event naming who asked. */
+  async #retry(client: ApprovalClient, user: ReviewedUser, body: ApprovalBody): Promise<object> {
+    const where = `${body.namespace}/${body.pipeline}`;
+    let recorded;
+    try {
+      recorded = await recordRetry(
+        { namespace: body.namespace, name: body.pipeline, environment: body.environment, revision: body.revision, approver: { username: user.username, ...(user.uid === undefined ? {} : { uid: user.uid }) } },
+        { client, clock: this.#clock },
+      );
+    } catch (err) {
+      if (err instanceof ApprovalError) {
+        this.#logger.info('retry not recorded', { user: user.username, pipeline: where, wave: body.environment, revision: body.revision, reason: err.reason });
+        throw new HttpRefusal(err.reason === 'PipelineNotFound' ? 404 : err.reason === 'Conflict' ? 409 : 422, err.message);
+      }
+      throw err;
+    }
+    const { retry, created } = recorded;
+    if (created) {
+      this.#logger.info('retry recorded', { user: user.username, pipeline: where, wave: body.environment, revision: retry.revision, attempt: retry.attempt });
+      try {
+        await client.request({ method: 'POST', path: `/api/v1/namespaces/${encodeURIComponent(body.namespace)}/events`, body: retryEvent(recorded.pipeline, retry, retry.requestedAt) });
+      } catch (err) {
+        this.#logger.warn('could not record an event', { reason: 'WaveRetryRequested', error: toError(err).message });
+      }
+    }
+    return { retry, created };
   }
 
   async #authenticate(client: ApprovalClient, token: string): Promise<ReviewedUser> {

@@ -56,6 +56,8 @@ export interface FleetView {
   readonly notReady: readonly { readonly reason: string; readonly count: number }[];
   /** Why the membership cannot be read. */
   readonly error?: string;
+  /** True while the member list has not loaded (the counts are not the fleet's yet). */
+  readonly membershipLoading?: true;
 }
 
 /**
@@ -82,6 +84,8 @@ export interface WaveView {
   readonly requireApproval: boolean;
   /** The record's message (why it failed, what was carried out). */
   readonly message?: string;
+  /** `Failed` after it was carried out: the rollout stopped here, and a person may retry it (`<environment>/<wave>`). */
+  readonly stopped?: true;
 }
 
 export interface EnvironmentView {
@@ -304,6 +308,7 @@ function fleetView(raw: Record<string, unknown>): FleetView {
     readable: count(raw.readable),
     notReady: FLEET_NOT_READY_REASONS.map((r) => ({ reason: r, count: count(notReady[r]) })).filter((r) => r.count > 0),
     ...optional('error', str(raw.error)),
+    ...(raw.membership === 'Loading' ? { membershipLoading: true as const } : {}),
   };
 }
 
@@ -337,6 +342,7 @@ function waveViews(env: string, waves: readonly Record<string, unknown>[], recor
       ...optional('soakUntil', state === 'Ready' && soakSeconds !== undefined && !Number.isNaN(readyAt) ? readyAt + soakSeconds * 1_000 : undefined),
       requireApproval: w.requireApproval === true,
       ...optional('message', str(record?.message)),
+      ...(state === 'Failed' && typeof record?.committedAt === 'string' ? { stopped: true as const } : {}),
     };
   });
 }

@@ -242,22 +242,31 @@ export const appJs = String.raw`'use strict';
   }
 
   // An approval, with the same bearer header as the stream (no cookie: nothing for another site to ride on).
+  // A retry of a stopped wave is the same request with "action": "retry" (and the same right).
   function approve(p, r, button) {
     var id = p.namespace + '/' + p.name;
     var token = storedToken();
+    var retry = r.action === 'retry';
     button.disabled = true;
-    notices[id] = { kind: 'wait', text: 'Approving ' + r.revision + ' for ' + r.environment + '…' };
+    notices[id] = { kind: 'wait', text: (retry ? 'Retrying ' : 'Approving ') + r.revision + ' for ' + r.environment + '…' };
     if (current) render(current);
     fetch('api/approve', {
       method: 'POST',
       headers: { authorization: 'Bearer ' + token, 'content-type': 'application/json' },
-      body: JSON.stringify({ namespace: p.namespace, pipeline: p.name, environment: r.environment, revision: r.revision }),
+      body: JSON.stringify(retry ? { namespace: p.namespace, pipeline: p.name, environment: r.environment, revision: r.revision, action: 'retry' } : { namespace: p.namespace, pipeline: p.name, environment: r.environment, revision: r.revision }),
       cache: 'no-store',
       credentials: 'omit',
     }).then(function (res) {
       return res.json().then(function (body) { return { status: res.status, body: body }; }, function () { return { status: res.status, body: {} }; });
     }).then(function (answer) {
       var a = answer.body && answer.body.approval;
+      var t = answer.body && answer.body.retry;
+      if (retry) {
+        notices[id] = answer.status === 200 && t
+          ? { kind: 'ok', text: 'Retry of ' + t.environment + '/' + t.wave + ' at ' + t.revision + ' asked by ' + t.requestedBy.username + ' at ' + t.requestedAt + (answer.body.created ? '' : ' (already on record)') }
+          : { kind: 'bad', text: 'Not retried (HTTP ' + answer.status + '): ' + ((answer.body && answer.body.error) || 'no reason given') };
+        return;
+      }
       notices[id] = answer.status === 200 && a
         ? { kind: 'ok', text: 'Approved ' + a.revision + ' for ' + a.environment + ' by ' + a.approver.username + ' at ' + a.approvedAt + (answer.body.created ? '' : ' (already on record)') }
         : { kind: 'bad', text: 'Not approved (HTTP ' + answer.status + '): ' + ((answer.body && answer.body.error) || 'no reason given') };
@@ -280,13 +289,19 @@ export const appJs = String.raw`'use strict';
   // --- Fleet environments: the readiness policy in counts, and the waves of the newest rollout.
   function renderFleet(f) {
     return el('div', { class: 'fleet', 'data-field': 'fleet' }, [
-      el('div', { 'data-field': 'fleet-counts', text: f.policy + ': ' + f.readyTargets + ' of ' + f.total + ' ready, ' + f.required + ' needed' + (f.readable < f.total ? ' (' + f.readable + ' readable)' : '') }),
+      el('div', { 'data-field': 'fleet-counts', text: f.membershipLoading ? f.policy + ': waiting for the cluster list to load' : f.policy + ': ' + f.readyTargets + ' of ' + f.total + ' ready, ' + f.required + ' needed' + (f.readable < f.total ? ' (' + f.readable + ' readable)' : '') }),
       f.notReady.length > 0 ? el('div', { class: 'muted', 'data-field': 'not-ready', text: 'Not ready: ' + f.notReady.map(function (n) { return n.reason + ' ' + n.count; }).join(', ') }) : null,
       f.error ? el('div', { class: 'warn', 'data-field': 'fleet-error', text: f.error }) : null,
     ]);
   }
   var WAVE_STATES = { NotStarted: ['not started', ''], AwaitingApproval: ['awaiting approval', 'wait'], Pending: ['carrying out', 'wait'], CarriedOut: ['carried out, not ready yet', 'wait'], Ready: ['ready', 'ok'], Failed: ['failed', 'bad'] };
-  function renderWaves(env) {
+  function retryButton(p, environment, w) {
+    var wave = environment + '/' + w.name;
+    var button = el('button', { type: 'button', class: 'approve', 'data-action': 'retry', 'data-environment': wave, 'data-revision': w.revision, text: 'Retry ' + wave + ' at ' + w.revision });
+    button.addEventListener('click', function () { approve(p, { environment: wave, revision: w.revision, action: 'retry' }, button); });
+    return button;
+  }
+  function renderWaves(env, p) {
     return el('ol', { class: 'waves', 'data-field': 'waves' }, env.waves.map(function (w) {
       var soaking = w.state === 'Ready' && w.soakUntil > Date.now() + skewMs;
       var shown = soaking ? ['soaking', 'wait'] : Object.prototype.hasOwnProperty.call(WAVE_STATES, w.state) ? WAVE_STATES[w.state] : [String(w.state), ''];
@@ -295,6 +310,7 @@ export const appJs = String.raw`'use strict';
         soaking ? el('span', { 'data-field': 'soak' }, [el('span', { text: 'soak ends ' }), el('span', { 'data-at': w.soakUntil, text: relative(w.soakUntil) })]) : null,
         el('span', { class: 'muted', text: (w.revision ? w.revision + ' · ' : '') + w.readyTargets + ' of ' + w.total + ' ready' + (w.currentRevision && w.currentRevision !== w.revision ? ' at ' + w.currentRevision : '') + ', ' + w.required + ' needed' + (w.soakSeconds ? ' · soak ' + w.soakSeconds + ' s' : '') + (w.requireApproval ? ' · approval' : '') }),
         w.message && (w.state === 'Failed' || w.state === 'CarriedOut') ? el('div', { class: w.state === 'Failed' ? 'warn' : 'muted', text: w.message }) : null,
+        w.stopped && w.revision ? retryButton(p, env.name, w) : null,
       ]);
     }));
   }
@@ -317,7 +333,7 @@ export const appJs = String.raw`'use strict';
         el('div', { class: 'revision', 'data-field': 'revision', text: env.revision || '—' }),
         env.ready ? pill('ready', 'ok') : pill('not ready', 'wait'),
         env.fleet ? renderFleet(env.fleet) : null,
-        env.waves ? renderWaves(env) : null,
+        env.waves ? renderWaves(env, p) : null,
         env.fleet && env.targets.length > 0 ? el('div', { class: 'muted', 'data-field': 'not-ready-heading', text: 'First not-ready targets (' + env.targets.length + ' of ' + (env.fleet.total - env.fleet.readyTargets) + '):' }) : null,
         el('ul', { class: 'targets' }, env.targets.map(function (t) {
           var where = t.cluster + ' · ' + t.namespace + (t.revision ? ' · ' + t.revision : '') + (t.reason ? ' · ' + t.reason : '');

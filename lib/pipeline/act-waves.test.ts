@@ -10,6 +10,8 @@ import { GitPromoter } from '../gitops/index.ts';
 import type { OwnerRef, Registry } from '../registry/index.ts';
 import { FakeClock, noopLogger } from '../util/index.ts';
 import { PromotionActor, type PromotionRequest } from './act.ts';
+import { lateJoinCandidates } from './late-join.ts';
+import type { EnvironmentStatus, PromotionRecord } from './types.ts';
 import { assignWaves } from './fleet-members.ts';
 import { ProgressingGrace } from './grace.ts';
 import { TargetObserver } from './target-observer.ts';
@@ -49,9 +51,14 @@ function spec(promotion: ResolvedPromotion, readiness: ResolvedWave['readiness']
   return { app: { gvk, name: 'podinfo' }, environments: [{ name: 'dev', targets: [], requireApproval: false }, prod], promotion, revisionPath: undefined, serviceAccountName: undefined };
 }
 
-function actor(registry: Pick<Registry, 'connectionFor'>): PromotionActor {
+function actor(registry: Pick<Registry, 'connectionFor'>, versions: Record<string, string> = {}): PromotionActor {
   const clock = new FakeClock(0);
-  const observer = new TargetObserver({ registry: { watchTargetAndGetReader: () => Promise.reject(new Error('unused')) }, clock, grace: new ProgressingGrace(), patched: new Map() });
+  // The caches: each cluster's HelmRelease as `versions` holds it now.
+  const watchTargetAndGetReader = (ref: ClusterRef): Promise<unknown> => {
+    const name = ref.kind === 'local' ? 'local' : ref.name;
+    return Promise.resolve({ lastError: undefined, synced: true, get: () => ({ metadata: { name: 'podinfo', namespace: 'app' }, spec: { chart: { spec: { version: versions[name] } } } }) });
+  };
+  const observer = new TargetObserver({ registry: { watchTargetAndGetReader } as unknown as Pick<Registry, 'watchTargetAndGetReader'>, clock, grace: new ProgressingGrace(), patched: new Map() });
   return new PromotionActor({ registry, clock, webhookTimeoutMs: 5_000, allowPrivateWebhooks: true, git: new GitPromoter({ clock }), patched: new Map(), observer });
 }
 
@@ -96,6 +103,76 @@ describe('acting on a wave', () => {
     const body = received[0]?.body as { environment: string; wave: string; targets: unknown };
     assert.deepEqual([body.environment, body.wave, body.targets], ['prod', 'rest', [{ cluster: 'static:c2', namespace: 'app' }, { cluster: 'static:c3', namespace: 'app' }]]);
     assert.equal(received[0]?.headers['idempotency-key'], 'u-1/prod/rest/2.0.0');
+    // A person's retry of the stopped wave is a new delivery on purpose: its own key, marked in the body.
+    const retried = await actor(registry).carryOut(owner, spec({ strategy: 'webhook', secretName: 'hook', secretKey: 'url' }), { ...request('rest'), attempt: 2, retry: 1 }, 'k');
+    assert.equal(retried.ok, true, retried.message);
+    const second = received[1];
+    assert.ok(second !== undefined);
+    assert.equal(second.headers['idempotency-key'], 'u-1/prod/rest/2.0.0/retry-1');
+    assert.equal((second.body as { retry?: boolean }).retry, true);
+  });
+
+  it('webhook: a cluster that joined the wave after its delivery gets a call of its own; after a restart (nothing remembered) none', async () => {
+    const { registry } = clusters({ c1: '1.0.0', c2: '1.0.0', c3: '1.0.0' }, url);
+    const hook = spec({ strategy: 'webhook', secretName: 'hook', secretKey: 'url' });
+    const a = actor(registry);
+    received.length = 0;
+    assert.equal((await a.carryOut(owner, hook, request('rest'), 'k')).ok, true);
+    const joiner = { cluster: { kind: 'static' as const, name: 'c9' }, clusterKey: 'static:c9', namespace: 'app' };
+    const record = { environment: 'prod', wave: 'rest', revision: '2.0.0', strategy: 'webhook' as const, state: 'Committed' as const, attempts: 1, startedAt: '2026-01-01T00:00:00Z' };
+    const candidate = { environment: 'prod', wave: 'rest', revision: '2.0.0', record, room: 20, targets: [...(hook.environments[1]?.targets.slice(1) ?? []), joiner] };
+    const joiners = await a.lateJoiners(owner, hook, candidate, 'k', AbortSignal.timeout(5_000));
+    assert.deepEqual(joiners.map((t) => t.clusterKey), ['static:c9'], 'c2 and c3 were in the delivery');
+    assert.equal((await a.carryOutJoin(owner, hook, request('rest'), joiners, 'k')).ok, true);
+    const call = received[1];
+    assert.ok(call !== undefined);
+    assert.equal(call.headers['idempotency-key'], 'u-1/prod/rest/2.0.0/static:c9');
+    assert.deepEqual((call.body as { targets: unknown; joined: boolean }).targets, [{ cluster: 'static:c9', namespace: 'app' }]);
+    assert.deepEqual(await actor(registry).lateJoiners(owner, hook, candidate, 'k', AbortSignal.timeout(5_000)), []);
+    a.forget('k');
+    assert.deepEqual(await a.lateJoiners(owner, hook, candidate, 'k', AbortSignal.timeout(5_000)), []);
+  });
+});
+
+describe('late joiners', () => {
+  const patch: ResolvedPromotion = { strategy: 'patch', path: '/spec/chart/spec/version' };
+  const at = '2026-01-01T00:00:00Z';
+  const record = (wave: string, state: PromotionRecord['state'], extra: Partial<PromotionRecord> = {}): PromotionRecord => ({ environment: 'prod', wave, revision: '2.0.0', strategy: 'patch', state, attempts: 1, startedAt: at, ...extra });
+  /** prod as observed: each cluster at the revision its Flux applied. */
+  const observed = (applied: Record<string, string>, extra: Partial<EnvironmentStatus> = {}): EnvironmentStatus[] => [
+    { name: 'dev', ready: true, revision: '2.0.0', targets: [] },
+    { name: 'prod', ready: false, targets: Object.entries(applied).map(([c, revision]) => ({ cluster: `static:${c}`, namespace: 'app', readable: true, exists: true, ready: true, revision })), fleet: { policy: 'All', total: 3, readyTargets: 0, required: 3, readable: 3, notReady: {} }, ...extra },
+  ];
+
+  it('are the members of a carried-out wave not at its revision, not given it already; none for git, a loading fleet, or a wave not carried out', () => {
+    const s = spec(patch);
+    // canary = c1, rest = c2 + c3; rest carried out at 2.0.0, c3 not at it.
+    const envs = observed({ c1: '2.0.0', c2: '2.0.0', c3: '1.0.0' });
+    const [found, ...more] = lateJoinCandidates(s, envs, [record('canary', 'Succeeded'), record('rest', 'Succeeded')]);
+    assert.deepEqual([found?.wave, found?.targets.map((t) => t.clusterKey), found?.room, more.length], ['rest', ['static:c3'], 20, 0]);
+    assert.deepEqual(lateJoinCandidates(s, envs, [record('rest', 'Succeeded', { joined: ['static:c3'] })]), [], 'given it once already');
+    assert.deepEqual(lateJoinCandidates(s, envs, [record('rest', 'Failed', { committedAt: at })]), [], 'a stopped wave is the retry\'s');
+    assert.deepEqual(lateJoinCandidates(s, envs, [record('rest', 'Succeeded'), { ...record('rest', 'Pending'), revision: '3.0.0' }]), [], 'a newer rollout of the wave is under way');
+    assert.deepEqual(lateJoinCandidates(s, observed({ c3: '1.0.0' }, { fleet: { policy: 'All', total: 0, readyTargets: 0, required: 0, readable: 0, notReady: {}, membership: 'Loading' } }), [record('rest', 'Succeeded')]), []);
+    assert.deepEqual(lateJoinCandidates({ ...s, promotion: { strategy: 'git', url: 'https://g/x.git', branch: 'main', path: '.', secretName: undefined, pullRequest: undefined } }, envs, [record('rest', 'Succeeded')]), [], 'git: Flux in the new cluster reads the wave\'s path by itself');
+    const full = record('rest', 'Succeeded', { joined: Array.from({ length: 20 }, (_, i) => `static:x${i}`) });
+    assert.deepEqual(lateJoinCandidates(s, envs, [full]), [], 'bounded: 20 joiners per wave rollout');
+  });
+
+  it('patch: only a member whose object does not hold the revision is a joiner, and it is patched; the others are waiting to apply', async () => {
+    const { registry, versions } = clusters({ c1: '2.0.0', c2: '2.0.0', c3: '1.0.0' });
+    const a = actor(registry, versions);
+    const s = spec(patch);
+    // c2 was patched with the wave and has not applied it (status still 1.0.0); c3 joined later.
+    const [candidate] = lateJoinCandidates(s, observed({ c1: '2.0.0', c2: '1.0.0', c3: '1.0.0' }), [record('rest', 'Committed', { committedAt: at })]);
+    assert.ok(candidate !== undefined);
+    assert.deepEqual(candidate.targets.map((t) => t.clusterKey), ['static:c2', 'static:c3']);
+    const joiners = await a.lateJoiners(owner, s, candidate, 'k', AbortSignal.timeout(5_000));
+    assert.deepEqual(joiners.map((t) => t.clusterKey), ['static:c3']);
+    const outcome = await a.carryOutJoin(owner, s, request('rest'), joiners, 'k');
+    assert.deepEqual(outcome, { ok: true, message: 'set /spec/chart/spec/version to 2.0.0 in 1 target(s)' });
+    assert.deepEqual(versions, { c1: '2.0.0', c2: '2.0.0', c3: '2.0.0' });
+    assert.deepEqual(await a.lateJoiners(owner, s, candidate, 'k', AbortSignal.timeout(5_000)), [], 'patched: not a joiner again');
   });
 
   it('after a wave\'s commit asks Flux to reconcile only the wave\'s clusters (the commit changed no other cluster\'s files)', async () => {

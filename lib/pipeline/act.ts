@@ -7,10 +7,12 @@ import { MAX_STATUS_TEXT } from './conditions.ts';
 import { PromotionError } from './errors.ts';
 import { gitSourceOf, isKustomization, requestReconcile } from './flux.ts';
 import { gitCredentials, promoteThroughGit, type GitActOutcome } from './git.ts';
+import { getAtPointer } from './json-pointer.ts';
+import type { LateJoinCandidate } from './late-join.ts';
 import { setRevision } from './patch.ts';
 import { requiredReady } from './fleet-policy.ts';
 import { patchedTargetKey, type PatchedMemory, type TargetObserver } from './target-observer.ts';
-import type { ValidPipelineSpec } from './validate.ts';
+import type { ResolvedTarget, ValidPipelineSpec } from './validate.ts';
 import { deliverWebhook } from './webhook.ts';
 
 /** A promotion about to act, as the controller option `beforePromotion` sees it. */
@@ -28,6 +30,8 @@ export interface PromotionRequest {
   readonly resumed: boolean;
   /** The wave of a fleet environment promoted into (its clusters only). */
   readonly wave?: string;
+  /** A person's retry of a stopped wave: the failed attempt it retries (a new webhook Idempotency-Key). */
+  readonly retry?: number;
 }
 
 /** How acting ended: `message` is sanitized for status; `git` is the git strategy's outcome. */
@@ -68,6 +72,13 @@ export class PromotionActor {
   readonly #git: GitPromoter;
   readonly #patched: PatchedMemory;
   readonly #observer: TargetObserver;
+  /**
+   * Webhook strategy: per Pipeline key, per `environment\0wave`, the revision last delivered and
+   * the clusters that delivery covered, so a late joiner is told from a member that has not applied
+   * it yet. Replaced by each delivery of that wave; a Pipeline's entry goes with {@link forget}.
+   * Not kept across restarts: a rollout delivered before one gives no late joiner a call.
+   */
+  readonly #delivered = new Map<string, Map<string, { readonly revision: string; readonly clusters: ReadonlySet<string> }>>();
 
   constructor(options: PromotionActorOptions) {
     this.#registry = options.registry;
@@ -86,7 +97,8 @@ export class PromotionActor {
         const { namespace, name } = request.pipeline;
         // A wave's lines are marked `<namespace>:<pipeline>:<environment>/<wave>`.
         const environment = request.wave === undefined ? request.to : `${request.to}/${request.wave}`;
-        const git = await promoteThroughGit(this.#git, spec.promotion, { namespace, pipeline: name, environment, revision: request.revision }, (secret) => this.#secretData(owner, secret, 'git'));
+        const imagePolicy = spec.environments.find((e) => e.name === request.to)?.imagePolicy;
+        const git = await promoteThroughGit(this.#git, spec.promotion, { namespace, pipeline: name, environment, revision: request.revision, imagePolicy }, (secret) => this.#secretData(owner, secret, 'git'));
         return { ok: true, message: sanitizeForDisplay(git.message, MAX_STATUS_TEXT), git };
       }
       return { ok: true, message: sanitizeForDisplay(await this.#act(owner, spec, request, key), MAX_STATUS_TEXT) };
@@ -95,12 +107,52 @@ export class PromotionActor {
     }
   }
 
-  /** Carries out one patch or webhook promotion; resolves with a summary for the record, rejects with why it failed. */
-  async #act(owner: OwnerRef, spec: ValidPipelineSpec, request: PromotionRequest, key: string): Promise<string> {
+  /**
+   * Of a candidate's members, the late joiners: patch — those whose object does not hold the
+   * revision at the patch path (a member carried out with the wave holds it, applied or not);
+   * webhook — those the wave's delivery (in this process) did not cover. Reads caches only.
+   */
+  async lateJoiners(owner: OwnerRef, spec: ValidPipelineSpec, candidate: LateJoinCandidate, key: string, signal: AbortSignal): Promise<ResolvedTarget[]> {
+    const promotion = spec.promotion;
+    if (promotion.strategy === 'webhook') {
+      const delivered = this.#delivered.get(key)?.get(`${candidate.environment}\u0000${candidate.wave ?? ''}`);
+      if (delivered?.revision !== candidate.revision) return [];
+      return candidate.targets.filter((t) => !delivered.clusters.has(t.clusterKey));
+    }
+    if (promotion.strategy !== 'patch') return [];
+    const seen = await Promise.all(candidate.targets.map((t) => this.#observer.observe(t, spec, owner, signal)));
+    return candidate.targets.filter((_, i) => {
+      const view = seen[i];
+      return view?.state === 'read' && view.object !== undefined && getAtPointer(view.object, promotion.path) !== candidate.revision;
+    });
+  }
+
+  /**
+   * Gives late joiners the revision their wave carried out: patch — each is patched; webhook — one
+   * call per joiner, with an Idempotency-Key of its own (`uid/env/wave/rev/cluster`). Never rejects.
+   */
+  async carryOutJoin(owner: OwnerRef, spec: ValidPipelineSpec, request: PromotionRequest, joiners: readonly ResolvedTarget[], key: string): Promise<ActOutcome> {
+    try {
+      return { ok: true, message: sanitizeForDisplay(await this.#act(owner, spec, request, key, joiners), MAX_STATUS_TEXT) };
+    } catch (err) {
+      return { ok: false, message: sanitizeForDisplay(toError(err).message, MAX_STATUS_TEXT) };
+    }
+  }
+
+  /** Drops what is remembered of a Pipeline (its key). */
+  forget(key: string): void {
+    this.#delivered.delete(key);
+  }
+
+  /**
+   * Carries out one patch or webhook promotion; resolves with a summary for the record, rejects
+   * with why it failed. `joiners`: only those (late joiners of the wave), each on its own.
+   */
+  async #act(owner: OwnerRef, spec: ValidPipelineSpec, request: PromotionRequest, key: string, joiners?: readonly ResolvedTarget[]): Promise<string> {
     const found = spec.environments.find((e) => e.name === request.to);
     if (found === undefined) throw new PromotionError(`environment ${request.to} is not in the spec`);
-    // A wave: only its clusters.
-    const env = request.wave === undefined ? found : { ...found, targets: found.targets.filter((t) => found.waveOf?.get(t.clusterKey) === request.wave) };
+    // A wave: only its clusters; late joiners: only them.
+    const env = joiners !== undefined ? { ...found, targets: joiners } : request.wave === undefined ? found : { ...found, targets: found.targets.filter((t) => found.waveOf?.get(t.clusterKey) === request.wave) };
     if (env.targets.length === 0) throw new PromotionError(`${request.wave === undefined ? `environment ${request.to}` : `wave ${request.wave} of ${request.to}`} has no clusters`);
     const promotion = spec.promotion;
     if (promotion.strategy === 'patch') {
@@ -117,7 +169,8 @@ export class PromotionActor {
       // A fleet (or wave) is carried out once enough of its clusters took it for its readiness policy.
       const fleet = found.fleet;
       const readiness = request.wave === undefined ? fleet?.readiness : fleet?.waves.find((w) => w.name === request.wave)?.readiness;
-      const required = readiness === undefined ? env.targets.length : requiredReady(readiness, env.targets.length);
+      // Late joiners are each on their own: any failure is the outcome's.
+      const required = joiners !== undefined ? env.targets.length : readiness === undefined ? env.targets.length : requiredReady(readiness, env.targets.length);
       if (failures.length > 0 && env.targets.length - failures.length < required) throw new PromotionError(failures.join('; '));
       const unchanged = results.filter((r) => r.status === 'fulfilled' && r.value === 'unchanged').length;
       const missed = failures.length === 0 ? '' : `; not on ${failures.length} (enough without them for ${required} of ${env.targets.length}): ${failures.join('; ')}`;
@@ -125,6 +178,7 @@ export class PromotionActor {
     }
     if (promotion.strategy === 'git') throw new PromotionError('the git strategy is carried out by promoteThroughGit');
     const url = await this.#webhookUrl(owner, promotion.secretName, promotion.secretKey);
+    if (joiners !== undefined) return this.#deliverToJoiners(url, spec, request, joiners);
     const status = await deliverWebhook({
       url,
       body: {
@@ -133,16 +187,48 @@ export class PromotionActor {
         from: request.from,
         environment: request.to,
         ...(request.wave === undefined ? {} : { wave: request.wave }),
+        ...(request.retry === undefined ? {} : { retry: true }),
         revision: request.revision,
         attempt: request.attempt,
         targets: env.targets.map((t) => ({ cluster: t.clusterKey, namespace: t.namespace })),
       },
-      idempotencyKey: `${request.pipeline.uid}/${request.to}/${request.wave === undefined ? '' : `${request.wave}/`}${request.revision}`,
+      // A retry is a new delivery on purpose: a receiver that deduplicates must act on it again.
+      idempotencyKey: `${request.pipeline.uid}/${request.to}/${request.wave === undefined ? '' : `${request.wave}/`}${request.revision}${request.retry === undefined ? '' : `/retry-${request.retry}`}`,
       timeoutMs: this.#webhookTimeoutMs,
       clock: this.#clock,
       allowPrivateNetworks: this.#allowPrivateWebhooks,
     });
+    if (found.fleet !== undefined) {
+      const waves = this.#delivered.get(key) ?? new Map<string, { readonly revision: string; readonly clusters: ReadonlySet<string> }>();
+      this.#delivered.set(key, waves);
+      waves.set(`${request.to}\u0000${request.wave ?? ''}`, { revision: request.revision, clusters: new Set(env.targets.map((t) => t.clusterKey)) });
+    }
     return `webhook answered HTTP ${status}`;
+  }
+
+  /** One webhook call per late joiner, each with its own Idempotency-Key; rejects naming those that failed. */
+  async #deliverToJoiners(url: string, spec: ValidPipelineSpec, request: PromotionRequest, joiners: readonly ResolvedTarget[]): Promise<string> {
+    const results = await Promise.allSettled(joiners.map((t) => deliverWebhook({
+      url,
+      body: {
+        pipeline: request.pipeline,
+        appRef: { apiVersion: apiVersionOf(spec.app.gvk), kind: spec.app.gvk.kind, name: spec.app.name },
+        from: request.from,
+        environment: request.to,
+        ...(request.wave === undefined ? {} : { wave: request.wave }),
+        joined: true,
+        revision: request.revision,
+        attempt: request.attempt,
+        targets: [{ cluster: t.clusterKey, namespace: t.namespace }],
+      },
+      idempotencyKey: `${request.pipeline.uid}/${request.to}/${request.wave === undefined ? '' : `${request.wave}/`}${request.revision}/${t.clusterKey}`,
+      timeoutMs: this.#webhookTimeoutMs,
+      clock: this.#clock,
+      allowPrivateNetworks: this.#allowPrivateWebhooks,
+    })));
+    const failures = results.flatMap((r, i) => (r.status === 'rejected' ? [`${joiners[i]?.clusterKey ?? '?'}: ${toError(r.reason).message}`] : []));
+    if (failures.length > 0) throw new PromotionError(failures.join('; '));
+    return `webhook answered for ${joiners.length} cluster(s)`;
   }
 
   /**

@@ -2,8 +2,8 @@ import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import type { RequestOptions } from '../transport/index.ts';
 import { FakeClock, KubeApiError } from '../util/index.ts';
-import { ApprovalError, approvedFields, findApproval, legacyAnnotationNote, recordApproval, withApproval, type ApprovalClient } from './approval.ts';
-import { MAX_APPROVALS_PER_ENVIRONMENT, PIPELINE_GVK, type Approval, type Pipeline } from './types.ts';
+import { ApprovalError, approvedFields, findApproval, legacyAnnotationNote, recordApproval, recordRetry, withApproval, withRetry, type ApprovalClient } from './approval.ts';
+import { MAX_APPROVALS_PER_ENVIRONMENT, MAX_RETRIES_PER_ENVIRONMENT, PIPELINE_GVK, type Approval, type Pipeline, type WaveRetry } from './types.ts';
 
 const PATH = '/apis/fleetcache.dev/v1alpha1/namespaces/team-a/pipelines/shop';
 
@@ -146,5 +146,41 @@ describe('approvals', () => {
     assert.ok(findApproval(api.object?.status as Pipeline['status'], 'prod/rest', '1.2.0') !== undefined);
     await assert.rejects(recordApproval({ ...request, environment: 'prod/canary' }, { client: api, clock: new FakeClock(0) }), (err: unknown) => err instanceof ApprovalError && err.reason === 'InvalidApproval' && err.message.includes('does not require approval'));
     await assert.rejects(recordApproval({ ...request, environment: 'prod/late' }, { client: api, clock: new FakeClock(0) }), (err: unknown) => err instanceof ApprovalError && err.message.includes('no environment prod/late'));
+  });
+});
+
+describe('wave retries', () => {
+  const spec = { environments: [{ name: 'dev', targets: [] }, { name: 'prod', fleet: { namespace: 'app', clusters: [], waves: [{ name: 'canary', count: 1 }, { name: 'rest', count: 1 }] } }] };
+  const record = (wave: string, state: string, extra: Record<string, unknown> = {}): Record<string, unknown> => ({ environment: 'prod', wave, revision: '1.2.0', strategy: 'patch', state, attempts: 1, startedAt: '2026-01-01T00:00:00Z', ...extra });
+  const retryOf = { ...request, environment: 'prod/canary' };
+
+  it('records a retry of a wave stopped at the revision, naming who, when and the failed attempt; once per failed attempt', async () => {
+    const api = new OnePipeline(spec, { promotions: [record('canary', 'Failed', { committedAt: '2026-01-01T00:00:00Z', attempts: 2 })] });
+    const out = await recordRetry(retryOf, { client: api, clock: new FakeClock(Date.parse('2026-02-03T04:05:06.789Z')) });
+    assert.equal(out.created, true);
+    assert.deepEqual(out.retry, { environment: 'prod', wave: 'canary', revision: '1.2.0', attempt: 2, requestedBy: { username: 'alice', uid: 'uid-alice' }, requestedAt: '2026-02-03T04:05:06Z' });
+    assert.deepEqual((api.object?.status as Pipeline['status'])?.retries, [out.retry]);
+    const again = await recordRetry({ ...retryOf, approver: { username: 'bob' } }, { client: api, clock: new FakeClock(0) });
+    assert.equal(again.created, false, 'the first retry of that attempt stays on record');
+    assert.equal(again.retry.requestedBy.username, 'alice');
+    assert.equal(api.requests.filter((r) => r.method === 'PUT').length, 1);
+  });
+
+  it('refuses what is not a stopped wave: a bare environment, an unknown wave, a wave in flight, ready, or failed before it was carried out', async () => {
+    const api = new OnePipeline(spec, { promotions: [record('canary', 'Committed', { committedAt: '2026-01-01T00:00:00Z' }), record('rest', 'Failed', { finishedAt: '2026-01-01T00:00:00Z' })] });
+    const refused = (r: typeof request, text: string): Promise<void> => assert.rejects(recordRetry(r, { client: api, clock: new FakeClock(0) }), (err: unknown) => err instanceof ApprovalError && err.reason === 'InvalidApproval' && err.message.includes(text));
+    await refused({ ...request, environment: 'prod' }, '<environment>/<wave>');
+    await refused({ ...request, environment: 'prod/late' }, 'no wave prod/late');
+    await refused(retryOf, 'not stopped at wave canary of prod');
+    await refused({ ...request, environment: 'prod/rest' }, 'not stopped at wave rest');
+    await refused({ ...retryOf, revision: '1.3.0' }, 'not stopped');
+    assert.equal(api.requests.filter((r) => r.method === 'PUT').length, 0);
+  });
+
+  it('keeps the newest retries per environment, within the bound', () => {
+    let retries: WaveRetry[] = [];
+    for (let i = 0; i < MAX_RETRIES_PER_ENVIRONMENT + 3; i++) retries = withRetry(retries, { environment: 'prod', wave: 'canary', revision: `r${i}`, attempt: 1, requestedBy: { username: 'a' }, requestedAt: '2026-01-01T00:00:00Z' });
+    assert.equal(retries.length, MAX_RETRIES_PER_ENVIRONMENT);
+    assert.equal(retries[0]?.revision, 'r3');
   });
 });

@@ -1,7 +1,7 @@
 import type { RequestOptions } from '../transport/index.ts';
 import { apiVersionOf, FleetcacheError, KubeApiError, positiveInteger, sanitizeForDisplay, type Clock } from '../util/index.ts';
 import { isRevision, MAX_REVISION_LENGTH } from './observe.ts';
-import { MAX_APPROVALS_PER_ENVIRONMENT, PIPELINE_GVK, type Approval, type Approver, type Pipeline, type PipelineStatus } from './types.ts';
+import { MAX_APPROVALS_PER_ENVIRONMENT, MAX_RETRIES_PER_ENVIRONMENT, PIPELINE_GVK, type Approval, type Approver, type Pipeline, type PipelineStatus, type PromotionRecord, type WaveRetry } from './types.ts';
 
 // Approvals are a right apart from editing a Pipeline (Kargo's `promote` verb is the anchor): the
 // verb `approve` on `pipelines`, which the API server decides in a SubjectAccessReview, and a
@@ -183,38 +183,56 @@ function rfc3339(ms: number): string {
  *   {@link KubeApiError} for anything else the API server refused.
  */
 export async function recordApproval(request: ApprovalRequest, options: RecordApprovalOptions): Promise<RecordedApproval> {
-  const attempts = positiveInteger('recordApproval', 'attempts', options.attempts ?? 5);
   if (!isRevision(request.revision)) throw new ApprovalError('InvalidApproval', `revision is not a revision (one printable token without spaces, at most ${MAX_REVISION_LENGTH} characters)`);
-  const path = pipelinePath(request.namespace, request.name);
-  for (let attempt = 1; ; attempt++) {
-    let pipeline: Pipeline;
-    try {
-      pipeline = await options.client.request({ method: 'GET', path, gvk: PIPELINE_GVK, ...(options.signal === undefined ? {} : { signal: options.signal }) }) as Pipeline;
-    } catch (err) {
-      if (err instanceof KubeApiError && err.statusCode === 404) throw new ApprovalError('PipelineNotFound', `Pipeline ${request.namespace}/${request.name} not found`, { cause: err });
-      throw err;
-    }
+  const written = await updateStatus(request, options, (pipeline) => {
     const { all, gated } = environmentsOf(pipeline.spec);
     if (!all.has(request.environment)) throw new ApprovalError('InvalidApproval', `the Pipeline has no environment ${sanitizeForDisplay(request.environment, 100)}`);
     if (!gated.has(request.environment)) throw new ApprovalError('InvalidApproval', `environment ${request.environment} does not require approval`);
     const existing = (pipeline.status?.approvals ?? []).find((a) => a.environment === request.environment && a.revision === request.revision);
-    if (existing !== undefined) return { approval: existing, created: false, pipeline };
-    const approval: Approval = {
-      environment: request.environment,
-      revision: request.revision,
-      approver: { username: request.approver.username, ...(request.approver.uid === undefined || request.approver.uid === '' ? {} : { uid: request.approver.uid }) },
-      approvedAt: rfc3339(options.clock.now()),
-    };
-    const status: PipelineStatus = { ...pipeline.status, approvals: withApproval(pipeline.status?.approvals ?? [], approval) };
+    if (existing !== undefined) return { result: existing };
+    const approval: Approval = { environment: request.environment, revision: request.revision, approver: approverOf(request.approver), approvedAt: rfc3339(options.clock.now()) };
+    return { result: approval, status: { ...pipeline.status, approvals: withApproval(pipeline.status?.approvals ?? [], approval) } };
+  });
+  return { approval: written.result, created: written.created, pipeline: written.pipeline };
+}
+
+/** The approver as recorded: an empty uid is left out. */
+function approverOf(approver: Approver): Approver {
+  return { username: approver.username, ...(approver.uid === undefined || approver.uid === '' ? {} : { uid: approver.uid }) };
+}
+
+/**
+ * Reads the Pipeline, lets `change` decide (a `status` to write, or none when the result is on
+ * record already), then PUTs the status subresource conditional on the resourceVersion read, again
+ * on a conflict (at most `options.attempts` times).
+ */
+async function updateStatus<T>(
+  where: { readonly namespace: string; readonly name: string },
+  options: RecordApprovalOptions,
+  change: (pipeline: Pipeline) => { readonly result: T; readonly status?: PipelineStatus },
+): Promise<{ readonly result: T; readonly created: boolean; readonly pipeline: Pipeline }> {
+  const attempts = positiveInteger('recordApproval', 'attempts', options.attempts ?? 5);
+  const path = pipelinePath(where.namespace, where.name);
+  const signal = options.signal === undefined ? {} : { signal: options.signal };
+  for (let attempt = 1; ; attempt++) {
+    let pipeline: Pipeline;
+    try {
+      pipeline = await options.client.request({ method: 'GET', path, gvk: PIPELINE_GVK, ...signal }) as Pipeline;
+    } catch (err) {
+      if (err instanceof KubeApiError && err.statusCode === 404) throw new ApprovalError('PipelineNotFound', `Pipeline ${where.namespace}/${where.name} not found`, { cause: err });
+      throw err;
+    }
+    const { result, status } = change(pipeline);
+    if (status === undefined) return { result, created: false, pipeline };
     try {
       const written = await options.client.request({
         method: 'PUT',
-        path: pipelinePath(request.namespace, request.name, '/status'),
+        path: pipelinePath(where.namespace, where.name, '/status'),
         body: JSON.parse(JSON.stringify({ ...pipeline, status })) as unknown,
         gvk: PIPELINE_GVK,
-        ...(options.signal === undefined ? {} : { signal: options.signal }),
+        ...signal,
       }) as Pipeline;
-      return { approval, created: true, pipeline: written };
+      return { result, created: true, pipeline: written };
     } catch (err) {
       if (!(err instanceof KubeApiError && err.statusCode === 409)) throw err;
       if (attempt >= attempts) throw new ApprovalError('Conflict', `the Pipeline's status kept changing: ${attempts} attempts lost a race`, { cause: err });
@@ -222,8 +240,89 @@ export async function recordApproval(request: ApprovalRequest, options: RecordAp
   }
 }
 
+// --- Retries of a stopped wave: the same right (the verb approve), the same kind of record. ---
+
+/**
+ * The newest record of `wave` of `environment` at `revision` when the rollout stopped there: it was
+ * carried out (`committedAt`) and then `Failed` (not ready within the apply timeout). A wave whose
+ * action failed before it was carried out is retried with backoff by itself.
+ */
+export function stoppedWave(records: readonly PromotionRecord[], environment: string, wave: string, revision: string): PromotionRecord | undefined {
+  const record = records.findLast((r) => r.environment === environment && r.wave === wave && r.revision === revision);
+  return record?.state === 'Failed' && record.committedAt !== undefined ? record : undefined;
+}
+
+/** The retry of `record` (a stopped wave's) on record in `status.retries`, if any: it names the failed attempt. */
+export function findRetry(status: PipelineStatus | undefined, record: PromotionRecord): WaveRetry | undefined {
+  return (status?.retries ?? []).find((r) => r.environment === record.environment && r.wave === record.wave && r.revision === record.revision && r.attempt === record.attempts);
+}
+
+/** `retries` with `retry` appended, then only the newest {@link MAX_RETRIES_PER_ENVIRONMENT} per environment kept. */
+export function withRetry(retries: readonly WaveRetry[], retry: WaveRetry): WaveRetry[] {
+  const next = [...retries, retry];
+  const kept = new Map<string, number>();
+  const result: WaveRetry[] = [];
+  for (let i = next.length - 1; i >= 0; i--) {
+    const r = next[i];
+    if (r === undefined) continue;
+    const count = kept.get(r.environment) ?? 0;
+    if (count >= MAX_RETRIES_PER_ENVIRONMENT) continue;
+    kept.set(r.environment, count + 1);
+    result.push(r);
+  }
+  return result.reverse();
+}
+
+/** How to carry a stopped wave out again: the end of its Promoting=False message. */
+export function howToRetry(environment: string, wave: string, revision: string): string {
+  return `someone allowed the verb ${APPROVE_VERB} on this Pipeline retries ${environment}/${wave} at ${revision} with the dashboard's Retry button or POST /dashboard/api/approve with "action": "retry"`;
+}
+
+/** The outcome of {@link recordRetry}. */
+export interface RecordedRetry {
+  readonly retry: WaveRetry;
+  /** False when a retry of that failed attempt was on record already (it is kept). */
+  readonly created: boolean;
+  readonly pipeline: Pipeline;
+}
+
+/**
+ * Records that `request.approver` asks to carry out again the wave `request.environment`
+ * (`<environment>/<wave>`) at `request.revision`, whose rollout stopped there: a {@link WaveRetry}
+ * naming the failed attempt, in `status.retries`. The controller then carries the wave out once
+ * more (one new attempt) and the rollout continues when it is ready. The caller has checked the
+ * right (the verb `approve`).
+ *
+ * @throws {ApprovalError} `PipelineNotFound`; `InvalidApproval` (not `<environment>/<wave>` of the
+ *   spec, not a revision, or the wave's rollout of that revision is not stopped there); `Conflict`.
+ */
+export async function recordRetry(request: ApprovalRequest, options: RecordApprovalOptions): Promise<RecordedRetry> {
+  if (!isRevision(request.revision)) throw new ApprovalError('InvalidApproval', `revision is not a revision (one printable token without spaces, at most ${MAX_REVISION_LENGTH} characters)`);
+  const [environment, wave, extra] = request.environment.split('/');
+  if (environment === undefined || wave === undefined || extra !== undefined) throw new ApprovalError('InvalidApproval', 'a retry names a wave: <environment>/<wave>');
+  const written = await updateStatus(request, options, (pipeline) => {
+    if (!environmentsOf(pipeline.spec).all.has(request.environment)) throw new ApprovalError('InvalidApproval', `the Pipeline has no wave ${sanitizeForDisplay(request.environment, 100)}`);
+    const stopped = stoppedWave(pipeline.status?.promotions ?? [], environment, wave, request.revision);
+    if (stopped === undefined) throw new ApprovalError('InvalidApproval', `the rollout of ${request.revision} is not stopped at wave ${wave} of ${environment} (only a wave carried out and then failed is retried this way)`);
+    const existing = findRetry(pipeline.status, stopped);
+    if (existing !== undefined) return { result: existing };
+    const retry: WaveRetry = { environment, wave, revision: request.revision, attempt: stopped.attempts, requestedBy: approverOf(request.approver), requestedAt: rfc3339(options.clock.now()) };
+    return { result: retry, status: { ...pipeline.status, retries: withRetry(pipeline.status?.retries ?? [], retry) } };
+  });
+  return { retry: written.result, created: written.created, pipeline: written.pipeline };
+}
+
 /** A core/v1 Event on `pipeline` naming who approved what (the caller records it, best effort). */
 export function approvalEvent(pipeline: Pipeline, approval: Approval, now: string): object {
+  return personEvent(pipeline, 'PromotionApproved', `${approval.approver.username} approved ${approval.revision} for ${approval.environment}`, now);
+}
+
+/** A core/v1 Event `WaveRetryRequested` on `pipeline` naming who asked to retry which wave (the caller records it, best effort). */
+export function retryEvent(pipeline: Pipeline, retry: WaveRetry, now: string): object {
+  return personEvent(pipeline, 'WaveRetryRequested', `${retry.requestedBy.username} asked to carry out wave ${retry.wave} of ${retry.environment} at ${retry.revision} again (attempt ${retry.attempt} had failed)`, now);
+}
+
+function personEvent(pipeline: Pipeline, reason: string, message: string, now: string): object {
   const meta = pipeline.metadata ?? {};
   const namespace = meta.namespace ?? '';
   return {
@@ -232,8 +331,8 @@ export function approvalEvent(pipeline: Pipeline, approval: Approval, now: strin
     metadata: { generateName: `${meta.name ?? 'pipeline'}.`, namespace },
     involvedObject: { apiVersion: apiVersionOf(PIPELINE_GVK), kind: PIPELINE_GVK.kind, namespace, name: meta.name, uid: meta.uid, resourceVersion: meta.resourceVersion },
     type: 'Normal',
-    reason: 'PromotionApproved',
-    message: sanitizeForDisplay(`${approval.approver.username} approved ${approval.revision} for ${approval.environment}`, 1_000),
+    reason,
+    message: sanitizeForDisplay(message, 1_000),
     source: { component: 'fleetcache' },
     firstTimestamp: now,
     lastTimestamp: now,

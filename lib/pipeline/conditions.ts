@@ -1,5 +1,6 @@
 import { isDeepStrictEqual } from 'node:util';
 import { sanitizeForDisplay } from '../util/index.ts';
+import { howToRetry } from './approval.ts';
 import { notReadyReasonOf } from './fleet-policy.ts';
 import { MAX_FLEET_TARGETS_SHOWN, type Condition, type EnvironmentStatus, type PipelineStatus, type PromotionRecord } from './types.ts';
 
@@ -15,6 +16,8 @@ export const DRIFTED = 'Drifted';
 export const REASON_INVALID_SPEC = 'InvalidSpec';
 export const REASON_TARGET_NOT_READABLE = 'TargetNotReadable';
 export const REASON_WAITING_FOR_CACHES = 'WaitingForCaches';
+/** A fleet environment's member list (the kubeconfig Secret or Cluster cache) has not loaded yet (Ready and Promoting). */
+export const REASON_FLEET_MEMBERSHIP_LOADING = 'FleetMembershipLoading';
 export const REASON_RECONCILED = 'Reconciled';
 /** Reasons of the Promoting condition. */
 export const REASON_PROMOTING = 'Promoting';
@@ -56,9 +59,16 @@ export function invalidSpecCondition(problems: readonly string[], generation: nu
   return { type: READY, status: 'False', reason: REASON_INVALID_SPEC, message: problems.join('; '), observedGeneration: generation };
 }
 
+/** The fleet environments whose member list is still loading, as a phrase, or undefined when none is. */
+export function membershipLoading(environments: readonly EnvironmentStatus[]): string | undefined {
+  const names = environments.filter((e) => e.fleet?.membership === 'Loading').map((e) => e.name);
+  return names.length === 0 ? undefined : `waiting for the fleet membership of ${names.join(', ')} (the cluster list) to load`;
+}
+
 /**
  * The Ready condition from the environments: False/TargetNotReadable naming each unreadable target
- * and its cluster's error, Unknown while caches load, True otherwise (ready means "observed",
+ * and its cluster's error, Unknown while a fleet's member list loads (FleetMembershipLoading: no
+ * "0 of 0" is ever reported as observed) or caches load, True otherwise (ready means "observed",
  * not "every environment is ready": that is in `status.environments`).
  */
 export function readyCondition(environments: readonly EnvironmentStatus[], generation: number): ConditionInput {
@@ -74,6 +84,8 @@ export function readyCondition(environments: readonly EnvironmentStatus[], gener
   if (unreadable.length > 0) {
     return { type: READY, status: 'False', reason: REASON_TARGET_NOT_READABLE, message: unreadable.join('; '), observedGeneration: generation };
   }
+  const members = membershipLoading(environments);
+  if (members !== undefined) return { type: READY, status: 'Unknown', reason: REASON_FLEET_MEMBERSHIP_LOADING, message: members, observedGeneration: generation };
   if (loading > 0) {
     return { type: READY, status: 'Unknown', reason: REASON_WAITING_FOR_CACHES, message: `waiting for the caches of ${loading} target(s) to load`, observedGeneration: generation };
   }
@@ -81,8 +93,19 @@ export function readyCondition(environments: readonly EnvironmentStatus[], gener
   return { type: READY, status: 'True', reason: REASON_RECONCILED, message: summary, observedGeneration: generation };
 }
 
-/** The Promoting condition from the newest promotion record. */
-export function promotingCondition(records: readonly PromotionRecord[], generation: number): ConditionInput {
+/**
+ * The Promoting condition from the newest promotion record; while a fleet's member list loads
+ * (`environments` given), Unknown/FleetMembershipLoading unless a promotion is acting (Pending),
+ * with what the newest record says after it.
+ */
+export function promotingCondition(records: readonly PromotionRecord[], generation: number, environments?: readonly EnvironmentStatus[]): ConditionInput {
+  const condition = promotingFromRecords(records, generation);
+  const members = environments === undefined ? undefined : membershipLoading(environments);
+  if (members === undefined || condition.reason === REASON_PROMOTING) return condition;
+  return { type: PROMOTING, status: 'Unknown', reason: REASON_FLEET_MEMBERSHIP_LOADING, message: `${members}; ${condition.message}`, observedGeneration: generation };
+}
+
+function promotingFromRecords(records: readonly PromotionRecord[], generation: number): ConditionInput {
   const last = records.at(-1);
   // Say which wave: `prod wave canary`.
   const newest = last?.wave === undefined ? last : { ...last, environment: `${last.environment} wave ${last.wave}` };
@@ -98,7 +121,10 @@ export function promotingCondition(records: readonly PromotionRecord[], generati
     return { type: PROMOTING, status: 'False', reason: 'AwaitingApproval', message: `promoting ${newest.revision} to ${newest.environment} waits for approval${newest.message === undefined ? '' : `: ${newest.message}`}`, observedGeneration: generation };
   }
   if (newest?.state === 'Failed') {
-    return { type: PROMOTING, status: 'False', reason: REASON_PROMOTION_FAILED, message: `promoting ${newest.revision} to ${newest.environment} failed: ${newest.message ?? 'unknown error'}`, observedGeneration: generation };
+    // A wave carried out and not ready in time stops the rollout: say how a person carries it on.
+    // (Said before the record's message, which may be long enough to be cut.)
+    const retry = last?.wave !== undefined && last.committedAt !== undefined ? ` (to carry it out again, ${howToRetry(last.environment, last.wave, last.revision)})` : '';
+    return { type: PROMOTING, status: 'False', reason: REASON_PROMOTION_FAILED, message: `promoting ${newest.revision} to ${newest.environment} failed${retry}: ${newest.message ?? 'unknown error'}`, observedGeneration: generation };
   }
   return { type: PROMOTING, status: 'False', reason: REASON_IDLE, message: 'no promotion in progress', observedGeneration: generation };
 }

@@ -14,6 +14,7 @@ import { CommitStatusGates, type GatedSettlement } from './commit-status-gate.ts
 import { resolveControllerOptions, type PipelineControllerOptions, type PipelineControllerStats, type ResolvedControllerOptions } from './controller-options.ts';
 import { TargetObserver, type PatchedMemory } from './target-observer.ts';
 import { FleetMembers } from './fleet-members.ts';
+import { lateJoinCandidates } from './late-join.ts';
 import { kubeTime, StatusConflict, StatusWriter } from './status-writer.ts';
 import { approvedFields, findApproval, howToApprove, legacyAnnotationNote } from './approval.ts';
 import { NotShardOwnerError, type PipelineName, type PipelineShard } from './shard.ts';
@@ -251,6 +252,7 @@ export class PipelineController {
     this.#patched.delete(pipelineKey(ref));
     this.#gates.forget(pipelineKey(ref));
     this.#members.forget(pipelineKey(ref));
+    this.#actor.forget(pipelineKey(ref));
   }
 
   async #reconcileOnce(key: OwnerKey, signal: AbortSignal, reconcileLogger: Logger): Promise<RequeueAfter | undefined> {
@@ -297,11 +299,13 @@ export class PipelineController {
     const recheck = requeueAfter(ready.reason === 'TargetNotReadable' ? UNREADABLE_RECHECK_MS : undefined, graceEndsInMs, gated.pollInMs)?.requeueAfterMs;
     if (gated.settled.length > 0) return this.#settle(pipeline, spec, gated.settled, ready, environments, log, recheck);
     const decision = activeHalt(pipeline.status, generation) === undefined
-      ? decidePromotion(environments, records, this.#clock.now(), DEFAULT_RETRY, { committed: pipeline.status?.committed, applyTimeoutMs: this.#settings.applyTimeoutMs })
+      ? decidePromotion(environments, records, this.#clock.now(), DEFAULT_RETRY, { committed: pipeline.status?.committed, applyTimeoutMs: this.#settings.applyTimeoutMs, retries: pipeline.status?.retries })
       : { action: 'none' as const };
 
     switch (decision.action) {
       case 'none': {
+        const joined = await this.#lateJoin(pipeline, owner, spec, ready, environments, log, signal, recheck);
+        if (joined !== 'none') return joined;
         const written = await this.#writer.writeIfChanged(pipeline, this.#writer.status(pipeline, ready, environments, records));
         return requeueAfter(written ? undefined : 1_000, decision.retryInMs, recheck);
       }
@@ -315,7 +319,8 @@ export class PipelineController {
         return requeueAfter(written ? undefined : 1_000, recheck);
       }
       case 'promote': {
-        const missing = approvalGates(spec, decision).find((gate) => findApproval(pipeline.status, gate, decision.revision) === undefined);
+        // A retry was asked for by someone with the approver's right (the verb approve): it stands for the wave's approval too.
+        const missing = decision.retry === undefined ? approvalGates(spec, decision).find((gate) => findApproval(pipeline.status, gate, decision.revision) === undefined) : undefined;
         if (missing !== undefined) return this.#awaitApproval(pipeline, spec, decision, missing, ready, environments, log, recheck);
         return this.#promote(pipeline, owner, spec, decision, ready, environments, log, signal, recheck);
       }
@@ -348,6 +353,49 @@ export class PipelineController {
       await this.#writer.event(pipeline, 'Normal', 'PromotionAwaitingApproval', `promoting ${decision.revision} to ${gate} waits for approval: ${awaiting.message ?? ''}`, log);
     }
     return requeueAfter(written ? undefined : 1_000, recheck);
+  }
+
+  /**
+   * Gives the clusters that joined a carried-out wave after it ran the wave's revision (late-join.ts),
+   * one wave per reconcile: their keys are added to the wave's record first (the conditional write
+   * entitles this reconcile to act, and makes it once per ⟨environment, wave, revision, cluster⟩),
+   * then they are patched (or called), with an Event. `none` when there is no joiner to serve.
+   */
+  async #lateJoin(pipeline: Pipeline, owner: OwnerRef, spec: ValidPipelineSpec, ready: ConditionInput, environments: readonly EnvironmentStatus[], log: Logger, signal: AbortSignal, recheck: number | undefined): Promise<RequeueAfter | undefined | 'none'> {
+    const records = pipeline.status?.promotions ?? [];
+    const meta = pipeline.metadata ?? {};
+    const key = pipelineKey({ namespace: meta.namespace ?? '', name: meta.name ?? '' });
+    for (const candidate of lateJoinCandidates(spec, environments, records)) {
+      const joiners = (await this.#actor.lateJoiners(owner, spec, candidate, key, signal)).slice(0, candidate.room);
+      if (joiners.length === 0) continue;
+      const record: PromotionRecord = { ...candidate.record, joined: [...(candidate.record.joined ?? []), ...joiners.map((t) => t.clusterKey)] };
+      let current: Pipeline;
+      try {
+        current = await this.#writer.putStatus(pipeline, this.#writer.status(pipeline, ready, environments, withRecord(records, record)));
+      } catch (err) {
+        if (err instanceof StatusConflict) return { requeueAfterMs: 1_000 };
+        throw err;
+      }
+      this.#writer.fence(current, 'a late joiner');
+      const into = candidate.wave === undefined ? candidate.environment : `${candidate.environment} wave ${candidate.wave}`;
+      const from = spec.environments[spec.environments.findIndex((e) => e.name === candidate.environment) - 1]?.name ?? '?';
+      const request: PromotionRequest = {
+        pipeline: { namespace: meta.namespace ?? '', name: meta.name ?? '', uid: meta.uid ?? '' },
+        from, to: candidate.environment, revision: candidate.revision, strategy: spec.promotion.strategy, attempt: candidate.record.attempts, resumed: false,
+        ...(candidate.wave === undefined ? {} : { wave: candidate.wave }),
+      };
+      const outcome = await this.#actor.carryOutJoin(owner, spec, request, joiners, key);
+      const names = joiners.map((t) => t.clusterKey).join(', ');
+      if (outcome.ok) {
+        log.info('late joiners given their wave\'s revision', { environment: candidate.environment, wave: candidate.wave, revision: candidate.revision, clusters: joiners.length });
+        await this.#writer.event(current, 'Normal', 'WaveJoined', `${names} joined ${into} after it was carried out: given ${candidate.revision} (${outcome.message})`, log);
+      } else {
+        log.warn('late joiners could not be given their wave\'s revision', { environment: candidate.environment, wave: candidate.wave, revision: candidate.revision, error: outcome.message });
+        await this.#writer.event(current, 'Warning', 'WaveJoinFailed', `${names} joined ${into} after it was carried out; giving them ${candidate.revision} failed (not tried again for this revision: the next one reaches them): ${outcome.message}`, log);
+      }
+      return requeueAfter(recheck);
+    }
+    return 'none';
   }
 
   /** An Event when a patched value is seen put back by Flux (the Drifted condition turning True). */
@@ -433,6 +481,7 @@ export class PipelineController {
       state: 'Pending',
       attempts: decision.attempt,
       startedAt: decision.startedAt ?? this.#now(),
+      ...(decision.retry === undefined ? {} : { retry: decision.retry }),
       ...approvedFields(approvalGates(spec, decision).map((gate) => findApproval(pipeline.status, gate, decision.revision)).findLast((a) => a !== undefined)),
     };
     let current: Pipeline;
@@ -444,6 +493,10 @@ export class PipelineController {
       throw err;
     }
     log.info('promotion recorded', { environment: decision.to, wave: decision.wave, revision: decision.revision, attempt: decision.attempt, resumed: decision.resumed });
+    if (decision.retry !== undefined && previous?.state === 'Failed' && previous.committedAt !== undefined) {
+      log.info('wave retried', { environment: decision.to, wave: decision.wave, revision: decision.revision, attempt: decision.attempt, by: decision.retry.by.username });
+      await this.#writer.event(current, 'Normal', 'WaveRetried', `carrying out ${into} at ${decision.revision} again (attempt ${decision.attempt}), as ${decision.retry.by.username} asked at ${decision.retry.at}; attempt ${decision.retry.of} was not ready in time`, log);
+    }
 
     const request: PromotionRequest = {
       pipeline: { namespace, name, uid: meta.uid ?? '' },
@@ -454,6 +507,7 @@ export class PipelineController {
       attempt: decision.attempt,
       resumed: decision.resumed,
       ...wave,
+      ...(decision.retry === undefined ? {} : { retry: decision.retry.of }),
     };
     if (this.#beforePromotion !== undefined) await this.#beforePromotion(request, signal);
     // Not started once the shard moved: the new owner resumes the Pending record.

@@ -1,6 +1,6 @@
 import { wasCommitted } from './guard.ts';
 import { isEnvironmentKnown } from './observe.ts';
-import { MAX_PROMOTIONS_PER_ENVIRONMENT, type CommittedPromotion, type EnvironmentStatus, type PromotionRecord, type WaveStatus } from './types.ts';
+import { MAX_PROMOTIONS_PER_ENVIRONMENT, type CommittedPromotion, type EnvironmentStatus, type PromotionRecord, type RetryMark, type WaveRetry, type WaveStatus } from './types.ts';
 
 // The promotion decision, as a pure function of the environments' status and the promotion records
 // already written: the controller acts only on what this returns, after recording it.
@@ -22,6 +22,8 @@ export interface DecisionContext {
   readonly committed?: readonly CommittedPromotion[] | undefined;
   /** Default {@link DEFAULT_APPLY_TIMEOUT_MS}: when a `Committed` record falls due. */
   readonly applyTimeoutMs?: number;
+  /** `status.retries`: a stopped wave whose failed attempt a retry names is carried out again, once. */
+  readonly retries?: readonly WaveRetry[] | undefined;
 }
 
 export type PromotionDecision =
@@ -31,7 +33,7 @@ export type PromotionDecision =
    * Promote `revision` from environment `from` into `to`. `attempt` is the attempt about to begin
    * (1 for a new promotion); `resumed` when a Pending record is taken up again (after a restart).
    */
-  | { readonly action: 'promote'; readonly from: string; readonly to: string; readonly revision: string; readonly attempt: number; readonly resumed: boolean; readonly startedAt: string | undefined; readonly wave?: string }
+  | { readonly action: 'promote'; readonly from: string; readonly to: string; readonly revision: string; readonly attempt: number; readonly resumed: boolean; readonly startedAt: string | undefined; readonly wave?: string; readonly retry?: RetryMark }
   /** A Pending promotion whose source no longer holds its revision: close it as Failed. */
   | { readonly action: 'supersede'; readonly record: PromotionRecord; readonly reason: string };
 
@@ -81,7 +83,7 @@ export function decidePromotion(
     if (!source.ready || source.revision !== record.revision) {
       return { action: 'supersede', record, reason: `environment ${source.name} is no longer ready at ${record.revision}` };
     }
-    return { action: 'promote', from: source.name, to: target.name, revision: record.revision, attempt: record.attempts + 1, resumed: true, startedAt: record.startedAt, ...(record.wave === undefined ? {} : { wave: record.wave }) };
+    return { action: 'promote', from: source.name, to: target.name, revision: record.revision, attempt: record.attempts + 1, resumed: true, startedAt: record.startedAt, ...(record.wave === undefined ? {} : { wave: record.wave }), ...(record.retry === undefined ? {} : { retry: record.retry }) };
   }
 
   let retryInMs: number | undefined;
@@ -101,8 +103,8 @@ export function decidePromotion(
     if (!source.ready || revision === undefined || !isEnvironmentKnown(target)) continue;
     if (target.waves !== undefined) {
       if (inFlight.has(target.name)) continue;
-      const step = nextWave(target, target.waves, revision, records, now, policy, context.committed);
-      if (step.action === 'promote') return { action: 'promote', from: source.name, to: target.name, revision, wave: step.wave, attempt: step.attempt, resumed: false, startedAt: step.startedAt };
+      const step = nextWave(target, target.waves, revision, records, now, policy, context.committed, context.retries);
+      if (step.action === 'promote') return { action: 'promote', from: source.name, to: target.name, revision, wave: step.wave, attempt: step.attempt, resumed: false, startedAt: step.startedAt, ...(step.retry === undefined ? {} : { retry: step.retry }) };
       if (step.retryInMs !== undefined) retryInMs = Math.min(retryInMs ?? Infinity, step.retryInMs);
       continue;
     }
@@ -122,7 +124,7 @@ export function decidePromotion(
 
 /** What {@link nextWave} found. */
 type WaveStep =
-  | { readonly action: 'promote'; readonly wave: string; readonly attempt: number; readonly startedAt: string | undefined }
+  | { readonly action: 'promote'; readonly wave: string; readonly attempt: number; readonly startedAt: string | undefined; readonly retry?: RetryMark }
   | { readonly action: 'none'; readonly retryInMs?: number };
 
 /**
@@ -130,10 +132,13 @@ type WaveStep =
  * its record `Succeeded` (it was ready at the revision); the next one starts once the previous is
  * ready at the revision now and has soaked `soakSeconds` from its record's `readyAt`. A wave
  * carried out that did not become ready in time (`Failed` after being carried out) stops the
- * rollout of this revision; a wave whose action failed is retried with backoff. Empty waves are
- * passed over; an environment whose every target runs the revision has nothing to do.
+ * rollout of this revision — until a person's retry names that failed attempt (`retries`): the
+ * wave is then carried out once more (attempt + 1, whatever the previous wave does now: it passed
+ * its gates for this revision already) and the rollout goes on from there when it is ready. A wave
+ * whose action failed is retried with backoff. Empty waves are passed over; an environment whose
+ * every target runs the revision has nothing to do.
  */
-export function nextWave(target: EnvironmentStatus, waves: readonly WaveStatus[], revision: string, records: readonly PromotionRecord[], now: number, policy: RetryPolicy, committed: readonly CommittedPromotion[] | undefined): WaveStep {
+export function nextWave(target: EnvironmentStatus, waves: readonly WaveStatus[], revision: string, records: readonly PromotionRecord[], now: number, policy: RetryPolicy, committed: readonly CommittedPromotion[] | undefined, retries?: readonly WaveRetry[]): WaveStep {
   if (target.targets.length > 0 && target.targets.every((t) => t.readable === true && t.ready && t.revision === revision)) return { action: 'none' };
   let previous: { readonly wave: WaveStatus; readonly record: PromotionRecord | undefined } | undefined;
   for (const wave of waves) {
@@ -145,9 +150,17 @@ export function nextWave(target: EnvironmentStatus, waves: readonly WaveStatus[]
       previous = { wave, record };
       continue;
     }
-    // In flight (Pending, Committed), or carried out and failed: this revision's rollout stops here.
-    if (carried || record?.state === 'Pending' || record?.state === 'Committed') return { action: 'none' };
-    if (previous !== undefined) {
+    // Carried out and failed: this revision's rollout stops here, unless a person retries that attempt.
+    if (record?.state === 'Failed' && record.committedAt !== undefined) {
+      const retry = retries?.find((r) => r.environment === record.environment && r.wave === wave.name && r.revision === revision && r.attempt === record.attempts);
+      if (retry === undefined) return { action: 'none' };
+      return { action: 'promote', wave: wave.name, attempt: record.attempts + 1, startedAt: record.startedAt, retry: { by: retry.requestedBy, at: retry.requestedAt, of: retry.attempt } };
+    }
+    // A retry whose action failed (before it was carried out again) is tried again with backoff.
+    const retrying = record?.state === 'Failed' ? record.retry : undefined;
+    // In flight (Pending, Committed), or carried out (its record since dropped): the rollout waits or stops here.
+    if (retrying === undefined && (carried || record?.state === 'Pending' || record?.state === 'Committed')) return { action: 'none' };
+    if (previous !== undefined && retrying === undefined) {
       if (!previous.wave.ready || previous.wave.revision !== revision) return { action: 'none' }; // woken when it is
       const readyAt = Date.parse(previous.record?.readyAt ?? '');
       const soakedAt = (Number.isNaN(readyAt) ? 0 : readyAt) + (previous.wave.soakSeconds ?? 0) * 1_000;
@@ -155,7 +168,7 @@ export function nextWave(target: EnvironmentStatus, waves: readonly WaveStatus[]
     }
     if (record === undefined || record.state === 'AwaitingApproval') return { action: 'promote', wave: wave.name, attempt: 1, startedAt: undefined };
     const due = retryDueAt(record, policy); // Failed before it was carried out
-    if (due <= now) return { action: 'promote', wave: wave.name, attempt: record.attempts + 1, startedAt: record.startedAt };
+    if (due <= now) return { action: 'promote', wave: wave.name, attempt: record.attempts + 1, startedAt: record.startedAt, ...(retrying === undefined ? {} : { retry: retrying }) };
     return { action: 'none', retryInMs: due - now };
   }
   return { action: 'none' };
@@ -207,6 +220,8 @@ export function settleCommitted(environments: readonly EnvironmentStatus[], reco
   for (const record of records) {
     if (record.state !== 'Committed') continue;
     const env = environments.find((e) => e.name === record.environment);
+    // Nothing is judged on a fleet whose member list has not loaded: its counts are not the fleet's.
+    if (env?.fleet?.membership === 'Loading') continue;
     if (record.wave !== undefined) {
       const closed = settleWave(env, record, now, nowText, applyTimeoutMs);
       if (closed !== undefined) settled.push(closed);

@@ -1,6 +1,7 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { displayEnvironments } from './conditions.ts';
+import { displayEnvironments, promotingCondition, readyCondition } from './conditions.ts';
+import { decidePromotion, settleCommitted } from './decide.ts';
 import { assignWaves } from './fleet-members.ts';
 import { requiredReady, setReadiness } from './fleet-policy.ts';
 import { fleetEnvironmentStatusOf, isEnvironmentKnown } from './observe.ts';
@@ -77,7 +78,32 @@ describe('fleet environment status', () => {
     assert.equal(one.ready, true);
     const two = fleetEnvironmentStatusOf(env, [0, 1, 2, 3].map((i) => target(i, '2')).concat(target(4, undefined, 'unreadable'), target(5, undefined, 'unreadable')));
     assert.equal(isEnvironmentKnown(two), false);
-    assert.equal(isEnvironmentKnown(fleetEnvironmentStatusOf(env, [target(0, '2')], 'forbidden')), false, 'members not readable');
+    assert.equal(isEnvironmentKnown(fleetEnvironmentStatusOf(env, [target(0, '2')], { error: 'forbidden' })), false, 'members not readable');
+  });
+
+  it('while the member list loads: Ready and Promoting say FleetMembershipLoading, nothing is decided or timed out', () => {
+    const env = { ...fleetEnv([wave('canary', { kind: 'count', count: 1 }), wave('rest', { kind: 'count', count: 1 })], 0), targets: [], waveOf: new Map<string, string>() };
+    const loading = fleetEnvironmentStatusOf(env, [], { loading: true });
+    assert.equal(loading.ready, false);
+    assert.equal(loading.fleet?.membership, 'Loading');
+    assert.equal(isEnvironmentKnown(loading), false);
+    const dev = { name: 'dev', ready: true, revision: '2', targets: [{ cluster: 'local', namespace: 'app', readable: true, exists: true, ready: true, revision: '2' }] };
+    const ready = readyCondition([dev, loading], 3);
+    assert.deepEqual([ready.status, ready.reason], ['Unknown', 'FleetMembershipLoading']);
+    assert.match(ready.message, /fleet membership of prod/);
+    assert.doesNotMatch(ready.message, /0 of 0/);
+    // A wave carried out long ago is not failed on "0 of 0 ready" while the list loads.
+    const committed = { environment: 'prod', wave: 'canary', revision: '2', strategy: 'patch' as const, state: 'Committed' as const, attempts: 1, startedAt: '2026-01-01T00:00:00Z', committedAt: '2026-01-01T00:00:00Z' };
+    const now = Date.parse('2026-01-02T00:00:00Z');
+    assert.deepEqual(settleCommitted([dev, loading], [committed], now, '2026-01-02T00:00:00Z'), []);
+    assert.deepEqual(decidePromotion([dev, loading], [], now), { action: 'none' });
+    const promoting = promotingCondition([committed], 3, [dev, loading]);
+    assert.deepEqual([promoting.status, promoting.reason], ['Unknown', 'FleetMembershipLoading']);
+    assert.match(promoting.message, /fleet membership of prod.*carried out, waiting for the wave/);
+    // Once known, the conditions are the usual ones.
+    const known = fleetEnvironmentStatusOf(fleetEnv([], 2), [target(0, '2'), target(1, '2')]);
+    assert.equal(readyCondition([dev, known], 3).reason, 'Reconciled');
+    assert.equal(promotingCondition([committed], 3, [dev, known]).reason, 'WaitingForApply');
   });
 
   it(`shows a thousand-cluster fleet as counts and the first ${MAX_FLEET_TARGETS_SHOWN} not ready`, () => {

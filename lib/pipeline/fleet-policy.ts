@@ -52,7 +52,7 @@ export interface SetReadiness {
    * target ready, the revision every target reports when they agree.
    */
   readonly revision: string | undefined;
-  readonly counts: Omit<FleetStatus, 'policy' | 'error'>;
+  readonly counts: Omit<FleetStatus, 'policy' | 'error' | 'membership'>;
 }
 
 /** {@link SetReadiness} of `targets` under `policy`. */

@@ -78,6 +78,16 @@ async function approve(mgmt: TestCluster, name: string, approval: object): Promi
   }
 }
 
+/** Writes a retry of a stopped wave into status, as the service's approve endpoint does (`"action": "retry"`) after its SubjectAccessReview. */
+async function retryWave(mgmt: TestCluster, name: string, retry: object): Promise<void> {
+  for (;;) {
+    const p = await getPipeline(mgmt, name);
+    const res = await mgmt.request('PUT', `${PIPELINES}/${name}/status`, { ...p, status: { ...p.status, retries: [...(p.status?.retries ?? []), retry] } });
+    if (res.statusCode === 200) return;
+    assert.equal(res.statusCode, 409, JSON.stringify(res.body));
+  }
+}
+
 /** dev (on mgmt, namespace `<prefix>-dev`) → prod (the fleet, namespace `<prefix>`) [→ global (on mgmt)]. */
 function fleetPipeline(name: string, prefix: string, fleet: Record<string, unknown>, global = false): object {
   return {
@@ -175,8 +185,17 @@ describe('fleet environments on real clusters', () => {
       // Membership follows the labels, from the cache (no poll): c6 leaves, then comes back.
       await relabel(mgmt, 'c6', {});
       await eventually('c6 left the fleet', async () => (await getPipeline(mgmt, 'waves')).status?.environments?.[1]?.fleet?.total === 5, 30_000);
+      // Meanwhile it is set back to 1.0.0: it comes back as a late joiner of the last wave.
+      await updateRelease(fleet[5]!, 'w1', (hr) => { hr.spec.chart.spec.version = '1.0.0'; });
       await relabel(mgmt, 'c6', { fleet: 'prod' });
       await eventually('c6 is back', async () => (await getPipeline(mgmt, 'waves')).status?.environments?.[1]?.fleet?.total === 6, 30_000);
+      const joined = await eventually('c6 is given the revision its wave carried out, once, and counted ready in it', async () => {
+        const p = await getPipeline(mgmt, 'waves');
+        const rest = p.status?.environments?.[1]?.waves?.find((w) => w.name === 'rest');
+        return (await getRelease(fleet[5]!, 'w1')).spec.chart.spec.version === '2.0.0' && rest?.ready === true && rest.readyTargets === 3 && p;
+      }, 60_000);
+      assert.deepEqual(waveRecords(joined, '2.0.0').find((r) => r.wave === 'rest')?.joined, [`secret:${NS}/c6`]);
+      assert.deepEqual((joined.status?.committed ?? []).filter((c) => c.environment === 'prod').map((c) => c.wave), ['canary', 'second', 'rest'], 'not a new promotion');
     } finally {
       await mgmt.request('DELETE', `${PIPELINES}/waves`);
     }
@@ -233,6 +252,19 @@ describe('fleet environments on real clusters', () => {
       await new Promise((resolve) => setTimeout(resolve, 3_000));
       assert.deepEqual(waveRecords(await getPipeline(mgmt, 'failing'), '2.0.0').map((r) => r.wave), ['canary', 'second']);
       for (const c of fleet.slice(3)) assert.equal((await getRelease(c, 'f1')).spec.chart.spec.version, '1.0.0');
+      assert.match(promoting.message, /retries prod\/second at 2\.0\.0/, 'and says how to carry on');
+
+      // The cause fixed, a person retries the wave (no new revision): it is carried out once more and the rollout goes on.
+      await updateRelease(fleet[1]!, 'f1', (hr) => { hr.spec.suspend = false; });
+      await retryWave(mgmt, 'failing', { environment: 'prod', wave: 'second', revision: '2.0.0', attempt: records[1]?.attempts, requestedBy: { username: 'alice' }, requestedAt: new Date().toISOString().replace(/\.\d+Z$/, 'Z') });
+      const resumed = await eventually('second and rest succeeded after the retry', async () => {
+        const p = await getPipeline(mgmt, 'failing');
+        const waves = waveRecords(p, '2.0.0');
+        return waves.length === 3 && waves.every((r) => r.state === 'Succeeded') && p;
+      }, 120_000);
+      const second = waveRecords(resumed, '2.0.0').find((r) => r.wave === 'second');
+      assert.deepEqual([second?.attempts, second?.retry?.by, second?.retry?.of], [(records[1]?.attempts ?? 0) + 1, { username: 'alice' }, records[1]?.attempts]);
+      for (const c of fleet) assert.equal((await getRelease(c, 'f1')).spec.chart.spec.version, '2.0.0');
     } finally {
       await mgmt.request('DELETE', `${PIPELINES}/failing`);
     }

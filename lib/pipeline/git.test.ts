@@ -28,6 +28,14 @@ describe('promoteThroughGit', () => {
     assert.deepEqual((seen[0] as { marker: unknown }).marker, { namespace: 'delivery', pipeline: 'podinfo', environment: 'prod' });
   });
 
+  it('hands the promoter the ImagePolicy the environment names (imagePolicy), in the Pipeline\'s namespace, instead of the convention', async () => {
+    const seen: unknown[] = [];
+    const promoter = { promote: (r: unknown) => { seen.push(r); return Promise.resolve({ kind: 'commit', sha: 'abc', created: true, attempts: 1 }); } } as unknown as GitPromoter;
+    const promotion = { strategy: 'git', url: 'https://git.example/fleet.git', branch: 'main', path: 'apps', pullRequest: undefined, secretName: undefined } as unknown as ResolvedGitPromotion;
+    await promoteThroughGit(promoter, promotion, { namespace: 'delivery', pipeline: 'podinfo', environment: 'prod', revision: '6.3.0', imagePolicy: 'podinfo-stable' }, () => Promise.resolve({}));
+    assert.equal((seen[0] as { imagePolicy?: string }).imagePolicy, 'delivery:podinfo-stable');
+  });
+
   it('turns each refusal into a PromotionError whose message (what status records) is the reason and the limit', async () => {
     const refusals = [
       new GitOpsError('RepositoryTooLarge', "the branch's files add up to more than 134217728 bytes (maxRepositoryBytes)"),

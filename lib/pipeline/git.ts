@@ -34,7 +34,7 @@ export function gitCredentials(data: Readonly<Record<string, string>>, secret: s
 export async function promoteThroughGit(
   promoter: GitPromoter,
   promotion: ResolvedGitPromotion,
-  request: { readonly namespace: string; readonly pipeline: string; readonly environment: string; readonly revision: string },
+  request: { readonly namespace: string; readonly pipeline: string; readonly environment: string; readonly revision: string; readonly imagePolicy?: string | undefined },
   readSecret: (name: string) => Promise<Readonly<Record<string, string>>>,
 ): Promise<GitActOutcome> {
   const credentials: GitCredentials = promotion.secretName === undefined
@@ -48,8 +48,8 @@ export async function promoteThroughGit(
       path: promotion.path,
       pullRequest: promotion.pullRequest,
       marker: { namespace: request.namespace, pipeline: request.pipeline, environment: request.environment },
-      // Flux's own `$imagepolicy` setters of the ImagePolicy `<namespace>:<pipeline>-<environment>`, beside `$promotion`.
-      imagePolicy: imagePolicyFor(request.namespace, request.pipeline, request.environment),
+      // Flux's own `$imagepolicy` setters, beside `$promotion`: of the environment's `imagePolicy`, else `<namespace>:<pipeline>-<environment>`.
+      imagePolicy: request.imagePolicy === undefined ? imagePolicyFor(request.namespace, request.pipeline, request.environment) : `${request.namespace}:${request.imagePolicy}`,
       revision: request.revision,
       credentials,
     });

@@ -13,10 +13,10 @@ export type { PipelineControllerOptions, PipelineControllerStats, PromotionReque
 export { PromotionError, WebhookRefusedError } from './errors.ts';
 export { NotShardOwnerError, pipelineShardKey, REASON_ORPHANED, REASON_OWNED, SHARD_OWNED } from './shard.ts';
 export type { PipelineShardBy, PipelineShardChange, PipelineShardOptions, PipelineShardOrphan, PipelineShardOrphans, PipelineShardOwnership } from './shard.ts';
-export { APPROVE_VERB, ApprovalError, approvalEvent, LEGACY_APPROVAL_PREFIX, recordApproval } from './approval.ts';
-export type { ApprovalClient, ApprovalRefusal, ApprovalRequest, RecordApprovalOptions, RecordedApproval } from './approval.ts';
+export { APPROVE_VERB, ApprovalError, approvalEvent, LEGACY_APPROVAL_PREFIX, recordApproval, recordRetry, retryEvent } from './approval.ts';
+export type { ApprovalClient, ApprovalRefusal, ApprovalRequest, RecordApprovalOptions, RecordedApproval, RecordedRetry } from './approval.ts';
 export type { WebhookRefusal } from './errors.ts';
-export { PIPELINE_GVK, MAX_APPROVALS_PER_ENVIRONMENT, MAX_PROMOTIONS_PER_ENVIRONMENT, MAX_COMMITTED_PER_ENVIRONMENT } from './types.ts';
+export { PIPELINE_GVK, MAX_APPROVALS_PER_ENVIRONMENT, MAX_PROMOTIONS_PER_ENVIRONMENT, MAX_COMMITTED_PER_ENVIRONMENT, MAX_RETRIES_PER_ENVIRONMENT } from './types.ts';
 export { PromotionRefusedError, DEFAULT_LOOP_POLICY } from './guard.ts';
 export type { LoopPolicy } from './guard.ts';
 export { isCommitReference } from './flux.ts';
@@ -41,7 +41,9 @@ export type {
   PromotionHalt,
   PromotionRecord,
   PromotionState,
+  RetryMark,
   TargetStatus,
+  WaveRetry,
   WebhookPromotion,
 } from './types.ts';
 export { validatePipelineSpec } from './validate.ts';

@@ -148,21 +148,27 @@ export function targetStatusOf(target: ResolvedTarget, seen: TargetObservation, 
  */
 export function isEnvironmentKnown(env: EnvironmentStatus): boolean {
   const fleet = env.fleet;
-  if (fleet !== undefined) return fleet.error === undefined && fleet.total > 0 && fleet.readable >= fleet.required;
+  if (fleet !== undefined) return fleet.error === undefined && fleet.membership === undefined && fleet.total > 0 && fleet.readable >= fleet.required;
   return env.targets.every((t) => t.readable === true);
 }
 
 /**
  * A fleet environment's status: ready when its readiness policy is met at the revision most of its
  * targets are ready at; counts by reason; each wave judged by its own policy. `targets` holds
- * every target (status shows a bounded part, conditions.ts). `membershipError` when the member
- * list cannot be read.
+ * every target (status shows a bounded part, conditions.ts). `membership` says what is known of the
+ * member list: unreadable (`fleet.error`), still loading (`fleet.membership: Loading`, never ready).
  */
-export function fleetEnvironmentStatusOf(env: ResolvedEnvironment, targets: readonly TargetStatus[], membershipError?: string): EnvironmentStatus {
+export function fleetEnvironmentStatusOf(env: ResolvedEnvironment, targets: readonly TargetStatus[], membership: { readonly error?: string; readonly loading?: boolean } = {}): EnvironmentStatus {
   const fleet = env.fleet;
   if (fleet === undefined) return environmentStatusOf(env.name, targets);
+  const membershipError = membership.error;
   const overall = setReadiness(targets, fleet.readiness);
-  const counts: FleetStatus = { policy: policyText(fleet.readiness), ...overall.counts, ...(membershipError === undefined ? {} : { error: membershipError }) };
+  const counts: FleetStatus = {
+    policy: policyText(fleet.readiness),
+    ...overall.counts,
+    ...(membershipError === undefined ? {} : { error: membershipError }),
+    ...(membership.loading === true ? { membership: 'Loading' as const } : {}),
+  };
   const waves = fleet.waves.length === 0 ? undefined : fleet.waves.map((w): WaveStatus => {
     const r = setReadiness(targets.filter((t) => env.waveOf?.get(t.cluster) === w.name), w.readiness);
     return {
@@ -179,7 +185,7 @@ export function fleetEnvironmentStatusOf(env: ResolvedEnvironment, targets: read
   const reason = overall.ready ? undefined : targets.find((t) => t.reason !== undefined)?.reason;
   return {
     name: env.name,
-    ready: overall.ready && membershipError === undefined,
+    ready: overall.ready && membershipError === undefined && membership.loading !== true,
     ...(overall.revision === undefined ? {} : { revision: overall.revision }),
     ...(reason === undefined ? {} : { reason }),
     targets,

@@ -72,7 +72,7 @@ export class StatusWriter {
     const halted = halt ?? pipeline.status?.halted;
     const active = halt ?? activeHalt(pipeline.status, generation);
     let conditions = setCondition(pipeline.status?.conditions ?? [], ready, now);
-    conditions = setCondition(conditions, active === undefined ? promotingCondition(records, generation) : haltCondition(active, generation), now);
+    conditions = setCondition(conditions, active === undefined ? promotingCondition(records, generation, environments) : haltCondition(active, generation), now);
     const drift = driftedCondition(environments, pipeline.status?.conditions ?? [], generation);
     if (drift !== undefined) conditions = setCondition(conditions, drift, now);
     conditions = withShardOwned(conditions, generation, now);
@@ -85,6 +85,7 @@ export class StatusWriter {
       ...(committed === undefined ? {} : { committed }),
       ...(halted === undefined ? {} : { halted }),
       ...(pipeline.status?.approvals === undefined ? {} : { approvals: pipeline.status.approvals }),
+      ...(pipeline.status?.retries === undefined ? {} : { retries: pipeline.status.retries }),
     });
   }
 

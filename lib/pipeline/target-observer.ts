@@ -80,7 +80,7 @@ export class TargetObserver {
       const env = spec.environments[i];
       if (env?.fleet === undefined) return environmentStatusOf(e.name, e.targets);
       const known = membership.get(env.name) ?? { state: 'loading' as const };
-      return fleetEnvironmentStatusOf(env, e.targets, known.state === 'unreadable' ? known.error : undefined);
+      return fleetEnvironmentStatusOf(env, e.targets, known.state === 'unreadable' ? { error: known.error } : { loading: known.state === 'loading' });
     });
     return { environments, graceEndsInMs: held.recheckInMs };
   }

@@ -92,6 +92,13 @@ export interface PipelineEnvironment {
    * has passing commit statuses (GitHub statuses and check runs, GitLab job statuses): it stays
    * `Committed` until then, `Failed` on a failing status or at `timeout` (see commit-status.ts).
    */
+  /**
+   * Git strategy: the Flux ImagePolicy (in the Pipeline's namespace) whose image-automation setters
+   * (`# {"$imagepolicy": "<namespace>:<name>[:tag]"}`) a promotion into this environment writes,
+   * beside its `$promotion` markers. Default: `<pipeline>-<environment>` (a naming convention).
+   * Not with waves (each wave has its own `$promotion` markers).
+   */
+  readonly imagePolicy?: string;
   readonly commitStatuses?: {
     /** Contexts that must be success. Unset or empty: every status reported (at least one). */
     readonly contexts?: readonly string[];
@@ -250,6 +257,11 @@ export interface FleetStatus {
   readonly notReady: Readonly<Partial<Record<FleetNotReadyReason, number>>>;
   /** Why the membership could not be read (the Secret or Cluster list), when it cannot. */
   readonly error?: string;
+  /**
+   * `Loading` while the member list (the Secret or Cluster cache) has not completed its first
+   * LIST: the counts are not the fleet's yet, and nothing is decided or timed out on them.
+   */
+  readonly membership?: 'Loading';
 }
 
 /** One wave of a fleet environment. */
@@ -317,6 +329,45 @@ export interface PromotionRecord {
   readonly approvedBy?: Approver;
   /** When it was approved (with `approved`). */
   readonly approvedAt?: string;
+  /**
+   * Set on a wave's record carried out again because a person asked (`status.retries`): who, when,
+   * and `of`, the attempt that had failed (a retry is one new attempt, keyed by it).
+   */
+  readonly retry?: RetryMark;
+  /**
+   * Clusters that joined this wave (or fleet) after it was carried out and were given its revision
+   * then (patch: patched; webhook: a call of their own), by cluster key: each at most once per
+   * ⟨environment, wave, revision, cluster⟩; at most {@link MAX_LATE_JOINERS} per record.
+   */
+  readonly joined?: readonly string[];
+}
+
+/** How many late joiners one wave's rollout gives its revision; more wait for the next revision. */
+export const MAX_LATE_JOINERS = 20;
+
+/** A retry of a stopped wave, as its record carries it. */
+export interface RetryMark {
+  readonly by: Approver;
+  readonly at: string;
+  /** The failed attempt retried. */
+  readonly of: number;
+}
+
+/**
+ * A person's request to carry out again a wave whose rollout of `revision` stopped there (its
+ * record `Failed` after it was carried out). Written only by the service, as approvals are,
+ * after a SubjectAccessReview allowed the verb `approve` on the Pipeline. One retry is one new
+ * attempt: it names the failed attempt, and applies only while the wave's record is that attempt.
+ */
+export interface WaveRetry {
+  readonly environment: string;
+  readonly wave: string;
+  readonly revision: string;
+  /** The failed attempt (the wave record's `attempts` when it was asked for). */
+  readonly attempt: number;
+  readonly requestedBy: Approver;
+  /** RFC 3339. */
+  readonly requestedAt: string;
 }
 
 /** The person (or ServiceAccount) behind an approval, as the API server's TokenReview named them. */
@@ -360,6 +411,8 @@ export interface PipelineStatus {
   readonly halted?: PromotionHalt;
   /** Oldest first; the newest {@link MAX_APPROVALS_PER_ENVIRONMENT} per environment are kept. */
   readonly approvals?: readonly Approval[];
+  /** Retries of stopped waves, oldest first; the newest {@link MAX_RETRIES_PER_ENVIRONMENT} per environment are kept. */
+  readonly retries?: readonly WaveRetry[];
 }
 
 /** One ⟨environment, revision⟩ carried out. */
@@ -393,6 +446,9 @@ export const MAX_COMMITTED_PER_ENVIRONMENT = 20;
 
 /** How many approvals are kept per environment (older ones are dropped). */
 export const MAX_APPROVALS_PER_ENVIRONMENT = 10;
+
+/** How many wave retries are kept per environment (older ones are dropped). */
+export const MAX_RETRIES_PER_ENVIRONMENT = 10;
 
 /** How many promotion records are kept per environment (older ones are dropped). */
 export const MAX_PROMOTIONS_PER_ENVIRONMENT = 10;

@@ -105,6 +105,25 @@ describe('validatePipelineSpec', () => {
     assert.deepEqual(result.spec.environments.map((e) => e.requireApproval), [false, false, true]);
   });
 
+  it('takes an environment\'s imagePolicy (the ImagePolicy whose $imagepolicy setters it writes) with the git strategy only, never with waves', () => {
+    const git = { strategy: 'git', git: { url: 'https://github.com/org/fleet.git' } };
+    const result = validatePipelineSpec(variant((s) => {
+      s.promotion = git;
+      (s.environments as Record<string, unknown>[])[2] = { ...(s.environments as Record<string, unknown>[])[2], imagePolicy: 'podinfo-stable' };
+    }), 'team-a');
+    assert.ok(result.valid);
+    assert.deepEqual(result.spec.environments.map((e) => e.imagePolicy), [undefined, undefined, 'podinfo-stable']);
+    const withPatch = variant((s) => { (s.environments as Record<string, unknown>[])[2] = { ...(s.environments as Record<string, unknown>[])[2], imagePolicy: 'podinfo-stable' }; });
+    assert.match(problemsOf(validatePipelineSpec(withPatch, 'team-a')), /spec\.environments\[2\]\.imagePolicy: \$imagepolicy setters are written by the git strategy only/);
+    const badName = variant((s) => { s.promotion = git; (s.environments as Record<string, unknown>[])[2] = { ...(s.environments as Record<string, unknown>[])[2], imagePolicy: 'ns:Policy' }; });
+    assert.match(problemsOf(validatePipelineSpec(badName, 'team-a')), /spec\.environments\[2\]\.imagePolicy: must be an ImagePolicy name/);
+    const waves = variant((s) => {
+      s.promotion = git;
+      (s.environments as Record<string, unknown>[])[2] = { name: 'prod', imagePolicy: 'podinfo-stable', fleet: { namespace: 'podinfo', clusters: [{ kind: 'Secret', name: 'p1' }], waves: [{ name: 'canary', count: 1 }, { name: 'rest', count: 1 }] } };
+    });
+    assert.match(problemsOf(validatePipelineSpec(waves, 'team-a')), /spec\.environments\[2\]\.imagePolicy: must be unset with fleet\.waves/);
+  });
+
   describe('tenancy', () => {
     const elsewhere = variant((s) => { s.environments = [{ name: 'dev', targets: [{ namespace: 'team-a' }] }, { name: 'prod', targets: [{ namespace: 'flux-system' }] }]; });
 

@@ -41,6 +41,8 @@ export interface ResolvedEnvironment {
   readonly requireApproval: boolean;
   /** Promotions into it are done once the commit's statuses pass (git strategy). */
   readonly commitStatuses?: ResolvedCommitStatusGate;
+  /** Git strategy: the ImagePolicy name (Pipeline's namespace) whose `$imagepolicy` setters it writes; unset: `<pipeline>-<environment>`. */
+  readonly imagePolicy?: string;
   /** Set for a fleet environment. */
   readonly fleet?: ResolvedFleet;
   /** With waves: each member's wave by cluster key (filled in with the members). */
@@ -225,6 +227,9 @@ function validateEnvironments(value: unknown, pipelineNamespace: string, policy:
       problems.add(`${path}.requireApproval`, 'must be true or false');
       ok = false;
     }
+    const imagePolicy = env.imagePolicy === undefined ? undefined : problems.string(env.imagePolicy, `${path}.imagePolicy`, isDnsSubdomain, DNS_SUBDOMAIN_MAX_LENGTH, 'an ImagePolicy name (in the Pipeline\'s namespace)');
+    if (imagePolicy !== undefined && isRecord(env.fleet) && env.fleet.waves !== undefined) problems.add(`${path}.imagePolicy`, 'must be unset with fleet.waves: each wave is carried by its own $promotion markers (<namespace>:<pipeline>:<environment>/<wave>)');
+    const setters = imagePolicy === undefined ? {} : { imagePolicy };
     const before = problems.list.length;
     const commitStatuses = validateCommitStatuses(env.commitStatuses, `${path}.commitStatuses`, (at, message) => { problems.add(at, message); });
     const commitStatusesBad = problems.list.length > before;
@@ -236,7 +241,7 @@ function validateEnvironments(value: unknown, pipelineNamespace: string, policy:
         ok = false;
         continue;
       }
-      environments.push({ name, targets: [], requireApproval: env.requireApproval === true, fleet, ...(commitStatuses === undefined ? {} : { commitStatuses }) });
+      environments.push({ name, targets: [], requireApproval: env.requireApproval === true, fleet, ...setters, ...(commitStatuses === undefined ? {} : { commitStatuses }) });
       continue;
     }
     const rawTargets = problems.array(env.targets, `${path}.targets`, 1, MAX_TARGETS_PER_ENVIRONMENT);
@@ -273,7 +278,7 @@ function validateEnvironments(value: unknown, pipelineNamespace: string, policy:
       ok = false;
       continue;
     }
-    environments.push({ name, targets, requireApproval: env.requireApproval === true, ...(commitStatuses === undefined ? {} : { commitStatuses }) });
+    environments.push({ name, targets, requireApproval: env.requireApproval === true, ...setters, ...(commitStatuses === undefined ? {} : { commitStatuses }) });
   }
   return ok ? environments : undefined;
 }
@@ -538,6 +543,9 @@ export function validatePipelineSpec(spec: unknown, pipelineNamespace: string, p
     ? undefined
     : problems.string(root.serviceAccountName, 'spec.serviceAccountName', isObjectName, DNS_SUBDOMAIN_MAX_LENGTH, 'a ServiceAccount name');
   if (environments !== undefined && promotion !== undefined) problems.list.push(...commitStatusProblems(environments, promotion));
+  for (const [i, env] of (environments ?? []).entries()) {
+    if (env.imagePolicy !== undefined && promotion !== undefined && promotion.strategy !== 'git') problems.add(`spec.environments[${i}].imagePolicy`, '$imagepolicy setters are written by the git strategy only');
+  }
   if (promotion?.strategy === 'git' && promotion.pullRequest !== undefined) {
     for (const [i, env] of (environments ?? []).entries()) {
       if ((env.fleet?.waves.length ?? 0) > 0) problems.add(`spec.environments[${i}].fleet.waves`, 'waves are carried out by the patch and webhook strategies and by git pushing to the branch; git with pullRequest would need a merge per wave: drop pullRequest or the waves');

@@ -2,7 +2,8 @@ import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { decidePromotion, settleCommitted, withRecord } from './decide.ts';
 import { checkPromotion, PromotionRefusedError, withCommitted } from './guard.ts';
-import type { CommittedPromotion, EnvironmentStatus, PromotionRecord, TargetStatus, WaveStatus } from './types.ts';
+import { promotingCondition } from './conditions.ts';
+import type { CommittedPromotion, EnvironmentStatus, PromotionRecord, TargetStatus, WaveRetry, WaveStatus } from './types.ts';
 
 // Wave progression as a pure function of status and records: order, soak, failure, exactly-once.
 
@@ -75,6 +76,45 @@ describe('waves', () => {
     const three = { ...dev, revision: '3', targets: [{ cluster: 'local', namespace: 'dev', readable: true, ready: true, revision: '3' }] };
     const d = decidePromotion([three, stuck[1]!], after, T0 + 3_600_000, policy, { committed });
     assert.equal(d.action === 'promote' ? `${d.revision}/${d.wave ?? ''}` : d.action, '3/canary');
+  });
+
+  it('a stopped wave is carried out again once when a person retries its failed attempt, and the rollout goes on from there', () => {
+    const stuck = [dev, prod([{ name: 'canary', revision: '2', ready: true }, { name: 'mid', revision: '1', ready: false }, { name: 'rest', revision: '1', ready: true }])];
+    const failed = waveRecord('mid', 'Failed', { committedAt: at(T0), finishedAt: at(T0 + 600_000), message: 'wave mid of prod was not ready' });
+    const records = [waveRecord('canary', 'Succeeded', { readyAt: at(T0) }), failed];
+    const committed = [carried('canary'), carried('mid')];
+    const promoting = promotingCondition(records, 1);
+    assert.match(promoting.message, /failed \(to carry it out again, .*retries prod\/mid at 2 .*"action": "retry"\)/, 'Promoting=False says how to carry on');
+    const by = { username: 'alice' };
+    const retry: WaveRetry = { environment: 'prod', wave: 'mid', revision: '2', attempt: 1, requestedBy: by, requestedAt: at(T0 + 700_000) };
+    assert.deepEqual(decidePromotion(stuck, records, T0 + 700_000, policy, { committed, retries: [{ ...retry, wave: 'rest' }, { ...retry, revision: '3' }] }), { action: 'none' }, 'another wave\'s or revision\'s retry does nothing');
+    const d = decidePromotion(stuck, records, T0 + 700_000, policy, { committed, retries: [retry] });
+    assert.deepEqual(d, { action: 'promote', from: 'dev', to: 'prod', revision: '2', wave: 'mid', attempt: 2, resumed: false, startedAt: at(T0), retry: { by, at: at(T0 + 700_000), of: 1 } });
+    // The guard lets attempt 2 through: it is not a second promotion of the pair, and resuming keeps the mark.
+    checkPromotion(committed, { environment: 'prod', wave: 'mid', revision: '2', isNew: false }, T0 + 700_000);
+    const pending = waveRecord('mid', 'Pending', { attempts: 2, retry: { by, at: at(T0 + 700_000), of: 1 } });
+    const resumed = decidePromotion(stuck, withRecord(records, pending), T0 + 700_000, policy, { committed, retries: [retry] });
+    assert.equal(resumed.action === 'promote' ? resumed.retry?.of : undefined, 1);
+    // Carried out again and not ready in time again: the same retry does not fire twice (no loop); a new one would.
+    const again = withRecord(records, { ...pending, state: 'Failed', committedAt: at(T0 + 701_000), finishedAt: at(T0 + 1_301_000) });
+    assert.deepEqual(decidePromotion(stuck, again, T0 + 2_000_000, policy, { committed, retries: [retry] }), { action: 'none' });
+    assert.equal(decidePromotion(stuck, again, T0 + 2_000_000, policy, { committed, retries: [retry, { ...retry, attempt: 2 }] }).action, 'promote');
+    // Ready this time: it succeeds, and the next wave starts.
+    const ready = [dev, prod([{ name: 'canary', revision: '2', ready: true }, { name: 'mid', revision: '2', ready: true }, { name: 'rest', revision: '1', ready: true }])];
+    const [settled] = settleCommitted(ready, withRecord(records, { ...pending, state: 'Committed', committedAt: at(T0 + 701_000) }), T0 + 710_000, at(T0 + 710_000));
+    assert.equal(settled?.record.state, 'Succeeded');
+    const next = decidePromotion(ready, withRecord(records, settled.record), T0 + 710_000, policy, { committed, retries: [retry] });
+    assert.equal(next.action === 'promote' ? next.wave : next.action, 'rest');
+  });
+
+  it('a retried wave whose action fails is tried again with backoff, still as the retry', () => {
+    const envs = [dev, prod([{ name: 'canary', revision: '2', ready: true }, { name: 'mid', revision: '1', ready: false }])];
+    const mark = { by: { username: 'alice' }, at: at(T0), of: 1 };
+    const records = [waveRecord('canary', 'Succeeded', { readyAt: at(T0) }), waveRecord('mid', 'Failed', { attempts: 2, finishedAt: at(T0), retry: mark })];
+    const ctx = { committed: [carried('canary'), carried('mid')] };
+    assert.deepEqual(decidePromotion(envs, records, T0 + 1_000, policy, ctx), { action: 'none', retryInMs: 1_000 });
+    const d = decidePromotion(envs, records, T0 + 2_000, policy, ctx);
+    assert.deepEqual(d.action === 'promote' ? [d.wave, d.attempt, d.retry] : d, ['mid', 3, mark]);
   });
 
   it('a wave whose action failed is retried with backoff', () => {
