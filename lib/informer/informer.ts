@@ -387,7 +387,7 @@ export class ResourceInformer<T extends KubeObject = KubeObject> implements Info
     this.#reflector = new Reflector({
       source,
       sink: {
-        replace: (items, reason) => { this.#replace(items, reason); },
+        replace: (items, texts, reason) => { this.#replace(items, texts, reason); },
         apply: (type, obj, text) => { this.#apply(type, obj, text); },
       },
       namespace: options.namespace,
@@ -531,19 +531,19 @@ export class ResourceInformer<T extends KubeObject = KubeObject> implements Info
   }
 
   /** Diffs a complete LIST against the cache (the reflector's `replace`). */
-  #replace(items: readonly KubeObject[], reason: ListReason): void {
+  #replace(items: readonly KubeObject[], texts: readonly (ObjectText | undefined)[], reason: ListReason): void {
     if (this.#state === 'stopped') return;
     if (this.#pending > 0) this.#flushPending();
     const initial = !this.#synced;
     const tally = { added: 0, updated: 0, deleted: 0 };
     this.#tally = tally;
     const seen = new Set<string>();
-    for (const raw of items) {
+    for (const [k, raw] of items.entries()) {
       const key = objectKey(raw);
       seen.add(key);
       const old = this.#store.slot(key);
       if (old !== undefined && old.uid === uidOf(raw) && old.resourceVersion === rvOf(raw)) continue;
-      this.#change(key, old, raw, undefined, initial);
+      this.#change(key, old, raw, texts[k], initial);
     }
     const vanished: [string, Slot<T>][] = [];
     for (const entry of this.#store.entries()) if (!seen.has(entry[0])) vanished.push(entry);
@@ -638,20 +638,8 @@ export class ResourceInformer<T extends KubeObject = KubeObject> implements Info
     if (obj === undefined) return undefined;
     const metadata = obj.metadata ?? {};
     const head = this.#headOfObject(obj);
-    if (!this.#lazy) return { slot: new Slot<T>(undefined, obj, -1, -1, metadata.uid, metadata.resourceVersion), head, obj };
-    // A parsed object (a LIST item) kept lazily: its text, and where its metadata is in it.
-    let json: string;
-    try {
-      json = JSON.stringify(obj);
-    } catch {
-      // Nested too deep for the serializer: kept parsed.
-      return { slot: new Slot<T>(undefined, obj, -1, -1, metadata.uid, metadata.resourceVersion), head, obj };
-    }
-    const metadataJson = JSON.stringify(metadata);
-    const at = json.indexOf(`"metadata":${metadataJson}`);
-    const start = at < 0 ? -1 : at + 11;
-    const end = at < 0 ? -1 : start + metadataJson.length;
-    return { slot: new Slot<T>(json, undefined, start, end, sliceOf(json, metadata.uid, start, end), metadata.resourceVersion), head, obj };
+    // Parsed objects; with lazy objects, an item the scan could not vouch for (kept parsed).
+    return { slot: new Slot<T>(undefined, obj, -1, -1, metadata.uid, metadata.resourceVersion), head, obj };
   }
 
   /** Transforms and freezes a decoded object; undefined (reported) when freezing fails. */
@@ -682,6 +670,11 @@ export class ResourceInformer<T extends KubeObject = KubeObject> implements Info
     if (typeof parsed !== 'object' || parsed === null || Array.isArray(parsed)) throw new TypeError('the object\'s text is not a JSON object');
     const meta = (parsed as KubeObject).metadata;
     if (meta?.uid !== uid || meta?.resourceVersion !== resourceVersion) throw new TypeError('the object\'s text disagrees with the metadata read at ingest');
+    // A LIST item of a typed list carries no apiVersion/kind: added as the reflector adds them to parsed items.
+    if ((parsed as KubeObject).kind === undefined) {
+      (parsed as { apiVersion?: string }).apiVersion = this.#apiVersion;
+      (parsed as { kind?: string }).kind = this.gvk.kind;
+    }
     let obj: T;
     try {
       obj = this.#transform(parsed as KubeObject);
