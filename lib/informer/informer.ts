@@ -274,13 +274,6 @@ interface Taken<T extends KubeObject> {
   readonly obj: T | undefined;
 }
 
-/** `value` as a slice of `text` within [from, to) when it occurs there: V8 then keeps a 20-byte view, not a copy. */
-function sliceOf(text: string, value: string | undefined, from: number, to: number): string | undefined {
-  if (value === undefined || value.length < 13 || from < 0) return value;
-  const at = text.indexOf(value, from);
-  return at < 0 || at + value.length > to ? value : text.slice(at, at + value.length);
-}
-
 /** The metadata of a head whose object has none. */
 const EMPTY_META: ObjectMeta = Object.freeze({});
 
@@ -631,7 +624,7 @@ export class ResourceInformer<T extends KubeObject = KubeObject> implements Info
       }
       // The decoder parsed the metadata with the pre-pass's removals; the transform finishes it.
       const head = deepFreeze(stripManagedFields({ apiVersion: this.#apiVersion, kind: this.gvk.kind, metadata })) as ObjectHead;
-      const slot = new Slot<T>(text.text, undefined, text.metadataStart, text.metadataEnd, sliceOf(text.text, metadata.uid, text.metadataStart, text.metadataEnd), metadata.resourceVersion);
+      const slot = new Slot<T>(text.text, undefined, text.metadataStart, text.metadataEnd, metadata.uid, metadata.resourceVersion);
       return { slot, head, obj };
     }
     const obj = this.#ingest(raw);
