@@ -137,11 +137,11 @@ function locate(text: string, value: string | undefined, from: number, to: numbe
 
 /**
  * Estimated bytes of a lazy object besides its text's characters: the text's header, its slot, map
- * entry, key and namespace-index entry, measured as 192 B per object over 100,000 ConfigMaps of
- * 1,345 B (heap growth, issue 27), rounded up for label indexes and the decoded cache. An
+ * entry, key and namespace-index entry, measured as 140 B per object over 100,000 ConfigMaps
+ * (bench/lazy-bytes.bench.ts, issue 27), rounded up for label indexes and the decoded cache. An
  * estimate, not a measurement.
  */
-const SLOT_OVERHEAD_BYTES = 200;
+const SLOT_OVERHEAD_BYTES = 160;
 /** A parsed object has no cheap size: a flat estimate, everything included (1,930 B measured for issue 27's 3.2 KB ConfigMap). */
 const PARSED_ESTIMATE_BYTES = 1_900;
 
