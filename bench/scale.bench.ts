@@ -11,7 +11,7 @@
 // shared machine: compare runs of one session, and read the fit, not single rows.
 import { spawn } from 'node:child_process';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { loadavg, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { createInterface } from 'node:readline';
 
@@ -19,7 +19,7 @@ interface Config { readonly clusters: number; readonly objects: number; readonly
 interface Snapshot { readonly rss: number; readonly heap: number; readonly fds: number }
 interface Result {
   readonly clusters: number; readonly caches: number; readonly synced: number; readonly buildErrors: number; readonly watchErrors: number;
-  readonly objects: number; readonly syncedMs: number; readonly cpuMs: number; readonly base: Snapshot; readonly loaded: Snapshot;
+  readonly objects: number; readonly jsonBytesPerObject: number; readonly syncedMs: number; readonly cpuMs: number; readonly base: Snapshot; readonly loaded: Snapshot;
   readonly peakFds: number; readonly peakRss: number; readonly cachesLeft: number; readonly after: Snapshot;
 }
 
@@ -31,6 +31,8 @@ const select = args.find((a) => a.startsWith('--select='))?.slice('--select='.le
 const tenths = select === undefined ? undefined : Math.round(Number(select) * 10);
 if (tenths !== undefined && !(tenths >= 1 && tenths <= 10)) throw new TypeError(`--select=${String(select)}: expected a fraction from 0.1 to 1`);
 const selector = tenths === undefined ? undefined : `app in (${Array.from({ length: tenths }, (_, i) => `app-${i}`).join(',')})`;
+/** `--objects=lazy`: caches keep objects as text (issue 27). */
+const objects = args.includes('--objects=lazy') ? 'lazy' : 'parsed';
 const parse = (spec: string): Config => {
   const match = /^(\d+)x(\d+)(?:@(\d+))?$/.exec(spec);
   if (match === null) throw new TypeError(`configuration ${JSON.stringify(spec)}: expected CLUSTERSxOBJECTS[@FDLIMIT]`);
@@ -56,7 +58,7 @@ async function run(config: Config): Promise<Result> {
       const file = join(dir, 'fleet.json');
       writeFileSync(file, line);
       const v8 = semi === undefined ? '' : ` --max-semi-space-size=${Number(semi)}`;
-      const node = `${JSON.stringify(process.execPath)} --expose-gc${v8} ${JSON.stringify(join(here, 'measure.ts'))} ${JSON.stringify(file)}`;
+      const node = `${JSON.stringify(process.execPath)} --expose-gc${v8} ${JSON.stringify(join(here, 'measure.ts'))} ${JSON.stringify(file)} 600000 ${objects}`;
       const script = config.fdLimit === undefined ? `exec ${node}` : `ulimit -n ${config.fdLimit} && exec ${node}`;
       const measured = spawn('bash', ['-c', script], { stdio: ['ignore', 'pipe', 'inherit'], env: { ...process.env, SCALE_SELECTOR: selector ?? '' } });
       let out = '';
@@ -101,12 +103,22 @@ for (const config of configs) {
   results.push({ config, result: await run(config) });
 }
 
-console.log(`\nV8 semi-space: ${semi === undefined ? 'default' : `≤ ${semi} MiB`}; targets: ${selector === undefined ? 'one object of each kind (whole-kind caches)' : `the set ${selector} of each kind (${(tenths ?? 0) * 10} % of the objects)`}`);
+console.log(`\nV8 semi-space: ${semi === undefined ? 'default' : `≤ ${semi} MiB`}; objects: ${objects}; targets: ${selector === undefined ? 'one object of each kind (whole-kind caches)' : `the set ${selector} of each kind (${(tenths ?? 0) * 10} % of the objects)`}`);
 console.log('\n| clusters × objects/kind | fd limit | caches synced | synced in | RSS | heap | peak fds | CPU | after all owners left: caches, heap Δ, fds Δ |');
 console.log('| --- | --- | --- | --- | --- | --- | --- | --- | --- |');
 for (const { config, result: r } of results) {
   console.log(`| ${config.clusters} × ${config.objects} | ${config.fdLimit ?? '-'} | ${r.synced}/${r.caches}${r.buildErrors > 0 ? ` (${r.buildErrors} failed)` : ''} | ${(r.syncedMs / 1000).toFixed(1)} s | ${((r.loaded.rss - r.base.rss) / MiB).toFixed(0)} MiB (peak ${(r.peakRss / MiB).toFixed(0)}) | ${((r.loaded.heap - r.base.heap) / MiB).toFixed(0)} MiB | ${r.peakFds} | ${(r.cpuMs / 1000).toFixed(1)} s | ${r.cachesLeft}, ${((r.after.heap - r.base.heap) / MiB).toFixed(1)} MiB, ${r.after.fds - r.base.fds} |`);
 }
+// Issue 27: the heap and RSS per cached object against the objects' own JSON (as readers get them).
+console.log('\n| clusters × objects/kind | objects | JSON B/object | heap B/object | heap / JSON | RSS B/object | RSS / JSON |');
+console.log('| --- | --- | --- | --- | --- | --- | --- |');
+for (const { config, result: r } of results) {
+  const heap = (r.loaded.heap - r.base.heap) / r.objects;
+  const rss = (r.loaded.rss - r.base.rss) / r.objects;
+  const json = r.jsonBytesPerObject;
+  console.log(`| ${config.clusters} × ${config.objects} | ${r.objects} | ${json.toFixed(0)} | ${heap.toFixed(0)} | ${(heap / json).toFixed(2)}× | ${rss.toFixed(0)} | ${(rss / json).toFixed(2)}× |`);
+}
+console.log(`\nload average (1, 5, 15 min) at the end: ${loadavg().map((l) => l.toFixed(1)).join(' ')}`);
 const points = (pick: (r: Result) => number): (readonly [number, number, number])[] => results.map(({ result: r }) => [r.clusters, r.objects, pick(r)] as const);
 const rssFit = fit(points((r) => r.loaded.rss - r.base.rss));
 const heapFit = fit(points((r) => r.loaded.heap - r.base.heap));

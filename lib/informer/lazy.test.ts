@@ -5,9 +5,10 @@ import assert from 'node:assert/strict';
 import { afterEach, describe, it } from 'node:test';
 import { FakeResourceClient } from '../transport/testing.ts';
 import type { KubeObject } from '../transport/index.ts';
-import { ObjectSkippedError } from '../util/index.ts';
+import { KubeApiError, ObjectSkippedError } from '../util/index.ts';
 import { LAST_APPLIED_ANNOTATION, ResourceInformer, type InformerOptions, type ObjectHead } from './index.ts';
 import { settle } from '../../fixtures/support/index.ts';
+import { eventually } from '../../e2e/harness/index.ts';
 
 const running: ResourceInformer[] = [];
 afterEach(async () => {
@@ -70,6 +71,78 @@ describe('lazy objects', () => {
     // The namespace and label indexes come from metadata: no parse either.
     assert.deepEqual(informer.store.keys().sort(), ['ns/a', 'ns/c']);
     assert.equal(informer.stats().decodes, 0);
+  });
+
+  it('a LIST is taken as text: no whole object is parsed until read, and what is read equals the parsed mode\'s', async () => {
+    const names = Array.from({ length: 50 }, (_, i) => `item-${String(i).padStart(2, '0')}`);
+    const { client, informer } = started({ pageSize: 20 }, names);
+    const parsedInformer = new ResourceInformer({ client, objects: 'parsed' });
+    running.push(parsedInformer);
+    // Every JSON.parse of text holding an object's body (its `data`) is a whole-object parse.
+    const realParse = JSON.parse;
+    let wholeParses = 0;
+    JSON.parse = function parse(text: string, reviver?: (this: unknown, key: string, value: unknown) => unknown): unknown {
+      if (typeof text === 'string' && text.includes('"data"')) wholeParses++;
+      return realParse(text, reviver);
+    } as typeof JSON.parse;
+    try {
+      informer.addHeadHandler({ add: () => undefined });
+      await sync(informer);
+      assert.equal(informer.store.size, 50);
+      assert.equal(wholeParses, 0, 'three LIST pages, no object body parsed');
+      assert.equal(informer.stats().decodes, 0);
+      const one = informer.store.get('ns/item-07');
+      assert.equal(wholeParses, 1, 'a read parses its object, once');
+      assert.equal(one?.kind, 'ConfigMap', 'apiVersion and kind, absent from a typed list\'s items, are added on read');
+      assert.equal(informer.store.byIndex('namespace', 'ns').length, 50, 'the namespace index was filled from metadata');
+    } finally {
+      JSON.parse = realParse;
+    }
+    await sync(parsedInformer);
+    const byName = (list: readonly KubeObject[]): KubeObject[] => [...list].sort((x, y) => (x.metadata?.name ?? '').localeCompare(y.metadata?.name ?? ''));
+    assert.deepEqual(byName(informer.store.list()), byName(parsedInformer.store.list()));
+    assert.deepEqual(client.listCalls.map((c) => c.objectText), [true, true, true, false]);
+  });
+
+  it('a relist of texts adds, updates and deletes as the watch would; unchanged objects are not reported', async () => {
+    const { client, informer } = started({}, ['a', 'b', 'c']);
+    const seen: string[] = [];
+    informer.addHeadHandler({
+      add: (h, initial) => { if (!initial) seen.push(`add ${h.metadata.name ?? ''}`); },
+      update: (_o, h) => { seen.push(`update ${h.metadata.name ?? ''}`); },
+      delete: (h, unknown) => { seen.push(`delete ${h.metadata.name ?? ''} ${String(unknown)}`); },
+    });
+    await sync(informer);
+    client.upsert(cm('a', { k: 'changed' }), { quiet: true });
+    client.upsert(cm('d'), { quiet: true });
+    client.remove('ns/b', { quiet: true });
+    client.stream?.fail(new KubeApiError({ cluster: 'fake', gvk: { group: '', version: 'v1', kind: 'ConfigMap' }, statusCode: 410, status: { kind: 'Status', reason: 'Expired', code: 410 } }));
+    await eventually('relisted', () => informer.stats().relists === 1);
+    await settle();
+    assert.deepEqual(seen.sort(), ['add d', 'delete b true', 'update a']);
+    assert.deepEqual(informer.store.get('ns/a')?.data, { k: 'changed' });
+    assert.equal(informer.stats().decodes, 1, 'only the read parsed');
+  });
+
+  it('a uid written with an escape, and a cluster-scoped name with a slash, keep their bookkeeping exact', async () => {
+    const { client, informer } = started();
+    const errors: Error[] = [];
+    informer.on('error', (e) => errors.push(e));
+    await sync(informer);
+    // The slot keeps where the uid is in the text; an escaped one is not there verbatim.
+    client.stream?.pushLine('{"type":"ADDED","object":{"metadata":{"namespace":"ns","name":"esc","uid":"u\\u002d1","resourceVersion":"900"},"data":{"k":"v"}}}');
+    client.stream?.pushLine('{"type":"ADDED","object":{"metadata":{"name":"odd/name","uid":"u-2","resourceVersion":"901"}}}');
+    await settle();
+    assert.equal(informer.store.get('ns/esc')?.metadata?.uid, 'u-1');
+    client.stream?.pushLine('{"type":"MODIFIED","object":{"metadata":{"namespace":"ns","name":"esc","uid":"u\\u002d1","resourceVersion":"902"},"data":{"k":"w"}}}');
+    await settle();
+    assert.deepEqual(informer.store.get('ns/esc')?.data, { k: 'w' }, 'same uid: an update, not a recreation');
+    assert.deepEqual(informer.store.byIndex('namespace', '').map((o) => o.metadata?.name), ['odd/name']);
+    assert.equal(informer.store.byIndex('namespace', 'odd').length, 0);
+    client.stream?.pushLine('{"type":"DELETED","object":{"metadata":{"name":"odd/name","uid":"u-2","resourceVersion":"903"}}}');
+    await settle();
+    assert.deepEqual(informer.store.byIndex('namespace', ''), []);
+    assert.deepEqual(errors, []);
   });
 
   it('a whole-object handler gets parsed, frozen, transformed objects; a read right after is served by the decoded cache', async () => {

@@ -20,8 +20,11 @@ import {
 
 /** Where the reflector's objects go: the subset of the informer a reflector drives. */
 export interface ReflectorSink {
-  /** A complete LIST, to be diffed against what is cached (freshly decoded objects). */
-  replace(items: readonly KubeObject[], reason: ListReason): void;
+  /**
+   * A complete LIST, to be diffed against what is cached (freshly decoded objects). With
+   * `objectText`, `texts[i]` may carry item `i` as text; `items[i]` then holds only its metadata.
+   */
+  replace(items: readonly KubeObject[], texts: readonly (ObjectText | undefined)[], reason: ListReason): void;
   /**
    * One watch event (freshly decoded object). With `objectText`, `text` may carry the object as
    * text; `obj` then holds only its metadata.
@@ -238,6 +241,7 @@ export class Reflector {
   async #list(client: ResourceClient, reason: ListReason, signal: AbortSignal): Promise<void> {
     const s = this.#s;
     const items: KubeObject[] = [];
+    const texts: (ObjectText | undefined)[] = [];
     const apiVersion = apiVersionOf(client.info.gvk);
     const kind = client.info.gvk.kind;
     let limit: number | undefined = s.pageSize;
@@ -247,22 +251,26 @@ export class Reflector {
     for (;;) {
       let page;
       try {
-        page = await client.list({ namespace: s.namespace, labelSelector: s.labelSelector, fieldSelector: s.fieldSelector, limit, continue: token, dropManagedFields: s.dropManagedFields, signal });
+        page = await client.list({ namespace: s.namespace, labelSelector: s.labelSelector, fieldSelector: s.fieldSelector, limit, continue: token, dropManagedFields: s.dropManagedFields, objectText: s.objectText, signal });
       } catch (err) {
         if (token === undefined || !(err instanceof KubeApiError) || !err.isGone) throw err;
         this.state.gones++;
         s.logger.info('continue token expired; restarting the list', { paginated: !expired });
         items.length = 0;
+        texts.length = 0;
         token = undefined;
         if (expired) limit = undefined;
         expired = true;
         continue;
       }
-      for (const item of page.items) {
-        // Items of a typed list carry no apiVersion/kind; handlers and callers want them.
+      const pageTexts = page.texts;
+      for (const [k, item] of page.items.entries()) {
+        // Items of a typed list carry no apiVersion/kind; handlers and callers want them (an item
+        // as text gets them when parsed).
         if (item.kind === undefined) (item as { apiVersion?: string; kind?: string }).apiVersion = apiVersion;
         if (item.kind === undefined) (item as { kind?: string }).kind = kind;
         items.push(item);
+        texts.push(pageTexts?.[k]);
       }
       if (token === undefined) resourceVersion = page.metadata.resourceVersion ?? '';
       token = page.metadata.continue;
@@ -270,7 +278,7 @@ export class Reflector {
       if (signal.aborted) throw abortReason(signal);
     }
     if (signal.aborted) throw abortReason(signal);
-    s.sink.replace(items, reason);
+    s.sink.replace(items, texts, reason);
     this.state.resourceVersion = resourceVersion;
     this.state.lastSyncTime = s.clock.now();
     if (this.#listed) this.state.relists++;

@@ -65,36 +65,83 @@ export type ObjectHead = KubeObject & { readonly metadata: ObjectMeta };
  * needs whole objects (or an object whose text could not be made), the frozen object itself.
  * Exactly one of `text` and `obj` is set. `metadataStart`/`metadataEnd` locate the metadata in
  * `text` (-1 when unknown: the head then costs a whole parse). Immutable: a change is a new slot.
+ *
+ * Compact because there is one per cached object (issue 27): five fields, no strings of its own
+ * where the text has them. A text's uid and resourceVersion are kept as where they are in the
+ * text (`at × 512 + length`, a small integer) and sliced out when asked; a parsed object's are
+ * read from its metadata. A value the text does not hold verbatim (an escape) is kept as a string.
  */
 export class Slot<T extends KubeObject = KubeObject> {
-  readonly text: string | undefined;
-  readonly obj: T | undefined;
+  readonly #body: string | T;
   readonly metadataStart: number;
   readonly metadataEnd: number;
-  readonly uid: string | undefined;
-  readonly resourceVersion: string | undefined;
+  readonly #uid: string | number | typeof NONE | undefined;
+  readonly #rv: string | number | typeof NONE | undefined;
 
   constructor(text: string | undefined, obj: T | undefined, metadataStart: number, metadataEnd: number, uid: string | undefined, resourceVersion: string | undefined) {
-    this.text = text;
-    this.obj = obj;
+    this.#body = text ?? obj ?? ({} as T);
     this.metadataStart = metadataStart;
     this.metadataEnd = metadataEnd;
-    this.uid = uid;
-    this.resourceVersion = resourceVersion;
+    if (text === undefined) {
+      // Read from the object's own metadata unless told otherwise.
+      const meta = obj?.metadata;
+      this.#uid = meta?.uid === uid ? undefined : uid ?? NONE;
+      this.#rv = meta?.resourceVersion === resourceVersion ? undefined : resourceVersion ?? NONE;
+    } else {
+      this.#uid = locate(text, uid, metadataStart, metadataEnd);
+      this.#rv = locate(text, resourceVersion, metadataStart, metadataEnd);
+    }
+  }
+
+  get text(): string | undefined {
+    return typeof this.#body === 'string' ? this.#body : undefined;
+  }
+
+  get obj(): T | undefined {
+    return typeof this.#body === 'string' ? undefined : this.#body;
+  }
+
+  get uid(): string | undefined {
+    return this.#field(this.#uid, 'uid');
+  }
+
+  get resourceVersion(): string | undefined {
+    return this.#field(this.#rv, 'resourceVersion');
+  }
+
+  #field(ref: string | number | typeof NONE | undefined, name: 'uid' | 'resourceVersion'): string | undefined {
+    const body = this.#body;
+    if (typeof ref === 'number') return typeof body === 'string' ? body.slice(Math.floor(ref / 512), Math.floor(ref / 512) + (ref % 512)) : undefined;
+    if (ref === NONE) return undefined;
+    if (ref !== undefined) return ref;
+    return typeof body === 'string' ? undefined : body.metadata?.[name];
   }
 
   /** Bytes retained for this slot: its text (one byte per character as V8 keeps Latin-1 text) and a fixed estimate for the rest. */
   get retainedBytes(): number {
-    return this.text === undefined ? PARSED_ESTIMATE_BYTES : SLOT_OVERHEAD_BYTES + this.text.length + 16;
+    const text = this.text;
+    return text === undefined ? PARSED_ESTIMATE_BYTES : SLOT_OVERHEAD_BYTES + text.length;
   }
 }
 
+/** A uid or resourceVersion known to be absent (a parsed object's metadata cannot say otherwise). */
+const NONE: unique symbol = Symbol('none');
+
+/** Where `value` is in `text` within [from, to) as `at × 512 + length`; the value itself when it is not there verbatim (or too long). */
+function locate(text: string, value: string | undefined, from: number, to: number): string | number | typeof NONE | undefined {
+  if (value === undefined || value.length >= 512 || from < 0) return value ?? NONE;
+  const at = text.indexOf(value, from);
+  if (at < 0 || at + value.length > to || at >= 4_000_000) return value;
+  return at * 512 + value.length;
+}
+
 /**
- * Estimated bytes of a lazy object besides its text: its slot, map entry, key, index entries and
- * its share of the decoded cache, fitted to bench/informer.bench.ts (1,877 B retained per object
- * whose text is 1,338 B). An estimate, not a measurement.
+ * Estimated bytes of a lazy object besides its text's characters: the text's header, its slot, map
+ * entry, key and namespace-index entry, measured as 140 B per object over 100,000 ConfigMaps
+ * (bench/lazy-bytes.bench.ts, issue 27), rounded up for label indexes and the decoded cache. An
+ * estimate, not a measurement.
  */
-const SLOT_OVERHEAD_BYTES = 520;
+const SLOT_OVERHEAD_BYTES = 160;
 /** A parsed object has no cheap size: a flat estimate, everything included (1,930 B measured for issue 27's 3.2 KB ConfigMap). */
 const PARSED_ESTIMATE_BYTES = 1_900;
 
@@ -276,6 +323,9 @@ export class Store<T extends KubeObject = KubeObject> implements StoreReader<T> 
     const replacing = previous !== undefined;
     if (previous !== undefined) this.#retained -= previous.retainedBytes;
     this.#retained += slot.retainedBytes;
+    // A new key is kept flat: `namespace/name` built by concatenation is a rope holding both parts
+    // (about 50 bytes more per object). A replaced entry keeps the key it has.
+    if (!replacing) key = flatKey(key);
     items.set(key, slot);
     this.#decoded?.delete(key);
     for (const index of this.#indexes) {
@@ -293,7 +343,7 @@ export class Store<T extends KubeObject = KubeObject> implements StoreReader<T> 
         this.#codec.indexError(index.name, key, err);
         values = [];
       }
-      const old = replacing ? index.files?.values.get(key) : undefined;
+      const old = replacing ? filedValues(index, key) : undefined;
       if (old !== undefined && sameValues(old, values)) continue;
       if (values.length === 0) {
         if (old !== undefined && index.files !== undefined) {
@@ -305,7 +355,9 @@ export class Store<T extends KubeObject = KubeObject> implements StoreReader<T> 
       // Created with the first value filed: an index with nothing in it costs no maps.
       const files = index.files ??= { keys: new Map<string, Set<string>>(), values: new Map<string, readonly string[]>() };
       if (old !== undefined) unfile(files.keys, key, old);
-      files.values.set(key, values);
+      // The namespace index remembers no values for a key whose namespace the key itself tells.
+      if (index.fn === namespaceOf && sameValues(namespaceOfKey(key), values)) files.values.delete(key);
+      else files.values.set(key, values);
       for (const v of values) {
         let keys = files.keys.get(v);
         if (keys === undefined) {
@@ -327,7 +379,7 @@ export class Store<T extends KubeObject = KubeObject> implements StoreReader<T> 
     this.#decoded?.delete(key);
     for (const index of this.#indexes) {
       const files = index.files;
-      const old = files?.values.get(key);
+      const old = filedValues(index, key);
       if (files === undefined || old === undefined) continue;
       unfile(files.keys, key, old);
       files.values.delete(key);
@@ -344,7 +396,12 @@ const namespaceLists = new Map<string, readonly string[]>();
 
 /** The built-in index: the object's namespace, '' when cluster-scoped. */
 function namespaceOf(obj: KubeObject): readonly string[] {
-  const namespace = obj.metadata?.namespace ?? '';
+  return namespaceList(obj.metadata?.namespace ?? '');
+}
+HEAD_ONLY.add(namespaceOf);
+
+/** The shared value list of one namespace. */
+function namespaceList(namespace: string): readonly string[] {
   let list = namespaceLists.get(namespace);
   if (list === undefined) {
     list = Object.freeze([namespace]);
@@ -353,7 +410,31 @@ function namespaceOf(obj: KubeObject): readonly string[] {
   }
   return list;
 }
-HEAD_ONLY.add(namespaceOf);
+
+/**
+ * The values `key` is filed under in `index` (undefined: not filed). The namespace index files
+ * every cached key and, to save a map entry per object, remembers values only for a key whose
+ * namespace is not the part before its first `/` (a cluster-scoped name with a slash).
+ */
+function filedValues<T extends KubeObject>(index: StoreIndex<T>, key: string): readonly string[] | undefined {
+  const files = index.files;
+  if (files === undefined) return undefined;
+  const values = files.values.get(key);
+  if (values !== undefined || index.fn !== namespaceOf) return values;
+  return namespaceOfKey(key);
+}
+
+/** The namespace a store key names: the part before its first `/`, '' without one (one shared list per namespace). */
+function namespaceOfKey(key: string): readonly string[] {
+  const slash = key.indexOf('/');
+  return namespaceList(slash < 0 ? '' : key.slice(0, slash));
+}
+
+/** `key` as one flat string (a `namespace/name` rope is copied once into a sequential string). */
+function flatKey(key: string): string {
+  const slash = key.indexOf('/');
+  return slash < 0 ? key : [key.slice(0, slash), key.slice(slash + 1)].join('/');
+}
 
 /** One index of a {@link Store}. */
 interface StoreIndex<T extends KubeObject> {

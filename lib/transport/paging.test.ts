@@ -84,6 +84,28 @@ describe('LIST paging', () => {
     }
   });
 
+  it('with objectText, every page (those fetched ahead too) carries its items as text and their metadata only', async () => {
+    requested.length = 0;
+    holdPages = false;
+    const conn = new ClusterConnection({ name: 'pager', kubeConfig: kubeConfigFor(url), listLimiter, http2: false });
+    try {
+      const client = conn.resourceClient(configMaps);
+      const signal = AbortSignal.timeout(30_000);
+      const texts: string[] = [];
+      let token: string | undefined;
+      do {
+        const page = await client.list({ namespace: 'ns', limit: 1, continue: token, dropManagedFields: true, objectText: true, signal });
+        assert.deepEqual(page.items[0], { metadata: { name: `cm-${String(texts.length)}`, namespace: 'ns' } });
+        texts.push(page.texts?.[0]?.text ?? 'none');
+        token = page.metadata.continue;
+      } while (token !== undefined);
+      assert.deepEqual(texts, [0, 1, 2, 3, 4].map((p) => `{"metadata":{"name":"cm-${String(p)}","namespace":"ns"}}`));
+      assert.deepEqual(requested, [0, 1, 2, 3, 4], 'pages fetched ahead were taken');
+    } finally {
+      await conn.close();
+    }
+  });
+
   it('drops a page fetched ahead when the next call asks for something else', async () => {
     requested.length = 0;
     holdPages = false;

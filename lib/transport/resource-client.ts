@@ -3,6 +3,7 @@
 import { childController, FleetcacheError, raceAbort, TransportError, type GroupVersionKind } from '../util/index.ts';
 import type { Peek } from './bounded.ts';
 import { resourcePath } from './path.ts';
+import { parseListLazily } from './list-scan.ts';
 import { parseListDroppingManagedFields } from './strip.ts';
 import type { KubeList, ListOptions, ResourceClient, ResourceInfo, WatchEvent, WatchOptions } from './types.ts';
 
@@ -48,6 +49,9 @@ function selectorQuery(options: { readonly labelSelector?: string | undefined; r
   if (options.fieldSelector !== undefined && options.fieldSelector !== '') query.set('fieldSelector', options.fieldSelector);
   return query;
 }
+
+/** How a LIST page is decoded: as is, managedFields dropped, or items as text (lazy objects). */
+type Strip = 'none' | 'drop' | 'text';
 
 /** One LIST page asked for, or fetched ahead. */
 interface Page {
@@ -115,22 +119,23 @@ export class HttpResourceClient implements ResourceClient {
     if (options.resourceVersion !== undefined) query.set('resourceVersion', options.resourceVersion);
     const path = resourcePath(this.info, { namespace: options.namespace });
     const drop = options.dropManagedFields === true;
-    const key = `${path}?${query.toString()}#${String(drop)}`;
+    const strip: Strip = !drop ? 'none' : options.objectText === true ? 'text' : 'drop';
+    const key = `${path}?${query.toString()}#${strip}`;
     let page = this.#ahead;
     this.#ahead = undefined;
     if (page !== undefined && (page.key !== key || page.signal.aborted)) {
       page.cancel();
       page = undefined;
     }
-    page ??= this.#fetch(path, query, drop, key, options.signal);
+    page ??= this.#fetch(path, query, strip, key, options.signal);
     page.claimed = true;
     if (page.next !== undefined) this.#fetchAhead(page, page.next);
     return raceAbort(page.list, options.signal);
   }
 
-  #fetch(path: string, query: URLSearchParams, drop: boolean, key: string, signal: AbortSignal): Page {
+  #fetch(path: string, query: URLSearchParams, strip: Strip, key: string, signal: AbortSignal): Page {
     const child = childController(signal);
-    const parse = drop ? parseListDroppingManagedFields : undefined;
+    const parse = strip === 'text' ? parseListLazily : strip === 'drop' ? parseListDroppingManagedFields : undefined;
     const kind: Sent = query.has('continue') ? 'continue' : 'list';
     const page: Page = {
       key,
@@ -168,8 +173,8 @@ export class HttpResourceClient implements ResourceClient {
     const hash = rest.lastIndexOf('#');
     const query = new URLSearchParams(rest.slice(0, hash));
     query.set('continue', next);
-    const drop = rest.slice(hash + 1) === 'true';
-    this.#ahead = this.#fetch(path ?? '', query, drop, `${path ?? ''}?${query.toString()}#${String(drop)}`, page.signal);
+    const strip = rest.slice(hash + 1) as Strip;
+    this.#ahead = this.#fetch(path ?? '', query, strip, `${path ?? ''}?${query.toString()}#${strip}`, page.signal);
   }
 
   async watch(options: WatchOptions): Promise<AsyncIterable<readonly WatchEvent[]>> {

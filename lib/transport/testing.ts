@@ -1,4 +1,5 @@
 import { abortReason, type GroupVersionKind } from '../util/index.ts';
+import { parseListLazily } from './list-scan.ts';
 import { decodeWatchLine } from './watch-decoder.ts';
 import type { KubeList, KubeObject, ListOptions, ResourceClient, ResourceInfo, WatchEvent, WatchOptions } from './types.ts';
 
@@ -249,10 +250,13 @@ export class FakeResourceClient implements ResourceClient {
       const { apiVersion: _apiVersion, kind: _kind, ...rest } = cloneJson(obj);
       return rest;
     });
-    return Promise.resolve({
+    const page: KubeList = {
       metadata: { resourceVersion: rv, ...(end < all.length ? { continue: `${rv}:${end}` } : {}) },
       items,
-    });
+    };
+    // Items as text, as the real client decodes the page's JSON body for lazy objects.
+    if (options.objectText === true && options.dropManagedFields === true) return Promise.resolve(parseListLazily(Buffer.from(JSON.stringify(page))) as KubeList);
+    return Promise.resolve(page);
   }
 
   watch(options: WatchOptions): Promise<AsyncIterable<readonly WatchEvent[]>> {

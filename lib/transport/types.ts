@@ -25,6 +25,11 @@ export interface KubeList<T extends KubeObject = KubeObject> {
     readonly remainingItemCount?: number;
   };
   readonly items: T[];
+  /**
+   * With `ListOptions.objectText`: `texts[i]`, where set, is item `i` as text (as a watch event's
+   * `text`), and `items[i]` then holds only its parsed `metadata`. Absent otherwise.
+   */
+  readonly texts?: readonly (ObjectText | undefined)[];
 }
 
 /**
@@ -66,6 +71,12 @@ export interface ListOptions extends SelectorOptions {
   readonly resourceVersion?: string | undefined;
   /** As {@link WatchOptions.dropManagedFields}, for each item of the page. Default false. */
   readonly dropManagedFields?: boolean | undefined;
+  /**
+   * With `dropManagedFields`: items the pre-pass vouches for come as text in `KubeList.texts`,
+   * found by the watch events' scan (see {@link WatchOptions.objectText}); no item is parsed whole.
+   * Default false.
+   */
+  readonly objectText?: boolean | undefined;
   readonly signal: AbortSignal;
 }
 
