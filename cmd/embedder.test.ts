@@ -1,11 +1,11 @@
-// The embedder's view: every ```ts block of README compiled as a TypeScript operator author compiles
+// The embedder's view: every ```ts block of README and docs/ compiled as a TypeScript operator author compiles
 // their own project against the package as `npm pack` makes it — strict, exactOptionalPropertyTypes,
 // noUncheckedIndexedAccess, NodeNext, verbatimModuleSyntax, and skipLibCheck off, so the package's
 // declarations are checked too. Its own scratch directory under the OS temp dir: nothing shared
 // with other checkouts (cmd/packaging.test.ts builds inside node_modules/.cache).
 import assert from 'node:assert/strict';
 import { execFileSync, spawnSync } from 'node:child_process';
-import { cpSync, mkdirSync, mkdtempSync, readFileSync, renameSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
+import { cpSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, renameSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { after, before, describe, it } from 'node:test';
@@ -73,7 +73,7 @@ before(() => {
   scratch = mkdtempSync(path.join(tmpdir(), 'fleetcache-embedder-'));
   const pkgDir = path.join(scratch, 'pkg');
   // The package as npm packs it: package.json's "files" from this checkout, dist compiled as `npm run build` does.
-  for (const file of ['package.json', 'README.md', 'LICENSE', 'e2e/build-binaries.sh', 'e2e/gomod']) cpSync(path.join(root, file), path.join(pkgDir, file), { recursive: true });
+  for (const file of ['package.json', 'README.md', 'docs', 'LICENSE', 'e2e/build-binaries.sh', 'e2e/gomod']) cpSync(path.join(root, file), path.join(pkgDir, file), { recursive: true });
   execFileSync(process.execPath, [tsc, '-p', path.join(root, 'tsconfig.build.json'), '--outDir', path.join(pkgDir, 'dist')], { stdio: 'inherit' });
   const [packed] = JSON.parse(execFileSync('npm', ['pack', '--ignore-scripts', '--json', '--pack-destination', scratch], { cwd: pkgDir, encoding: 'utf8', stdio: ['ignore', 'pipe', 'ignore'] })) as { filename: string }[];
   assert.ok(packed !== undefined);
@@ -101,15 +101,22 @@ before(() => {
 });
 after(() => { if (scratch !== '') rmSync(scratch, { recursive: true, force: true }); });
 
-describe('README for an embedder', () => {
+describe('README and docs/ for an embedder', () => {
   it('compiles every ```ts block against the packed package under the strictest flags, skipLibCheck off', () => {
-    const readme = readFileSync(path.join(consumer, 'node_modules/fleetcache/README.md'), 'utf8');
-    const blocks = [...readme.matchAll(/^```ts\n([\s\S]*?)^```$/gm)].map((m) => m[1] ?? '');
-    assert.ok(blocks.length >= 6, `${blocks.length} blocks`);
-    // Each block its own module (a fragment's top-level await included), named by its README line.
-    for (const [i, block] of blocks.entries()) writeFileSync(path.join(consumer, `readme-${String(i + 1).padStart(2, '0')}.ts`), `${block}export {};\n`);
+    // README and every document of docs/, as the package carries them.
+    const installed = path.join(consumer, 'node_modules/fleetcache');
+    const documents = ['README.md', ...readdirSync(path.join(installed, 'docs')).filter((f) => f.endsWith('.md')).map((f) => `docs/${f}`)];
+    assert.ok(documents.length >= 5, documents.join(' '));
+    let count = 0;
+    for (const document of documents) {
+      const blocks = [...readFileSync(path.join(installed, document), 'utf8').matchAll(/^```ts\n([\s\S]*?)^```$/gm)].map((m) => m[1] ?? '');
+      // Each block its own module (a fragment's top-level await included), named by its document and place.
+      for (const [i, block] of blocks.entries()) writeFileSync(path.join(consumer, `${path.basename(document, '.md')}-${String(i + 1).padStart(2, '0')}.ts`), `${block}export {};\n`);
+      count += blocks.length;
+    }
+    assert.ok(count >= 6, `${String(count)} blocks`);
     const run = spawnSync(process.execPath, [tsc, '-p', consumer, '--pretty', 'false'], { cwd: consumer, encoding: 'utf8' });
-    assert.equal(run.status, 0, `README's snippets do not compile as an embedder's project:\n${run.stdout}${run.stderr}`);
+    assert.equal(run.status, 0, `The snippets of README and docs/ do not compile as an embedder's project:\n${run.stdout}${run.stderr}`);
   });
 
   it('takes client-node\'s models through Wire<T>, refuses them bare (their Date is a string at run time), and has one KubeObject in every entry', () => {

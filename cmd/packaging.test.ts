@@ -232,7 +232,7 @@ interface PackageJson {
 
 /**
  * The root entry's public names: what `fleetcache` exports at run time, and the types it exports
- * besides. A change here is a change of the public API: README's "Entry points" states the count,
+ * besides. A change here is a change of the public API: docs/library.md's "Entry points" states the count,
  * and the test below holds the two to each other. Util internals (`raceAbort`, `sleep`, `toError`,
  * `FakeClock`…) and the service's controller and Git machinery (`fleetcache/pipeline`) never
  * belong here.
@@ -268,7 +268,7 @@ const ROOT_TYPES = [
 function assertSameNames(actual: readonly string[], expected: readonly string[], what: string): void {
   const added = actual.filter((n) => !expected.includes(n));
   const removed = expected.filter((n) => !actual.includes(n));
-  assert.deepEqual({ added, removed }, { added: [], removed: [] }, `${what} changed: update the list in cmd/packaging.test.ts and README's count, or undo the change`);
+  assert.deepEqual({ added, removed }, { added: [], removed: [] }, `${what} changed: update the list in cmd/packaging.test.ts and docs/library.md's count, or undo the change`);
   assert.deepEqual(actual, [...expected].sort(), `${what}: keep the list sorted`);
 }
 
@@ -293,6 +293,8 @@ const pkgDir = path.join(scratch, 'pkg');
 const pkg = JSON.parse(readFileSync(path.join(root, 'package.json'), 'utf8')) as PackageJson;
 let packed = new Set<string>();
 const readPacked = (file: string): string => readFileSync(path.join(pkgDir, file), 'utf8');
+/** README and every document of docs/ as the package carries them, one after another. */
+const packedDocs = (): string => [...packed].filter((f) => f === 'README.md' || /^docs\/[^/]+\.md$/.test(f)).sort().map(readPacked).join('\n');
 
 before(() => {
   const tracked = execFileSync('git', ['ls-files', '-co', '--exclude-standard', '-z'], { cwd: root, encoding: 'utf8' }).split('\0').filter((f) => f !== '' && existsSync(path.join(root, f)));
@@ -313,7 +315,7 @@ describe('the npm package', () => {
 
   it('holds the LICENSE, and every export and bin target', () => {
     assert.ok(packed.size > 0);
-    for (const file of ['LICENSE', 'package.json', 'README.md', ...entryFiles()]) assert.ok(packed.has(file), file);
+    for (const file of ['LICENSE', 'package.json', 'README.md', 'docs/library.md', ...entryFiles()]) assert.ok(packed.has(file), file);
     assert.match(readPacked('LICENSE'), /^ {33}Apache License\n {27}Version 2\.0, January 2004\n/);
   });
 
@@ -392,26 +394,26 @@ describe('the npm package', () => {
     assertSameNames(declared.filter((name) => !values.includes(name)), ROOT_TYPES, 'the types `fleetcache` exports');
     const loaded = closure([exportFile('.', 'default')], packed, readPacked).files;
     assert.deepEqual([...loaded].filter((file) => /^dist\/lib\/(pipeline|gitops|manager)\//.test(file)), [], 'modules `import \'fleetcache\'` loads');
-    const stated = /^The root entry exports (\d+) names\b/m.exec(readPacked('README.md'))?.[1];
-    assert.equal(Number(stated), ROOT_VALUES.length + ROOT_TYPES.length, 'README\'s count of the root entry\'s names ("The root entry exports N names")');
+    const stated = /^The root entry exports (\d+) names\b/m.exec(readPacked('docs/library.md'))?.[1];
+    assert.equal(Number(stated), ROOT_VALUES.length + ROOT_TYPES.length, 'docs/library.md\'s count of the root entry\'s names ("The root entry exports N names")');
   });
 
-  it('documents every entry point in README\'s table, and every name README imports from one is exported by it', () => {
-    const readme = readPacked('README.md');
-    const section = readme.indexOf('\n### Entry points\n');
-    assert.ok(section >= 0, 'README has an "Entry points" section');
-    const table = readme.slice(section, readme.indexOf('\n\n', readme.indexOf('\n| ', section)));
+  it('documents every entry point in docs/library.md\'s table, and every name README and docs/ import from one is exported by it', () => {
+    const library = readPacked('docs/library.md');
+    const section = library.indexOf('\n## Entry points\n');
+    assert.ok(section >= 0, 'docs/library.md has an "Entry points" section');
+    const table = library.slice(section, library.indexOf('\n\n', library.indexOf('\n| ', section)));
     const documented = [...table.matchAll(/^\| `(fleetcache(?:\/[a-z]+)?)` \|/gm)].map((m) => m[1] ?? '');
     const entries = Object.keys(pkg.exports).filter((e) => e !== './package.json');
     assert.deepEqual(documented.sort(), entries.map((e) => (e === '.' ? 'fleetcache' : `fleetcache/${e.slice(2)}`)).sort());
     const declarations = new Map(entries.map((e) => [e === '.' ? 'fleetcache' : `fleetcache/${e.slice(2)}`, path.join(pkgDir, exportFile(e, 'types'))]));
     const exported = declaredExports([...declarations.values()]);
-    const imports = [...readme.matchAll(/^```ts\n([\s\S]*?)^```$/gm)]
+    const imports = [...packedDocs().matchAll(/^```ts\n([\s\S]*?)^```$/gm)]
       .flatMap((block) => [...(block[1] ?? '').matchAll(/^import\s+(?:type\s+)?\{([^}]*)\}\s+from\s+'([^']+)';$/gm)])
       .filter((m) => declarations.has(m[2] ?? ''))
       .flatMap((m) => (m[1] ?? '').split(',').map((name) => ({ entry: m[2] ?? '', name: name.trim().replace(/^type\s+/, '') })).filter((i) => i.name !== ''));
-    assert.ok(imports.length >= 20, `${imports.length} names imported from the package in README's examples`);
-    for (const { entry, name } of imports) assert.ok(exported.get(declarations.get(entry) ?? '')?.includes(name), `README imports ${name} from '${entry}', which does not export it`);
+    assert.ok(imports.length >= 20, `${imports.length} names imported from the package in README's and docs/' examples`);
+    for (const { entry, name } of imports) assert.ok(exported.get(declarations.get(entry) ?? '')?.includes(name), `README or docs/ import ${name} from '${entry}', which does not export it`);
   });
 });
 

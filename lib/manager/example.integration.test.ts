@@ -1,5 +1,5 @@
-// The README's manager-kit example, kept compiling and passing on a real kube-apiserver: the code
-// between the README markers below is the README's block, word for word (the test checks it). Its
+// docs/manager.md's manager-kit example, kept compiling and passing on a real kube-apiserver: the code
+// between the README markers below is that block, word for word (the test checks it). Its
 // names come from the package's root entry (`../index.ts`) and the manager kit's (`./index.ts`), as
 // an operator's `from 'fleetcache'` and `from 'fleetcache/manager'` do.
 import assert from 'node:assert/strict';
@@ -125,8 +125,8 @@ describe('README: the manager kit example', () => {
   it('is the README\'s block, word for word', () => {
     const source = readFileSync(new URL(import.meta.url), 'utf8');
     const block = source.slice(source.indexOf('// README:begin\n') + '// README:begin\n'.length, source.indexOf('// README:end'));
-    const readme = readFileSync(new URL('../../README.md', import.meta.url), 'utf8');
+    const readme = readFileSync(new URL('../../docs/manager.md', import.meta.url), 'utf8');
     assert.ok(block.length > 500);
-    assert.ok(readme.includes(block), 'README.md holds the example block of lib/manager/example.integration.test.ts verbatim');
+    assert.ok(readme.includes(block), 'docs/manager.md holds the example block of lib/manager/example.integration.test.ts verbatim');
   });
 });

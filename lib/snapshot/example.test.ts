@@ -1,5 +1,5 @@
-// The README's fleet-snapshot example, kept compiling and passing: the code between the README
-// markers below is the README's block, word for word (the test checks it). Its names come from the
+// docs/library.md's fleet-snapshot example, kept compiling and passing: the code between the README
+// markers below is that block, word for word (the test checks it). Its names come from the
 // package's root entry (`../index.ts`), as an operator's `from 'fleetcache'` does.
 import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
@@ -68,8 +68,8 @@ describe('README: fleet snapshots', () => {
   it('is the README\'s block, word for word', () => {
     const source = readFileSync(new URL(import.meta.url), 'utf8');
     const block = source.slice(source.indexOf('// README:begin\n') + '// README:begin\n'.length, source.indexOf('// README:end'));
-    const readme = readFileSync(new URL('../../README.md', import.meta.url), 'utf8');
+    const readme = readFileSync(new URL('../../docs/library.md', import.meta.url), 'utf8');
     assert.ok(block.length > 500);
-    assert.ok(readme.includes(block), 'README.md holds the example block of lib/snapshot/example.test.ts verbatim');
+    assert.ok(readme.includes(block), 'docs/library.md holds the example block of lib/snapshot/example.test.ts verbatim');
   });
 });
