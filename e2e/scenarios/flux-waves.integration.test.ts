@@ -94,7 +94,9 @@ describe('scenario: a fleet promoted in waves through Git, applied by real Flux'
     flux = await setUpFluxWaves(management, members, server, '1.0.0', wavePipelineObject(server.url(FLUX_REPOSITORY), WAVES), {
       labels: (m) => (m.wave === 'canary' ? { wave: 'canary' } : {}),
     });
-    service = await startService('flux-waves', management.adminKubeconfig, [...FLEET_SERVICE_ARGS, '--allow-private-git-hosts', '--allow-insecure-git-http']);
+    // The fleet is chosen by a Secret label and the service runs with admin credentials, so it opts in to
+    // selectors as itself (e2e/tenancy/fleet-selector.integration.test.ts covers the ServiceAccount path).
+    service = await startService('flux-waves', management.adminKubeconfig, [...FLEET_SERVICE_ARGS, '--allow-fleet-selectors-as-service', '--allow-private-git-hosts', '--allow-insecure-git-http']);
   }, { timeout: 600_000 });
 
   afterEach((t) => {
