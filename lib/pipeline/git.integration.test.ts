@@ -25,6 +25,33 @@ function releaseFile(name: string, env: string, version: string): string {
   return `apiVersion: helm.toolkit.fluxcd.io/v2\nkind: HelmRelease\nmetadata:\n  name: ${name}\nspec:\n  chart:\n    spec:\n      chart: ${name}\n      version: ${version} # {"$promotion": "${NS}:${name}:${env}"}\n`;
 }
 
+/**
+ * A HelmRelease of staging marked only with Flux's `$imagepolicy` setters: the chart version and
+ * the image of the ImagePolicy `img-stable` (its tag, and the whole reference), and the tag of two
+ * other policies, `img-staging` (the name the convention would pick) and `img-stable-canary`
+ * (whose name starts with the named one).
+ */
+function imageFile(version: string, other = '1.0.0'): string {
+  return [
+    'apiVersion: helm.toolkit.fluxcd.io/v2',
+    'kind: HelmRelease',
+    'metadata:',
+    '  name: img',
+    'spec:',
+    '  chart:',
+    '    spec:',
+    '      chart: img',
+    `      version: ${version} # {"$imagepolicy": "${NS}:img-stable:tag"}`,
+    '  values:',
+    `    image: ghcr.io/org/img:${version} # {"$imagepolicy": "${NS}:img-stable"}`,
+    '    sidecar:',
+    `      tag: ${other} # {"$imagepolicy": "${NS}:img-staging:tag"}`,
+    '    canary:',
+    `      tag: ${other} # {"$imagepolicy": "${NS}:img-stable-canary:tag"}`,
+    '',
+  ].join('\n');
+}
+
 async function release(cluster: TestCluster, namespace: string, name: string, version: string): Promise<void> {
   await ensureNamespace(cluster, namespace);
   await must(cluster, 'POST', `${HR}/namespaces/${namespace}/helmreleases`, { apiVersion: 'helm.toolkit.fluxcd.io/v2', kind: 'HelmRelease', metadata: { name, namespace }, spec: { chart: { spec: { chart: name, version } } } });
@@ -116,7 +143,7 @@ describe('PipelineController: the git strategy on a real apiserver', () => {
     await must(mgmt, 'POST', '/api/v1/namespaces', { metadata: { name: NS } });
     await must(mgmt, 'POST', `/api/v1/namespaces/${NS}/secrets`, { metadata: { name: 'fleet-git' }, stringData: AUTH });
     server = await GitServer.start({ auth: AUTH });
-    await server.seed('org/fleet', { 'apps/shop/staging.yaml': releaseFile('shop', 'staging', '1.0.0'), 'apps/cart/staging.yaml': releaseFile('cart', 'staging', '1.0.0'), 'apps/web/staging.yaml': childFile('web', 'staging', '1.0.0'), 'apps/gate/staging.yaml': releaseFile('gate', 'staging', '1.0.0'), 'apps/gate/prod.yaml': releaseFile('gate', 'prod', '1.0.0') });
+    await server.seed('org/fleet', { 'apps/shop/staging.yaml': releaseFile('shop', 'staging', '1.0.0'), 'apps/cart/staging.yaml': releaseFile('cart', 'staging', '1.0.0'), 'apps/web/staging.yaml': childFile('web', 'staging', '1.0.0'), 'apps/gate/staging.yaml': releaseFile('gate', 'staging', '1.0.0'), 'apps/gate/prod.yaml': releaseFile('gate', 'prod', '1.0.0'), 'apps/img/staging.yaml': imageFile('1.0.0') });
     api = await ProviderStandIn.start({ kind: 'github', project: 'org/fleet', token: AUTH.password, branchExists: async (b) => (await git(server.bare('org/fleet'), 'for-each-ref', `refs/heads/${b}`)).trim() !== '' });
     stops.push(await startFlux([mgmt]));
     stops.push(startGitSync(server, 'org/fleet', 'main', [
@@ -124,6 +151,7 @@ describe('PipelineController: the git strategy on a real apiserver', () => {
       { file: 'apps/cart/staging.yaml', cluster: mgmt, namespace: 'cart-staging', name: 'cart' },
       { file: 'apps/gate/staging.yaml', cluster: mgmt, namespace: 'gate-staging', name: 'gate' },
       { file: 'apps/gate/prod.yaml', cluster: mgmt, namespace: 'gate-prod', name: 'gate' },
+      { file: 'apps/img/staging.yaml', cluster: mgmt, namespace: 'img-staging', name: 'img' },
     ]));
   });
 
@@ -181,6 +209,34 @@ describe('PipelineController: the git strategy on a real apiserver', () => {
       assert.equal(Number((await git(server.bare('org/fleet'), 'rev-list', '--count', 'main')).trim()), 2, 'one commit: seed + promotion');
     } finally {
       await mgmt.request('DELETE', `${PIPELINES}/shop`);
+      await stop();
+    }
+  });
+
+  it('writes the setters of the ImagePolicy the environment names (imagePolicy), and no other policy\'s, in one commit', async () => {
+    await release(mgmt, 'img-dev', 'img', '1.0.0');
+    await release(mgmt, 'img-staging', 'img', '1.0.0');
+    const { stop } = startController();
+    try {
+      const spec = pipeline('img', { url: server.url('org/fleet'), path: 'apps/img', secretRef: { name: 'fleet-git' } }) as { spec: { environments: Record<string, unknown>[] } };
+      const staging = spec.spec.environments[1];
+      assert.ok(staging !== undefined);
+      staging.imagePolicy = 'img-stable';
+      await must(mgmt, 'POST', PIPELINES, spec);
+      await eventually('both environments ready at 1.0.0', async () => (await pipelineOf(mgmt, 'img')).status?.environments?.every((e) => e.ready && e.revision === '1.0.0') === true, 60_000);
+      const seeded = (await git(server.bare('org/fleet'), 'rev-parse', 'main')).trim();
+      await setVersion(mgmt, 'img-dev', 'img', '1.1.0');
+      const done = await eventually('staging runs 1.1.0, applied from the tag setter in Git', async () => {
+        const p = await pipelineOf(mgmt, 'img');
+        return p.status?.environments?.[1]?.revision === '1.1.0' && p.status.environments[1].ready && p.status.promotions?.[0]?.state === 'Succeeded' && p;
+      }, 60_000);
+      const head = (await git(server.bare('org/fleet'), 'rev-parse', 'main')).trim();
+      assert.equal(done.status?.promotions?.[0]?.commit, head);
+      assert.equal(await server.show('org/fleet', 'main', 'apps/img/staging.yaml'), imageFile('1.1.0'), 'img-stable\'s tag and whole image carry 1.1.0; img-staging\'s and img-stable-canary\'s lines are as they were');
+      assert.equal((await git(server.bare('org/fleet'), 'rev-list', '--count', `${seeded}..main`)).trim(), '1', 'one commit');
+      assert.equal((await git(server.bare('org/fleet'), 'diff', '--name-only', seeded, 'main')).trim(), 'apps/img/staging.yaml');
+    } finally {
+      await mgmt.request('DELETE', `${PIPELINES}/img`);
       await stop();
     }
   });
