@@ -68,6 +68,27 @@ export function fluxPipelineObject(url: string): object {
   });
 }
 
+/**
+ * Points a cluster's Flux at its folder of the fleet repository: the namespaces, GitRepository
+ * `flux-system/fleet` (polled every `gitInterval`, default 5 s) and the parent Kustomization
+ * `flux-system/fleet` applying `./clusters/<folder>` (every `kustomizationInterval`, default 10m).
+ */
+export async function syncFolder(cluster: TestCluster, server: GitServer, folder: string, options: { readonly gitInterval?: string; readonly kustomizationInterval?: string } = {}): Promise<void> {
+  for (const ns of [FLUX_NAMESPACE, APP_NAMESPACE]) await ensureNamespace(cluster, ns);
+  await must(cluster, 'POST', `${GIT_REPOSITORIES}/namespaces/${FLUX_NAMESPACE}/gitrepositories`, {
+    apiVersion: 'source.toolkit.fluxcd.io/v1',
+    kind: 'GitRepository',
+    metadata: { name: 'fleet', namespace: FLUX_NAMESPACE },
+    spec: { url: server.url(FLUX_REPOSITORY), ref: { branch: 'main' }, interval: options.gitInterval ?? '5s' },
+  });
+  await must(cluster, 'POST', `${KUSTOMIZATIONS}/namespaces/${FLUX_NAMESPACE}/kustomizations`, {
+    apiVersion: 'kustomize.toolkit.fluxcd.io/v1',
+    kind: 'Kustomization',
+    metadata: { name: 'fleet', namespace: FLUX_NAMESPACE },
+    spec: { interval: options.kustomizationInterval ?? '10m', prune: true, path: `./clusters/${folder}`, sourceRef: { kind: 'GitRepository', name: 'fleet' } },
+  });
+}
+
 /** Options of {@link setUpFluxFleet}. */
 export interface FluxFleetOptions {
   /** GitRepository `spec.interval`: how often Flux polls Git. Default 5s. */
@@ -91,19 +112,7 @@ export async function setUpFluxFleet(fleet: Fleet, server: GitServer, initialVer
   try {
     for (const [env, cluster] of [['dev', fleet.management], ['staging', fleet.staging], ['prod', fleet.prod]] as const) {
       controllers.push(await startFluxControllers(cluster));
-      for (const ns of [FLUX_NAMESPACE, APP_NAMESPACE]) await ensureNamespace(cluster, ns);
-      await must(cluster, 'POST', `${GIT_REPOSITORIES}/namespaces/${FLUX_NAMESPACE}/gitrepositories`, {
-        apiVersion: 'source.toolkit.fluxcd.io/v1',
-        kind: 'GitRepository',
-        metadata: { name: 'fleet', namespace: FLUX_NAMESPACE },
-        spec: { url: server.url(FLUX_REPOSITORY), ref: { branch: 'main' }, interval: options.gitInterval ?? '5s' },
-      });
-      await must(cluster, 'POST', `${KUSTOMIZATIONS}/namespaces/${FLUX_NAMESPACE}/kustomizations`, {
-        apiVersion: 'kustomize.toolkit.fluxcd.io/v1',
-        kind: 'Kustomization',
-        metadata: { name: 'fleet', namespace: FLUX_NAMESPACE },
-        spec: { interval: options.kustomizationInterval ?? '10m', prune: true, path: `./clusters/${env}`, sourceRef: { kind: 'GitRepository', name: 'fleet' } },
-      });
+      await syncFolder(cluster, server, env, options);
     }
     await putKubeconfigSecrets(fleet);
     await must(fleet.management, 'POST', `/apis/fleetcache.dev/v1alpha1/namespaces/${PIPELINE_NAMESPACE}/pipelines`, (options.pipeline ?? fluxPipelineObject)(server.url(FLUX_REPOSITORY)));

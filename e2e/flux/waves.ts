@@ -13,7 +13,7 @@ import { APP_NAMESPACE, PIPELINE_NAME, PIPELINE_NAMESPACE } from '../fleet.ts';
 import type { GitServer } from '../git/server.ts';
 import type { TestCluster } from '../harness/index.ts';
 import { startFluxControllers, type FluxControllers } from './controllers.ts';
-import { childKustomization, CONFIGMAP, FLUX_NAMESPACE, FLUX_REPOSITORY, GIT_REPOSITORIES, KUSTOMIZATIONS, VERSION_PATH } from './fleet.ts';
+import { childKustomization, CONFIGMAP, FLUX_REPOSITORY, syncFolder, VERSION_PATH } from './fleet.ts';
 import { ensureNamespace, must } from '../../fixtures/support/index.ts';
 
 /** One prod cluster of the fleet: its folder (and Secret) name and its wave. */
@@ -76,19 +76,7 @@ export async function setUpFluxWaves(management: TestCluster, members: readonly 
   try {
     for (const [folder, cluster] of [['dev', management] as const, ...members.map((m) => [m.name, m.cluster] as const)]) {
       controllers.push(await startFluxControllers(cluster));
-      for (const ns of [FLUX_NAMESPACE, APP_NAMESPACE]) await ensureNamespace(cluster, ns);
-      await must(cluster, 'POST', `${GIT_REPOSITORIES}/namespaces/${FLUX_NAMESPACE}/gitrepositories`, {
-        apiVersion: 'source.toolkit.fluxcd.io/v1',
-        kind: 'GitRepository',
-        metadata: { name: 'fleet', namespace: FLUX_NAMESPACE },
-        spec: { url: server.url(FLUX_REPOSITORY), ref: { branch: 'main' }, interval: options.gitInterval ?? '5s' },
-      });
-      await must(cluster, 'POST', `${KUSTOMIZATIONS}/namespaces/${FLUX_NAMESPACE}/kustomizations`, {
-        apiVersion: 'kustomize.toolkit.fluxcd.io/v1',
-        kind: 'Kustomization',
-        metadata: { name: 'fleet', namespace: FLUX_NAMESPACE },
-        spec: { interval: '10m', prune: true, path: `./clusters/${folder}`, sourceRef: { kind: 'GitRepository', name: 'fleet' } },
-      });
+      await syncFolder(cluster, server, folder, options);
     }
     await ensureNamespace(management, PIPELINE_NAMESPACE);
     for (const m of members) {

@@ -181,17 +181,7 @@ export class PromotionActor {
     if (joiners !== undefined) return this.#deliverToJoiners(url, spec, request, joiners);
     const status = await deliverWebhook({
       url,
-      body: {
-        pipeline: request.pipeline,
-        appRef: { apiVersion: apiVersionOf(spec.app.gvk), kind: spec.app.gvk.kind, name: spec.app.name },
-        from: request.from,
-        environment: request.to,
-        ...(request.wave === undefined ? {} : { wave: request.wave }),
-        ...(request.retry === undefined ? {} : { retry: true }),
-        revision: request.revision,
-        attempt: request.attempt,
-        targets: env.targets.map((t) => ({ cluster: t.clusterKey, namespace: t.namespace })),
-      },
+      body: webhookBody(spec, request, env.targets, request.retry === undefined ? {} : { retry: true }),
       // A retry is a new delivery on purpose: a receiver that deduplicates must act on it again.
       idempotencyKey: `${request.pipeline.uid}/${request.to}/${request.wave === undefined ? '' : `${request.wave}/`}${request.revision}${request.retry === undefined ? '' : `/retry-${request.retry}`}`,
       timeoutMs: this.#webhookTimeoutMs,
@@ -210,17 +200,7 @@ export class PromotionActor {
   async #deliverToJoiners(url: string, spec: ValidPipelineSpec, request: PromotionRequest, joiners: readonly ResolvedTarget[]): Promise<string> {
     const results = await Promise.allSettled(joiners.map((t) => deliverWebhook({
       url,
-      body: {
-        pipeline: request.pipeline,
-        appRef: { apiVersion: apiVersionOf(spec.app.gvk), kind: spec.app.gvk.kind, name: spec.app.name },
-        from: request.from,
-        environment: request.to,
-        ...(request.wave === undefined ? {} : { wave: request.wave }),
-        joined: true,
-        revision: request.revision,
-        attempt: request.attempt,
-        targets: [{ cluster: t.clusterKey, namespace: t.namespace }],
-      },
+      body: webhookBody(spec, request, [t], { joined: true }),
       idempotencyKey: `${request.pipeline.uid}/${request.to}/${request.wave === undefined ? '' : `${request.wave}/`}${request.revision}/${t.clusterKey}`,
       timeoutMs: this.#webhookTimeoutMs,
       clock: this.#clock,
@@ -310,4 +290,23 @@ export class PromotionActor {
     if (url === undefined) throw new PromotionError(`the webhook Secret ${owner.namespace}/${secretName} has no key ${JSON.stringify(key)}`);
     return url;
   }
+}
+
+/**
+ * What a webhook receives for a promotion (a wave's names it; `extra` marks a retry or a late
+ * joiner's call): the Pipeline, its app, from where to which environment, the revision, the attempt
+ * and the clusters this call is for.
+ */
+function webhookBody(spec: ValidPipelineSpec, request: PromotionRequest, targets: readonly ResolvedTarget[], extra: { readonly retry?: true; readonly joined?: true }): Record<string, unknown> {
+  return {
+    pipeline: request.pipeline,
+    appRef: { apiVersion: apiVersionOf(spec.app.gvk), kind: spec.app.gvk.kind, name: spec.app.name },
+    from: request.from,
+    environment: request.to,
+    ...(request.wave === undefined ? {} : { wave: request.wave }),
+    ...extra,
+    revision: request.revision,
+    attempt: request.attempt,
+    targets: targets.map((t) => ({ cluster: t.clusterKey, namespace: t.namespace })),
+  };
 }
