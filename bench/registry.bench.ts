@@ -8,7 +8,12 @@
 //    process's monotonic clock; no clock crosses processes. At each rate, p50/p99/p99.9/max of that
 //    latency, the garbage collector's pauses in the same window (perf_hooks 'gc' entries: count,
 //    longest, total), and beside them how late the simulator sent against its schedule (its own
-//    clock): lag there is the simulator's, not the registry's. A consumer takes keys off the
+//    clock): lag there is the simulator's, not the registry's. The events are also split by that
+//    lag: on schedule (sent < 1 ms late) and burst (sent later, so in a batch with the events the
+//    simulator caught up on, each waiting behind the ones before it in the registry), and the
+//    registry's cost per event back to back: the gap between two requeues of one chunk's events.
+//    Heap flags given to this process (`--max-semi-space-size`, `--single-threaded-gc`) are
+//    printed in the header, to compare settings run after run. A consumer takes keys off the
 //    queue as a worker would (get, done; no work). One owner per object, 1,000 objects by default.
 //    The arrival stamp is taken when the bytes are handed to JavaScript: time they wait in the
 //    socket while this process is in a GC pause or a long task is not counted (hence the pauses
@@ -21,7 +26,7 @@ import { Mutex } from 'async-mutex';
 import { spawn } from 'node:child_process';
 import { loadavg } from 'node:os';
 import { join } from 'node:path';
-import { performance, PerformanceObserver, type PerformanceEntry } from 'node:perf_hooks';
+import { constants, performance, PerformanceObserver, type PerformanceEntry } from 'node:perf_hooks';
 import { createInterface } from 'node:readline';
 import { clusterKey, StaticProvider, type ClusterRef } from '../lib/cluster/index.ts';
 import { ownerKey, type OwnerKey, type Registry } from '../lib/registry/index.ts';
@@ -40,6 +45,8 @@ if (rates.some((r) => !(r > 0)) || !(seconds > 0) || !Number.isInteger(rounds) |
   throw new TypeError('--rates must be positive numbers, --seconds positive, --rounds and --objects positive integers');
 }
 
+/** An event the simulator sent less than this late against its schedule counts as on schedule. */
+const ON_SCHEDULE_MS = 1;
 const configMaps: GroupVersionKind = { group: '', version: 'v1', kind: 'ConfigMap' };
 const ref: ClusterRef = { kind: 'static', name: 'sim' };
 const owner = (k: number): { namespace: string; name: string } => ({ namespace: 'bench', name: `lat-owner-${k}` });
@@ -79,9 +86,14 @@ class SimHost {
 interface Figures {
   readonly rate: number;
   readonly latencies: Float64Array;
+  /** Latencies of the events the simulator sent less than ON_SCHEDULE_MS late, and of the others. */
+  readonly onSchedule: Float64Array;
+  readonly burst: Float64Array;
+  /** Requeue minus the previous event's requeue, for events of one chunk: the registry's cost per event back to back. */
+  readonly gaps: Float64Array;
   readonly unmatched: number;
   readonly lag: readonly number[];
-  readonly gc: { readonly count: number; readonly maxMs: number; readonly totalMs: number };
+  readonly gc: { readonly count: number; readonly maxMs: number; readonly totalMs: number; readonly scavenges: number; readonly maxScavengeMs: number };
   readonly load: number;
 }
 
@@ -104,19 +116,38 @@ async function window(sim: SimHost, queue: StampedQueue, rate: number, from: num
   await new Promise((resolve) => setImmediate(resolve));
   gc.disconnect();
   const inWindow = pauses.filter((p) => p.startTime >= begin && p.startTime <= end);
+  const scavenges = inWindow.filter((p) => ((p as { detail?: { kind?: number } }).detail)?.kind === constants.NODE_PERFORMANCE_GC_MINOR);
   const latencies: number[] = [];
+  const onSchedule: number[] = [];
+  const burst: number[] = [];
+  const gaps: number[] = [];
   let unmatched = 0;
   for (let i = 0; i < total; i++) {
     const d = (stamps.requeued[i] ?? Number.NaN) - (stamps.arrived[i] ?? Number.NaN);
-    if (Number.isNaN(d) || d < 0) unmatched += 1;
-    else latencies.push(d);
+    if (Number.isNaN(d) || d < 0) {
+      unmatched += 1;
+      continue;
+    }
+    latencies.push(d);
+    ((lagMs[i] ?? Number.POSITIVE_INFINITY) < ON_SCHEDULE_MS ? onSchedule : burst).push(d);
+    const gap = (stamps.requeued[i] ?? Number.NaN) - (stamps.requeued[i - 1] ?? Number.NaN);
+    if (i > 0 && stamps.arrived[i] === stamps.arrived[i - 1] && gap > 0) gaps.push(gap);
   }
   return {
     rate,
     latencies: Float64Array.from(latencies).sort(),
+    onSchedule: Float64Array.from(onSchedule).sort(),
+    burst: Float64Array.from(burst).sort(),
+    gaps: Float64Array.from(gaps).sort(),
     unmatched,
-    lag: lagMs,
-    gc: { count: inWindow.length, maxMs: Math.max(0, ...inWindow.map((p) => p.duration)), totalMs: inWindow.reduce((sum, p) => sum + p.duration, 0) },
+    lag: [...lagMs].sort((a, b) => a - b),
+    gc: {
+      count: inWindow.length,
+      maxMs: Math.max(0, ...inWindow.map((p) => p.duration)),
+      totalMs: inWindow.reduce((sum, p) => sum + p.duration, 0),
+      scavenges: scavenges.length,
+      maxScavengeMs: Math.max(0, ...scavenges.map((p) => p.duration)),
+    },
     load,
   };
 }
@@ -188,11 +219,14 @@ try {
     }
   }
 
-  console.log(`\n| event → owner requeued (bytes at the connection → queue add), ${objects} objects, ${seconds} s per rate | samples | p50 | p99 | p99.9 | max | GC pauses: count, longest, total | simulator late vs schedule: p50, p99, max | load avg (1 min) |`);
-  console.log('| --- | --- | --- | --- | --- | --- | --- | --- | --- |');
+  const flags = process.execArgv.filter((a) => a.startsWith('--max-semi-space') || a.startsWith('--max-old-space') || a.startsWith('--single-threaded')).join(' ') || 'default heap flags';
+  console.log(`\n| event → owner requeued (bytes at the connection → queue add), ${objects} objects, ${seconds} s per rate, ${flags} | samples | p50 | p99 | p99.9 | max | on schedule (sent < ${ON_SCHEDULE_MS} ms late): n, p50, p99, p99.9 | burst (sent later): n, p50, p99 | per event back to back (one chunk): p50, p90 | GC pauses: count, longest, total (of which scavenges: count, longest) | simulator late vs schedule: p50, p99, max | load avg (1 min) |`);
+  console.log('| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |');
   for (const r of results) {
     const l = r.latencies;
-    console.log(`| ${r.rate.toLocaleString('en')} events/s | ${l.length}${r.unmatched > 0 ? ` (${r.unmatched} unmatched)` : ''} | ${ms(percentile(l, 50))} ms | ${ms(percentile(l, 99))} ms | ${ms(percentile(l, 99.9))} ms | ${ms(percentile(l, 100))} ms | ${r.gc.count}, ${ms(r.gc.maxMs)} ms, ${ms(r.gc.totalMs)} ms | ${ms(percentile(r.lag, 50))} ms, ${ms(percentile(r.lag, 99))} ms, ${ms(percentile(r.lag, 100))} ms | ${r.load.toFixed(1)} |`);
+    const s = r.onSchedule;
+    const b = r.burst;
+    console.log(`| ${r.rate.toLocaleString('en')} events/s | ${l.length}${r.unmatched > 0 ? ` (${r.unmatched} unmatched)` : ''} | ${ms(percentile(l, 50))} ms | ${ms(percentile(l, 99))} ms | ${ms(percentile(l, 99.9))} ms | ${ms(percentile(l, 100))} ms | ${s.length}, ${ms(percentile(s, 50))}, ${ms(percentile(s, 99))}, ${ms(percentile(s, 99.9))} ms | ${b.length}, ${ms(percentile(b, 50))}, ${ms(percentile(b, 99))} ms | ${(percentile(r.gaps, 50) * 1000).toFixed(1)}, ${(percentile(r.gaps, 90) * 1000).toFixed(1)} µs | ${r.gc.count}, ${ms(r.gc.maxMs)} ms, ${ms(r.gc.totalMs)} ms (${r.gc.scavenges}, ${ms(r.gc.maxScavengeMs)} ms) | ${ms(percentile(r.lag, 50))} ms, ${ms(percentile(r.lag, 99))} ms, ${ms(percentile(r.lag, 100))} ms | ${r.load.toFixed(1)} |`);
   }
 
   if (!quick) {

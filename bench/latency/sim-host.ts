@@ -4,7 +4,8 @@
 // in namespace `bench`, prints one JSON line { kubeconfig } on stdout, then for each line
 // { "rate", "total", "from" } read on stdin updates object (seq mod n) with data.seq = seq for
 // seq = from … from+total-1 at `rate` per second, and prints { "sent", "lagMs" }: how late each
-// update left (after the write returned) against its schedule, sorted. Ends when stdin closes.
+// update left (after the write returned) against its schedule, in sequence order (lagMs[i] for
+// seq from + i). Ends when stdin closes.
 import { performance } from 'node:perf_hooks';
 import { createInterface } from 'node:readline';
 import { SimulatedCluster } from '../../fixtures/index.ts';
@@ -18,7 +19,7 @@ process.stdout.write(`${JSON.stringify({ kubeconfig: sim.kubeconfig })}\n`);
 
 interface Run { readonly rate: number; readonly total: number; readonly from: number }
 
-/** Sends `run` on its schedule: every update whose time has come, then a timer until the next one is due. */
+/** Sends `run` on its schedule: every update whose time has come, then a timer until the next one is due; lags in sequence order. */
 async function send(run: Run): Promise<number[]> {
   const interval = 1000 / run.rate;
   const lags: number[] = [];
@@ -37,7 +38,7 @@ async function send(run: Run): Promise<number[]> {
     }
     if (i < run.total) await new Promise((resolve) => setTimeout(resolve, Math.max(0, begin + i * interval - performance.now())));
   }
-  return lags.sort((a, b) => a - b);
+  return lags;
 }
 
 const lines = createInterface({ input: process.stdin });
