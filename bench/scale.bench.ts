@@ -1,4 +1,6 @@
-// Scale benchmark (issue 12): `node bench/scale.bench.ts [--quick] [--semi=MiB] [--select=FRACTION] [CxO[@fdlimit] ...]`
+// Scale benchmark (issue 12): `node bench/scale.bench.ts [--quick] [--semi=MiB] [--select=FRACTION] [--objects=lazy] [--v8=FLAG,…] [--arenas=N] [--env=NAME=VALUE …] [--trim] [CxO[@fdlimit] ...]`
+// (issue 27: a table of where RSS goes — V8's committed and empty pages, outside the heap, glibc's brk heap —
+// after sync and once settled, and with `--trim` after malloc_trim(0))
 // (`--select` asks for a label-selected set of each kind instead of one object, selecting that
 // fraction of the objects in tenths: the caches then hold only those, issue 28)
 // (make bench runs the default set; `--semi` caps V8's young generation in the measured process,
@@ -17,10 +19,16 @@ import { createInterface } from 'node:readline';
 
 interface Config { readonly clusters: number; readonly objects: number; readonly fdLimit: number | undefined }
 interface Snapshot { readonly rss: number; readonly heap: number; readonly fds: number }
+interface Space { readonly size: number; readonly used: number; readonly physical: number }
+interface Detail {
+  readonly rss: number; readonly heapTotal: number; readonly heapUsed: number; readonly external: number; readonly arrayBuffers: number;
+  readonly spaces: Readonly<Record<string, Space>>; readonly RssAnon?: number; readonly RssFile?: number; readonly threads: number; readonly brk: number;
+}
 interface Result {
   readonly clusters: number; readonly caches: number; readonly synced: number; readonly buildErrors: number; readonly watchErrors: number;
   readonly objects: number; readonly jsonBytesPerObject: number; readonly syncedMs: number; readonly cpuMs: number; readonly base: Snapshot; readonly loaded: Snapshot;
   readonly peakFds: number; readonly peakRss: number; readonly cachesLeft: number; readonly after: Snapshot;
+  readonly detail: { readonly base: Detail; readonly loaded: Detail; readonly settled: Detail; readonly trimmed?: Detail };
 }
 
 const args = process.argv.slice(2);
@@ -31,6 +39,17 @@ const select = args.find((a) => a.startsWith('--select='))?.slice('--select='.le
 const tenths = select === undefined ? undefined : Math.round(Number(select) * 10);
 if (tenths !== undefined && !(tenths >= 1 && tenths <= 10)) throw new TypeError(`--select=${String(select)}: expected a fraction from 0.1 to 1`);
 const selector = tenths === undefined ? undefined : `app in (${Array.from({ length: tenths }, (_, i) => `app-${i}`).join(',')})`;
+// `--v8=FLAG,FLAG`: more V8 flags for the measured process; `--arenas=N`: MALLOC_ARENA_MAX for it
+// (glibc's malloc arenas, one per thread that allocates: the libuv pool's TLS/zlib work). Issue 27.
+const v8Extra = (args.find((a) => a.startsWith('--v8='))?.slice('--v8='.length) ?? '').split(',').filter((f) => f !== '');
+const arenas = args.find((a) => a.startsWith('--arenas='))?.slice('--arenas='.length);
+// `--trim`: after settling, glibc's malloc_trim(0) in the measured process through gdb (diagnostic).
+const trim = args.includes('--trim');
+// `--env=NAME=VALUE` (repeatable): more environment for the measured process (glibc's MALLOC_* tunables).
+const extraEnv = Object.fromEntries(args.filter((a) => a.startsWith('--env=')).map((a) => {
+  const [name = '', ...value] = a.slice('--env='.length).split('=');
+  return [name, value.join('=')];
+}));
 /** `--objects=lazy`: caches keep objects as text (issue 27). */
 const objects = args.includes('--objects=lazy') ? 'lazy' : 'parsed';
 const parse = (spec: string): Config => {
@@ -57,10 +76,10 @@ async function run(config: Config): Promise<Result> {
     try {
       const file = join(dir, 'fleet.json');
       writeFileSync(file, line);
-      const v8 = semi === undefined ? '' : ` --max-semi-space-size=${Number(semi)}`;
+      const v8 = (semi === undefined ? '' : ` --max-semi-space-size=${Number(semi)}`) + v8Extra.map((f) => ` ${JSON.stringify(f)}`).join('');
       const node = `${JSON.stringify(process.execPath)} --expose-gc${v8} ${JSON.stringify(join(here, 'measure.ts'))} ${JSON.stringify(file)} 600000 ${objects}`;
       const script = config.fdLimit === undefined ? `exec ${node}` : `ulimit -n ${config.fdLimit} && exec ${node}`;
-      const measured = spawn('bash', ['-c', script], { stdio: ['ignore', 'pipe', 'inherit'], env: { ...process.env, SCALE_SELECTOR: selector ?? '' } });
+      const measured = spawn('bash', ['-c', script], { stdio: ['ignore', 'pipe', 'inherit'], env: { ...process.env, SCALE_SELECTOR: selector ?? '', ...(arenas === undefined ? {} : { MALLOC_ARENA_MAX: arenas }), ...(trim ? { SCALE_TRIM: '1' } : {}), ...extraEnv } });
       let out = '';
       measured.stdout.on('data', (chunk: Buffer) => { out += chunk.toString(); });
       const code = await new Promise<number | null>((resolve) => { measured.once('exit', resolve); });
@@ -103,7 +122,7 @@ for (const config of configs) {
   results.push({ config, result: await run(config) });
 }
 
-console.log(`\nV8 semi-space: ${semi === undefined ? 'default' : `≤ ${semi} MiB`}; objects: ${objects}; targets: ${selector === undefined ? 'one object of each kind (whole-kind caches)' : `the set ${selector} of each kind (${(tenths ?? 0) * 10} % of the objects)`}`);
+console.log(`\nV8 semi-space: ${semi === undefined ? 'default' : `≤ ${semi} MiB`}${v8Extra.length > 0 ? ` ${v8Extra.join(' ')}` : ''}; MALLOC_ARENA_MAX: ${arenas ?? 'unset'}${Object.entries(extraEnv).map(([k, v]) => `; ${k}=${v}`).join('')}; objects: ${objects}; targets: ${selector === undefined ? 'one object of each kind (whole-kind caches)' : `the set ${selector} of each kind (${(tenths ?? 0) * 10} % of the objects)`}`);
 console.log('\n| clusters × objects/kind | fd limit | caches synced | synced in | RSS | heap | peak fds | CPU | after all owners left: caches, heap Δ, fds Δ |');
 console.log('| --- | --- | --- | --- | --- | --- | --- | --- | --- |');
 for (const { config, result: r } of results) {
@@ -118,6 +137,26 @@ for (const { config, result: r } of results) {
   const json = r.jsonBytesPerObject;
   console.log(`| ${config.clusters} × ${config.objects} | ${r.objects} | ${json.toFixed(0)} | ${heap.toFixed(0)} | ${(heap / json).toFixed(2)}× | ${rss.toFixed(0)} | ${(rss / json).toFixed(2)}× |`);
 }
+// Issue 27: where RSS goes, growth from the start to after sync (after one full GC / settled: three
+// more and 2 s idle), bytes per cached object. heap committed = heapTotal (V8 pages held); its empty
+// part is used − committed; outside = RSS − heap committed (malloc, TLS, nghttp2, code, stacks).
+console.log('\n| clusters × objects/kind | when | RSS | heap committed (resident) | heap used | heap empty (old / new / other) | outside heap | of which external (arrayBuffers) | anon / file RSS | malloc brk heap | threads |');
+console.log('| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |');
+for (const { config, result: r } of results) {
+  const b = r.detail.base;
+  for (const [when, d] of [['synced', r.detail.loaded], ['settled', r.detail.settled], ['malloc_trim(0)', r.detail.trimmed]] as const) {
+    if (d === undefined) continue;
+    const per = (x: number): string => (x / r.objects).toFixed(0);
+    const empty = (d2: Detail, pick: (name: string) => boolean): number => Object.entries(d2.spaces).filter(([n]) => pick(n)).reduce((s2, [, sp]) => s2 + sp.size - sp.used, 0);
+    const old = empty(d, (n) => n === 'old_space') - empty(b, (n) => n === 'old_space');
+    const young = empty(d, (n) => n === 'new_space') - empty(b, (n) => n === 'new_space');
+    const other = empty(d, (n) => n !== 'old_space' && n !== 'new_space') - empty(b, (n) => n !== 'old_space' && n !== 'new_space');
+    const outside = (d.rss - d.heapTotal) - (b.rss - b.heapTotal);
+    const physical = (d2: Detail): number => Object.values(d2.spaces).reduce((s2, sp) => s2 + sp.physical, 0);
+    console.log(`| ${config.clusters} × ${config.objects} | ${when} | ${per(d.rss - b.rss)} | ${per(d.heapTotal - b.heapTotal)} (${per(physical(d) - physical(b))}) | ${per(d.heapUsed - b.heapUsed)} | ${per(old + young + other)} (${per(old)} / ${per(young)} / ${per(other)}) | ${per(outside)} | ${per(d.external - b.external)} (${per(d.arrayBuffers - b.arrayBuffers)}) | ${per((d.RssAnon ?? 0) - (b.RssAnon ?? 0))} / ${per((d.RssFile ?? 0) - (b.RssFile ?? 0))} | ${per(d.brk - b.brk)} | ${d.threads} |`);
+  }
+}
+console.log('(B per cached object, growth from the start; heap empty = committed − used per V8 space)');
 console.log(`\nload average (1, 5, 15 min) at the end: ${loadavg().map((l) => l.toFixed(1)).join(' ')}`);
 const points = (pick: (r: Result) => number): (readonly [number, number, number])[] => results.map(({ result: r }) => [r.clusters, r.objects, pick(r)] as const);
 const rssFit = fit(points((r) => r.loaded.rss - r.base.rss));

@@ -2,8 +2,10 @@
 // four kinds at once; reports time to all synced, RSS, heap, descriptors and CPU, then lets every
 // owner go and reports what is left once the caches are collected. argv: a file holding the
 // sim host's JSON line. Prints one JSON line on stdout.
+import { execFileSync } from 'node:child_process';
 import { readdirSync, readFileSync } from 'node:fs';
 import { setTimeout as delay } from 'node:timers/promises';
+import { getHeapSpaceStatistics } from 'node:v8';
 import { StaticProvider } from '../../lib/cluster/index.ts';
 import { registryWithKeeper } from '../../lib/registry/testing.ts';
 import { FLEET_KINDS } from '../fleet-kinds.ts';
@@ -19,9 +21,43 @@ const selector = process.env.SCALE_SELECTOR ?? '';
 const objectMode = process.argv[4] === 'lazy' ? 'lazy' : 'parsed';
 const fds = (): number => readdirSync('/proc/self/fd').length;
 const gc = (): void => { (globalThis as { gc?: () => void }).gc?.(); };
+/** Fields of a /proc/self file of `Key: N kB` lines, in bytes. */
+const procKb = (file: string, keys: readonly string[]): Record<string, number> => {
+  const out: Record<string, number> = {};
+  let text = '';
+  try { text = readFileSync(file, 'utf8'); } catch { return out; }
+  for (const key of keys) {
+    const match = new RegExp(`^${key}:\\s+(\\d+) kB`, 'm').exec(text);
+    if (match !== null) out[key] = Number(match[1]) * 1024;
+  }
+  return out;
+};
+/**
+ * Where RSS goes (issue 27): Node's own accounting, V8's spaces (committed vs used: what is
+ * reserved but empty), the kernel's view (anonymous vs file-backed) and the threads.
+ */
+const breakdown = (): Record<string, unknown> => {
+  const m = process.memoryUsage();
+  const spaces = Object.fromEntries(getHeapSpaceStatistics().map((s) => [s.space_name, { size: s.space_size, used: s.space_used_size, physical: s.physical_space_size }]));
+  const status = procKb('/proc/self/status', ['VmRSS', 'RssAnon', 'RssFile', 'RssShmem']);
+  const threads = /^Threads:\s+(\d+)/m.exec((() => { try { return readFileSync('/proc/self/status', 'utf8'); } catch { return ''; } })());
+  // The main malloc arena's brk heap (glibc): what freed Buffers and native allocations leave resident.
+  let brk = 0;
+  try {
+    const smaps = readFileSync('/proc/self/smaps', 'utf8');
+    const at = smaps.indexOf('[heap]');
+    const rss = at < 0 ? null : /^Rss:\s+(\d+) kB/m.exec(smaps.slice(at));
+    brk = rss === null ? 0 : Number(rss[1]) * 1024;
+  } catch { /* not Linux */ }
+  return {
+    brk, rss: m.rss, heapTotal: m.heapTotal, heapUsed: m.heapUsed, external: m.external, arrayBuffers: m.arrayBuffers,
+    spaces, ...status, threads: threads === null ? 0 : Number(threads[1]),
+  };
+};
 
 gc();
 const base = { rss: process.memoryUsage().rss, heap: process.memoryUsage().heapUsed, fds: fds() };
+const baseBreakdown = breakdown();
 const cpu0 = process.cpuUsage();
 const started = performance.now();
 const registry = registryWithKeeper({
@@ -64,6 +100,26 @@ const syncedMs = performance.now() - started;
 const cpu = process.cpuUsage(cpu0);
 gc();
 const loaded = { rss: process.memoryUsage().rss, heap: process.memoryUsage().heapUsed, fds: fds() };
+const baseDetail = baseBreakdown;
+const loadedDetail = breakdown();
+// A settled process: more full collections after sync (V8 compacts old space on memory-reducing
+// GCs), then a pause so that freed pages are handed back; what stays is what a long-running
+// service holds.
+for (let i = 0; i < 3; i++) gc();
+await delay(2_000);
+gc();
+const settledDetail = breakdown();
+// Diagnostic (`--trim`, needs gdb and ptrace): glibc's malloc_trim(0) called in this process hands
+// back every free page of every arena; the RSS it frees is memory malloc kept after the sync burst.
+let trimmedDetail: Record<string, unknown> | undefined;
+if (process.env.SCALE_TRIM === '1') {
+  try {
+    execFileSync('gdb', ['-p', String(process.pid), '-batch', '-ex', 'call (int)malloc_trim(0)'], { stdio: 'ignore', timeout: 60_000 });
+    trimmedDetail = breakdown();
+  } catch (err) {
+    process.stderr.write(`# malloc_trim via gdb failed: ${String(err)}\n`);
+  }
+}
 const objects = registry.caches().reduce((sum, c) => sum + c.objects, 0);
 const watchErrors = registry.caches().reduce((sum, c) => sum + c.watchErrors, 0);
 // The objects' JSON as a reader gets them (the default transform applied), from one object per
@@ -91,5 +147,6 @@ const after = { rss: process.memoryUsage().rss, heap: process.memoryUsage().heap
 process.stdout.write(`${JSON.stringify({
   clusters: fleet.length, caches: readers.length, synced, buildErrors, watchErrors, objects, jsonBytesPerObject, objectMode, syncedMs,
   cpuMs: (cpu.user + cpu.system) / 1000, base, loaded, peakFds, peakRss, cachesLeft, after,
+  detail: { base: baseDetail, loaded: loadedDetail, settled: settledDetail, ...(trimmedDetail === undefined ? {} : { trimmed: trimmedDetail }) },
 })}\n`);
 process.exit(0);
