@@ -7,7 +7,7 @@
  * metadata is followed only for its strings and brackets, and a grammar error in it shows when the
  * text is parsed (the informer checks the parse against the metadata captured here).
  */
-import { parseEventDroppingManagedFields, parseListDroppingManagedFields, scanEventLazily } from './strip.ts';
+import { parseEventDroppingManagedFields, parseListDroppingManagedFields, scanEventLazily, ws } from './strip.ts';
 import { FAIL, skipContainerOrString } from './skip.ts';
 import type { KubeList, KubeObject, ObjectMeta, ObjectText } from './types.ts';
 
@@ -29,15 +29,6 @@ const ITEMS_KEY = Buffer.from('"items"');
 
 /** One reused buffer for the wrapped item (the scan is synchronous and never re-entered). */
 let wrapped = Buffer.allocUnsafe(64 * 1024);
-
-function ws(b: Uint8Array, i: number, n: number): number {
-  while (i < n) {
-    const c = b[i];
-    if (c !== SPACE && c !== LF && c !== CR && c !== TAB) return i;
-    i++;
-  }
-  return i;
-}
 
 /** A number, `true`, `false` or `null` at `i`: the index after it (checked by the envelope's parse). */
 function skipScalar(b: Uint8Array, i: number, n: number): number {

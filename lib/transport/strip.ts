@@ -107,7 +107,7 @@ let metadataEnd = -1;
 // end would return undefined and send V8 to a generic, several times slower path.
 
 /** Index of the first non-whitespace byte at or after `i` (JSON whitespace only). */
-function ws(b: Uint8Array, i: number, n: number): number {
+export function ws(b: Uint8Array, i: number, n: number): number {
   while (i < n) {
     const c = b[i];
     if (c !== SPACE && c !== LF && c !== CR && c !== TAB) return i;
@@ -405,8 +405,22 @@ function stripped(buf: Buffer, start: number, end: number, level: typeof EVENT |
   const open = ws(buf, start, end);
   const result = at(buf, open, end) === LBRACE ? walkObject(buf, open, end, level) : FAIL;
   if (result === FAIL || cuts.length === 0) return undefined;
-  let length = end - start;
-  for (let k = 0; k < cuts.length; k += 2) length -= (cuts[k + 1] ?? 0) - (cuts[k] ?? 0);
+  const length = end - start - cutBytes();
+  return withoutCuts(buf, start, end, length).toString('utf8', 0, length);
+}
+
+/** How many bytes the spans in `cuts` hold. */
+function cutBytes(): number {
+  let removed = 0;
+  for (let k = 0; k < cuts.length; k += 2) removed += (cuts[k + 1] ?? 0) - (cuts[k] ?? 0);
+  return removed;
+}
+
+/**
+ * `buf[start, end)` without the spans in `cuts` (ascending, inside it), `length` bytes at the start
+ * of the returned buffer: the reused scratch buffer when it fits (valid until the next scan).
+ */
+function withoutCuts(buf: Buffer, start: number, end: number, length: number): Buffer {
   let out = scratch;
   if (length > out.length) {
     out = Buffer.allocUnsafe(length);
@@ -418,8 +432,8 @@ function stripped(buf: Buffer, start: number, end: number, level: typeof EVENT |
     size += buf.copy(out, size, from, cuts[k]);
     from = cuts[k + 1] ?? end;
   }
-  size += buf.copy(out, size, from, end);
-  return out.toString('utf8', 0, size);
+  buf.copy(out, size, from, end);
+  return out;
 }
 
 /**
@@ -546,21 +560,9 @@ export function scanEventLazily(buf: Buffer, start: number, end: number): LazyEv
   }
   if (type === undefined) return undefined;
   // Every cut is inside the metadata: its start does not move, its end moves by what was cut.
-  let removed = 0;
-  for (let k = 0; k < cuts.length; k += 2) removed += (cuts[k + 1] ?? 0) - (cuts[k] ?? 0);
-  const length = objectEnd - objectAt - removed;
-  let out = scratch;
-  if (length > out.length) {
-    out = Buffer.allocUnsafe(length);
-    if (length <= SCRATCH_MAX) scratch = out;
-  }
-  let from = objectAt;
-  let size = 0;
-  for (let k = 0; k < cuts.length; k += 2) {
-    size += buf.copy(out, size, from, cuts[k]);
-    from = cuts[k + 1] ?? objectEnd;
-  }
-  size += buf.copy(out, size, from, objectEnd);
+  const removed = cutBytes();
+  const size = objectEnd - objectAt - removed;
+  const out = withoutCuts(buf, objectAt, objectEnd, size);
   let metadataStart = metadataAt - objectAt;
   let metadataEnd2 = metadataEnd - objectAt - removed;
   const text = out.toString('utf8', 0, size);
