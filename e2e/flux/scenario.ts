@@ -56,17 +56,7 @@ export function useFluxFleet(namePrefix: string, options: FluxScenarioOptions = 
     }
   }, { timeout: 600_000 });
 
-  afterEach((t) => {
-    if (!('passed' in t) || t.passed) return;
-    for (const f of flux) process.stderr.write(`\n=== Flux in ${f.cluster} after failed test "${t.name}" ===\n${f.logs(40)}\n`);
-    process.stderr.write(`\n=== fleetcache service ===\n${service?.logs() ?? ''}\n`);
-  });
-
-  after(async () => {
-    await service?.stop();
-    await Promise.all(flux.map((f) => f.stop()));
-    await server?.close();
-  });
+  fluxSuiteHooks(() => ({ flux, service, server }));
 
   const started = <T>(value: T | undefined, what: string): T => {
     if (value === undefined) throw new Error(`useFluxFleet: ${what} is read before the suite's before hook ran`);
@@ -77,4 +67,25 @@ export function useFluxFleet(namePrefix: string, options: FluxScenarioOptions = 
     get server() { return started(server, 'server'); },
     get service() { return service; },
   };
+}
+
+/**
+ * A real-Flux suite's hooks: after a failed test, every cluster's Flux log tail and the service's
+ * log; after the suite, the service, the controllers and the Git server stopped. `parts` is read
+ * when each hook runs (the suite's `before` starts them).
+ */
+export function fluxSuiteHooks(parts: () => { readonly flux: readonly FluxControllers[]; readonly service: ServiceProcess | undefined; readonly server: GitServer | undefined }): void {
+  afterEach((t) => {
+    if (!('passed' in t) || t.passed) return;
+    const { flux, service } = parts();
+    for (const f of flux) process.stderr.write(`\n=== Flux in ${f.cluster} after failed test "${t.name}" ===\n${f.logs(40)}\n`);
+    process.stderr.write(`\n=== fleetcache service ===\n${service?.logs() ?? ''}\n`);
+  });
+
+  after(async () => {
+    const { flux, service, server } = parts();
+    await service?.stop();
+    await Promise.all(flux.map((f) => f.stop()));
+    await server?.close();
+  });
 }

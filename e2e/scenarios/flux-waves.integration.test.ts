@@ -7,11 +7,12 @@
 // Flux's own status before the rest's commit is pushed; each wave is one commit; after a wave's
 // commit only its clusters are asked to reconcile now.
 import assert from 'node:assert/strict';
-import { after, afterEach, before, describe, it } from 'node:test';
+import { before, describe, it } from 'node:test';
 import { APP_NAMESPACE, FLEET_SERVICE_ARGS, PIPELINE_NAME, PIPELINE_NAMESPACE } from '../fleet.ts';
 import type { FluxControllers } from '../flux/controllers.ts';
 import { appliedConfigVersion, FLUX_NAMESPACE, FLUX_REPOSITORY, GIT_REPOSITORIES, KUSTOMIZATIONS, releaseToDevInGit } from '../flux/fleet.ts';
 import { setUpFluxWaves, wavePipelineObject, type WaveMember } from '../flux/waves.ts';
+import { fluxSuiteHooks } from '../flux/scenario.ts';
 import { git, GitServer } from '../git/server.ts';
 import { eventually, useClusters, type TestCluster } from '../harness/index.ts';
 import { startService, type ServiceProcess } from '../service.ts';
@@ -99,17 +100,7 @@ describe('scenario: a fleet promoted in waves through Git, applied by real Flux'
     service = await startService('flux-waves', management.adminKubeconfig, [...FLEET_SERVICE_ARGS, '--allow-fleet-selectors-as-service', '--allow-private-git-hosts', '--allow-insecure-git-http']);
   }, { timeout: 600_000 });
 
-  afterEach((t) => {
-    if (!('passed' in t) || t.passed) return;
-    for (const f of flux) process.stderr.write(`\n=== Flux in ${f.cluster} after failed test "${t.name}" ===\n${f.logs(40)}\n`);
-    process.stderr.write(`\n=== fleetcache service ===\n${service?.logs() ?? ''}\n`);
-  });
-
-  after(async () => {
-    await service?.stop();
-    await Promise.all(flux.map((f) => f.stop()));
-    await server?.close();
-  });
+  fluxSuiteHooks(() => ({ flux, service, server }));
 
   it('the canary wave is applied by Flux in the canary alone, the rest committed only once it is Ready and soaked; one commit per wave', async () => {
     const repo = server ?? assert.fail('the Git server is started by before');
