@@ -2,8 +2,10 @@
 # `make e2e-kind`: the end-to-end scenarios (e2e/scenarios) on kind instead of local apiservers,
 # then the service itself built, loaded and deployed into the kind management cluster.
 #
-# 1. Creates (or reuses) a management cluster and two workload clusters and exports their
-#    kubeconfigs (FLEETCACHE_KUBECONFIGS).
+# 1. Creates (or reuses) a management cluster and three workload clusters (the most any scenario
+#    uses: the waves scenario's dev and three-cluster prod fleet) and exports their kubeconfigs
+#    (FLEETCACHE_KUBECONFIGS). The sharding scenario also starts two local apiservers of its own
+#    (it reads their audit logs), built with Go on first use as for `make test`.
 # 2. Runs each scenario file in turn, after putting the clusters back to a clean state
 #    (e2e/kind/reset.ts): the scenarios share the clusters and reuse object names, so each one must
 #    start from what fresh local apiservers give it, whatever ran before.
@@ -36,7 +38,7 @@ if [[ "$deploy" != 0 ]]; then command -v kubectl >/dev/null || die "kubectl is n
 prefix="${KIND_PREFIX:-fleetcache}"
 image="${KIND_NODE_IMAGE:-kindest/node:v1.34.0}"
 img="${IMG:-fleetcache:e2e}"
-roles=(mgmt workload-1 workload-2)
+roles=(mgmt workload-1 workload-2 workload-3)
 work="$(mktemp -d)"
 created=()
 
@@ -68,7 +70,8 @@ unset NODE_TEST_CONTEXT
 node_test=(node --test --test-reporter=spec --test-concurrency=1 --test-timeout=600000)
 
 failed=()
-# shellcheck disable=SC2206 # SCENARIOS is a list of paths (globs expanded here)
+# shellcheck disable=SC2206 # SCENARIOS is a list of paths (globs expanded here, in byte order)
+LC_COLLATE=C
 scenarios=(${SCENARIOS:-e2e/scenarios/*.integration.test.ts})
 for file in "${scenarios[@]}"; do
   echo "e2e-kind: == $file"
