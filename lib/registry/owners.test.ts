@@ -125,4 +125,35 @@ describe('watchOwners', () => {
     const { registry } = await setup(t);
     assert.throws(() => watchOwners(registry, { cluster: sim, gvk: widgets, updates: 'some' as 'any' }), (err: unknown) => err instanceof TypeError && err.message.includes('updates'));
   });
+
+  it('with a labelSelector, holds and requeues only the owners it selects, and forgets one whose labels stop matching', async (t) => {
+    const { cluster, registry } = await setup(t);
+    cluster.store.create(widget('mine', { size: 1 }, { team: 'a' }));
+    cluster.store.create(widget('theirs', { size: 1 }, { team: 'b' }));
+    const owners = await watchOwners(registry, { cluster: sim, gvk: widgets, labelSelector: 'team = a' });
+    t.after(() => { owners.release(); });
+    await owners.waitForSync(AbortSignal.timeout(10_000));
+    assert.equal(await next(registry), 'example.com/Widget/apps/mine');
+    assert.equal(await next(registry), undefined, 'the unselected owner is never queued');
+    assert.deepEqual(owners.list().map((o) => o.metadata?.name), ['mine'], 'the cache holds only what is selected');
+    assert.deepEqual(registry.caches().filter((c) => c.gvk.kind === 'Widget').map((c) => c.labelSelector), ['team=a'], 'sent to the server, canonical');
+    await cluster.waitFor((c) => c.openWatches === 1);
+
+    // The selected owner uses a target; relabelled out of the selection, it is forgotten.
+    const owner = { group: 'example.com', kind: 'Widget', namespace: 'apps', name: 'mine' };
+    registry.setOwnerTargets(owner, [{ cluster: sim, target: { gvk: configMaps, namespace: 'apps', name: 'x' } }]);
+    await registry.watchTargetAndGetReader(sim, { gvk: configMaps, namespace: 'apps', name: 'x' }, owner);
+    const ownersOfConfigMaps = (): number | undefined => registry.caches().find((c) => c.gvk.kind === 'ConfigMap')?.owners;
+    assert.equal(ownersOfConfigMaps(), 1);
+    const ref = (name: string): { apiVersion: string; kind: string; namespace: string; name: string } => ({ apiVersion: 'example.com/v1', kind: 'Widget', namespace: 'apps', name });
+    const relabel = (name: string, team: string): void => {
+      const o = cluster.store.get(ref(name))!;
+      cluster.store.update({ ...o, metadata: { ...o.metadata, labels: { team } } });
+    };
+    relabel('mine', 'b');
+    await eventually('the owner that left the selection is forgotten', () => ownersOfConfigMaps() === 0, 10_000);
+    assert.equal(owners.get({ namespace: 'apps', name: 'mine' }), undefined);
+    relabel('theirs', 'a');
+    assert.equal(await next(registry), 'example.com/Widget/apps/theirs', 'an owner entering the selection is queued');
+  });
 });

@@ -23,6 +23,12 @@ export interface WatchOwnersOptions {
    * Default `any`.
    */
   readonly updates?: 'any' | 'generation' | undefined;
+  /**
+   * Only owners with these labels (controller-runtime's `ByObject{Label}`): sent to the API server,
+   * so the cache holds only them; an owner whose labels stop matching is forgotten as if deleted.
+   * Default: every owner.
+   */
+  readonly labelSelector?: string | undefined;
   readonly signal?: AbortSignal | undefined;
 }
 
@@ -52,6 +58,7 @@ export function watchOwners<T extends KubeObject = KubeObject>(registry: Registr
   return registry.reader<T>(options.cluster ?? { kind: 'local' }, options.gvk, {
     identity: options.identity,
     namespace: options.namespace,
+    labelSelector: options.labelSelector,
     signal: options.signal,
     handler: {
       add: enqueue,

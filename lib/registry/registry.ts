@@ -16,7 +16,7 @@ import { HeldRegistryReader, type CacheReader, type HeldReader } from './reader.
 import { followClusterChange } from './rotation.ts';
 import { checkScope, ScopePolicy } from './scope.ts';
 import { ScopeDown } from './scope-down.ts';
-import { EVERYTHING } from './selectors.ts';
+import { selectionOf } from './selectors.ts';
 import { indexedTarget, TargetIndex, targetSelection, type IndexedTarget } from './target-index.ts';
 import { CacheWiring, type CacheInformerOptions } from './wiring.ts';
 
@@ -114,6 +114,14 @@ export interface ReaderOptions {
    * and re-attached to the cache that replaces it after a credential rotation. Default none.
    */
   readonly handler?: InformerHandler | undefined;
+  /**
+   * Label selector sent with the cache's LIST and WATCH, as for a set target: the cache (shared
+   * with set targets of the same selection) holds only what it selects, and an object that stops
+   * matching arrives as a delete. Default: every object.
+   */
+  readonly labelSelector?: string | undefined;
+  /** Field selector (`metadata.name`, `metadata.namespace`), as {@link labelSelector}. Default: none. */
+  readonly fieldSelector?: string | undefined;
   readonly signal?: AbortSignal | undefined;
 }
 
@@ -290,19 +298,21 @@ export class Registry {
   /**
    * A reader of one kind that does not register an owner: for the embedder's own objects (the
    * service's Pipelines). The cache is held, never collected, until `release()`; with a `handler`,
-   * the caller sees every event. Same admission, sharing and errors as {@link watchTargetAndGetReader}.
+   * the caller sees every event. Same admission, sharing and errors as {@link watchTargetAndGetReader}
+   * (`InvalidSelectorError` for a selector refused, before anything is requested).
    */
   async reader<T extends KubeObject = KubeObject>(ref: ClusterRef, gvk: GroupVersionKind, options: ReaderOptions = {}): Promise<HeldReader<T>> {
     if (this.#closed !== undefined) throw new ClosedError('registry');
     checkGvk(gvk);
+    const selection = selectionOf(options.labelSelector, options.fieldSelector);
     const namespace = options.namespace ?? '';
     const ownerNamespace = options.ownerNamespace ?? (namespace === '' ? 'default' : namespace);
     const connection = this.#clusters.connectionKey(ref, ownerNamespace, options.identity);
-    const key = cacheKeyOf(connection, namespace, gvk);
+    const key = cacheKeyOf(connection, namespace, gvk, selection);
     const { attach, release } = this.#readers.hold(key, options.handler);
     try {
       if (!(this.#table.has(key) && this.#clusters.isAdmitted(connection, ownerNamespace, options.identity))) {
-        await this.#table.admitAndBuild(ref, ownerNamespace, options.identity, key, namespace, EVERYTHING, gvk, false, options.signal);
+        await this.#table.admitAndBuild(ref, ownerNamespace, options.identity, key, namespace, selection, gvk, false, options.signal);
       }
     } catch (err) {
       release();
@@ -310,7 +320,7 @@ export class Registry {
     }
     // Published by another build before this hold was registered: attach its handler now.
     attach();
-    return new HeldRegistryReader<T>(this.#readers.reader(key, connection, gvk) as unknown as CacheReader<T>, release);
+    return new HeldRegistryReader<T>(this.#readers.reader(key, connection, gvk, selection) as unknown as CacheReader<T>, release);
   }
 
   /**
