@@ -42,14 +42,14 @@ async function runReplica(kubeConfig: KubeConfig, logger: Logger, signal: AbortS
     reconcile: async (ownerKey, { signal }) => {
       await owners.waitForSync(signal);                                   // now "not in the cache" means "deleted"
       const owner = parseOwnerKey(ownerKey);
-      const pipeline = owners.get(owner.namespace, owner.name);
+      const pipeline = owners.get(owner);
       if (pipeline === undefined) return;                                 // deleted: watchOwners forgot it
       const { cluster, namespace, name } = pipeline.spec.release;
       const target = { gvk: helmReleases, namespace, name };
       registry.setOwnerTargets(owner, [{ cluster, target }]);             // everything it uses now, before any await
       const reader = await registry.watchTargetAndGetReader(cluster, target, owner, signal);
       if (!reader.synced) return;                                         // requeued once the cache has synced
-      seen(ownerKey, reader.get(namespace, name));                        // a throw would retry with backoff, forever
+      seen(ownerKey, reader.get({ namespace, name }));                    // a throw would retry with backoff, forever
     },
   });
   try {

@@ -13,54 +13,40 @@ import { eventually, kubeConfigFrom } from '../../fixtures/support/index.ts';
 interface Pipeline extends KubeObject {
   readonly spec: { readonly release: { readonly cluster: ClusterRef; readonly namespace: string; readonly name: string } };
 }
-interface HelmRelease extends KubeObject {
-  readonly spec?: { readonly version?: string };
-}
-
+interface HelmRelease extends KubeObject { readonly spec?: { readonly version?: string } }
 const pipelines = { group: 'example.com', version: 'v1', kind: 'Pipeline' };               // the owner kind
 const helmReleases = { group: 'helm.toolkit.fluxcd.io', version: 'v2', kind: 'HelmRelease' };
 
 /** Reconciles Pipelines, each naming a HelmRelease in some cluster, until `signal` aborts. */
-async function runController(kubeConfig: KubeConfig, logger: Logger, signal: AbortSignal, seen: (pipeline: string, release?: KubeObject) => void): Promise<void> {
-  // The keeper of connections, built first and lent to the registry (and to anything else that talks to clusters).
-  const clusters = new ClusterSet({
-    provider: new CompositeProvider({ byKind: {
-      local: new LocalProvider({ kubeConfig }),
-      secret: new SecretProvider({ secrets: new CoreV1SecretReader({ kubeConfig }) }),
-    } }),
-    logger, // fromWinston(winstonLogger) or fromPino(pinoLogger): every field arrives
-  });
+async function runController(kubeConfig: KubeConfig, logger: Logger, signal: AbortSignal): Promise<void> {
+  const clusters = new ClusterSet({ logger, provider: new CompositeProvider({ byKind: {     // keeps the connections
+    local: new LocalProvider({ kubeConfig }),                                                // { kind: 'local' }: this cluster
+    secret: new SecretProvider({ secrets: new CoreV1SecretReader({ kubeConfig }) }),         // { kind: 'Secret', namespace, name }
+  } }) });
   const registry = new Registry({ clusters, logger });
-  // Pipelines' keys go into registry.queue when they appear or change; deleted ones are forgotten.
-  const owners = await watchOwners<Pipeline>(registry, { gvk: pipelines, signal });
+  const owners = await watchOwners<Pipeline>(registry, { gvk: pipelines, signal });           // their keys go into registry.queue
   try {
-    await owners.waitForSync(signal);                        // now "not in the cache" means "deleted"
-    await runWorkers(registry.queue, {
-      signal, workers: 4, logger,                            // a failed reconcile: 'Reconciler error' at error level
-      handler: async (ownerKey) => {
-        const owner = parseOwnerKey(ownerKey);
-        const pipeline = owners.get(owner.namespace, owner.name);
-        if (pipeline === undefined) return;                  // deleted: watchOwners forgot it
-        const { cluster, namespace, name } = pipeline.spec.release;
-        const target = { gvk: helmReleases, namespace, name };
-        registry.setOwnerTargets(owner, [{ cluster, target }]);   // everything it uses now, before any await
-        const reader = await registry.watchTargetAndGetReader<HelmRelease>(cluster, target, owner);
-        if (!reader.synced) return;                          // requeued once the cache has synced
-        const release = reader.get({ namespace, name });     // from memory; any change requeues the owner
-        seen(ownerKey, release);
-        // Decide, then write the owner's status: a merge patch on /status, refused (409) if the
-        // Pipeline changed since it was read; then re-read, decided again, retried (5 attempts).
-        await writeStatus({
-          connection: await registry.connectionFor({ kind: 'local' }, owner, signal),
-          gvk: pipelines, object: pipeline, signal,
-          status: () => ({ releaseVersion: release?.spec?.version ?? 'missing' }),
-        });
-      },
-    });
+    await owners.waitForSync(signal);                                                         // now "not cached" means "deleted"
+    await runWorkers(registry.queue, { signal, workers: 4, logger, handler: async (key) => {   // errors: logged, retried with backoff
+      const owner = parseOwnerKey(key);
+      const pipeline = owners.get(owner);
+      if (pipeline === undefined) return;
+      const { cluster, namespace, name } = pipeline.spec.release;
+      const target = { gvk: helmReleases, namespace, name };
+      registry.setOwnerTargets(owner, [{ cluster, target }]);                                 // all it uses now, before any await
+      const reader = await registry.watchTargetAndGetReader<HelmRelease>(cluster, target, owner);
+      if (!reader.synced) return;                                                             // requeued once synced
+      const release = reader.get({ namespace, name });                                        // from memory; a change requeues
+      await writeStatus({                                                                     // merge patch on /status; 409: decide again
+        connection: await registry.connectionFor({ kind: 'local' }, owner, signal),
+        gvk: pipelines, object: pipeline, signal,
+        status: () => ({ releaseVersion: release?.spec?.version ?? 'missing' }),
+      });
+    } });
   } finally {
     owners.release();
     await registry.close();
-    await clusters.close();                                  // after the registry it was lent to
+    await clusters.close();                                                                   // after the registry it was lent to
   }
 }
 // README:end
@@ -75,26 +61,25 @@ describe('README: the library example', () => {
       ],
     });
     t.after(() => cluster.close());
-    const versions: string[] = [];
     const controller = new AbortController();
-    const running = runController(kubeConfigFrom(cluster.kubeconfig), noopLogger, controller.signal, (pipeline, release) => {
-      versions.push(`${pipeline} ${String(release?.spec && (release.spec as { version?: string }).version)}`);
-    });
+    const running = runController(kubeConfigFrom(cluster.kubeconfig), noopLogger, controller.signal);
     // Stopped however the test ends: a failed wait must not leave the workers running.
     t.after(async () => {
       controller.abort();
       await running;
     });
-    const showing = (what: string) => (): string => `${what}; seen ${JSON.stringify(versions)}`;
+    // What it decided, as it wrote it: the Pipeline's status, through the status subresource.
+    const status = (): string => JSON.stringify(cluster.store.get({ apiVersion: 'example.com/v1', kind: 'Pipeline', namespace: 'team-a', name: 'web' })?.status);
     cluster.store.create({ apiVersion: 'helm.toolkit.fluxcd.io/v2', kind: 'HelmRelease', metadata: { name: 'podinfo', namespace: 'apps' }, spec: { version: '1.0' } });
     cluster.store.create({ apiVersion: 'example.com/v1', kind: 'Pipeline', metadata: { name: 'web', namespace: 'team-a' }, spec: { release: { cluster: { kind: 'local' }, namespace: 'apps', name: 'podinfo' } } });
-    await eventually(showing('the new Pipeline was reconciled'), () => versions.includes('example.com/Pipeline/team-a/web 1.0'));
+    await eventually(() => `the new Pipeline was reconciled; its status is ${status()}`, () => status() === '{"releaseVersion":"1.0"}');
     const release = cluster.store.get({ apiVersion: 'helm.toolkit.fluxcd.io/v2', kind: 'HelmRelease', namespace: 'apps', name: 'podinfo' });
     cluster.store.update({ ...release, spec: { version: '2.0' } });
-    await eventually(showing('the change of its HelmRelease requeued it'), () => versions.includes('example.com/Pipeline/team-a/web 2.0'));
-    // It decided and wrote: the Pipeline's status says what it saw, through the status subresource.
-    const status = (): unknown => cluster.store.get({ apiVersion: 'example.com/v1', kind: 'Pipeline', namespace: 'team-a', name: 'web' })?.status;
-    await eventually(() => `the Pipeline's status holds 2.0; it is ${JSON.stringify(status())}`, () => JSON.stringify(status()) === '{"releaseVersion":"2.0"}');
+    await eventually(() => `the change of its HelmRelease requeued it; its status is ${status()}`, () => status() === '{"releaseVersion":"2.0"}');
+    // A Pipeline naming a release that does not exist: reconciled, and it says so.
+    cluster.store.create({ apiVersion: 'example.com/v1', kind: 'Pipeline', metadata: { name: 'other', namespace: 'team-a' }, spec: { release: { cluster: { kind: 'local' }, namespace: 'apps', name: 'absent' } } });
+    const other = (): string => JSON.stringify(cluster.store.get({ apiVersion: 'example.com/v1', kind: 'Pipeline', namespace: 'team-a', name: 'other' })?.status);
+    await eventually(() => `the second Pipeline says its release is missing; its status is ${other()}`, () => other() === '{"releaseVersion":"missing"}');
   });
 
   it('is the README\'s block, word for word', () => {
