@@ -48,6 +48,7 @@ declare const deployments: import('fleetcache').GroupVersionKind;
 declare const labelMatcher: typeof import('fleetcache').labelMatcher;
 declare const kubeConfig: import('@kubernetes/client-node').KubeConfig;
 declare const logger: import('fleetcache').Logger;
+declare function runController(kubeConfig: import('@kubernetes/client-node').KubeConfig, logger: import('fleetcache').Logger, signal: AbortSignal): Promise<void>;
 declare function syncSettings(from: import('@kubernetes/client-node').CoreV1Api, to: import('@kubernetes/client-node').CoreV1Api): Promise<void>;
 `;
 
