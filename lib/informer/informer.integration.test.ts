@@ -1,5 +1,7 @@
 // The informer against a real kube-apiserver (e2e/harness): paging, events, a watch gap across an
-// apiserver restart, a CRD installed late, selectors, and RBAC errors that heal.
+// apiserver restart, a CRD installed late, selectors, and RBAC errors that heal. Paging and events,
+// the gap and selectors run with both ways of keeping objects: parsed (the default) and as their
+// stripped text (`objects: 'lazy'`), whose reads must give the same objects.
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import type { KubeConfig } from '@kubernetes/client-node';
@@ -16,6 +18,8 @@ const WIDGET: GroupVersionKind = { group: 'example.com', version: 'v1', kind: 'W
 const widgetCrd = openCrd({ group: 'example.com', version: 'v1', kind: 'Widget', plural: 'widgets' });
 const fast = { slowBackoff: { initialMs: 300, maxMs: 1_000 }, backoff: { initialMs: 200, maxMs: 1_000 } } as const;
 const listLimiter = createListLimiter();
+/** The two ways an informer keeps objects; the tests that run with both. */
+const MODES = ['parsed', 'lazy'] as const;
 
 type Seen = readonly [string, string, ...unknown[]];
 
@@ -92,14 +96,15 @@ describe('ResourceInformer against a real kube-apiserver', () => {
     return conn;
   }
 
-  it('lists across several pages and reports add, update and delete with the right objects', async () => {
+  for (const objects of MODES) it(`lists across several pages and reports add, update and delete with the right objects (${objects} objects)`, async () => {
     try {
       const conn = admin();
-      await createNamespace(conn, 'paged');
-      for (let i = 0; i < 25; i++) await createConfigMap(conn, 'paged', `cm-${i}`, { i: String(i) });
+      const ns = `paged-${objects}`;
+      await createNamespace(conn, ns);
+      for (let i = 0; i < 25; i++) await createConfigMap(conn, ns, `cm-${i}`, { i: String(i) });
       const info = await conn.resolve(CONFIGMAP);
       const { client, pages } = counting(conn.resourceClient(info));
-      const inf = informer({ client, namespace: 'paged', pageSize: 10 });
+      const inf = informer({ client, namespace: ns, pageSize: 10, objects });
       const { seen, handler } = recorder();
       inf.addHandler(handler);
       inf.start();
@@ -108,19 +113,20 @@ describe('ResourceInformer against a real kube-apiserver', () => {
       assert.equal(pages(), 3, '25 objects in pages of 10');
       assert.equal(seen.length, 25);
       assert.ok(seen.every((s) => s[0] === 'add' && s[2] === true));
-      assert.equal(inf.store.get('paged/cm-3')?.kind, 'ConfigMap');
+      assert.equal(inf.store.get(`${ns}/cm-3`)?.kind, 'ConfigMap');
+      assert.deepEqual(inf.store.get(`${ns}/cm-3`)?.data, { i: '3' });
       seen.length = 0;
 
-      await createConfigMap(conn, 'paged', 'fresh', { v: '1' });
-      await conn.request({ method: 'PATCH', path: resourcePath(info, { namespace: 'paged', name: 'fresh' }), body: { data: { v: '2' } }, contentType: 'application/merge-patch+json' });
-      await conn.request({ method: 'DELETE', path: resourcePath(info, { namespace: 'paged', name: 'fresh' }) });
+      await createConfigMap(conn, ns, 'fresh', { v: '1' });
+      await conn.request({ method: 'PATCH', path: resourcePath(info, { namespace: ns, name: 'fresh' }), body: { data: { v: '2' } }, contentType: 'application/merge-patch+json' });
+      await conn.request({ method: 'DELETE', path: resourcePath(info, { namespace: ns, name: 'fresh' }) });
       await eventually('add, update, delete', () => seen.length >= 3);
       assert.deepEqual(seen, [
         ['add', 'fresh', false],
         ['update', 'fresh', { v: '1' }, { v: '2' }],
         ['delete', 'fresh', false],
       ]);
-      assert.equal(inf.store.get('paged/fresh'), undefined);
+      assert.equal(inf.store.get(`${ns}/fresh`), undefined);
     } finally {
       await cleanup();
     }
@@ -144,15 +150,16 @@ describe('ResourceInformer against a real kube-apiserver', () => {
     }
   });
 
-  it('reports what changed and vanished while its apiserver was down, after the restart', async () => {
+  for (const objects of MODES) it(`reports what changed and vanished while its apiserver was down, after the restart (${objects} objects)`, async () => {
     const c = cluster();
     try {
       const conn = admin();
       await c.installCRDs([widgetCrd]);
-      await createNamespace(conn, 'gap');
+      const ns = `gap-${objects}`;
+      await createNamespace(conn, ns);
       const body = (name: string, size: number): object => ({ apiVersion: 'example.com/v1', kind: 'Widget', metadata: { name }, spec: { size } });
-      for (const name of ['keep', 'change', 'gone']) await conn.request({ method: 'POST', path: '/apis/example.com/v1/namespaces/gap/widgets', body: body(name, 1) });
-      const inf = informer({ connection: conn, gvk: WIDGET, namespace: 'gap' });
+      for (const name of ['keep', 'change', 'gone']) await conn.request({ method: 'POST', path: `/apis/example.com/v1/namespaces/${ns}/widgets`, body: body(name, 1) });
+      const inf = informer({ connection: conn, gvk: WIDGET, namespace: ns, objects });
       const seen: Seen[] = [];
       inf.addHandler({
         add: (o, initial) => { seen.push(['add', o.metadata?.name ?? '', initial]); },
@@ -165,13 +172,13 @@ describe('ResourceInformer against a real kube-apiserver', () => {
 
       await c.stopApiserver();
       // Custom resources are stored as JSON: change one and delete another behind the server's back.
-      const key = '/registry/example.com/widgets/gap/change';
+      const key = `/registry/example.com/widgets/${ns}/change`;
       const stored = (await etcd(c, 'range', key)).kvs?.[0]?.value;
       assert.ok(stored !== undefined, 'the widget is in etcd');
       const obj = JSON.parse(Buffer.from(stored, 'base64').toString('utf8')) as { spec: { size: number } };
       obj.spec.size = 2;
       await etcd(c, 'put', key, JSON.stringify(obj));
-      await etcd(c, 'deleterange', '/registry/example.com/widgets/gap/gone');
+      await etcd(c, 'deleterange', `/registry/example.com/widgets/${ns}/gone`);
       await c.startApiserver();
 
       await eventually('the update and the delete', () => seen.length >= 2, 60_000);
@@ -183,39 +190,45 @@ describe('ResourceInformer against a real kube-apiserver', () => {
       assert.ok(stats.relists >= 1, `relisted (stats ${JSON.stringify({ relists: stats.relists, gones: stats.gones, reconnects: stats.reconnects })})`);
       assert.deepEqual(deletes[0], ['delete', 'gone', true]);
       assert.equal(seen.some((s) => s[1] === 'keep'), false, 'an unchanged object is not reported');
-      assert.deepEqual(inf.store.keys().sort(), ['gap/change', 'gap/keep']);
+      assert.deepEqual(inf.store.keys().sort(), [`${ns}/change`, `${ns}/keep`]);
+      assert.deepEqual((inf.store.get(`${ns}/change`) as { spec?: unknown } | undefined)?.spec, { size: 2 }, 'a read after the relist gives the new object');
     } finally {
       await cleanup();
     }
   });
 
-  it('applies label and field selectors and namespace scope to LIST and WATCH', async () => {
+  for (const objects of MODES) it(`applies label and field selectors and namespace scope to LIST and WATCH (${objects} objects)`, async () => {
     try {
       const conn = admin();
-      await createNamespace(conn, 'sel-a');
-      await createNamespace(conn, 'sel-b');
-      await createConfigMap(conn, 'sel-a', 'web-1', {}, { app: 'web' });
-      await createConfigMap(conn, 'sel-a', 'db-1', {}, { app: 'db' });
-      await createConfigMap(conn, 'sel-b', 'web-2', {}, { app: 'web' });
-      const byLabel = informer({ connection: conn, gvk: CONFIGMAP, namespace: 'sel-a', labelSelector: 'app=web' });
-      const byField = informer({ connection: conn, gvk: CONFIGMAP, fieldSelector: 'metadata.name=web-2' });
+      const [a, b] = [`sel-a-${objects}`, `sel-b-${objects}`];
+      await createNamespace(conn, a);
+      await createNamespace(conn, b);
+      await createConfigMap(conn, a, 'web-1', {}, { app: 'web' });
+      await createConfigMap(conn, a, 'db-1', {}, { app: 'db' });
+      await createConfigMap(conn, b, 'web-2', {}, { app: 'web' });
+      const byLabel = informer({ connection: conn, gvk: CONFIGMAP, namespace: a, labelSelector: 'app=web', objects });
+      const byField = informer({ connection: conn, gvk: CONFIGMAP, fieldSelector: `metadata.name=web-2,metadata.namespace=${b}`, objects });
       const labelled = recorder();
       byLabel.addHandler(labelled.handler);
       byLabel.start();
       byField.start();
       await byLabel.waitForSync(AbortSignal.timeout(30_000));
       await byField.waitForSync(AbortSignal.timeout(30_000));
-      assert.deepEqual(byLabel.store.keys(), ['sel-a/web-1']);
-      assert.deepEqual(byField.store.keys(), ['sel-b/web-2']);
+      assert.deepEqual(byLabel.store.keys(), [`${a}/web-1`]);
+      assert.deepEqual(byField.store.keys(), [`${b}/web-2`]);
+      // byField has no handler: kept as text, its object is parsed when read (and only then).
+      assert.equal(byField.stats().decodes, 0);
+      assert.deepEqual(byField.store.get(`${b}/web-2`)?.metadata?.labels, { app: 'web' });
+      assert.equal(byField.stats().decodes, objects === 'lazy' ? 1 : 0);
 
-      await createConfigMap(conn, 'sel-a', 'web-3', {}, { app: 'web' });
-      await createConfigMap(conn, 'sel-a', 'db-2', {}, { app: 'db' });
-      await createConfigMap(conn, 'sel-b', 'web-4', {}, { app: 'web' });
+      await createConfigMap(conn, a, 'web-3', {}, { app: 'web' });
+      await createConfigMap(conn, a, 'db-2', {}, { app: 'db' });
+      await createConfigMap(conn, b, 'web-4', {}, { app: 'web' });
       // An object that stops matching leaves the cache.
-      await conn.request({ method: 'PATCH', path: '/api/v1/namespaces/sel-a/configmaps/web-1', body: { metadata: { labels: { app: 'db' } } }, contentType: 'application/merge-patch+json' });
-      await eventually('web-3 added and web-1 gone', () => byLabel.store.keys().join() === 'sel-a/web-3');
+      await conn.request({ method: 'PATCH', path: `/api/v1/namespaces/${a}/configmaps/web-1`, body: { metadata: { labels: { app: 'db' } } }, contentType: 'application/merge-patch+json' });
+      await eventually('web-3 added and web-1 gone', () => byLabel.store.keys().join() === `${a}/web-3`);
       assert.deepEqual(labelled.seen.map((s) => s.slice(0, 2)), [['add', 'web-1'], ['add', 'web-3'], ['delete', 'web-1']]);
-      assert.deepEqual(byField.store.keys(), ['sel-b/web-2']);
+      assert.deepEqual(byField.store.keys(), [`${b}/web-2`]);
     } finally {
       await cleanup();
     }

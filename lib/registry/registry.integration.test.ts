@@ -327,6 +327,36 @@ describe('registry on real clusters', () => {
     await eventually('its watch is gone', async () => await openWatches(target, 'configmaps') === watchesBefore);
   });
 
+  it('with objects kept as text (informer.objects: lazy), wakes the owner of a changed object and reads the new one, frozen, from a selector cache too', async (t) => {
+    const registry = newRegistry(t, { informer: { objects: 'lazy' } });
+    await ensureNamespace(target, 'as-text');
+    const cluster: ClusterRef = { kind: 'static', name: 'target' };
+    const path = (name: string): string => `/api/v1/namespaces/as-text/configmaps/${name}`;
+    for (const [name, tier] of [['settings', 'web'], ['extra', 'db']] as const) {
+      const res = await target.request('POST', '/api/v1/namespaces/as-text/configmaps', { metadata: { name, namespace: 'as-text', labels: { tier } }, data: { mode: 'blue' } });
+      assert.equal(res.statusCode, 201, JSON.stringify(res.body));
+    }
+    const owner = { namespace: 'team-a', name: 'lazy' };
+    const other = { namespace: 'team-b', name: 'lazy-set' };
+    const reader = await registry.watchTargetAndGetReader(cluster, { gvk: configMaps, namespace: 'as-text', name: 'settings' }, owner);
+    const webs = await registry.watchTargetAndGetReader(cluster, { gvk: configMaps, namespace: 'as-text', labelSelector: 'tier=web' }, other);
+    await reader.waitForSync(AbortSignal.timeout(20_000));
+    await webs.waitForSync(AbortSignal.timeout(20_000));
+    await takeUntil(registry, 'team-a/lazy', 'team-b/lazy-set');
+    const read = (): { data?: Record<string, string> } | undefined => reader.get({ namespace: 'as-text', name: 'settings' }) as { data?: Record<string, string> } | undefined;
+    assert.deepEqual(read()?.data, { mode: 'blue' });
+    assert.deepEqual(webs.list().map((o) => o.metadata?.name), ['settings'], 'the selector cache holds what it selects');
+
+    const got = await target.request('GET', path('settings'));
+    const res = await target.request('PUT', path('settings'), { ...(got.body as object), data: { mode: 'green' } });
+    assert.equal(res.statusCode, 200, JSON.stringify(res.body));
+    await takeUntil(registry, 'team-a/lazy', 'team-b/lazy-set');
+    await eventually('the read after the update gives the new object', () => read()?.data?.mode === 'green');
+    const current = read();
+    assert.ok(current !== undefined && Object.isFrozen(current) && Object.isFrozen(current.data), 'handed out frozen, as parsed objects are');
+    assert.equal((webs.get({ namespace: 'as-text', name: 'settings' }) as { data?: Record<string, string> } | undefined)?.data?.mode, 'green');
+  });
+
   it('requeues every owner of a cache at each resync (informer.resyncIntervalMs)', async (t) => {
     const resyncIntervalMs = 300;
     const registry = newRegistry(t, { informer: { resyncIntervalMs } });
