@@ -30,6 +30,15 @@ interface SetEntry {
 
 const none: ReadonlySet<OwnerKey> = new Set();
 
+/** Visits the owners of every set in `sets` that `obj` (or `previous`, the object before a change) falls in. */
+function wakeSets(sets: ReadonlyMap<SetKey, SetEntry> | undefined, obj: KubeObject, previous: KubeObject | undefined, visit: (owner: OwnerKey) => void): void {
+  if (sets === undefined) return;
+  for (const { target, owners } of sets.values()) {
+    if (!target.matches(obj) && (previous === undefined || !target.matches(previous))) continue;
+    for (const owner of owners) visit(owner);
+  }
+}
+
 /** An owner's target, as the index files it: an object's key or a set's. */
 type TargetKey = ObjectKey | SetKey;
 
@@ -166,13 +175,9 @@ export class TargetIndex {
     const byNamespace = this.#sets.get(cacheKey);
     if (byNamespace === undefined) return;
     const namespace = obj.metadata?.namespace ?? '';
-    const inNamespace = namespace === '' ? undefined : byNamespace.get(namespace);
-    for (const sets of [inNamespace, byNamespace.get('')]) {
-      for (const { target, owners } of sets?.values() ?? []) {
-        if (!target.matches(obj) && (previous === undefined || !target.matches(previous))) continue;
-        for (const owner of owners) visit(owner);
-      }
-    }
+    // Two calls, not a loop over a two-element array: this runs for every event of the cache.
+    if (namespace !== '') wakeSets(byNamespace.get(namespace), obj, previous, visit);
+    wakeSets(byNamespace.get(''), obj, previous, visit);
   }
 
   /** The matcher of the set target filed under `setKey`, if any owner uses it. */
