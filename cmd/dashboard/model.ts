@@ -150,6 +150,8 @@ export interface ClusterView {
   readonly caches: number;
   readonly syncedCaches: number;
   readonly objects: number;
+  /** What its caches hold, in bytes: the sum of theirs ({@link CacheView.heldBytes}). */
+  readonly heldBytes: number;
   readonly relists: number;
   readonly watchErrors: number;
   /**
@@ -176,6 +178,12 @@ export interface CacheView {
   readonly kind: string;
   readonly synced: boolean;
   readonly objects: number;
+  /**
+   * Estimated bytes its objects hold (the informer's `stats().retainedBytes`, the figure of the
+   * `fleetcache_cache_retained_bytes` metric), rounded up to the KiB so that a small change is not
+   * a new document; 0 when not known.
+   */
+  readonly heldBytes: number;
   readonly owners: number;
   readonly relists: number;
   readonly watchErrors: number;
@@ -424,6 +432,11 @@ function toSecond(ms: number): number {
   return Math.round(ms / 1000) * 1000;
 }
 
+/** `bytes` rounded up to the KiB. */
+function kibibytes(bytes: number | undefined): number {
+  return Math.ceil((bytes ?? 0) / 1024) * 1024;
+}
+
 function cacheView(info: CacheInfo, now: number): CacheView {
   return {
     cluster: text(info.cluster),
@@ -433,6 +446,7 @@ function cacheView(info: CacheInfo, now: number): CacheView {
     kind: text(info.gvk.kind),
     synced: info.synced,
     objects: info.objects,
+    heldBytes: kibibytes(info.retainedBytes),
     owners: info.owners,
     relists: info.relists,
     watchErrors: info.watchErrors,
@@ -494,6 +508,7 @@ export function buildState(sources: StateSources): DashboardState {
         caches: of.length,
         syncedCaches: of.filter((c) => c.synced).length,
         objects: of.reduce((sum, c) => sum + c.objects, 0),
+        heldBytes: of.reduce((sum, c) => sum + kibibytes(c.retainedBytes), 0),
         relists: of.reduce((sum, c) => sum + c.relists, 0),
         watchErrors: of.reduce((sum, c) => sum + c.watchErrors, 0),
         ...optional('lastError', failing?.lastError === undefined ? undefined : errorReason(failing.lastError)),

@@ -183,8 +183,8 @@ const cut: DashboardState = {
   truncatedPipelines: 0,
   pipelinesSynced: true,
   clusters: [
-    { name: 'secret:team-a/gone', requests: 0, failedRequests: 0, caches: 0, syncedCaches: 0, objects: 0, relists: 0, watchErrors: 0, credentialsMissing: 'SecretNotFound' },
-    { name: 'secret:team-a/up', requests: 3, failedRequests: 1, caches: 1, syncedCaches: 1, objects: 1, relists: 0, watchErrors: 1, lastError: 'ERR_KUBE_API HTTP 403 Forbidden' },
+    { name: 'secret:team-a/gone', requests: 0, failedRequests: 0, caches: 0, syncedCaches: 0, objects: 0, heldBytes: 0, relists: 0, watchErrors: 0, credentialsMissing: 'SecretNotFound' },
+    { name: 'secret:team-a/up', requests: 3, failedRequests: 1, caches: 1, syncedCaches: 1, objects: 1, heldBytes: 3_145_728, relists: 0, watchErrors: 1, lastError: 'ERR_KUBE_API HTTP 403 Forbidden' },
   ],
   caches: [],
   truncated: { maxBytes: 524_288, targets: 998, history: 4, pipelines: 2, pipelineNames: ['team-b/a', 'team-c/b'], caches: 0, clusters: 0 },
@@ -207,6 +207,7 @@ describe('the dashboard page script', () => {
     assert.equal(clusters.querySelector('[data-cluster="secret:team-a/gone"]')?.getAttribute('data-credentials'), 'missing');
     assert.match(clusters.querySelector('[data-cluster="secret:team-a/up"]')?.textContent ?? '', /ERR_KUBE_API HTTP 403 Forbidden/);
     assert.equal(clusters.querySelector('[data-cluster="secret:team-a/up"]')?.getAttribute('data-credentials'), null);
+    assert.match(clusters.querySelector('[data-cluster="secret:team-a/up"]')?.textContent ?? '', /3\.0 MiB/, 'what its caches hold');
 
     // The same page with a document that fits: no notice left behind.
     const fits: DashboardState = {
@@ -265,8 +266,8 @@ describe('the dashboard page script', () => {
       }],
       truncatedPipelines: 0,
       pipelinesSynced: true,
-      clusters: [{ name: html('cluster'), requests: 1, failedRequests: 1, lastCode: html('code'), caches: 1, syncedCaches: 0, objects: 0, relists: 0, watchErrors: 1, lastError: html('cluster-error') }],
-      caches: [{ cluster: html('cache-cluster'), namespace: html('cache-ns'), group: html('group'), version: 'v1', kind: html('kind'), synced: false, objects: 0, owners: 1, relists: 0, watchErrors: 1, lastError: html('cache-error'), createdAt: Date.UTC(2026, 10, 23, 8) }],
+      clusters: [{ name: html('cluster'), requests: 1, failedRequests: 1, lastCode: html('code'), caches: 1, syncedCaches: 0, objects: 0, heldBytes: 0, relists: 0, watchErrors: 1, lastError: html('cluster-error') }],
+      caches: [{ cluster: html('cache-cluster'), namespace: html('cache-ns'), group: html('group'), version: 'v1', kind: html('kind'), synced: false, objects: 0, heldBytes: 0, owners: 1, relists: 0, watchErrors: 1, lastError: html('cache-error'), createdAt: Date.UTC(2026, 10, 23, 8) }],
       shards: {
         identity: html('shard-self'), joined: true, boundMs: 32_000, keys: 2, omittedPeers: 0,
         peers: [

@@ -275,6 +275,7 @@ export const appJs = String.raw`'use strict';
     }).then(function () { if (current) render(current); });
   }
   function num(value) { return el('td', { class: 'num', text: String(value) }); }
+  function bytesText(n) { return n >= 1048576 ? (n / 1048576).toFixed(1) + ' MiB' : Math.round(n / 1024) + ' KiB'; }
   function cell(text, cls) { return el('td', { class: cls || '', text: text === undefined || text === '' ? '—' : text }); }
   function stateKind(state) { return state === 'Succeeded' ? 'ok' : state === 'Failed' ? 'bad' : 'wait'; }
 
@@ -462,24 +463,24 @@ export const appJs = String.raw`'use strict';
     renderShards(state.shards);
 
     replace(byId('clusters'), [table(
-      [{ text: 'Cluster' }, { text: 'Reachable' }, { text: 'Requests', num: true }, { text: 'Failed', num: true }, { text: 'Last code' }, { text: 'Caches synced', num: true }, { text: 'Objects', num: true }, { text: 'Relists', num: true }, { text: 'Watch errors', num: true }, { text: 'Last error' }],
+      [{ text: 'Cluster' }, { text: 'Reachable' }, { text: 'Requests', num: true }, { text: 'Failed', num: true }, { text: 'Last code' }, { text: 'Caches synced', num: true }, { text: 'Objects', num: true }, { text: 'Held', num: true }, { text: 'Relists', num: true }, { text: 'Watch errors', num: true }, { text: 'Last error' }],
       state.clusters.map(function (c) {
         return el('tr', { 'data-cluster': c.name, 'data-credentials': c.credentialsMissing ? 'missing' : null }, [
           cell(c.name),
           el('td', null, [c.reachable === true ? pill('yes', 'ok') : c.reachable === false ? pill('no', 'bad') : pill('unknown', 'wait')]),
-          num(c.requests), num(c.failedRequests), cell(c.lastCode), num(c.syncedCaches + '/' + c.caches), num(c.objects), num(c.relists), num(c.watchErrors),
+          num(c.requests), num(c.failedRequests), cell(c.lastCode), num(c.syncedCaches + '/' + c.caches), num(c.objects), num(bytesText(c.heldBytes || 0)), num(c.relists), num(c.watchErrors),
           cell(clusterError(c), clusterError(c) ? 'error' : 'muted'),
         ]);
       }), 'No cluster contacted yet.')]);
 
     replace(byId('caches'), [table(
-      [{ text: 'Cluster' }, { text: 'Namespace' }, { text: 'Kind' }, { text: 'Synced' }, { text: 'Objects', num: true }, { text: 'Owners', num: true }, { text: 'Relists', num: true }, { text: 'Watch errors', num: true }, { text: 'Next GC check' }, { text: 'Built' }, { text: 'Last error' }],
+      [{ text: 'Cluster' }, { text: 'Namespace' }, { text: 'Kind' }, { text: 'Synced' }, { text: 'Objects', num: true }, { text: 'Held', num: true }, { text: 'Owners', num: true }, { text: 'Relists', num: true }, { text: 'Watch errors', num: true }, { text: 'Next GC check' }, { text: 'Built' }, { text: 'Last error' }],
       state.caches.map(function (c) {
         var gvk = (c.group ? c.group + '/' : '') + c.version + ' ' + c.kind;
         return el('tr', { 'data-cache': c.cluster + ' ' + gvk }, [
           cell(c.cluster), cell(c.namespace || 'all'), cell(gvk),
           el('td', null, [c.synced ? pill('synced', 'ok') : pill('syncing', 'wait')]),
-          num(c.objects), num(c.owners), num(c.relists), num(c.watchErrors), timeCell(c.nextGcAt), timeCell(c.createdAt),
+          num(c.objects), num(bytesText(c.heldBytes || 0)), num(c.owners), num(c.relists), num(c.watchErrors), timeCell(c.nextGcAt), timeCell(c.createdAt),
           cell(c.lastError, c.lastError ? 'error' : 'muted'),
         ]);
       }), 'No caches.')]);
