@@ -73,6 +73,48 @@ describe('lazy objects', () => {
     assert.equal(informer.stats().decodes, 0);
   });
 
+  it('an update\'s old head is parsed only when its handler reads it, and then reads as a plain frozen head of the old object', async () => {
+    const { client, informer } = started({}, ['a']);
+    const olds: ObjectHead[] = [];
+    const news: ObjectHead[] = [];
+    informer.addHeadHandler({ update: (old, current) => { olds.push(old); news.push(current); } });
+    await sync(informer);
+    // Every JSON.parse of metadata text (an object's head) is counted.
+    const realParse = JSON.parse;
+    let metadataParses = 0;
+    JSON.parse = function parse(text: string, reviver?: (this: unknown, key: string, value: unknown) => unknown): unknown {
+      if (typeof text === 'string' && text.startsWith('{"namespace"')) metadataParses++;
+      return realParse(text, reviver);
+    } as typeof JSON.parse;
+    try {
+      for (let i = 0; i < 10; i++) client.upsert(cm('a', { k: `v${i}` }, { app: `v${i}` }));
+      await settle();
+      assert.equal(olds.length, 10);
+      assert.equal(metadataParses, 10, 'one parse per update: its new head; the old heads were not read');
+      const read = olds[5];
+      assert.ok(read !== undefined);
+      assert.equal(read.metadata.labels?.app, 'v4', 'the old head is the object before the update');
+      assert.equal(metadataParses, 11, 'reading an old head parses it, once');
+      const again = read.metadata;
+      assert.equal(again, read.metadata, 'the same metadata on every read');
+      assert.equal(metadataParses, 11);
+    } finally {
+      JSON.parse = realParse;
+    }
+    const old = olds[5];
+    assert.ok(old !== undefined);
+    assert.ok(Object.isFrozen(old) && Object.isFrozen(old.metadata) && Object.isFrozen(old.metadata.labels));
+    assert.deepEqual(Object.keys(old), ['apiVersion', 'kind', 'metadata']);
+    // A plain head to spreading, JSON, structuredClone and deep equality: what the new head of the update before was.
+    assert.deepEqual(old, news[4]);
+    assert.deepEqual({ ...old }, news[4]);
+    assert.deepEqual(structuredClone(old), news[4]);
+    assert.deepEqual(JSON.parse(JSON.stringify(old)), JSON.parse(JSON.stringify(news[4])));
+    assert.equal(old.metadata.managedFields, undefined);
+    assert.deepEqual(old.metadata.annotations, { keep: 'me' });
+    assert.throws(() => { (old as { kind: string }).kind = 'Other'; }, TypeError);
+  });
+
   it('a LIST is taken as text: no whole object is parsed until read, and what is read equals the parsed mode\'s', async () => {
     const names = Array.from({ length: 50 }, (_, i) => `item-${String(i).padStart(2, '0')}`);
     const { client, informer } = started({ pageSize: 20 }, names);
