@@ -562,7 +562,7 @@ export class ResourceInformer<T extends KubeObject = KubeObject> implements Info
       const key = objectKey(raw);
       seen.add(key);
       const old = this.#store.slot(key);
-      if (old !== undefined && old.uid === uidOf(raw) && old.resourceVersion === rvOf(raw)) continue;
+      if (old?.isVersion(uidOf(raw), rvOf(raw)) === true) continue;
       this.#change(key, old, raw, texts[k], initial);
     }
     const vanished: [string, Slot<T>][] = [];
@@ -593,7 +593,7 @@ export class ResourceInformer<T extends KubeObject = KubeObject> implements Info
       else this.#deliver('delete', key, { slot: taken.slot, head: taken.head, obj: taken.obj }, false);
       return;
     }
-    if (old !== undefined && old.uid === uidOf(raw) && old.resourceVersion === rvOf(raw)) return;
+    if (old?.isVersion(uidOf(raw), rvOf(raw)) === true) return;
     this.#change(key, old, raw, text, false);
   }
 
@@ -609,7 +609,7 @@ export class ResourceInformer<T extends KubeObject = KubeObject> implements Info
     if (oldSide === undefined) {
       this.#set(key, taken);
       this.#deliver('add', key, side, initial);
-    } else if (oldSide.slot.uid !== taken.slot.uid) {
+    } else if (!oldSide.slot.hasUid(taken.slot.uid)) {
       // Same key, another UID: the old object was deleted (unseen) and a new one created.
       this.#store.delete(key);
       this.#deliver('delete', key, oldSide, true);
