@@ -10,7 +10,11 @@
 // parser, then deleted), which shows what the decode-time pre-pass is worth. Three floors without
 // any informer show what receiving the stream, receiving plus parsing every line, and the least
 // work of an informer that keeps what it is sent, cost alone. `--strip` compares the paths of the
-// managedFields pre-pass instead (per-event µs and ingest; see stripComparison).
+// managedFields pre-pass instead (per-event µs and ingest; see stripComparison). To profile one
+// variant: `node --expose-gc bench/informer.bench.ts --serve` (prints its URL; stays up while its
+// stdin is open), then `node --expose-gc --cpu-prof bench/informer.bench.ts --variant fleetcache
+// --server URL`, which prints that run's result as JSON (sysMs: the kernel's share; watchCpuMs:
+// CPU from the first watch event to the last, the LIST excluded).
 import { spawn } from 'node:child_process';
 import { createServer, get as httpGet, type ClientRequest, type IncomingMessage } from 'node:http';
 import type { AddressInfo } from 'node:net';
