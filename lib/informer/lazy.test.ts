@@ -187,6 +187,39 @@ describe('lazy objects', () => {
     assert.deepEqual(errors, []);
   });
 
+  it('uid and resourceVersion are compared exactly where the text holds them: a re-sent version is no event, a longer uid or version is a change', async () => {
+    const { client, informer } = started({}, []);
+    const seen: string[] = [];
+    informer.addHeadHandler({
+      add: (h) => { seen.push(`add ${h.metadata.uid ?? ''} ${h.metadata.resourceVersion ?? ''}`); },
+      update: (old, h) => { seen.push(`update ${old.metadata.resourceVersion ?? ''}→${h.metadata.resourceVersion ?? ''}`); },
+      delete: (h, unknown) => { seen.push(`delete ${h.metadata.uid ?? ''} ${String(unknown)}`); },
+    });
+    await sync(informer);
+    const line = (uid: string, rv: string, k: string): string => `{"type":"MODIFIED","object":{"metadata":{"namespace":"ns","name":"x","uid":"${uid}","resourceVersion":"${rv}"},"data":{"k":"${k}"}}}`;
+    client.stream?.pushLine(line('u-1', '90', 'a'));
+    client.stream?.pushLine(line('u-1', '90', 'a'));
+    client.stream?.pushLine(line('u-1', '901', 'b'));
+    client.stream?.pushLine(line('u-1', '90', 'c'));
+    client.stream?.pushLine(line('u-10', '902', 'd'));
+    client.stream?.pushLine(line('u-1', '903', 'e'));
+    await settle();
+    assert.deepEqual(seen, [
+      'add u-1 90',
+      'update 90→901',
+      'update 901→90',
+      'delete u-1 true',
+      'add u-10 902',
+      'delete u-10 true',
+      'add u-1 903',
+    ]);
+    assert.deepEqual(informer.store.get('ns/x')?.data, { k: 'e' });
+    assert.deepEqual(informer.store.byIndex('namespace', 'ns').map((o) => o.metadata?.resourceVersion), ['903'], 'the namespace index follows replacements');
+    client.stream?.pushLine('{"type":"DELETED","object":{"metadata":{"namespace":"ns","name":"x","uid":"u-1","resourceVersion":"904"}}}');
+    await settle();
+    assert.deepEqual(informer.store.byIndex('namespace', 'ns'), []);
+  });
+
   it('a whole-object handler gets parsed, frozen, transformed objects; a read right after is served by the decoded cache', async () => {
     const { client, informer } = started();
     const got: KubeObject[] = [];
