@@ -10,7 +10,11 @@
 // parser, then deleted), which shows what the decode-time pre-pass is worth. Three floors without
 // any informer show what receiving the stream, receiving plus parsing every line, and the least
 // work of an informer that keeps what it is sent, cost alone. `--strip` compares the paths of the
-// managedFields pre-pass instead (per-event µs and ingest; see stripComparison).
+// managedFields pre-pass instead (per-event µs and ingest; see stripComparison). To profile one
+// variant: `node --expose-gc bench/informer.bench.ts --serve` (prints its URL; stays up while its
+// stdin is open), then `node --expose-gc --cpu-prof bench/informer.bench.ts --variant fleetcache
+// --server URL`, which prints that run's result as JSON (sysMs: the kernel's share; watchCpuMs:
+// CPU from the first watch event to the last, the LIST excluded).
 import { spawn } from 'node:child_process';
 import { createServer, get as httpGet, type ClientRequest, type IncomingMessage } from 'node:http';
 import type { AddressInfo } from 'node:net';
@@ -65,6 +69,10 @@ const RECONCILES = 20;
 interface Result {
   readonly variant: Variant;
   readonly cpuMs: number;
+  /** The system (kernel) part of cpuMs: mostly receiving the bytes from the socket. */
+  readonly sysMs: number;
+  /** CPU time from the first watch event delivered to the last (the LIST excluded), for a per-event cost. */
+  readonly watchCpuMs: number;
   /** Time spent in garbage collection pauses during the run (part of cpuMs). */
   readonly gcMs: number;
   readonly wallMs: number;
@@ -300,13 +308,16 @@ async function runVariant(variant: Variant, server: string): Promise<Result> {
   const wall0 = performance.now();
   const informer = subject(variant, kc, server);
   let events = 0;
+  let firstEventCpu: NodeJS.CpuUsage | undefined;
   await new Promise<void>((resolve, reject) => {
     informer.start((rv) => {
       events++;
+      firstEventCpu ??= process.cpuUsage();
       if (rv === lastRv) resolve();
     }, reject);
   });
   const cpu = process.cpuUsage(cpu0);
+  const watchCpu = process.cpuUsage(firstEventCpu);
   const wallMs = performance.now() - wall0;
   gcObserver.disconnect();
   // Streams, sockets and their buffers go first; the informer (and its cache) stays referenced.
@@ -322,7 +333,7 @@ async function runVariant(variant: Variant, server: string): Promise<Result> {
     for (let r = 0; r < RECONCILES; r++) informer.reconcile();
     reconcileUs = ((performance.now() - t0) * 1000) / RECONCILES;
   }
-  return { variant, cpuMs: (cpu.user + cpu.system) / 1000, gcMs, wallMs, events, cached, retainedBytes: cached === 0 ? -1 : (heapAfter - heapBefore) / cached, estimatedBytes, reconcileUs };
+  return { variant, cpuMs: (cpu.user + cpu.system) / 1000, sysMs: cpu.system / 1000, watchCpuMs: (watchCpu.user + watchCpu.system) / 1000, gcMs, wallMs, events, cached, retainedBytes: cached === 0 ? -1 : (heapAfter - heapBefore) / cached, estimatedBytes, reconcileUs };
 }
 
 function child(args: readonly string[], input: 'pipe' | 'ignore'): ReturnType<typeof spawn> {
@@ -369,6 +380,8 @@ async function main(): Promise<void> {
     return {
       variant: id,
       cpuMs: median(mine.map((r) => r.cpuMs)),
+      sysMs: median(mine.map((r) => r.sysMs)),
+      watchCpuMs: median(mine.map((r) => r.watchCpuMs)),
       gcMs: median(mine.map((r) => r.gcMs)),
       wallMs: median(mine.map((r) => r.wallMs)),
       events: median(mine.map((r) => r.events)),

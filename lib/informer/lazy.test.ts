@@ -73,6 +73,48 @@ describe('lazy objects', () => {
     assert.equal(informer.stats().decodes, 0);
   });
 
+  it('an update\'s old head is parsed only when its handler reads it, and then reads as a plain frozen head of the old object', async () => {
+    const { client, informer } = started({}, ['a']);
+    const olds: ObjectHead[] = [];
+    const news: ObjectHead[] = [];
+    informer.addHeadHandler({ update: (old, current) => { olds.push(old); news.push(current); } });
+    await sync(informer);
+    // Every JSON.parse of metadata text (an object's head) is counted.
+    const realParse = JSON.parse;
+    let metadataParses = 0;
+    JSON.parse = function parse(text: string, reviver?: (this: unknown, key: string, value: unknown) => unknown): unknown {
+      if (typeof text === 'string' && text.startsWith('{"namespace"')) metadataParses++;
+      return realParse(text, reviver);
+    } as typeof JSON.parse;
+    try {
+      for (let i = 0; i < 10; i++) client.upsert(cm('a', { k: `v${i}` }, { app: `v${i}` }));
+      await settle();
+      assert.equal(olds.length, 10);
+      assert.equal(metadataParses, 10, 'one parse per update: its new head; the old heads were not read');
+      const read = olds[5];
+      assert.ok(read !== undefined);
+      assert.equal(read.metadata.labels?.app, 'v4', 'the old head is the object before the update');
+      assert.equal(metadataParses, 11, 'reading an old head parses it, once');
+      const again = read.metadata;
+      assert.equal(again, read.metadata, 'the same metadata on every read');
+      assert.equal(metadataParses, 11);
+    } finally {
+      JSON.parse = realParse;
+    }
+    const old = olds[5];
+    assert.ok(old !== undefined);
+    assert.ok(Object.isFrozen(old) && Object.isFrozen(old.metadata) && Object.isFrozen(old.metadata.labels));
+    assert.deepEqual(Object.keys(old), ['apiVersion', 'kind', 'metadata']);
+    // A plain head to spreading, JSON, structuredClone and deep equality: what the new head of the update before was.
+    assert.deepEqual(old, news[4]);
+    assert.deepEqual({ ...old }, news[4]);
+    assert.deepEqual(structuredClone(old), news[4]);
+    assert.deepEqual(JSON.parse(JSON.stringify(old)), JSON.parse(JSON.stringify(news[4])));
+    assert.equal(old.metadata.managedFields, undefined);
+    assert.deepEqual(old.metadata.annotations, { keep: 'me' });
+    assert.throws(() => { (old as { kind: string }).kind = 'Other'; }, TypeError);
+  });
+
   it('a LIST is taken as text: no whole object is parsed until read, and what is read equals the parsed mode\'s', async () => {
     const names = Array.from({ length: 50 }, (_, i) => `item-${String(i).padStart(2, '0')}`);
     const { client, informer } = started({ pageSize: 20 }, names);
@@ -143,6 +185,39 @@ describe('lazy objects', () => {
     await settle();
     assert.deepEqual(informer.store.byIndex('namespace', ''), []);
     assert.deepEqual(errors, []);
+  });
+
+  it('uid and resourceVersion are compared exactly where the text holds them: a re-sent version is no event, a longer uid or version is a change', async () => {
+    const { client, informer } = started({}, []);
+    const seen: string[] = [];
+    informer.addHeadHandler({
+      add: (h) => { seen.push(`add ${h.metadata.uid ?? ''} ${h.metadata.resourceVersion ?? ''}`); },
+      update: (old, h) => { seen.push(`update ${old.metadata.resourceVersion ?? ''}→${h.metadata.resourceVersion ?? ''}`); },
+      delete: (h, unknown) => { seen.push(`delete ${h.metadata.uid ?? ''} ${String(unknown)}`); },
+    });
+    await sync(informer);
+    const line = (uid: string, rv: string, k: string): string => `{"type":"MODIFIED","object":{"metadata":{"namespace":"ns","name":"x","uid":"${uid}","resourceVersion":"${rv}"},"data":{"k":"${k}"}}}`;
+    client.stream?.pushLine(line('u-1', '90', 'a'));
+    client.stream?.pushLine(line('u-1', '90', 'a'));
+    client.stream?.pushLine(line('u-1', '901', 'b'));
+    client.stream?.pushLine(line('u-1', '90', 'c'));
+    client.stream?.pushLine(line('u-10', '902', 'd'));
+    client.stream?.pushLine(line('u-1', '903', 'e'));
+    await settle();
+    assert.deepEqual(seen, [
+      'add u-1 90',
+      'update 90→901',
+      'update 901→90',
+      'delete u-1 true',
+      'add u-10 902',
+      'delete u-10 true',
+      'add u-1 903',
+    ]);
+    assert.deepEqual(informer.store.get('ns/x')?.data, { k: 'e' });
+    assert.deepEqual(informer.store.byIndex('namespace', 'ns').map((o) => o.metadata?.resourceVersion), ['903'], 'the namespace index follows replacements');
+    client.stream?.pushLine('{"type":"DELETED","object":{"metadata":{"namespace":"ns","name":"x","uid":"u-1","resourceVersion":"904"}}}');
+    await settle();
+    assert.deepEqual(informer.store.byIndex('namespace', 'ns'), []);
   });
 
   it('a whole-object handler gets parsed, frozen, transformed objects; a read right after is served by the decoded cache', async () => {

@@ -109,6 +109,26 @@ export class Slot<T extends KubeObject = KubeObject> {
     return this.#field(this.#rv, 'resourceVersion');
   }
 
+  /**
+   * True when this slot is the object `uid` at `resourceVersion`: compared where the text holds
+   * them, without slicing a string out of it (the informer asks on every event, issue 27).
+   */
+  isVersion(uid: string | undefined, resourceVersion: string | undefined): boolean {
+    return this.#fieldIs(this.#uid, 'uid', uid) && this.#fieldIs(this.#rv, 'resourceVersion', resourceVersion);
+  }
+
+  /** True when this slot's uid is `uid` (see {@link isVersion}). */
+  hasUid(uid: string | undefined): boolean {
+    return this.#fieldIs(this.#uid, 'uid', uid);
+  }
+
+  #fieldIs(ref: string | number | typeof NONE | undefined, name: 'uid' | 'resourceVersion', value: string | undefined): boolean {
+    if (typeof ref !== 'number') return this.#field(ref, name) === value;
+    const body = this.#body;
+    if (typeof body !== 'string' || value?.length !== ref % 512) return false;
+    return body.startsWith(value, Math.floor(ref / 512));
+  }
+
   #field(ref: string | number | typeof NONE | undefined, name: 'uid' | 'resourceVersion'): string | undefined {
     const body = this.#body;
     if (typeof ref === 'number') return typeof body === 'string' ? body.slice(Math.floor(ref / 512), Math.floor(ref / 512) + (ref % 512)) : undefined;
@@ -329,6 +349,9 @@ export class Store<T extends KubeObject = KubeObject> implements StoreReader<T> 
     items.set(key, slot);
     this.#decoded?.delete(key);
     for (const index of this.#indexes) {
+      // A key names its namespace, and one informer's objects are all namespaced or all not: a
+      // replaced key stays filed where it is (one Map walk less per event, issue 27).
+      if (replacing && index.fn === namespaceOf) continue;
       let values: readonly string[];
       try {
         if (index.headOnly) {
