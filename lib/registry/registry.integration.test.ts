@@ -345,7 +345,7 @@ describe('registry on real clusters', () => {
     await takeUntil(registry, 'team-a/lazy', 'team-b/lazy-set');
     const read = (): { data?: Record<string, string> } | undefined => reader.get({ namespace: 'as-text', name: 'settings' }) as { data?: Record<string, string> } | undefined;
     assert.deepEqual(read()?.data, { mode: 'blue' });
-    assert.deepEqual(webs.list().map((o) => o.metadata?.name), ['settings'], 'the selector cache holds what it selects');
+    assert.deepEqual(webs.list({ namespace: 'as-text' }).map((o) => o.metadata?.name), ['settings'], 'the selector cache holds what it selects');
 
     const got = await target.request('GET', path('settings'));
     const res = await target.request('PUT', path('settings'), { ...(got.body as object), data: { mode: 'green' } });
