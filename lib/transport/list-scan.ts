@@ -2,12 +2,12 @@
  * A LIST page for lazy objects (issue 27): each item's stripped text and parsed metadata, found in
  * one pass as a watch event's are, never a parse of the whole item followed by a `JSON.stringify`
  * back. The page's envelope (everything but the items) is parsed; each item is handed to the watch
- * event's lazy scan ({@link scanEventLazily}) as the object of an event, so LIST items and watch
+ * event's lazy scan ({@link scanEventWithMetadata}) as the object of an event, so LIST items and watch
  * objects are vouched for by the same walk and carry the same contract: the item's body after its
  * metadata is followed only for its strings and brackets, and a grammar error in it shows when the
  * text is parsed (the informer checks the parse against the metadata captured here).
  */
-import { parseEventDroppingManagedFields, parseListDroppingManagedFields, scanEventLazily, ws } from './strip.ts';
+import { parseEventDroppingManagedFields, parseListDroppingManagedFields, scanEventWithMetadata, ws } from './strip.ts';
 import { FAIL, skipContainerOrString } from './skip.ts';
 import type { KubeList, KubeObject, ObjectMeta, ObjectText } from './types.ts';
 
@@ -113,18 +113,11 @@ function wrap(body: Buffer, start: number, end: number): number {
 
 /** One item as text and its metadata, or undefined when the scan is unsure or the metadata is unusable. */
 function itemAsText(length: number): { readonly meta: ObjectMeta; readonly text: ObjectText } | undefined {
-  const scanned = scanEventLazily(wrapped, 0, length);
-  if (scanned === undefined) return undefined;
-  let meta: unknown;
-  try {
-    meta = JSON.parse(scanned.text.slice(scanned.metadataStart, scanned.metadataEnd));
-  } catch {
-    return undefined;
-  }
-  // As for watch events: annotations that are not an object keep the item whole (the transform decides).
-  const annotations = (meta as { annotations?: unknown }).annotations;
-  if (annotations !== undefined && (typeof annotations !== 'object' || annotations === null || Array.isArray(annotations))) return undefined;
-  return { meta: meta as ObjectMeta, text: { text: scanned.text, metadataStart: scanned.metadataStart, metadataEnd: scanned.metadataEnd } };
+  // As for watch events: metadata that does not parse, or annotations that are not an object, keep the item whole (the transform decides).
+  const found = scanEventWithMetadata(wrapped, 0, length);
+  if (found === undefined) return undefined;
+  const { scanned, metadata } = found;
+  return { meta: metadata, text: { text: scanned.text, metadataStart: scanned.metadataStart, metadataEnd: scanned.metadataEnd } };
 }
 
 /**

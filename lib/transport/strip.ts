@@ -20,6 +20,7 @@
 
 import { isAscii } from 'node:buffer';
 import { MAX_DEPTH, placeInModule, PLACED_AT, skipContainerOrString } from './skip.ts';
+import type { ObjectMeta } from './types.ts';
 
 const TAB = 0x09;
 const LF = 0x0a;
@@ -572,4 +573,23 @@ export function scanEventLazily(buf: Buffer, start: number, end: number): LazyEv
     metadataEnd2 = out.toString('utf8', 0, metadataEnd2).length;
   }
   return { type, text, metadataStart, metadataEnd: metadataEnd2 };
+}
+
+/**
+ * {@link scanEventLazily}, with the object's metadata parsed: undefined also when the metadata does
+ * not parse or its annotations are present but not an object (the caller then decodes the event
+ * whole and the transform decides). What the watch decoder and the LIST scan keep of an object.
+ */
+export function scanEventWithMetadata(buf: Buffer, start: number, end: number): { readonly scanned: LazyEvent; readonly metadata: ObjectMeta } | undefined {
+  const scanned = scanEventLazily(buf, start, end);
+  if (scanned === undefined) return undefined;
+  let metadata: unknown;
+  try {
+    metadata = JSON.parse(scanned.text.slice(scanned.metadataStart, scanned.metadataEnd));
+  } catch {
+    return undefined;
+  }
+  const annotations = (metadata as { annotations?: unknown }).annotations;
+  if (annotations !== undefined && (typeof annotations !== 'object' || annotations === null || Array.isArray(annotations))) return undefined;
+  return { scanned, metadata: metadata as ObjectMeta };
 }

@@ -9,8 +9,8 @@ import {
   type ErrorScope,
   type KubeStatus,
 } from '../util/index.ts';
-import { parseEventDroppingManagedFields, scanEventLazily } from './strip.ts';
-import type { ObjectMeta, WatchEvent } from './types.ts';
+import { parseEventDroppingManagedFields, scanEventWithMetadata } from './strip.ts';
+import type { WatchEvent } from './types.ts';
 
 /** Options of {@link decodeWatchStream}. */
 export interface DecodeOptions {
@@ -54,17 +54,8 @@ function excerpt(buf: Buffer, start: number, end: number): string {
  * which reports a malformed one).
  */
 function textEvent(buf: Buffer, start: number, end: number): WatchEvent | undefined {
-  const scanned = scanEventLazily(buf, start, end);
-  if (scanned === undefined) return undefined;
-  let metadata: unknown;
-  try {
-    metadata = JSON.parse(scanned.text.slice(scanned.metadataStart, scanned.metadataEnd));
-  } catch {
-    return undefined;
-  }
-  const annotations = (metadata as { annotations?: unknown }).annotations;
-  if (annotations !== undefined && (typeof annotations !== 'object' || annotations === null || Array.isArray(annotations))) return undefined;
-  return { type: scanned.type, object: { metadata: metadata as ObjectMeta }, text: scanned };
+  const found = scanEventWithMetadata(buf, start, end);
+  return found === undefined ? undefined : { type: found.scanned.type, object: { metadata: found.metadata }, text: found.scanned };
 }
 
 /**
