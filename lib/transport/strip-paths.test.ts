@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
 import { describe, it } from 'node:test';
 import { PLACE_MAX, simdAvailable, usePlacing, useSimd } from './skip.ts';
-import { seededRandom as random } from '../util/seeded-random.ts';
+import { SeededChoices } from '../util/seeded-random.ts';
 import { outcome } from './strip-paths.test-util.ts';
 
 // The pre-pass has three paths that must give the same answers: the event copied once into the
@@ -12,25 +12,7 @@ import { outcome } from './strip-paths.test-util.ts';
 const LAST_APPLIED = 'kubectl.kubernetes.io/last-applied-configuration';
 
 /** Random JSON events shaped like the API server's, with long strings and awkward bytes. */
-class Events {
-  readonly #r: () => number;
-
-  constructor(seed: number) {
-    this.#r = random(seed);
-  }
-
-  int(n: number): number {
-    return Math.floor(this.#r() * n);
-  }
-
-  chance(p: number): boolean {
-    return this.#r() < p;
-  }
-
-  pick<T>(items: readonly T[]): T {
-    return items[this.int(items.length)] as T;
-  }
-
+class Events extends SeededChoices {
   /** A string of any length up to a few KiB: unicode, quotes, backslashes, brackets, JSON-looking text. */
   string(): string {
     const parts = ['a', 'managedFields', '"managedFields":[', '{', '}', '[', ']', '"', '\\', '\\"', 'é', '😀', '\u2028', '\u0001', '\n', ' ', ':', ','];
@@ -99,7 +81,7 @@ class Events {
       members.push(['annotations', this.chance(0.03) ? this.pick([null, 'text', 3]) : annotations]);
     }
     // Shuffled: the removed members anywhere among the others.
-    return Object.fromEntries(members.map((m) => [this.#r(), m] as const).sort((a, b) => a[0] - b[0]).map(([, m]) => m));
+    return Object.fromEntries(members.map((m) => [this.next(), m] as const).sort((a, b) => a[0] - b[0]).map(([, m]) => m));
   }
 
   item(): Record<string, unknown> {
@@ -112,7 +94,7 @@ class Events {
   line(): string {
     let text = JSON.stringify({ type: this.pick(['ADDED', 'MODIFIED', 'DELETED', 'BOOKMARK']), object: this.item() }, null, this.chance(0.1) ? 1 : undefined);
     if (this.chance(0.05)) text = text.replace('"metadata":{', '"metadata":{"managedFields":[1],');
-    const corrupt = this.#r();
+    const corrupt = this.next();
     if (corrupt < 0.05) text = text.slice(0, this.int(text.length));
     else if (corrupt < 0.1) {
       const at = this.int(text.length);

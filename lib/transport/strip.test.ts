@@ -5,7 +5,7 @@ import { describe, it } from 'node:test';
 import { LAST_APPLIED_ANNOTATION, stripManagedFields } from '../informer/transform.ts';
 import { parseEventDroppingManagedFields, parseListDroppingManagedFields, scanEventLazily } from './strip.ts';
 import type { KubeObject, ObjectMeta } from './types.ts';
-import { seededRandom as random } from '../util/seeded-random.ts';
+import { SeededChoices } from '../util/seeded-random.ts';
 
 /** What the informer caches from an object: the transform's result, or the object as is if it throws. */
 function ingest(obj: unknown): unknown {
@@ -41,27 +41,7 @@ const NASTY = [
 ];
 
 /** Builds random JSON values and serializes them with random whitespace and key escapes. */
-class Fuzzer {
-  readonly #r: () => number;
-
-  constructor(seed: number) {
-    this.#r = random(seed);
-  }
-
-  int(n: number): number {
-    return Math.floor(this.#r() * n);
-  }
-
-  chance(p: number): boolean {
-    return this.#r() < p;
-  }
-
-  pick<T>(items: readonly T[]): T {
-    const item = items[this.int(items.length)];
-    if (item === undefined) throw new Error('empty choice');
-    return item;
-  }
-
+class Fuzzer extends SeededChoices {
   string(): string {
     let s = '';
     const parts = this.int(5);
