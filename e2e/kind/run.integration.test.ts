@@ -92,6 +92,15 @@ await externalCluster('mgmt', '${dir}/mgmt.yaml').installCRDs([pipelineCrd]);
   return dir;
 }
 
+/**
+ * The spec reporter's `✖ failing tests:` sections of `output`, repeated after it: a failed run
+ * prints tens of KiB and a CI log keeps its tail, where the cause would otherwise not be.
+ */
+function failures(output: string): string {
+  const sections = [...output.matchAll(/^✖ failing tests:\n[\s\S]*?(?=^ℹ tests )/gm)].map((m) => m[0]);
+  return sections.length === 0 ? '(no failing tests reported: see the output above)' : `failing tests, again:\n${sections.join('\n')}`;
+}
+
 async function stopService(dir: string): Promise<void> {
   const pid = Number(await readFile(join(dir, 'service.pid'), 'utf8').catch(() => ''));
   if (pid > 0) {
@@ -112,7 +121,7 @@ describe('e2e-kind script', () => {
     const { code, output } = await runScript({ PATH: `${dir}:${process.env.PATH ?? ''}`, KIND_DEPLOY: '0' });
     const files = [...output.matchAll(/^e2e-kind: == (\S+)$/gm)].map((m) => m[1]);
     assert.deepEqual(files, scenarios, 'every scenario file, in order');
-    assert.equal(code, 0, output);
+    assert.equal(code, 0, `${output}\n${failures(output)}`);
     assert.match(output, /e2e-kind: all passed/);
     assert.doesNotMatch(output, /ℹ fail [1-9]/);
     assert.doesNotMatch(output, /ℹ (skipped|todo|cancelled) [1-9]/, 'nothing skipped');
@@ -129,7 +138,7 @@ describe('e2e-kind script', () => {
       const dir = await standIns(kubeconfigs(), ['fleetcache-mgmt', 'someone-else']);
       t.after(() => rm(dir, { recursive: true, force: true }));
       const { code, output } = await runScript({ PATH: `${dir}:${process.env.PATH ?? ''}`, KIND_DEPLOY: '0', SCENARIOS: ' ', KEEP_CLUSTERS: keep });
-      assert.equal(code, 0, output);
+      assert.equal(code, 0, `${output}\n${failures(output)}`);
       assert.match(output, /reusing fleetcache-mgmt \(it existed before this run: never deleted by it\)/);
       const calls = await readFile(join(dir, 'calls.log'), 'utf8');
       for (const role of ['workload-1', 'workload-2', 'workload-3']) assert.match(calls, new RegExp(`kind create cluster --name fleetcache-${role} `));
