@@ -93,12 +93,19 @@ await externalCluster('mgmt', '${dir}/mgmt.yaml').installCRDs([pipelineCrd]);
 }
 
 /**
- * The spec reporter's `✖ failing tests:` sections of `output`, repeated after it: a failed run
- * prints tens of KiB and a CI log keeps its tail, where the cause would otherwise not be.
+ * The spec reporter's `✖ failing tests:` sections of `output` (each runs from that line, after a
+ * file's summary, to run.sh's next `e2e-kind:` line), repeated after it: a failed run prints tens
+ * of KiB and a CI log keeps its tail, where the cause would otherwise not be.
  */
 function failures(output: string): string {
-  const sections = [...output.matchAll(/^✖ failing tests:\n[\s\S]*?(?=^ℹ tests )/gm)].map((m) => m[0]);
-  return sections.length === 0 ? '(no failing tests reported: see the output above)' : `failing tests, again:\n${sections.join('\n')}`;
+  const sections: string[][] = [];
+  let inSection = false;
+  for (const line of output.split('\n')) {
+    if (line.startsWith('✖ failing tests:')) { sections.push([]); inSection = true; }
+    else if (line.startsWith('e2e-kind: ')) inSection = false;
+    if (inSection) sections.at(-1)?.push(line);
+  }
+  return sections.length === 0 ? '(no failing tests reported: see the output above)' : `failing tests, again:\n${sections.map((s) => s.join('\n')).join('\n')}`;
 }
 
 async function stopService(dir: string): Promise<void> {
