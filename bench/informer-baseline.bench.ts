@@ -2,12 +2,14 @@
 // goal is ingest ≥ 1.3× the informer of the day the issue was filed). The old tree is a second git
 // worktree of this repository at the older commit, e.g.
 //   git worktree add --detach ../ingest-old ea9b073^ && ln -s "$PWD/node_modules" ../ingest-old/
-//   node bench/informer-baseline.bench.ts --old ../ingest-old        (ROUNDS=8 by default)
+//   node bench/informer-baseline.bench.ts --old ../ingest-old [--h2]     (ROUNDS=8 by default)
 // One loopback server (this tree's `bench/informer.bench.ts --serve`: 4,000 ConfigMaps LISTed, then
 // 40,000 MODIFIED events over HTTP/1.1) feeds every run. Each run is a fresh child process that
 // imports ResourceInformer and ClusterConnection from ONE tree and is measured by this file's code,
 // so the harness is identical for both trees. In each round the variants run in a rotated order;
 // `old again` is the old informer a second time, so its ratio to `old` shows the noise of a pair.
+// `--h2`: the stream over TLS, HTTP/2 negotiated by both trees' connections (asserted), each
+// trusting the server through its kubeconfig's certificate-authority-data, as with a real cluster.
 import { spawn } from 'node:child_process';
 import { loadavg } from 'node:os';
 import { resolve as resolvePath } from 'node:path';
@@ -22,12 +24,15 @@ const ROUNDS = Number(process.env.ROUNDS ?? 8);
 /** What a child needs of a tree's modules (the old tree's exports are a subset of today's). */
 interface TreeModules {
   readonly ClusterConnection: new (options: { name: string; kubeConfig: unknown; listLimiter: unknown }) => {
+    readonly protocol: 'h2' | 'http/1.1' | undefined;
     resourceClient(resource: { gvk: { group: string; version: string; kind: string }; resource: string; namespaced: boolean; verbs: string[] }): unknown;
     close(): Promise<void>;
   };
   readonly createListLimiter: () => unknown;
   readonly ResourceInformer: new (options: { client: unknown; namespace: string; objects?: 'lazy' }) => BenchInformer;
   readonly kubeConfigFor: (server: string, options: { token: string; name: string }) => unknown;
+  readonly kubeConfigFrom: (text: string) => unknown;
+  readonly kubeconfigYaml: (parts: { name: string; server: string; caPem: string | undefined; token: string }) => string;
 }
 
 interface Handler<T> { update(old: T, obj: T): void }
@@ -60,15 +65,16 @@ async function load(root: string): Promise<TreeModules> {
   const at = (path: string): string => pathToFileURL(resolvePath(root, path)).href;
   const transport = (await import(at('lib/transport/index.ts'))) as Pick<TreeModules, 'ClusterConnection' | 'createListLimiter'>;
   const informer = (await import(at('lib/informer/index.ts'))) as Pick<TreeModules, 'ResourceInformer'>;
-  const support = (await import(at('fixtures/support/index.ts'))) as Pick<TreeModules, 'kubeConfigFor'>;
-  return { ClusterConnection: transport.ClusterConnection, createListLimiter: transport.createListLimiter, ResourceInformer: informer.ResourceInformer, kubeConfigFor: support.kubeConfigFor };
+  const support = (await import(at('fixtures/support/index.ts'))) as Pick<TreeModules, 'kubeConfigFor' | 'kubeConfigFrom' | 'kubeconfigYaml'>;
+  return { ...transport, ...informer, ...support };
 }
 
 /** One run in this (child) process: the informer from `root`, LIST + WATCH to the last event. */
-async function runVariant(id: VariantId, root: string, server: string): Promise<Result> {
+async function runVariant(id: VariantId, root: string, server: string, ca: string | undefined): Promise<Result> {
   const tree = await load(root);
   const lastRv = String(FIRST_RV + EVENTS);
-  const connection = new tree.ClusterConnection({ name: 'bench', kubeConfig: tree.kubeConfigFor(server, { token: TOKEN, name: 'bench' }), listLimiter: tree.createListLimiter() });
+  const kubeConfig = ca === undefined ? tree.kubeConfigFor(server, { token: TOKEN, name: 'bench' }) : tree.kubeConfigFrom(tree.kubeconfigYaml({ name: 'bench', server, caPem: ca, token: TOKEN }));
+  const connection = new tree.ClusterConnection({ name: 'bench', kubeConfig, listLimiter: tree.createListLimiter() });
   const client = connection.resourceClient({ gvk: { group: '', version: 'v1', kind: 'ConfigMap' }, resource: 'configmaps', namespaced: true, verbs: ['list', 'watch'] });
   const informer = new tree.ResourceInformer({ client, namespace: NAMESPACE, ...(id === 'lazy' ? { objects: 'lazy' as const } : {}) });
   let events = 0;
@@ -91,6 +97,8 @@ async function runVariant(id: VariantId, root: string, server: string): Promise<
   });
   const cpu = process.cpuUsage(cpu0);
   const watchCpu = process.cpuUsage(firstEventCpu);
+  const expected = ca === undefined ? 'http/1.1' : 'h2';
+  if (connection.protocol !== expected) throw new Error(`${id}: the connection negotiated ${String(connection.protocol)}, not ${expected}`);
   const cached = informer.store.size;
   await informer.stop();
   await connection.close();
@@ -114,19 +122,19 @@ async function firstLine(proc: ReturnType<typeof spawn>): Promise<string> {
   });
 }
 
-async function main(oldRoot: string): Promise<void> {
+async function main(oldRoot: string, h2: boolean): Promise<void> {
   const newRoot = fileURLToPath(new URL('..', import.meta.url));
-  const server = child(['--serve'], 'pipe', fileURLToPath(new URL('informer.bench.ts', import.meta.url)));
-  const info = JSON.parse(await firstLine(server)) as { url: string; watchBytes: number; listBytes: number };
+  const server = child(['--serve', ...(h2 ? ['--h2'] : [])], 'pipe', fileURLToPath(new URL('informer.bench.ts', import.meta.url)));
+  const info = JSON.parse(await firstLine(server)) as { url: string; watchBytes: number; listBytes: number; ca?: string };
   const loads: number[] = [loadavg()[0] ?? Number.NaN];
-  process.stdout.write(`informer then and now: old tree ${oldRoot}; ${String(EVENTS)} MODIFIED events (${(info.watchBytes / 1e6).toFixed(1)} MB) after a LIST of ${(info.listBytes / 1e6).toFixed(1)} MB over loopback HTTP/1.1; ${String(ROUNDS)} rounds, order rotated each round\n\n`);
+  process.stdout.write(`informer then and now: old tree ${oldRoot}; ${String(EVENTS)} MODIFIED events (${(info.watchBytes / 1e6).toFixed(1)} MB) after a LIST of ${(info.listBytes / 1e6).toFixed(1)} MB over loopback ${h2 ? 'TLS, HTTP/2' : 'HTTP/1.1'}; ${String(ROUNDS)} rounds, order rotated each round\n\n`);
   const runs: (Result & { readonly round: number })[] = [];
   try {
     for (let round = 0; round < ROUNDS; round++) {
       for (let k = 0; k < VARIANTS.length; k++) {
         const variant = VARIANTS[(k + round) % VARIANTS.length];
         if (variant === undefined) continue;
-        const proc = child(['--variant', variant.id, '--tree', variant.tree === 'old' ? oldRoot : newRoot, '--server', info.url], 'ignore');
+        const proc = child(['--variant', variant.id, '--tree', variant.tree === 'old' ? oldRoot : newRoot, '--server', info.url, ...(info.ca === undefined ? [] : ['--ca', info.ca])], 'ignore');
         const result = JSON.parse(await firstLine(proc)) as Result;
         if (result.events !== EVENTS || result.cached !== 4_000) throw new Error(`${variant.id}: ${String(result.events)} events, ${String(result.cached)} cached`);
         runs.push({ ...result, round });
@@ -172,11 +180,12 @@ const args = process.argv.slice(2);
 const flag = (name: string): string | undefined => { const at = args.indexOf(name); return at === -1 ? undefined : args[at + 1]; };
 const variantId = flag('--variant');
 if (variantId !== undefined) {
-  const result = await runVariant(variantId as VariantId, flag('--tree') ?? '.', flag('--server') ?? '');
+  const ca = flag('--ca');
+  const result = await runVariant(variantId as VariantId, flag('--tree') ?? '.', flag('--server') ?? '', ca === undefined ? undefined : Buffer.from(ca, 'base64').toString('utf8'));
   process.stdout.write(`${JSON.stringify(result)}\n`);
   process.exit(0);
 } else {
   const oldRoot = flag('--old');
   if (oldRoot === undefined) throw new Error('usage: node bench/informer-baseline.bench.ts --old PATH-TO-OLD-WORKTREE');
-  await main(resolvePath(oldRoot));
+  await main(resolvePath(oldRoot), args.includes('--h2'));
 }

@@ -84,6 +84,7 @@ const H2_VARIANTS: readonly { readonly id: Variant; readonly label: string }[] =
   { id: 'floor-receive', label: 'floor: receive LIST + WATCH, split lines, HTTP/1.1 TLS' },
 ];
 const H2 = process.argv.includes('--h2');
+const PER_EVENT = process.argv.includes('--per-event');
 /** Env ONLY=id,id runs those variants alone (client-node is always run: the ratios need it). */
 const ONLY = process.env.ONLY?.split(',') ?? [];
 const VARIANTS = (H2 ? H2_VARIANTS : ALL_VARIANTS).filter((v) => ONLY.length === 0 || v.id === 'client-node' || ONLY.includes(v.id));
@@ -160,15 +161,21 @@ async function serve(tls: boolean): Promise<void> {
   const lines: string[] = [];
   for (let e = 0; e < EVENTS; e++) lines.push(JSON.stringify({ type: 'MODIFIED', object: configMap(e % OBJECTS, FIRST_RV + 1 + e) }));
   const watch = Buffer.from(lines.join('\n') + '\n');
+  // --per-event: one write per event, as the API server flushes after each (an h2 DATA frame or an
+  // HTTP/1.1 chunk each); by default 64 KiB writes, many events to a chunk.
+  const ends: number[] = [];
+  for (let at = watch.indexOf(0x0a); at !== -1; at = watch.indexOf(0x0a, at + 1)) ends.push(at + 1);
+  const writeSize = (at: number, event: number): number => (PER_EVENT ? (ends[event] ?? watch.length) - at : 65_536);
   const handle = (req: { readonly url?: string | undefined }, res: Reply): void => {
     const url = new URL(req.url ?? '/', 'http://x');
     if (url.searchParams.get('watch') === 'true') {
       res.writeHead(200, { 'content-type': 'application/json' });
       let at = 0;
+      let event = 0;
       // Chunks as a real server writes them; respect backpressure so the client's pace is measured.
       const pump = (): void => {
         while (at < watch.length) {
-          const chunk = watch.subarray(at, at + 65_536);
+          const chunk = watch.subarray(at, at + writeSize(at, event++));
           at += chunk.length;
           if (!res.write(chunk)) { res.once('drain', pump); return; }
         }
@@ -421,9 +428,9 @@ async function firstLine(proc: ReturnType<typeof spawn>): Promise<string> {
 }
 
 async function main(): Promise<void> {
-  const server = child(H2 ? ['--serve', '--h2'] : ['--serve'], 'pipe');
+  const server = child(['--serve', ...(H2 ? ['--h2'] : []), ...(PER_EVENT ? ['--per-event'] : [])], 'pipe');
   const info = JSON.parse(await firstLine(server)) as { url: string; watchBytes: number; listBytes: number; ca?: string };
-  const over = H2 ? 'loopback TLS (HTTP/2 offered by ALPN, HTTP/1.1 accepted)' : 'loopback HTTP';
+  const over = `${H2 ? 'loopback TLS (HTTP/2 offered by ALPN, HTTP/1.1 accepted)' : 'loopback HTTP'}${PER_EVENT ? ', one write per event' : ', 64 KiB writes'}`;
   process.stdout.write(`informer benchmark: ${OBJECTS} objects (${Math.round(info.listBytes / OBJECTS)} B each as JSON), ${EVENTS} MODIFIED events (${(info.watchBytes / 1e6).toFixed(1)} MB) over ${over}\n\n`);
   // Each variant runs ROUNDS times, interleaved, in fresh processes; the table shows medians (the
   // machine may be shared, and client-node's retained size is bimodal from run to run).
