@@ -164,7 +164,7 @@ async function serve(tls: boolean): Promise<void> {
   // --per-event: one write per event, as the API server flushes after each (an h2 DATA frame or an
   // HTTP/1.1 chunk each); by default 64 KiB writes, many events to a chunk.
   const ends: number[] = [];
-  for (let at = watch.indexOf(0x0a); at !== -1; at = watch.indexOf(0x0a, at + 1)) ends.push(at + 1);
+  if (PER_EVENT) for (let at = watch.indexOf(0x0a); at !== -1; at = watch.indexOf(0x0a, at + 1)) ends.push(at + 1);
   const writeSize = (at: number, event: number): number => (PER_EVENT ? (ends[event] ?? watch.length) - at : 65_536);
   const handle = (req: { readonly url?: string | undefined }, res: Reply): void => {
     const url = new URL(req.url ?? '/', 'http://x');
@@ -228,6 +228,7 @@ function floor(server: string, mode: 'receive' | 'parse' | 'keep' | 'text', ca?:
   }
   const get = (path: string, onResponse: (res: Readable) => void, onError: (err: Error) => void): void => {
     if (session !== undefined) {
+      session.once('error', onError);
       const stream = session.request({ ':path': path, authorization: `Bearer ${TOKEN}` });
       stream.on('error', onError);
       stream.once('response', () => { onResponse(stream); });
@@ -488,7 +489,7 @@ async function main(): Promise<void> {
   const h2Cells = (r: Result): string[] => {
     if (!H2) return [];
     const h1 = overH1[r.variant];
-    return [h1 === undefined ? '-' : `${ratio(r.variant, h1).toFixed(2)}×`, `${((r.watchCpuMs * 1000) / EVENTS).toFixed(1)} (${Math.round((100 * r.sysMs) / r.cpuMs)} %)`];
+    return [h1 === undefined || !VARIANTS.some((v) => v.id === h1) ? '-' : `${ratio(r.variant, h1).toFixed(2)}×`, `${((r.watchCpuMs * 1000) / EVENTS).toFixed(1)} (${Math.round((100 * r.sysMs) / r.cpuMs)} %)`];
   };
   const rows = results.map((r) => {
     const label = VARIANTS.find((v) => v.id === r.variant)?.label ?? r.variant;
