@@ -15,8 +15,17 @@
 // stdin is open), then `node --expose-gc --cpu-prof bench/informer.bench.ts --variant fleetcache
 // --server URL`, which prints that run's result as JSON (sysMs: the kernel's share; watchCpuMs:
 // CPU from the first watch event to the last, the LIST excluded).
+// `--h2` serves the same stream over TLS the way a cluster does (HTTP/2 offered by ALPN, HTTP/1.1
+// accepted, a self-signed certificate the clients trust through their kubeconfig's
+// certificate-authority-data): fleetcache's informers connect as to a real cluster and negotiate
+// HTTP/2 (asserted), client-node (which has no HTTP/2) stays on HTTP/1.1 over TLS as the anchor,
+// and the same informers are also run with `http2: false` and both receive floors beside them. To
+// profile a variant there: `--serve --h2` prints the URL and the certificate (`ca`, base64 PEM),
+// then `--variant fleetcache --server URL --ca BASE64`.
 import { spawn } from 'node:child_process';
-import { createServer, get as httpGet, type ClientRequest, type IncomingMessage } from 'node:http';
+import { createServer, get as httpGet } from 'node:http';
+import { connect as h2Connect, createSecureServer } from 'node:http2';
+import { get as httpsGet } from 'node:https';
 import type { AddressInfo } from 'node:net';
 import { PerformanceObserver } from 'node:perf_hooks';
 import { fileURLToPath } from 'node:url';
@@ -26,7 +35,9 @@ import { loadavg } from 'node:os';
 import { parseEventDroppingManagedFields, parseListDroppingManagedFields, scanEventLazily } from '../lib/transport/strip.ts';
 import { usePlacing, useSimd } from '../lib/transport/skip.ts';
 import { identityTransform, ResourceInformer, stripManagedFields } from '../lib/informer/index.ts';
-import { kubeConfigFor } from '../fixtures/support/index.ts';
+import type { Readable } from 'node:stream';
+import { kubeConfigFor, kubeConfigFrom, kubeconfigYaml } from '../fixtures/support/index.ts';
+import { SIM_CERT_PEM, simKeyPem } from '../fixtures/sim/cert.ts';
 
 /** Objects in the collection (what the cache retains). */
 const OBJECTS = 4_000;
@@ -38,7 +49,8 @@ const FIRST_RV = 1_000;
 /** Runs per variant (env ROUNDS, default 3); medians are reported. */
 const ROUNDS = Number(process.env.ROUNDS ?? 3);
 
-type Variant = 'fleetcache' | 'fleetcache-parsed' | 'fleetcache-full' | 'fleetcache-late' | 'fleetcache-whole' | 'client-node' | 'floor-receive' | 'floor-parse' | 'floor-keep' | 'floor-text';
+type Variant = 'fleetcache' | 'fleetcache-parsed' | 'fleetcache-full' | 'fleetcache-late' | 'fleetcache-whole' | 'client-node' | 'floor-receive' | 'floor-parse' | 'floor-keep' | 'floor-text'
+  | 'fleetcache-h1' | 'fleetcache-parsed-h1' | 'floor-receive-h2';
 const ALL_VARIANTS: readonly { readonly id: Variant; readonly label: string }[] = [
   { id: 'client-node', label: 'client-node makeInformer' },
   // Issue 27: objects kept as text (`objects: 'lazy'`). `fleetcache-parsed` is the default (objects
@@ -58,9 +70,24 @@ const ALL_VARIANTS: readonly { readonly id: Variant; readonly label: string }[] 
   // The least a lazy informer does: the lazy scan of each line, its text kept in a Map.
   { id: 'floor-text', label: 'floor: lazy scan, text kept in a Map' },
 ];
+/**
+ * With `--h2` (TLS, the production path): fleetcache's informers on HTTP/2 and on HTTP/1.1 over
+ * TLS, client-node on HTTP/1.1 over TLS, and the receive floor on each protocol.
+ */
+const H2_VARIANTS: readonly { readonly id: Variant; readonly label: string }[] = [
+  { id: 'client-node', label: 'client-node makeInformer (HTTP/1.1 TLS)' },
+  { id: 'fleetcache-parsed', label: 'fleetcache, objects parsed (default), h2' },
+  { id: 'fleetcache', label: 'fleetcache, lazy objects, head handler, h2' },
+  { id: 'fleetcache-parsed-h1', label: 'fleetcache, objects parsed, HTTP/1.1 TLS' },
+  { id: 'fleetcache-h1', label: 'fleetcache, lazy objects, head handler, HTTP/1.1 TLS' },
+  { id: 'floor-receive-h2', label: 'floor: receive LIST + WATCH, split lines, h2' },
+  { id: 'floor-receive', label: 'floor: receive LIST + WATCH, split lines, HTTP/1.1 TLS' },
+];
+const H2 = process.argv.includes('--h2');
+const PER_EVENT = process.argv.includes('--per-event');
 /** Env ONLY=id,id runs those variants alone (client-node is always run: the ratios need it). */
 const ONLY = process.env.ONLY?.split(',') ?? [];
-const VARIANTS = ALL_VARIANTS.filter((v) => ONLY.length === 0 || v.id === 'client-node' || ONLY.includes(v.id));
+const VARIANTS = (H2 ? H2_VARIANTS : ALL_VARIANTS).filter((v) => ONLY.length === 0 || v.id === 'client-node' || ONLY.includes(v.id));
 /** Objects read per reconcile in the reader-heavy case. */
 const READS = 1_000;
 /** Reconciles timed in the reader-heavy case. */
@@ -117,8 +144,16 @@ function configMap(i: number, rv: number): object {
   };
 }
 
+/** What the server writes to, from node:http's and node:http2's compatible responses alike. */
+interface Reply {
+  writeHead(status: number, headers: Record<string, string | number>): unknown;
+  write(chunk: Buffer): boolean;
+  once(event: 'drain', listener: () => void): unknown;
+  end(body: Buffer): unknown;
+}
+
 /** The server: one LIST of every object, then a WATCH that streams every event and stays open. */
-async function serve(): Promise<void> {
+async function serve(tls: boolean): Promise<void> {
   const list = Buffer.from(JSON.stringify({
     apiVersion: 'v1', kind: 'ConfigMapList', metadata: { resourceVersion: String(FIRST_RV) },
     items: Array.from({ length: OBJECTS }, (_, i) => configMap(i, i + 1)),
@@ -126,15 +161,21 @@ async function serve(): Promise<void> {
   const lines: string[] = [];
   for (let e = 0; e < EVENTS; e++) lines.push(JSON.stringify({ type: 'MODIFIED', object: configMap(e % OBJECTS, FIRST_RV + 1 + e) }));
   const watch = Buffer.from(lines.join('\n') + '\n');
-  const server = createServer((req, res) => {
+  // --per-event: one write per event, as the API server flushes after each (an h2 DATA frame or an
+  // HTTP/1.1 chunk each); by default 64 KiB writes, many events to a chunk.
+  const ends: number[] = [];
+  if (PER_EVENT) for (let at = watch.indexOf(0x0a); at !== -1; at = watch.indexOf(0x0a, at + 1)) ends.push(at + 1);
+  const writeSize = (at: number, event: number): number => (PER_EVENT ? (ends[event] ?? watch.length) - at : 65_536);
+  const handle = (req: { readonly url?: string | undefined }, res: Reply): void => {
     const url = new URL(req.url ?? '/', 'http://x');
     if (url.searchParams.get('watch') === 'true') {
       res.writeHead(200, { 'content-type': 'application/json' });
       let at = 0;
+      let event = 0;
       // Chunks as a real server writes them; respect backpressure so the client's pace is measured.
       const pump = (): void => {
         while (at < watch.length) {
-          const chunk = watch.subarray(at, at + 65_536);
+          const chunk = watch.subarray(at, at + writeSize(at, event++));
           at += chunk.length;
           if (!res.write(chunk)) { res.once('drain', pump); return; }
         }
@@ -144,9 +185,12 @@ async function serve(): Promise<void> {
     }
     res.writeHead(200, { 'content-type': 'application/json', 'content-length': list.length });
     res.end(list);
-  });
+  };
+  // Over TLS: HTTP/2 when the client offers it, HTTP/1.1 otherwise, as a kube-apiserver does.
+  const server = tls ? createSecureServer({ cert: SIM_CERT_PEM, key: simKeyPem(), allowHTTP1: true }, handle) : createServer(handle);
   await new Promise<void>((resolve) => { server.listen(0, '127.0.0.1', resolve); });
-  process.stdout.write(`${JSON.stringify({ url: `http://127.0.0.1:${(server.address() as AddressInfo).port}`, watchBytes: watch.length, listBytes: list.length })}\n`);
+  const url = `${tls ? 'https' : 'http'}://127.0.0.1:${(server.address() as AddressInfo).port}`;
+  process.stdout.write(`${JSON.stringify({ url, watchBytes: watch.length, listBytes: list.length, ...(tls ? { ca: Buffer.from(SIM_CERT_PEM).toString('base64') } : {}) })}\n`);
   process.stdin.resume();
   process.stdin.on('end', () => { process.exit(0); });
 }
@@ -172,14 +216,28 @@ interface Subject {
  * A bare HTTP client reading the LIST, then the WATCH line by line: only split (`receive`),
  * JSON.parse'd (`parse`), or decoded as fleetcache's default transform has it and kept (`keep`).
  */
-function floor(server: string, mode: 'receive' | 'parse' | 'keep' | 'text'): Subject {
-  const requests = new Set<ClientRequest>();
+function floor(server: string, mode: 'receive' | 'parse' | 'keep' | 'text', ca?: string, h2 = false): Subject {
+  const opened = new Set<{ destroy(): unknown }>();
   const kept = new Map<string, KubeObject | string>();
   const keep = (obj: KubeObject): void => { kept.set(`${obj.metadata?.namespace ?? ''}/${obj.metadata?.name ?? ''}`, obj); };
-  const get = (path: string, onResponse: (res: IncomingMessage) => void, onError: (err: Error) => void): void => {
-    const req = httpGet(`${server}${path}`, { headers: { authorization: `Bearer ${TOKEN}` } }, onResponse);
+  // One HTTP/2 session (the client's window as fleetcache's session sets it), or a request each.
+  const session = h2 ? h2Connect(server, { ca, settings: { initialWindowSize: 4 * 1024 * 1024 } }) : undefined;
+  if (session !== undefined) {
+    session.once('connect', () => { session.setLocalWindowSize(16 * 1024 * 1024); });
+    opened.add(session);
+  }
+  const get = (path: string, onResponse: (res: Readable) => void, onError: (err: Error) => void): void => {
+    if (session !== undefined) {
+      session.once('error', onError);
+      const stream = session.request({ ':path': path, authorization: `Bearer ${TOKEN}` });
+      stream.on('error', onError);
+      stream.once('response', () => { onResponse(stream); });
+      return;
+    }
+    const headers = { authorization: `Bearer ${TOKEN}` };
+    const req = ca === undefined ? httpGet(`${server}${path}`, { headers }, onResponse) : httpsGet(`${server}${path}`, { headers, ca }, onResponse);
     req.on('error', onError);
-    requests.add(req);
+    opened.add(req);
   };
   return {
     start: (onUpdate, onError) => {
@@ -238,15 +296,16 @@ function floor(server: string, mode: 'receive' | 'parse' | 'keep' | 'text'): Sub
       }, onError);
     },
     stop: () => {
-      for (const req of requests) req.destroy();
+      for (const open of opened) open.destroy();
       return Promise.resolve();
     },
     cached: () => kept.size,
   };
 }
 
-function subject(variant: Variant, kc: KubeConfig, server: string): Subject {
-  if (variant === 'floor-receive') return floor(server, 'receive');
+function subject(variant: Variant, kc: KubeConfig, server: string, ca: string | undefined): Subject {
+  if (variant === 'floor-receive-h2') return floor(server, 'receive', ca, true);
+  if (variant === 'floor-receive') return floor(server, 'receive', ca);
   if (variant === 'floor-parse') return floor(server, 'parse');
   if (variant === 'floor-keep') return floor(server, 'keep');
   if (variant === 'floor-text') return floor(server, 'text');
@@ -264,19 +323,34 @@ function subject(variant: Variant, kc: KubeConfig, server: string): Subject {
       reconcile: () => { const all = informer.list(); let n = 0; for (let i = 0; i < READS; i++) if (all[i] !== undefined) n++; return n; },
     };
   }
-  const connection = new ClusterConnection({ name: 'bench', kubeConfig: kc, listLimiter: createListLimiter() });
+  // The `-h1` variants: the same informer with HTTP/2 not offered (HTTP/1.1 over TLS).
+  const h1 = variant === 'fleetcache-h1' || variant === 'fleetcache-parsed-h1';
+  const connection = new ClusterConnection({ name: 'bench', kubeConfig: kc, listLimiter: createListLimiter(), ...(h1 ? { http2: false } : {}) });
   // The bench server serves no discovery: give the informer the resolved resource.
   const client = connection.resourceClient({ gvk: { group: '', version: 'v1', kind: 'ConfigMap' }, resource: 'configmaps', namespaced: true, verbs: ['list', 'watch'] });
   // A transform other than the default itself (even one doing the same) gets whole objects: this
   // variant shows what dropping managedFields while decoding is worth.
   const transform = variant === 'fleetcache-whole' ? identityTransform : variant === 'fleetcache-late' ? (obj: KubeObject) => stripManagedFields(obj) : undefined;
-  const informer = new ResourceInformer({ client, namespace: NAMESPACE, ...(transform === undefined ? {} : { transform }), ...(variant === 'fleetcache' || variant === 'fleetcache-full' ? { objects: 'lazy' as const } : {}) });
+  const lazyHead = variant === 'fleetcache' || variant === 'fleetcache-h1';
+  const informer = new ResourceInformer({ client, namespace: NAMESPACE, ...(transform === undefined ? {} : { transform }), ...(lazyHead || variant === 'fleetcache-full' ? { objects: 'lazy' as const } : {}) });
   const keys: string[] = [];
+  // Over TLS, the protocol the connection settled on must be the one the variant names.
+  const expected = ca === undefined || h1 ? 'http/1.1' : 'h2';
+  let checked = false;
+  const check = (): void => {
+    if (checked) return;
+    checked = true;
+    if (connection.protocol !== expected) throw new Error(`${variant}: the connection negotiated ${String(connection.protocol)}, not ${expected}`);
+  };
   return {
     start: (onUpdate, onError) => {
+      const seen = (rv: string | undefined): void => {
+        check();
+        onUpdate(rv);
+      };
       // The lazy default with a head handler is what the registry's wake-ups do.
-      if (variant === 'fleetcache') informer.addHeadHandler({ update: (_old, head) => { onUpdate(head.metadata.resourceVersion); } });
-      else informer.addHandler({ update: (_old, obj) => { onUpdate(obj.metadata?.resourceVersion); } });
+      if (lazyHead) informer.addHeadHandler({ update: (_old, head) => { seen(head.metadata.resourceVersion); } });
+      else informer.addHandler({ update: (_old, obj) => { seen(obj.metadata?.resourceVersion); } });
       informer.on('error', onError);
       informer.start();
     },
@@ -296,9 +370,10 @@ function subject(variant: Variant, kc: KubeConfig, server: string): Subject {
 }
 
 /** One variant, in this (child) process: time the stream, then weigh the cache. */
-async function runVariant(variant: Variant, server: string): Promise<Result> {
+async function runVariant(variant: Variant, server: string, ca: string | undefined): Promise<Result> {
   const lastRv = String(FIRST_RV + EVENTS);
-  const kc = kubeConfigFor(server, { token: TOKEN, name: 'bench' });
+  // Over TLS, a kubeconfig as a real cluster's: verified against its certificate-authority-data.
+  const kc = ca === undefined ? kubeConfigFor(server, { token: TOKEN, name: 'bench' }) : kubeConfigFrom(kubeconfigYaml({ name: 'bench', server, caPem: ca, token: TOKEN }));
   gc();
   const heapBefore = process.memoryUsage().heapUsed;
   let gcMs = 0;
@@ -306,7 +381,7 @@ async function runVariant(variant: Variant, server: string): Promise<Result> {
   gcObserver.observe({ entryTypes: ['gc'] });
   const cpu0 = process.cpuUsage();
   const wall0 = performance.now();
-  const informer = subject(variant, kc, server);
+  const informer = subject(variant, kc, server, ca);
   let events = 0;
   let firstEventCpu: NodeJS.CpuUsage | undefined;
   await new Promise<void>((resolve, reject) => {
@@ -354,16 +429,17 @@ async function firstLine(proc: ReturnType<typeof spawn>): Promise<string> {
 }
 
 async function main(): Promise<void> {
-  const server = child(['--serve'], 'pipe');
-  const info = JSON.parse(await firstLine(server)) as { url: string; watchBytes: number; listBytes: number };
-  process.stdout.write(`informer benchmark: ${OBJECTS} objects (${Math.round(info.listBytes / OBJECTS)} B each as JSON), ${EVENTS} MODIFIED events (${(info.watchBytes / 1e6).toFixed(1)} MB) over loopback HTTP\n\n`);
+  const server = child(['--serve', ...(H2 ? ['--h2'] : []), ...(PER_EVENT ? ['--per-event'] : [])], 'pipe');
+  const info = JSON.parse(await firstLine(server)) as { url: string; watchBytes: number; listBytes: number; ca?: string };
+  const over = `${H2 ? 'loopback TLS (HTTP/2 offered by ALPN, HTTP/1.1 accepted)' : 'loopback HTTP'}${PER_EVENT ? ', one write per event' : ', 64 KiB writes'}`;
+  process.stdout.write(`informer benchmark: ${OBJECTS} objects (${Math.round(info.listBytes / OBJECTS)} B each as JSON), ${EVENTS} MODIFIED events (${(info.watchBytes / 1e6).toFixed(1)} MB) over ${over}\n\n`);
   // Each variant runs ROUNDS times, interleaved, in fresh processes; the table shows medians (the
   // machine may be shared, and client-node's retained size is bimodal from run to run).
   const runs: (Result & { readonly round: number })[] = [];
   try {
     for (let round = 0; round < ROUNDS; round++) {
       for (const { id } of VARIANTS) {
-        const proc = child(['--variant', id, '--server', info.url], 'ignore');
+        const proc = child(['--variant', id, '--server', info.url, ...(info.ca === undefined ? [] : ['--ca', info.ca])], 'ignore');
         runs.push({ ...(JSON.parse(await firstLine(proc)) as Result), round });
         await new Promise((resolve) => proc.once('exit', resolve));
       }
@@ -406,10 +482,20 @@ async function main(): Promise<void> {
     const theirs = runs.find((r) => r.variant === to && r.round === round);
     return mine === undefined || theirs === undefined ? Number.NaN : perCore(mine) / perCore(theirs);
   }));
+  // With --h2: each informer and the floor over HTTP/2 against itself over HTTP/1.1 TLS, and the CPU
+  // per watch event with its kernel share (the LIST excluded: sysMs is over the whole run, so the
+  // kernel share is the run's).
+  const overH1: Partial<Record<Variant, Variant>> = { 'fleetcache-parsed': 'fleetcache-parsed-h1', fleetcache: 'fleetcache-h1', 'floor-receive-h2': 'floor-receive' };
+  const h2Cells = (r: Result): string[] => {
+    if (!H2) return [];
+    const h1 = overH1[r.variant];
+    return [h1 === undefined || !VARIANTS.some((v) => v.id === h1) ? '-' : `${ratio(r.variant, h1).toFixed(2)}×`, `${((r.watchCpuMs * 1000) / EVENTS).toFixed(1)} (${Math.round((100 * r.sysMs) / r.cpuMs)} %)`];
+  };
   const rows = results.map((r) => {
     const label = VARIANTS.find((v) => v.id === r.variant)?.label ?? r.variant;
     return [
       label,
+      ...h2Cells(r),
       Math.round(perCore(r)).toLocaleString('en-US'),
       `${ratio(r.variant).toFixed(2)}×`,
       hasParsed ? `${ratio(r.variant, 'fleetcache-parsed').toFixed(2)}×` : '-',
@@ -422,11 +508,12 @@ async function main(): Promise<void> {
       String(r.cached),
     ];
   });
-  const header = ['informer', 'events/s per core', 'vs client-node', 'vs parsed', 'retained B/object', 'vs client-node', 'vs stripped JSON', 'estimate B', `µs/${String(READS)} reads`, 'CPU / GC / wall ms', 'cached'];
+  const header = ['informer', ...(H2 ? ['h2 vs HTTP/1.1', 'µs/event watch (sys)'] : []), 'events/s per core', 'vs client-node', 'vs parsed', 'retained B/object', 'vs client-node', 'vs stripped JSON', 'estimate B', `µs/${String(READS)} reads`, 'CPU / GC / wall ms', 'cached'];
   const widths = header.map((h, i) => Math.max(h.length, ...rows.map((r) => (r[i] ?? '').length)));
   const line = (cells: readonly string[]): string => cells.map((c, i) => (i === 0 ? c.padEnd(widths[i] ?? 0) : c.padStart(widths[i] ?? 0))).join('  ');
   process.stdout.write(`${line(header)}\n${line(widths.map((w) => '-'.repeat(w)))}\n${rows.map(line).join('\n')}\n`);
   process.stdout.write(`\nmedians of ${ROUNDS} runs (the events/s ratio: median of the ratios within each round). events/s per core = events / (user + system\nCPU time of the informer process, LIST included); GC = main-thread GC pauses; retained = heap growth after GC (streams stopped,\ncache kept) / cached objects; vs parsed = events/s ratio to fleetcache with objects parsed at ingest, within each round; vs stripped JSON\n= retained / ${Math.round(strippedBytes).toLocaleString('en-US')} B, the stripped JSON of one object; estimate = the informer's stats().retainedBytes per object; µs/${String(READS)} reads = one\nreconcile reading ${String(READS)} objects by key after the run (decoded cache: 64 objects by default). Load average (1, 5, 15 min) at the end: ${loadavg().map((l) => l.toFixed(1)).join(' ')}.\n`);
+  if (H2) process.stdout.write(`h2 vs HTTP/1.1 = events/s ratio to the same variant over HTTP/1.1 TLS, within each round; µs/event watch = CPU from the first\nwatch event to the last / events (sys = the kernel's share of the whole run's CPU). fleetcache's protocol is asserted in each run.\n`);
 }
 
 // The strip pre-pass's paths side by side (issue 27): `node bench/informer.bench.ts --strip`.
@@ -527,8 +614,15 @@ async function stripComparison(): Promise<void> {
 }
 
 const args = process.argv.slice(2);
+/** The `--ca` argument (base64 PEM, as `--serve --h2` prints it), decoded. */
+function caArgument(): string | undefined {
+  const at = args.indexOf('--ca');
+  const value = at === -1 ? undefined : args[at + 1];
+  return value === undefined ? undefined : Buffer.from(value, 'base64').toString('utf8');
+}
+
 if (args[0] === '--serve') {
-  await serve();
+  await serve(H2);
 } else if (args[0] === '--strip') {
   await stripComparison();
 } else if (args[0] === '--strip-micro') {
@@ -537,7 +631,7 @@ if (args[0] === '--serve') {
   process.exit(0);
 } else if (args[0] === '--variant') {
   chooseStripPath(process.env.STRIP_PATH);
-  const result = await runVariant(args[1] as Variant, args[3] ?? '');
+  const result = await runVariant(args[1] as Variant, args[3] ?? '', caArgument());
   process.stdout.write(`${JSON.stringify(result)}\n`);
   process.exit(0);
 } else {
