@@ -1,6 +1,7 @@
 // Scale benchmark (issue 12): `node bench/scale.bench.ts [--quick] [--semi=MiB] [--select=FRACTION] [--objects=lazy] [--v8=FLAG,…] [--arenas=N] [--env=NAME=VALUE …] [--trim] [CxO[@fdlimit] ...]`
 // (issue 27: a table of where RSS goes — V8's committed and empty pages, outside the heap, glibc's brk heap —
-// after sync and once settled, and with `--trim` after malloc_trim(0))
+// after sync, once settled, after a memory-reducing GC (V8 then returns the pages it pools: resident,
+// outside heapTotal, so counted "outside heap" before it), and with `--trim` after malloc_trim(0))
 // (`--select` asks for a label-selected set of each kind instead of one object, selecting that
 // fraction of the objects in tenths: the caches then hold only those, issue 28)
 // (make bench runs the default set; `--semi` caps V8's young generation in the measured process,
@@ -28,7 +29,7 @@ interface Result {
   readonly clusters: number; readonly caches: number; readonly synced: number; readonly buildErrors: number; readonly watchErrors: number;
   readonly objects: number; readonly jsonBytesPerObject: number; readonly syncedMs: number; readonly cpuMs: number; readonly base: Snapshot; readonly loaded: Snapshot;
   readonly peakFds: number; readonly peakRss: number; readonly cachesLeft: number; readonly after: Snapshot;
-  readonly detail: { readonly base: Detail; readonly loaded: Detail; readonly settled: Detail; readonly trimmed?: Detail };
+  readonly detail: { readonly base: Detail; readonly loaded: Detail; readonly settled: Detail; readonly reduced?: Detail; readonly trimmed?: Detail };
 }
 
 const args = process.argv.slice(2);
@@ -144,7 +145,7 @@ console.log('\n| clusters × objects/kind | when | RSS | heap committed (residen
 console.log('| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |');
 for (const { config, result: r } of results) {
   const b = r.detail.base;
-  for (const [when, d] of [['synced', r.detail.loaded], ['settled', r.detail.settled], ['malloc_trim(0)', r.detail.trimmed]] as const) {
+  for (const [when, d] of [['synced', r.detail.loaded], ['settled', r.detail.settled], ['memory-reducing GC', r.detail.reduced], ['malloc_trim(0)', r.detail.trimmed]] as const) {
     if (d === undefined) continue;
     const per = (x: number): string => (x / r.objects).toFixed(0);
     const empty = (d2: Detail, pick: (name: string) => boolean): number => Object.entries(d2.spaces).filter(([n]) => pick(n)).reduce((s2, [, sp]) => s2 + sp.size - sp.used, 0);
