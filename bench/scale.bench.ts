@@ -1,6 +1,7 @@
-// Scale benchmark (issue 12): `node bench/scale.bench.ts [--quick] [--semi=MiB] [--select=FRACTION] [--objects=lazy] [--v8=FLAG,…] [--arenas=N] [--env=NAME=VALUE …] [--trim] [CxO[@fdlimit] ...]`
+// Scale benchmark (issue 12): `node bench/scale.bench.ts [--quick] [--semi=MiB] [--select=FRACTION] [--objects=lazy] [--v8=FLAG,…] [--arenas=N] [--env=NAME=VALUE …] [--trim] [--settle=MS] [CxO[@fdlimit] ...]`
 // (issue 27: a table of where RSS goes — V8's committed and empty pages, outside the heap, glibc's brk heap —
-// after sync and once settled, and with `--trim` after malloc_trim(0))
+// after sync, once settled, after a memory-reducing GC (V8 then returns the pages it pools: resident,
+// outside heapTotal, so counted "outside heap" before it), and with `--trim` after malloc_trim(0))
 // (`--select` asks for a label-selected set of each kind instead of one object, selecting that
 // fraction of the objects in tenths: the caches then hold only those, issue 28)
 // (make bench runs the default set; `--semi` caps V8's young generation in the measured process,
@@ -26,9 +27,9 @@ interface Detail {
 }
 interface Result {
   readonly clusters: number; readonly caches: number; readonly synced: number; readonly buildErrors: number; readonly watchErrors: number;
-  readonly objects: number; readonly jsonBytesPerObject: number; readonly syncedMs: number; readonly cpuMs: number; readonly base: Snapshot; readonly loaded: Snapshot;
+  readonly objects: number; readonly jsonBytesPerObject: number; readonly syncedMs: number; readonly cpuMs: number; readonly reduceMs?: number; readonly base: Snapshot; readonly loaded: Snapshot;
   readonly peakFds: number; readonly peakRss: number; readonly cachesLeft: number; readonly after: Snapshot;
-  readonly detail: { readonly base: Detail; readonly loaded: Detail; readonly settled: Detail; readonly trimmed?: Detail };
+  readonly detail: { readonly base: Detail; readonly loaded: Detail; readonly settled: Detail; readonly reduced?: Detail; readonly trimmed?: Detail };
 }
 
 const args = process.argv.slice(2);
@@ -45,6 +46,9 @@ const v8Extra = (args.find((a) => a.startsWith('--v8='))?.slice('--v8='.length) 
 const arenas = args.find((a) => a.startsWith('--arenas='))?.slice('--arenas='.length);
 // `--trim`: after settling, glibc's malloc_trim(0) in the measured process through gdb (diagnostic).
 const trim = args.includes('--trim');
+// `--settle=MS`: how long the measured process idles before the settled row (default 2 000; V8's
+// memory reducer starts 8 s after a major GC, and runs in Node only under --optimize-for-size).
+const settle = args.find((a) => a.startsWith('--settle='))?.slice('--settle='.length);
 // `--env=NAME=VALUE` (repeatable): more environment for the measured process (glibc's MALLOC_* tunables).
 const extraEnv = Object.fromEntries(args.filter((a) => a.startsWith('--env=')).map((a) => {
   const [name = '', ...value] = a.slice('--env='.length).split('=');
@@ -79,7 +83,7 @@ async function run(config: Config): Promise<Result> {
       const v8 = (semi === undefined ? '' : ` --max-semi-space-size=${Number(semi)}`) + v8Extra.map((f) => ` ${JSON.stringify(f)}`).join('');
       const node = `${JSON.stringify(process.execPath)} --expose-gc${v8} ${JSON.stringify(join(here, 'measure.ts'))} ${JSON.stringify(file)} 600000 ${objects}`;
       const script = config.fdLimit === undefined ? `exec ${node}` : `ulimit -n ${config.fdLimit} && exec ${node}`;
-      const measured = spawn('bash', ['-c', script], { stdio: ['ignore', 'pipe', 'inherit'], env: { ...process.env, SCALE_SELECTOR: selector ?? '', ...(arenas === undefined ? {} : { MALLOC_ARENA_MAX: arenas }), ...(trim ? { SCALE_TRIM: '1' } : {}), ...extraEnv } });
+      const measured = spawn('bash', ['-c', script], { stdio: ['ignore', 'pipe', 'inherit'], env: { ...process.env, SCALE_SELECTOR: selector ?? '', ...(arenas === undefined ? {} : { MALLOC_ARENA_MAX: arenas }), ...(trim ? { SCALE_TRIM: '1' } : {}), ...(settle === undefined ? {} : { SCALE_SETTLE_MS: String(Number(settle)) }), ...extraEnv } });
       let out = '';
       measured.stdout.on('data', (chunk: Buffer) => { out += chunk.toString(); });
       const code = await new Promise<number | null>((resolve) => { measured.once('exit', resolve); });
@@ -144,7 +148,7 @@ console.log('\n| clusters × objects/kind | when | RSS | heap committed (residen
 console.log('| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |');
 for (const { config, result: r } of results) {
   const b = r.detail.base;
-  for (const [when, d] of [['synced', r.detail.loaded], ['settled', r.detail.settled], ['malloc_trim(0)', r.detail.trimmed]] as const) {
+  for (const [when, d] of [['synced', r.detail.loaded], ['settled', r.detail.settled], [`memory-reducing GC (${(r.reduceMs ?? 0).toFixed(0)} ms)`, r.detail.reduced], ['malloc_trim(0)', r.detail.trimmed]] as const) {
     if (d === undefined) continue;
     const per = (x: number): string => (x / r.objects).toFixed(0);
     const empty = (d2: Detail, pick: (name: string) => boolean): number => Object.entries(d2.spaces).filter(([n]) => pick(n)).reduce((s2, [, sp]) => s2 + sp.size - sp.used, 0);
