@@ -10,10 +10,11 @@
 // `old again` is the old informer a second time, so its ratio to `old` shows the noise of a pair.
 // `--h2`: the stream over TLS, HTTP/2 negotiated by both trees' connections (asserted), each
 // trusting the server through its kubeconfig's certificate-authority-data, as with a real cluster.
-import { spawn } from 'node:child_process';
+import type { ChildProcess } from 'node:child_process';
 import { loadavg } from 'node:os';
 import { resolve as resolvePath } from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
+import { benchChild, firstLine } from './child.ts';
 
 const NAMESPACE = 'bench';
 const TOKEN = 'bench-token';
@@ -105,21 +106,8 @@ async function runVariant(id: VariantId, root: string, server: string, ca: strin
   return { id, cpuMs: (cpu.user + cpu.system) / 1000, watchCpuMs: (watchCpu.user + watchCpu.system) / 1000, events, cached };
 }
 
-function child(args: readonly string[], input: 'pipe' | 'ignore', file = fileURLToPath(import.meta.url)): ReturnType<typeof spawn> {
-  return spawn(process.execPath, ['--expose-gc', file, ...args], { stdio: [input, 'pipe', 'inherit'] });
-}
-
-async function firstLine(proc: ReturnType<typeof spawn>): Promise<string> {
-  return new Promise((resolve, reject) => {
-    let out = '';
-    proc.stdout?.setEncoding('utf8');
-    proc.stdout?.on('data', (chunk: string) => {
-      out += chunk;
-      const nl = out.indexOf('\n');
-      if (nl !== -1) resolve(out.slice(0, nl));
-    });
-    proc.on('exit', (code) => { reject(new Error(`child exited with ${String(code)} before answering`)); });
-  });
+function child(args: readonly string[], input: 'pipe' | 'ignore', file = fileURLToPath(import.meta.url)): ChildProcess {
+  return benchChild(file, args, input);
 }
 
 async function main(oldRoot: string, h2: boolean): Promise<void> {

@@ -22,7 +22,7 @@
 // and the same informers are also run with `http2: false` and both receive floors beside them. To
 // profile a variant there: `--serve --h2` prints the URL and the certificate (`ca`, base64 PEM),
 // then `--variant fleetcache --server URL --ca BASE64`.
-import { spawn } from 'node:child_process';
+import { spawn, type ChildProcess } from 'node:child_process';
 import { createServer, get as httpGet } from 'node:http';
 import { connect as h2Connect, createSecureServer } from 'node:http2';
 import { get as httpsGet } from 'node:https';
@@ -38,6 +38,7 @@ import { identityTransform, ResourceInformer, stripManagedFields } from '../lib/
 import type { Readable } from 'node:stream';
 import { kubeConfigFor, kubeConfigFrom, kubeconfigYaml } from '../fixtures/support/index.ts';
 import { SIM_CERT_PEM, simKeyPem } from '../fixtures/sim/cert.ts';
+import { benchChild, firstLine } from './child.ts';
 
 /** Objects in the collection (what the cache retains). */
 const OBJECTS = 4_000;
@@ -411,21 +412,8 @@ async function runVariant(variant: Variant, server: string, ca: string | undefin
   return { variant, cpuMs: (cpu.user + cpu.system) / 1000, sysMs: cpu.system / 1000, watchCpuMs: (watchCpu.user + watchCpu.system) / 1000, gcMs, wallMs, events, cached, retainedBytes: cached === 0 ? -1 : (heapAfter - heapBefore) / cached, estimatedBytes, reconcileUs };
 }
 
-function child(args: readonly string[], input: 'pipe' | 'ignore'): ReturnType<typeof spawn> {
-  return spawn(process.execPath, ['--expose-gc', fileURLToPath(import.meta.url), ...args], { stdio: [input, 'pipe', 'inherit'] });
-}
-
-async function firstLine(proc: ReturnType<typeof spawn>): Promise<string> {
-  return new Promise((resolve, reject) => {
-    let out = '';
-    proc.stdout?.setEncoding('utf8');
-    proc.stdout?.on('data', (chunk: string) => {
-      out += chunk;
-      const nl = out.indexOf('\n');
-      if (nl !== -1) resolve(out.slice(0, nl));
-    });
-    proc.on('exit', (code) => { reject(new Error(`child exited with ${String(code)} before answering`)); });
-  });
+function child(args: readonly string[], input: 'pipe' | 'ignore'): ChildProcess {
+  return benchChild(fileURLToPath(import.meta.url), args, input);
 }
 
 async function main(): Promise<void> {
@@ -555,7 +543,7 @@ function stripMicro(): Record<string, number> {
   };
 }
 
-function stripChild(args: readonly string[], path: StripPath): ReturnType<typeof spawn> {
+function stripChild(args: readonly string[], path: StripPath): ChildProcess {
   return spawn(process.execPath, ['--expose-gc', fileURLToPath(import.meta.url), ...args], { stdio: ['ignore', 'pipe', 'inherit'], env: { ...process.env, STRIP_PATH: path } });
 }
 
