@@ -1,5 +1,5 @@
-// A benchmark's child processes: each variant or server runs in a fresh Node (with --expose-gc),
-// so the JIT warm-up and heap of one cannot favour another, and answers its parent on stdout.
+// A benchmark's child processes: each variant, server or measured process runs in a fresh Node
+// (with --expose-gc), so the JIT warm-up and heap of one cannot favour another.
 import { spawn, type ChildProcess } from 'node:child_process';
 
 /** `file` run as a child with --expose-gc and `args`; its stdout piped, stderr shared. */
@@ -19,4 +19,12 @@ export async function firstLine(proc: ChildProcess): Promise<string> {
     });
     proc.on('exit', (code) => { reject(new Error(`child exited with ${String(code)} before answering`)); });
   });
+}
+
+/** `--env=NAME=VALUE` arguments (repeatable): more environment for the measured child process. */
+export function envArguments(args: readonly string[]): Record<string, string> {
+  return Object.fromEntries(args.filter((a) => a.startsWith('--env=')).map((a) => {
+    const [name = '', ...value] = a.slice('--env='.length).split('=');
+    return [name, value.join('=')];
+  }));
 }

@@ -26,6 +26,7 @@ import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { loadavg, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { createInterface } from 'node:readline';
+import { envArguments } from './child.ts';
 
 const args = process.argv.slice(2);
 const objects = Number(args.find((a) => a.startsWith('--objects='))?.slice(10) ?? 0);
@@ -36,10 +37,7 @@ const h1 = args.includes('--h1');
 const ownContexts = args.includes('--own-contexts');
 const layers = args.includes('--layers');
 const nodeSettings = args.includes('--node-settings');
-const extraEnv = Object.fromEntries(args.filter((a) => a.startsWith('--env=')).map((a) => {
-  const [name = '', ...value] = a.slice('--env='.length).split('=');
-  return [name, value.join('=')];
-}));
+const extraEnv = envArguments(args);
 const childEnv = { ...process.env, ...(args.includes('--trim') ? { LAYERS_TRIM: '1' } : {}), ...(h1 ? { PERCLUSTER_HTTP2: '0' } : {}), ...(ownContexts ? { PERCLUSTER_OWN_CONTEXTS: '1' } : {}), ...extraEnv };
 const explicit = args.filter((a) => !a.startsWith('--')).map(Number);
 // `make bench` passes nothing: three sizes, enough for the fit.
@@ -51,6 +49,15 @@ type Mem = Record<'rss' | 'heap' | 'heapTotal' | 'external' | 'arrayBuffers' | '
 
 // --fleet=FILE: a sim host's JSON line already served elsewhere (repeat runs against one host).
 const host = spawn(process.execPath, given === undefined ? [join(here, 'scale/sim-host.ts'), String(Math.max(...sizes) + (layers ? 1 : 0)), String(objects)] : ['-e', `console.log(require('node:fs').readFileSync(${JSON.stringify(given)}, 'utf8').trim()); process.stdin.resume()`], { stdio: ['pipe', 'pipe', 'inherit'] });
+/** Runs a measured process (`argv` after node) to its end; the JSON it printed. */
+async function measured(argv: readonly string[]): Promise<unknown> {
+  const child = spawn(process.execPath, argv, { stdio: ['ignore', 'pipe', 'inherit'], env: childEnv });
+  let out = '';
+  child.stdout.on('data', (chunk: Buffer) => { out += chunk.toString(); });
+  const code = await new Promise<number | null>((resolve) => { child.once('exit', resolve); });
+  if (code !== 0) throw new Error(`measured process exited with ${code}`);
+  return JSON.parse(out);
+}
 const rows: { n: number; d: Mem }[] = [];
 /** `--layers`: memory after each layer (bench/percluster/layers.ts), in order. */
 let layered: { clusters: number; steps: [string, Record<string, number>][] } | undefined;
@@ -66,22 +73,12 @@ try {
     if (layers) {
       const n = Math.max(...sizes);
       const argv = ['--expose-gc', ...(semi === undefined ? [] : [`--max-semi-space-size=${semi}`]), join(here, 'percluster/layers.ts'), file, String(n), ownContexts ? 'own' : 'shared', nodeSettings ? 'node' : 'ours'];
-      const child = spawn(process.execPath, argv, { stdio: ['ignore', 'pipe', 'inherit'], env: childEnv });
-      let out = '';
-      child.stdout.on('data', (chunk: Buffer) => { out += chunk.toString(); });
-      const code = await new Promise<number | null>((resolve) => { child.once('exit', resolve); });
-      if (code !== 0) throw new Error(`measured process exited with ${code}`);
-      const r = JSON.parse(out) as Record<string, unknown> & { clusters: number };
+      const r = await measured(argv) as Record<string, unknown> & { clusters: number };
       layered = { clusters: r.clusters, steps: Object.entries(r).filter((e): e is [string, Record<string, number>] => typeof e[1] === 'object' && e[1] !== null) };
     }
     for (const n of layers ? [] : sizes) {
       const argv = ['--expose-gc', ...(semi === undefined ? [] : [`--max-semi-space-size=${semi}`]), join(here, 'percluster/measure.ts'), file, String(n), ...(snapshots === undefined ? [] : [join(snapshots, `n${n}.heapsnapshot`)])];
-      const child = spawn(process.execPath, argv, { stdio: ['ignore', 'pipe', 'inherit'], env: childEnv });
-      let out = '';
-      child.stdout.on('data', (chunk: Buffer) => { out += chunk.toString(); });
-      const code = await new Promise<number | null>((resolve) => { child.once('exit', resolve); });
-      if (code !== 0) throw new Error(`measured process exited with ${code}`);
-      const r = JSON.parse(out) as { base: Mem; loaded: Mem; reduced: Mem };
+      const r = await measured(argv) as { base: Mem; loaded: Mem; reduced: Mem };
       const d = Object.fromEntries(Object.keys(r.base).map((k) => [k, r.loaded[k as keyof Mem] - r.base[k as keyof Mem]])) as Mem;
       d.reducedRss = r.reduced.rss - r.base.rss;
       rows.push({ n, d });

@@ -17,6 +17,7 @@ import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { loadavg, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { createInterface } from 'node:readline';
+import { envArguments } from './child.ts';
 
 interface Config { readonly clusters: number; readonly objects: number; readonly fdLimit: number | undefined }
 interface Snapshot { readonly rss: number; readonly heap: number; readonly fds: number }
@@ -50,10 +51,7 @@ const trim = args.includes('--trim');
 // memory reducer starts 8 s after a major GC, and runs in Node only under --optimize-for-size).
 const settle = args.find((a) => a.startsWith('--settle='))?.slice('--settle='.length);
 // `--env=NAME=VALUE` (repeatable): more environment for the measured process (glibc's MALLOC_* tunables).
-const extraEnv = Object.fromEntries(args.filter((a) => a.startsWith('--env=')).map((a) => {
-  const [name = '', ...value] = a.slice('--env='.length).split('=');
-  return [name, value.join('=')];
-}));
+const extraEnv = envArguments(args);
 /** `--objects=lazy`: caches keep objects as text (issue 27). */
 const objects = args.includes('--objects=lazy') ? 'lazy' : 'parsed';
 const parse = (spec: string): Config => {

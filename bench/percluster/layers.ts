@@ -13,12 +13,12 @@
 // and after (6) to FILE.base, FILE.closed, FILE.reduced.
 // argv: fleet file, N, `shared` | `own` (secure contexts), `ours` | `node` (session settings:
 // the transport's, or node:http2's defaults). Prints one JSON line: the memory after each layer.
-import { execFileSync } from 'node:child_process';
 import * as http2 from 'node:http2';
 import { readFileSync, writeFileSync } from 'node:fs';
 import * as tls from 'node:tls';
 import { setTimeout as delay } from 'node:timers/promises';
 import { getHeapSpaceStatistics } from 'node:v8';
+import { brkHeapBytes, mallocTrim, memoryReducingGc } from '../process-memory.ts';
 
 interface Target { readonly name: string; readonly kubeconfig: string }
 const fleet = JSON.parse(readFileSync(process.argv[2] ?? '', 'utf8')) as Target[];
@@ -45,18 +45,11 @@ const gc = async (): Promise<void> => {
     await delay(50);
   }
 };
-/** The main malloc arena's brk heap (glibc), from /proc/self/smaps. */
-const brk = (): number => {
-  const smaps = readFileSync('/proc/self/smaps', 'utf8');
-  const at = smaps.indexOf('[heap]');
-  const rss = at < 0 ? null : /^Rss:\s+(\d+) kB/m.exec(smaps.slice(at));
-  return rss === null ? 0 : Number(rss[1]) * 1024;
-};
 const memory = (): Record<string, number> => {
   const m = process.memoryUsage();
   const spaces = getHeapSpaceStatistics();
   return {
-    rss: m.rss, heapUsed: m.heapUsed, heapTotal: m.heapTotal, external: m.external, arrayBuffers: m.arrayBuffers, brk: brk(),
+    rss: m.rss, heapUsed: m.heapUsed, heapTotal: m.heapTotal, external: m.external, arrayBuffers: m.arrayBuffers, brk: brkHeapBytes(),
     newSpace: spaces.find((s) => s.space_name === 'new_space')?.space_size ?? 0,
   };
 };
@@ -117,9 +110,8 @@ const warmSession = await session(await connect(warm), warm);
 await watches(warmSession, warm, await lists(warmSession, warm));
 
 const trimming = process.env.LAYERS_TRIM === '1';
-const trim = (): void => { execFileSync('gdb', ['-p', String(process.pid), '-batch', '-ex', 'call (int)malloc_trim(0)'], { stdio: 'ignore', timeout: 60_000 }); };
 await gc();
-if (trimming) trim();
+if (trimming) mallocTrim();
 const base = memory();
 const maps = process.env.LAYERS_MAPS;
 if (maps !== undefined) writeFileSync(`${maps}.base`, readFileSync('/proc/self/smaps'));
@@ -139,7 +131,7 @@ await gc();
 const watchLayer = memory();
 let live: Record<string, number> | undefined;
 if (trimming) {
-  trim();
+  mallocTrim();
   live = memory();
 }
 // Every session and socket destroyed: what stays is malloc's (free pages it keeps), not theirs.
@@ -152,13 +144,13 @@ await delay(Number(process.env.LAYERS_IDLE ?? 0));
 const idleLayer = memory();
 // V8's memory-reducing collection (what its memory reducer runs on an idle process): it also
 // hands back the 256 KiB pages V8 keeps pooled, resident but outside `heapTotal`.
-(globalThis as { gc?: (o: object) => void }).gc?.({ type: 'major', execution: 'sync', flavor: 'last-resort' });
+memoryReducingGc();
 await delay(500);
 const reducedLayer = memory();
 if (maps !== undefined) writeFileSync(`${maps}.reduced`, readFileSync('/proc/self/smaps'));
 let trimmed: Record<string, number> | undefined;
 if (trimming) {
-  trim();
+  mallocTrim();
   trimmed = memory();
 }
 process.stdout.write(`${JSON.stringify({ clusters: counted.length, contexts, settings, base, tls: tlsLayer, h2: h2Layer, lists: listLayer, watches: watchLayer, ...(live === undefined ? {} : { 'watches, malloc_trim(0)': live }), closed: closedLayer, idle: idleLayer, reduced: reducedLayer, ...(trimmed === undefined ? {} : { trimmed }) })}\n`);

@@ -13,6 +13,7 @@ import { getHeapSpaceStatistics, writeHeapSnapshot } from 'node:v8';
 import { StaticProvider } from '../../lib/cluster/index.ts';
 import { registryWithKeeper } from '../../lib/registry/testing.ts';
 import { FLEET_KINDS } from '../fleet-kinds.ts';
+import { brkHeapBytes, memoryReducingGc } from '../process-memory.ts';
 
 interface Target { readonly name: string; readonly kubeconfig: string }
 const KINDS = FLEET_KINDS;
@@ -31,24 +32,13 @@ const gc = async (): Promise<void> => {
     await delay(50);
   }
 };
-/** The main malloc arena's brk heap (glibc), from /proc/self/smaps. */
-const brk = (): number => {
-  try {
-    const smaps = readFileSync('/proc/self/smaps', 'utf8');
-    const at = smaps.indexOf('[heap]');
-    const rss = at < 0 ? null : /^Rss:\s+(\d+) kB/m.exec(smaps.slice(at));
-    return rss === null ? 0 : Number(rss[1]) * 1024;
-  } catch {
-    return 0; // not Linux
-  }
-};
 const memory = (): Record<string, number> => {
   const m = process.memoryUsage();
-  return { rss: m.rss, heap: m.heapUsed, heapTotal: m.heapTotal, external: m.external, arrayBuffers: m.arrayBuffers, brk: brk() };
+  return { rss: m.rss, heap: m.heapUsed, heapTotal: m.heapTotal, external: m.external, arrayBuffers: m.arrayBuffers, brk: brkHeapBytes() };
 };
 /** V8's memory-reducing collection (as its memory reducer runs): pooled pages go back too. */
 const reduce = async (): Promise<void> => {
-  (globalThis as { gc?: (options: object) => void }).gc?.({ type: 'major', execution: 'sync', flavor: 'last-resort' });
+  memoryReducingGc();
   await delay(200);
 };
 

@@ -2,13 +2,13 @@
 // four kinds at once; reports time to all synced, RSS, heap, descriptors and CPU, then lets every
 // owner go and reports what is left once the caches are collected. argv: a file holding the
 // sim host's JSON line. Prints one JSON line on stdout.
-import { execFileSync } from 'node:child_process';
 import { readdirSync, readFileSync } from 'node:fs';
 import { setTimeout as delay } from 'node:timers/promises';
 import { getHeapSpaceStatistics } from 'node:v8';
 import { StaticProvider } from '../../lib/cluster/index.ts';
 import { registryWithKeeper } from '../../lib/registry/testing.ts';
 import { FLEET_KINDS } from '../fleet-kinds.ts';
+import { brkHeapBytes, mallocTrim, memoryReducingGc } from '../process-memory.ts';
 
 interface Target { readonly name: string; readonly kubeconfig: string }
 const KINDS = FLEET_KINDS;
@@ -41,16 +41,9 @@ const breakdown = (): Record<string, unknown> => {
   const spaces = Object.fromEntries(getHeapSpaceStatistics().map((s) => [s.space_name, { size: s.space_size, used: s.space_used_size, physical: s.physical_space_size }]));
   const status = procKb('/proc/self/status', ['VmRSS', 'RssAnon', 'RssFile', 'RssShmem']);
   const threads = /^Threads:\s+(\d+)/m.exec((() => { try { return readFileSync('/proc/self/status', 'utf8'); } catch { return ''; } })());
-  // The main malloc arena's brk heap (glibc): what freed Buffers and native allocations leave resident.
-  let brk = 0;
-  try {
-    const smaps = readFileSync('/proc/self/smaps', 'utf8');
-    const at = smaps.indexOf('[heap]');
-    const rss = at < 0 ? null : /^Rss:\s+(\d+) kB/m.exec(smaps.slice(at));
-    brk = rss === null ? 0 : Number(rss[1]) * 1024;
-  } catch { /* not Linux */ }
   return {
-    brk, rss: m.rss, heapTotal: m.heapTotal, heapUsed: m.heapUsed, external: m.external, arrayBuffers: m.arrayBuffers,
+    // The main malloc arena's brk heap (glibc): what freed Buffers and native allocations leave resident.
+    brk: brkHeapBytes(), rss: m.rss, heapTotal: m.heapTotal, heapUsed: m.heapUsed, external: m.external, arrayBuffers: m.arrayBuffers,
     spaces, ...status, threads: threads === null ? 0 : Number(threads[1]),
   };
 };
@@ -113,7 +106,7 @@ const settledDetail = breakdown();
 // also hands back the 256 KiB pages V8 keeps pooled after the sync burst, resident but outside
 // heapTotal, which the rows above count as "outside heap" (issue 27).
 const reduceStarted = performance.now();
-(globalThis as { gc?: (options: object) => void }).gc?.({ type: 'major', execution: 'sync', flavor: 'last-resort' });
+memoryReducingGc();
 const reduceMs = performance.now() - reduceStarted;
 await delay(500);
 const reducedDetail = breakdown();
@@ -122,7 +115,7 @@ const reducedDetail = breakdown();
 let trimmedDetail: Record<string, unknown> | undefined;
 if (process.env.SCALE_TRIM === '1') {
   try {
-    execFileSync('gdb', ['-p', String(process.pid), '-batch', '-ex', 'call (int)malloc_trim(0)'], { stdio: 'ignore', timeout: 60_000 });
+    mallocTrim();
     trimmedDetail = breakdown();
   } catch (err) {
     process.stderr.write(`# malloc_trim via gdb failed: ${String(err)}\n`);
