@@ -2,9 +2,9 @@
 // (with --expose-gc), so the JIT warm-up and heap of one cannot favour another.
 import { spawn, type ChildProcess } from 'node:child_process';
 
-/** `file` run as a child with --expose-gc and `args`; its stdout piped, stderr shared. */
-export function benchChild(file: string, args: readonly string[], input: 'pipe' | 'ignore'): ChildProcess {
-  return spawn(process.execPath, ['--expose-gc', file, ...args], { stdio: [input, 'pipe', 'inherit'] });
+/** `file` run as a child with --expose-gc and `args` (and `env` added); its stdout piped, stderr shared. */
+export function benchChild(file: string, args: readonly string[], input: 'pipe' | 'ignore', env: Readonly<Record<string, string>> = {}): ChildProcess {
+  return spawn(process.execPath, ['--expose-gc', file, ...args], { stdio: [input, 'pipe', 'inherit'], env: { ...process.env, ...env } });
 }
 
 /** The first line a child prints; rejects if it exits before printing one. */

@@ -22,7 +22,7 @@
 // and the same informers are also run with `http2: false` and both receive floors beside them. To
 // profile a variant there: `--serve --h2` prints the URL and the certificate (`ca`, base64 PEM),
 // then `--variant fleetcache --server URL --ca BASE64`.
-import { spawn, type ChildProcess } from 'node:child_process';
+import type { ChildProcess } from 'node:child_process';
 import { createServer, get as httpGet } from 'node:http';
 import { connect as h2Connect, createSecureServer } from 'node:http2';
 import { get as httpsGet } from 'node:https';
@@ -544,7 +544,7 @@ function stripMicro(): Record<string, number> {
 }
 
 function stripChild(args: readonly string[], path: StripPath): ChildProcess {
-  return spawn(process.execPath, ['--expose-gc', fileURLToPath(import.meta.url), ...args], { stdio: ['ignore', 'pipe', 'inherit'], env: { ...process.env, STRIP_PATH: path } });
+  return benchChild(fileURLToPath(import.meta.url), args, 'ignore', { STRIP_PATH: path });
 }
 
 async function stripComparison(): Promise<void> {
