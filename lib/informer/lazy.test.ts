@@ -358,7 +358,7 @@ describe('lazy objects', () => {
     assert.equal(parsed.stats().decodes, 0);
     const client = new FakeResourceClient();
     assert.throws(() => new ResourceInformer({ client, decodedCacheSize: -1 }), TypeError);
-    assert.throws(() => new ResourceInformer({ client, objects: 'eager' as 'lazy' }), /objects must be 'lazy' or 'parsed'/);
+    assert.throws(() => new ResourceInformer({ client, objects: 'eager' as 'lazy' }), /objects must be 'lazy', 'parsed' or 'compressed'/);
   });
 
   it('retainedBytes follows what the cache holds: about the text of each object, less after a delete', async () => {

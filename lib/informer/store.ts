@@ -1,4 +1,5 @@
 import type { KubeObject, ObjectMeta } from '../transport/index.ts';
+import { dictionaryFrom, DICTIONARY_BYTES, pack, Packed } from './pack.ts';
 
 /**
  * Values an object is indexed under; an empty array leaves it out of the index. Index values are
@@ -61,10 +62,12 @@ export interface StoreReader<T extends KubeObject = KubeObject> {
 export type ObjectHead = KubeObject & { readonly metadata: ObjectMeta };
 
 /**
- * One cached object: its JSON text (lazy; parsed on read) or, for an informer whose transform
- * needs whole objects (or an object whose text could not be made), the frozen object itself.
- * Exactly one of `text` and `obj` is set. `metadataStart`/`metadataEnd` locate the metadata in
- * `text` (-1 when unknown: the head then costs a whole parse). Immutable: a change is a new slot.
+ * One cached object: its JSON text (lazy; parsed on read), that text deflated (a cold object of a
+ * compressed cache: {@link Slot.text} inflates it), or, for an informer whose transform needs whole
+ * objects (or an object whose text could not be made), the frozen object itself. Exactly one of
+ * `text` and `obj` is set. `metadataStart`/`metadataEnd` locate the metadata in `text` (-1 when
+ * unknown: the head then costs a whole parse). Immutable: a change is a new slot. `born` is when
+ * it was made, in {@link slotTicks}.
  *
  * Compact because there is one per cached object (issue 27): five fields, no strings of its own
  * where the text has them. A text's uid and resourceVersion are kept as where they are in the
@@ -72,17 +75,23 @@ export type ObjectHead = KubeObject & { readonly metadata: ObjectMeta };
  * read from its metadata. A value the text does not hold verbatim (an escape) is kept as a string.
  */
 export class Slot<T extends KubeObject = KubeObject> {
-  readonly #body: string | T;
+  readonly #body: string | Packed | T;
   readonly metadataStart: number;
   readonly metadataEnd: number;
   readonly #uid: string | number | typeof NONE | undefined;
   readonly #rv: string | number | typeof NONE | undefined;
+  readonly born: number;
 
-  constructor(text: string | undefined, obj: T | undefined, metadataStart: number, metadataEnd: number, uid: string | undefined, resourceVersion: string | undefined) {
+  constructor(text: string | Packed | undefined, obj: T | undefined, metadataStart: number, metadataEnd: number, uid: string | undefined, resourceVersion: string | undefined, born = slotTicks()) {
     this.#body = text ?? obj ?? ({} as T);
     this.metadataStart = metadataStart;
     this.metadataEnd = metadataEnd;
-    if (text === undefined) {
+    this.born = born;
+    if (text instanceof Packed) {
+      // Kept as strings: comparing in place would cost an inflate per event.
+      this.#uid = uid ?? NONE;
+      this.#rv = resourceVersion ?? NONE;
+    } else if (text === undefined) {
       // Read from the object's own metadata unless told otherwise.
       const meta = obj?.metadata;
       this.#uid = meta?.uid === uid ? undefined : uid ?? NONE;
@@ -93,12 +102,37 @@ export class Slot<T extends KubeObject = KubeObject> {
     }
   }
 
+  /** The object's text; inflated on every call when packed (see {@link packed}). */
   get text(): string | undefined {
-    return typeof this.#body === 'string' ? this.#body : undefined;
+    const body = this.#body;
+    if (typeof body === 'string') return body;
+    return body instanceof Packed ? body.text() : undefined;
   }
 
   get obj(): T | undefined {
-    return typeof this.#body === 'string' ? undefined : this.#body;
+    const body = this.#body;
+    return typeof body === 'string' || body instanceof Packed ? undefined : body;
+  }
+
+  /** True when the text is kept deflated. */
+  get packed(): boolean {
+    return this.#body instanceof Packed;
+  }
+
+  /**
+   * This slot with its text deflated against `dictionary`, or, when deflating saves too little, the
+   * same text marked never to be tried again; undefined when it is not {@link packable}.
+   */
+  packWith(dictionary: Buffer): Slot<T> | undefined {
+    const body = this.#body;
+    if (typeof body !== 'string' || this.born === NEVER) return undefined;
+    const packed = pack(body, dictionary);
+    return new Slot<T>(packed ?? body, undefined, this.metadataStart, this.metadataEnd, this.uid, this.resourceVersion, packed === undefined ? NEVER : this.born);
+  }
+
+  /** True for a text slot that may still be packed (not packed, not found not worth it). */
+  get packable(): boolean {
+    return typeof this.#body === 'string' && this.born !== NEVER;
   }
 
   get uid(): string | undefined {
@@ -134,14 +168,23 @@ export class Slot<T extends KubeObject = KubeObject> {
     if (typeof ref === 'number') return typeof body === 'string' ? body.slice(Math.floor(ref / 512), Math.floor(ref / 512) + (ref % 512)) : undefined;
     if (ref === NONE) return undefined;
     if (ref !== undefined) return ref;
-    return typeof body === 'string' ? undefined : body.metadata?.[name];
+    return typeof body === 'string' || body instanceof Packed ? undefined : body.metadata?.[name];
   }
 
   /** Bytes retained for this slot: its text (one byte per character as V8 keeps Latin-1 text) and a fixed estimate for the rest. */
   get retainedBytes(): number {
-    const text = this.text;
-    return text === undefined ? PARSED_ESTIMATE_BYTES : SLOT_OVERHEAD_BYTES + text.length;
+    const body = this.#body;
+    if (typeof body === 'string') return SLOT_OVERHEAD_BYTES + body.length;
+    return body instanceof Packed ? PACKED_OVERHEAD_BYTES + body.length : PARSED_ESTIMATE_BYTES;
   }
+}
+
+/** The `born` of a slot whose text deflating would not shrink enough: never tried again. */
+const NEVER = 2 ** 30 - 1;
+
+/** A slot's clock: tenths of a second of the process's monotonic clock (a small integer for years). */
+export function slotTicks(): number {
+  return Math.floor(performance.now() / 100);
 }
 
 /** A uid or resourceVersion known to be absent (a parsed object's metadata cannot say otherwise). */
@@ -162,6 +205,8 @@ function locate(text: string, value: string | undefined, from: number, to: numbe
  * estimate, not a measurement.
  */
 const SLOT_OVERHEAD_BYTES = 160;
+/** A packed object's besides its bytes: the slot's own, its uid and resourceVersion strings and the {@link Packed} (estimate). */
+const PACKED_OVERHEAD_BYTES = 260;
 /** A parsed object has no cheap size: a flat estimate, everything included (1,930 B measured for issue 27's 3.2 KB ConfigMap). */
 const PARSED_ESTIMATE_BYTES = 1_900;
 
@@ -206,6 +251,12 @@ export class Store<T extends KubeObject = KubeObject> implements StoreReader<T> 
   readonly #decodedMax: number;
   #decodes = 0;
   #retained = 0;
+  /** Slots of `#items` held packed. */
+  #packed = 0;
+  /** What this cache's objects are deflated against: sampled from its own texts on the first compaction with enough of them. */
+  #dictionary: Buffer | undefined;
+  /** Where the compaction walk in progress is (a live Map iterator: it tolerates the writes between slices). */
+  #cursor: IterableIterator<[string, Slot<T>]> | undefined;
   /**
    * One entry per index, `namespace` first: walked on every write, so an array, not a map; found
    * by name by a walk too (a store has a handful of indexes, and a Map of them cost about 190 bytes
@@ -238,6 +289,41 @@ export class Store<T extends KubeObject = KubeObject> implements StoreReader<T> 
   /** Estimated bytes the cached objects hold (see {@link Slot.retainedBytes}). */
   get retainedBytes(): number {
     return this.#retained;
+  }
+
+  /** Objects held deflated (see {@link compact}). */
+  get packed(): number {
+    return this.#packed;
+  }
+
+  /**
+   * Deflates the text of objects unchanged since `olderThan` ({@link slotTicks}) and not in the
+   * decoded cache (read lately), walking on from where the last call stopped, for about `budgetMs`.
+   * True when the walk reached the end (the next call starts a new one). Nothing is packed until the
+   * cache holds twice a dictionary's worth of text: a few objects are not worth a dictionary.
+   */
+  compact(olderThan: number, budgetMs: number): boolean {
+    const items = this.#items;
+    if (items === undefined || this.#retained < 2 * DICTIONARY_BYTES) return true;
+    const dictionary = this.#dictionary ??= dictionaryFrom(texts(items.values()));
+    const cursor = this.#cursor ??= items.entries();
+    const until = performance.now() + budgetMs;
+    for (let n = 1; ; n++) {
+      if ((n & 15) === 0 && performance.now() >= until) return false;
+      const next = cursor.next();
+      if (next.done === true) {
+        this.#cursor = undefined;
+        return true;
+      }
+      const [key, slot] = next.value;
+      if (!slot.packable || slot.born > olderThan || this.#decoded?.has(key) === true) continue;
+      const packed = slot.packWith(dictionary);
+      if (packed === undefined) continue;
+      // Same key, same head: the indexes are unchanged. Map iterators visit a replaced key once.
+      items.set(key, packed);
+      this.#retained += packed.retainedBytes - slot.retainedBytes;
+      if (packed.packed) this.#packed++;
+    }
   }
 
   get(key: string): T | undefined {
@@ -341,8 +427,12 @@ export class Store<T extends KubeObject = KubeObject> implements StoreReader<T> 
     const items = this.#items ??= new Map<string, Slot<T>>();
     const previous = items.get(key);
     const replacing = previous !== undefined;
-    if (previous !== undefined) this.#retained -= previous.retainedBytes;
+    if (previous !== undefined) {
+      this.#retained -= previous.retainedBytes;
+      if (previous.packed) this.#packed--;
+    }
     this.#retained += slot.retainedBytes;
+    if (slot.packed) this.#packed++;
     // A new key is kept flat: `namespace/name` built by concatenation is a rope holding both parts
     // (about 50 bytes more per object). A replaced entry keeps the key it has.
     if (!replacing) key = flatKey(key);
@@ -399,6 +489,7 @@ export class Store<T extends KubeObject = KubeObject> implements StoreReader<T> 
     if (items === undefined || previous === undefined) return undefined;
     items.delete(key);
     this.#retained -= previous.retainedBytes;
+    if (previous.packed) this.#packed--;
     this.#decoded?.delete(key);
     for (const index of this.#indexes) {
       const files = index.files;
@@ -409,6 +500,11 @@ export class Store<T extends KubeObject = KubeObject> implements StoreReader<T> 
     }
     return previous;
   }
+}
+
+/** The texts of the slots that hold text (what a dictionary is sampled from). */
+function* texts<T extends KubeObject>(slots: Iterable<Slot<T>>): Iterable<string> {
+  for (const slot of slots) if (slot.packable) yield slot.text ?? '';
 }
 
 /** What an empty store iterates: never written. */

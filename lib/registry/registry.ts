@@ -99,6 +99,8 @@ export interface CacheInfo {
   readonly watchErrors: number;
   /** Estimated bytes the cache's objects hold (the informer's `stats().retainedBytes`); unset: not known. */
   readonly retainedBytes?: number | undefined;
+  /** Objects the cache holds deflated (`objects: 'compressed'`); unset: not known. */
+  readonly compressed?: number | undefined;
 }
 
 /** Options of {@link Registry.reader}. */
@@ -422,6 +424,7 @@ export class Registry {
         relists: stats.relists,
         watchErrors: entry.errors,
         retainedBytes: stats.retainedBytes,
+        compressed: stats.compressed,
       };
     });
   }

@@ -10,8 +10,11 @@ import { describeCacheKey, objectKeyOf, type CacheKey, type OwnerKey } from './k
 import type { Selection } from './selectors.ts';
 import type { TargetIndex } from './target-index.ts';
 
-/** The informer settings the registry applies to every cache (`objects: 'lazy'` keeps every cache's objects as text). */
-export type CacheInformerOptions = Pick<InformerOptions, 'pageSize' | 'transform' | 'objects' | 'decodedCacheSize' | 'resyncIntervalMs' | 'watchInactivityTimeoutMs' | 'backoff' | 'slowBackoff'>;
+/**
+ * The informer settings the registry applies to every cache (`objects: 'lazy'` keeps every cache's
+ * objects as text; `'compressed'` deflates them once cold, after `compressAfterMs`).
+ */
+export type CacheInformerOptions = Pick<InformerOptions, 'pageSize' | 'transform' | 'objects' | 'compressAfterMs' | 'decodedCacheSize' | 'resyncIntervalMs' | 'watchInactivityTimeoutMs' | 'backoff' | 'slowBackoff'>;
 
 /** Options of {@link CacheWiring}: the registry's, already validated. */
 export interface CacheWiringOptions {

@@ -1,0 +1,151 @@
+// Compressed objects (issue 27, `objects: 'compressed'`): a lazy cache deflates the text of objects
+// unchanged for `compressAfterMs`, in the background, against a dictionary of its own objects;
+// every read, handler and relist sees exactly what a lazy cache would.
+import assert from 'node:assert/strict';
+import { randomBytes } from 'node:crypto';
+import { afterEach, describe, it } from 'node:test';
+import { FakeResourceClient } from '../transport/testing.ts';
+import type { KubeObject } from '../transport/index.ts';
+import { KubeApiError } from '../util/index.ts';
+import { ResourceInformer, type InformerOptions, type ObjectHead } from './index.ts';
+import { dictionaryFrom, pack } from './pack.ts';
+import { settle } from '../../fixtures/support/index.ts';
+import { eventually } from '../../e2e/harness/index.ts';
+
+const running: ResourceInformer[] = [];
+afterEach(async () => {
+  await Promise.all(running.splice(0).map((i) => i.stop()));
+});
+
+/** A Deployment-like object as clusters hold them: similar across objects, every one different. */
+function deployment(i: number, image = `1.${i % 9}.${i}`): KubeObject {
+  return {
+    metadata: { namespace: 'apps', name: `web-${i}`, labels: { app: `web-${i}`, 'app.kubernetes.io/part-of': 'shop', team: `t${i % 7}` }, managedFields: [{ manager: 'kubectl', fieldsV1: { 'f:spec': {} } }] },
+    spec: {
+      replicas: 1 + (i % 3),
+      selector: { matchLabels: { app: `web-${i}` } },
+      template: {
+        metadata: { labels: { app: `web-${i}`, team: `t${i % 7}` } },
+        spec: { containers: [{ name: 'web', image: `ghcr.io/acme/web-${i % 13}:${image}`, ports: [{ containerPort: 8080 + (i % 4), name: 'http', protocol: 'TCP' }], env: [{ name: 'LOG_LEVEL', value: i % 2 === 0 ? 'debug' : 'info' }, { name: 'REGION', value: `eu-${i % 3}` }], resources: { requests: { cpu: `${100 + i}m`, memory: `${64 + i}Mi` } }, readinessProbe: { httpGet: { path: '/healthz', port: 'http', scheme: 'HTTP' }, periodSeconds: 10, timeoutSeconds: 1 }, imagePullPolicy: 'IfNotPresent', terminationMessagePath: '/dev/termination-log' }], restartPolicy: 'Always', dnsPolicy: 'ClusterFirst', schedulerName: 'default-scheduler' },
+      },
+      strategy: { type: 'RollingUpdate', rollingUpdate: { maxUnavailable: '25%', maxSurge: '25%' } },
+    },
+  };
+}
+
+function started(objects: readonly KubeObject[], options: Partial<InformerOptions> = {}): { client: FakeResourceClient; informer: ResourceInformer } {
+  const client = new FakeResourceClient();
+  for (const obj of objects) client.upsert(obj);
+  const informer = new ResourceInformer({ client, objects: 'compressed', compressAfterMs: 100, ...options });
+  running.push(informer);
+  return { client, informer };
+}
+
+const FLEET = Array.from({ length: 40 }, (_, i) => deployment(i));
+
+describe('compressed objects', () => {
+  it('cold objects are deflated in the background and read back exactly as a lazy cache reads them, frozen', async () => {
+    const { informer } = started(FLEET);
+    const lazy = new ResourceInformer({ client: started(FLEET, { objects: 'lazy' }).client, objects: 'lazy' });
+    running.push(lazy);
+    informer.start();
+    lazy.start();
+    await informer.waitForSync(AbortSignal.timeout(10_000));
+    await lazy.waitForSync(AbortSignal.timeout(10_000));
+    const text = informer.stats().retainedBytes;
+    await eventually('every object packed', () => informer.stats().compressed === FLEET.length, { timeoutMs: 10_000 });
+    const packed = informer.stats().retainedBytes;
+    assert.ok(packed < text / 3, `${String(packed)} B held packed against ${String(text)} B as text`);
+    for (let i = 0; i < FLEET.length; i++) {
+      const obj = informer.store.get(`apps/web-${String(i)}`);
+      assert.deepEqual(obj, lazy.store.get(`apps/web-${String(i)}`));
+      assert.ok(obj !== undefined && Object.isFrozen(obj) && Object.isFrozen(obj.metadata));
+    }
+    assert.equal(informer.store.byIndex('namespace', 'apps').length, FLEET.length);
+    assert.equal(informer.stats().decodes, FLEET.length, 'each read past the decoded cache parses once');
+  });
+
+  it('a change to a packed object stores it as text again; handlers see the packed old object and the new one; a delete and a relist work on packed slots', async () => {
+    const { client, informer } = started(FLEET);
+    const updates: [ObjectHead, ObjectHead][] = [];
+    const whole: [string, string][] = [];
+    const deletes: string[] = [];
+    informer.addHeadHandler({ update: (old, current) => { updates.push([old, current]); }, delete: (h) => { deletes.push(h.metadata.name ?? ''); } });
+    informer.start();
+    await informer.waitForSync(AbortSignal.timeout(10_000));
+    await eventually('packed', () => informer.stats().compressed === FLEET.length, { timeoutMs: 10_000 });
+    const before = informer.store.get('apps/web-3');
+    client.upsert(deployment(3, '2.0.0'));
+    await settle();
+    assert.equal(informer.stats().compressed, FLEET.length - 1, 'the changed object is text until it is cold again');
+    const [old, current] = updates.at(-1) ?? [];
+    assert.equal(old?.metadata.resourceVersion, before?.metadata?.resourceVersion, 'the old head comes from the packed text');
+    assert.deepEqual(old?.metadata.labels, before?.metadata?.labels);
+    assert.notEqual(current?.metadata.resourceVersion, old?.metadata.resourceVersion);
+    const now = informer.store.get('apps/web-3') as { spec: { template: { spec: { containers: { image: string }[] } } } } | undefined;
+    assert.equal(now?.spec.template.spec.containers[0]?.image, 'ghcr.io/acme/web-3:2.0.0');
+    // A whole-object handler added now gets every object, packed ones inflated.
+    informer.addHandler({ add: (obj) => { whole.push([obj.metadata?.name ?? '', String((obj as { spec?: { replicas?: number } }).spec?.replicas)]); } });
+    await settle();
+    assert.equal(whole.length, FLEET.length);
+    assert.ok(whole.some(([name, replicas]) => name === 'web-5' && replicas === '3'));
+    client.remove('apps/web-7');
+    await settle();
+    assert.deepEqual(deletes, ['web-7']);
+    // A relist compares resourceVersions of packed slots: nothing unchanged is reported.
+    const relistUpdates = updates.length;
+    client.stream?.fail(new KubeApiError({ cluster: 'fake', gvk: { group: '', version: 'v1', kind: 'ConfigMap' }, statusCode: 410, status: { kind: 'Status', reason: 'Expired', code: 410 } }));
+    await eventually('relisted', () => informer.stats().relists === 1);
+    await settle();
+    assert.equal(updates.length, relistUpdates, 'no update for objects the relist found unchanged');
+    assert.equal(informer.stats().objects, FLEET.length - 1);
+  });
+
+  it('objects deflating would not shrink stay text and are not tried again; Secrets are never packed', async () => {
+    const random = Array.from({ length: 30 }, (_, i): KubeObject => ({ metadata: { namespace: 'apps', name: `blob-${String(i)}` }, data: { blob: randomBytes(4000).toString('base64') } }));
+    const { informer } = started(random);
+    informer.start();
+    await informer.waitForSync(AbortSignal.timeout(10_000));
+    const text = informer.stats().retainedBytes;
+    await new Promise((resolve) => setTimeout(resolve, 600));
+    // The dictionary is sampled from the cache's own texts (8 KiB: one or two of these objects),
+    // and those deflate to almost nothing against it; no other does.
+    assert.ok(informer.stats().compressed <= 2, `${String(informer.stats().compressed)} packed`);
+    assert.ok(informer.stats().retainedBytes > text * 0.9);
+    assert.equal(informer.store.get('apps/blob-4')?.metadata?.name, 'blob-4');
+
+    const secrets = new FakeResourceClient({ info: { gvk: { group: '', version: 'v1', kind: 'Secret' }, resource: 'secrets', namespaced: true, verbs: ['list', 'watch'] } });
+    for (const obj of FLEET) secrets.upsert(obj);
+    const secretInformer = new ResourceInformer({ client: secrets, objects: 'compressed', compressAfterMs: 100 });
+    running.push(secretInformer);
+    secretInformer.start();
+    await secretInformer.waitForSync(AbortSignal.timeout(10_000));
+    await new Promise((resolve) => setTimeout(resolve, 600));
+    assert.equal(secretInformer.stats().compressed, 0, 'a compressed size could tell what repeats in a Secret');
+  });
+
+  it('objects read lately stay text; the option is checked', async () => {
+    const { informer } = started(FLEET, { decodedCacheSize: 8 });
+    informer.start();
+    await informer.waitForSync(AbortSignal.timeout(10_000));
+    for (let i = 0; i < 8; i++) informer.store.get(`apps/web-${String(i)}`);
+    await eventually('the rest packed', () => informer.stats().compressed === FLEET.length - 8, { timeoutMs: 10_000 });
+    await new Promise((resolve) => setTimeout(resolve, 300));
+    assert.equal(informer.stats().compressed, FLEET.length - 8, 'the 8 in the decoded cache were left as text');
+    const client = new FakeResourceClient();
+    assert.throws(() => new ResourceInformer({ client, objects: 'compressed', compressAfterMs: 10 }), /compressAfterMs must be at least 100/);
+  });
+
+  it('a dictionary of the cache\'s own objects shrinks a similar object far more than deflate alone', () => {
+    const texts = FLEET.map((o) => JSON.stringify(o));
+    const dictionary = dictionaryFrom(texts.slice(0, 6));
+    assert.ok(dictionary.length <= 8192 && dictionary.length > 4096);
+    const sample = texts[30] ?? '';
+    const packed = pack(sample, dictionary);
+    const alone = pack(sample, Buffer.alloc(0));
+    assert.ok(packed !== undefined && alone !== undefined);
+    assert.ok(packed.length < alone.length / 2, `${String(packed.length)} with the dictionary, ${String(alone.length)} without`);
+    assert.equal(packed.text(), sample);
+    assert.equal(pack(randomBytes(600).toString('base64'), dictionary), undefined, 'random text is not worth it');
+  });
+});
