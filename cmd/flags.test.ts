@@ -44,7 +44,7 @@ describe('--help', () => {
       assert.ok(text.startsWith(flag.description), `--${flag.name}: ${text}`);
       if (flag.default !== undefined) assert.match(text, new RegExp(`\\(default "?${flag.default}"?\\)$`), flag.name);
       // The parser knows every flag of the table.
-      const sample = flag.type === 'boolean' ? [`--${flag.name}`] : [`--${flag.name}`, flag.name === 'log-level' ? 'debug' : flag.name === 'log-format' ? 'console' : flag.name.endsWith('address') ? ':9000' : flag.name === 'concurrency' || flag.name === 'memory-budget' ? '2' : flag.value === 'duration' || flag.name.startsWith('kube-api-') || flag.name.startsWith('shard-') ? (flag.default ?? '') : 'x'];
+      const sample = flag.type === 'boolean' ? [`--${flag.name}`] : [`--${flag.name}`, flag.name === 'log-level' ? 'debug' : flag.name === 'log-format' ? 'console' : flag.name.endsWith('address') ? ':9000' : flag.name === 'concurrency' || flag.name === 'memory-budget' ? '2' : flag.name === 'cache-objects' ? 'lazy' : flag.value === 'duration' || flag.name.startsWith('kube-api-') || flag.name.startsWith('shard-') ? (flag.default ?? '') : 'x'];
       // The shard settings go with --shard.
       if (flag.name.startsWith('shard-')) sample.unshift('--shard');
       assert.doesNotThrow(() => parseFlags(sample), flag.name);
@@ -110,6 +110,7 @@ describe('parseFlags', () => {
       '--leader-elect-lease-duration=1m30s', '--leader-elect-renew-deadline', '20s', '--leader-elect-retry-period=500ms',
       '--cache-gc-grace-period', '2m', '--allow-private-webhooks', '--metrics-cert-path', '/certs', '--metrics-cert-key=key.pem',
       '--kube-api-qps=7.5', '--kube-api-burst', '12', '--kube-api-request-timeout=5s', '--app-kinds', 'HelmRelease.helm.toolkit.fluxcd.io, *.apps,ConfigMap',
+      '--cache-objects', 'compressed', '--cache-compress-after=90s',
     ]);
     assert.deepEqual(config, {
       kubeconfig: '/k',
@@ -145,6 +146,8 @@ describe('parseFlags', () => {
       renewDeadlineMs: 20_000,
       retryPeriodMs: 500,
       cacheGcGracePeriodMs: 120_000,
+      cacheObjects: 'compressed',
+      cacheCompressAfterMs: 90_000,
       kubeApiQps: 7.5,
       kubeApiBurst: 12,
       kubeApiRequestTimeoutMs: 5_000,
@@ -172,6 +175,16 @@ describe('parseFlags', () => {
     assert.equal(run(['--shard', `--shard-group=${group}`]).shardGroup, group);
     for (const name of [peerLeaseName(group, 'replica-a'), fenceLeaseName(group, 'ns/pipeline')]) assert.ok(isDnsLabel(name), name);
     assert.throws(() => parseFlags(['--shard', `--shard-group=${group}0`]), UsageError);
+  });
+
+  it('takes --cache-objects (parsed by default) and --cache-compress-after (60s, at least 100ms)', () => {
+    assert.equal(run([]).cacheObjects, 'parsed');
+    assert.equal(run([]).cacheCompressAfterMs, 60_000);
+    assert.equal(run(['--cache-objects=compressed', '--cache-compress-after=5m']).cacheObjects, 'compressed');
+    assert.equal(run(['--cache-objects=compressed', '--cache-compress-after=5m']).cacheCompressAfterMs, 300_000);
+    assert.equal(run(['--cache-objects=lazy']).cacheObjects, 'lazy');
+    assert.throws(() => parseFlags(['--cache-objects=zipped']), { name: 'UsageError', message: /^--cache-objects must be parsed, lazy or compressed, got "zipped"/ });
+    assert.throws(() => parseFlags(['--cache-compress-after=50ms']), { name: 'UsageError', message: /^--cache-compress-after must be at least 100ms/ });
   });
 
   it('takes --memory-budget in MiB, unset by default', () => {

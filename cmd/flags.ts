@@ -89,6 +89,10 @@ export interface Config {
   readonly kubeApiRequestTimeoutMs: number;
   /** Resident memory, in bytes, at or above which new caches are refused (`--memory-budget`); unset: no budget. */
   readonly memoryBudgetBytes?: number;
+  /** How target caches keep objects (`--cache-objects`). */
+  readonly cacheObjects: 'parsed' | 'lazy' | 'compressed';
+  /** With compressed objects: how long an object stays text once unchanged, in milliseconds. */
+  readonly cacheCompressAfterMs: number;
 }
 
 /** What the command line asks for. */
@@ -265,6 +269,14 @@ export const flagTable: readonly FlagSpec[] = [
   {
     name: 'memory-budget', type: 'string', value: 'mib',
     description: 'Refuse new caches (one cluster and kind) while the process\'s resident memory is at or above this many MiB, so that a fleet that outgrows the container fails the Pipelines that would add caches (their targets unreadable, with the reason) instead of getting the process OOM-killed; caches already built carry on. Leave room for them to grow: about 80 % of the container\'s memory limit. When unset: no budget.',
+  },
+  {
+    name: 'cache-objects', type: 'string', value: 'mode', default: 'parsed',
+    description: 'How caches keep the objects they watch: parsed (frozen objects: reads cost nothing), lazy (their JSON text, parsed when read: less CPU to sync a fleet) or compressed (lazy, and objects unchanged for --cache-compress-after deflated in the background: 8-16 % of their text for real objects, Secrets excepted; a read of one costs an inflate and a parse, about 10 µs). For fleets whose caches outgrow the container.',
+  },
+  {
+    name: 'cache-compress-after', type: 'string', value: 'duration', default: '60s',
+    description: 'With --cache-objects=compressed: how long an object must be unchanged and unread before it is deflated (at least 100ms).',
   },
   {
     name: 'allow-cross-namespace-targets', type: 'boolean', default: 'false',
@@ -493,9 +505,15 @@ export function parseFlags(argv: readonly string[]): Invocation {
   const memoryBudgetText = str('memory-budget');
   const memoryBudgetMiB = memoryBudgetText === undefined ? undefined : /^\d+$/.test(memoryBudgetText) ? Number(memoryBudgetText) : Number.NaN;
   if (memoryBudgetMiB !== undefined && !(Number.isSafeInteger(memoryBudgetMiB) && memoryBudgetMiB >= 1)) throw new UsageError(`--memory-budget must be a positive integer of MiB, got ${JSON.stringify(memoryBudgetText)}`);
+  const cacheObjects = str('cache-objects') ?? '';
+  if (cacheObjects !== 'parsed' && cacheObjects !== 'lazy' && cacheObjects !== 'compressed') throw new UsageError(`--cache-objects must be parsed, lazy or compressed, got ${JSON.stringify(cacheObjects)}`);
+  const cacheCompressAfterMs = parseDuration('cache-compress-after', str('cache-compress-after') ?? '');
+  if (cacheCompressAfterMs < 100) throw new UsageError(`--cache-compress-after must be at least 100ms, got ${JSON.stringify(str('cache-compress-after'))}`);
   return {
     kind: 'run',
     config: {
+      cacheObjects,
+      cacheCompressAfterMs,
       kubeApiQps,
       kubeApiBurst,
       kubeApiRequestTimeoutMs: parseDuration('kube-api-request-timeout', str('kube-api-request-timeout') ?? ''),

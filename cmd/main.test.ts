@@ -242,6 +242,28 @@ describe('--log-format', () => {
   });
 });
 
+describe('--cache-objects', () => {
+  it('compressed: the registry\'s caches deflate cold objects and read them back whole', async (t) => {
+    const [cluster] = await startSimulatedClusters(1, { namePrefix: 'packed', namespaces: ['apps'] });
+    t.after(() => cluster.close());
+    // Enough similar text for a dictionary of the cache's own (twice 8 KiB).
+    for (let i = 0; i < 40; i++) {
+      cluster.store.create({ apiVersion: 'v1', kind: 'ConfigMap', metadata: { namespace: 'apps', name: `settings-${String(i)}`, labels: { app: 'web', tier: `t${String(i % 3)}` } }, data: { 'app.yaml': `server:\n  port: ${String(8000 + i)}\n  host: web-${String(i)}.apps.svc\nfeatures:\n  beta: ${String(i % 2 === 0)}\n  cache: redis://cache-${String(i % 4)}:6379\nlogging:\n  level: info\n  format: json\n`.repeat(2) } });
+    }
+    const flags = config(['--cache-objects=compressed', '--cache-compress-after=100ms']);
+    const clock = new FakeClock(Date.now());
+    const queue = new RateLimitingWorkQueue<OwnerKey>({ name: 'owners', clock, rateLimiter: defaultControllerRateLimiter({ clock }) });
+    const clusters = serviceClusters(flags, { kubeConfig: kubeConfigFrom(cluster.kubeconfig), logger: noopLogger, clock });
+    t.after(() => clusters.close());
+    const registry = serviceRegistry(flags, { clusters, queue, logger: noopLogger, clock });
+    t.after(() => registry.close());
+    const reader = await registry.watchTargetAndGetReader({ kind: 'local' }, { gvk: configMaps, namespace: 'apps', labelSelector: 'app=web' }, { namespace: 'apps', name: 'web' });
+    await reader.waitForSync(AbortSignal.timeout(20_000));
+    await eventually('cold objects deflated', () => (registry.caches()[0]?.compressed ?? 0) === 40, 20_000);
+    assert.match(String((reader.get('apps', 'settings-7')?.data as Record<string, string> | undefined)?.['app.yaml']), /port: 8007\n  host: web-7\.apps\.svc/);
+  });
+});
+
 describe('--kube-api-request-timeout', () => {
   it('bounds every request of the registry\'s connections: a build against an API server that never answers fails at 2s', async (t) => {
     const [hung] = await startSimulatedClusters(1, { namePrefix: 'hung', namespaces: ['apps'] });

@@ -183,6 +183,7 @@ export function serviceRegistry(config: Config, parts: ServiceRegistryParts): Re
     queue,
     logger,
     gcGraceMs: config.cacheGcGracePeriodMs,
+    informer: { objects: config.cacheObjects, compressAfterMs: config.cacheCompressAfterMs },
     ...(config.memoryBudgetBytes === undefined ? {} : { memoryBudget: { maxRssBytes: config.memoryBudgetBytes } }),
     ...(clock === undefined ? {} : { clock }),
   });

@@ -66,14 +66,15 @@ describe('compressed objects', () => {
   });
 
   it('a change to a packed object stores it as text again; handlers see the packed old object and the new one; a delete and a relist work on packed slots', async () => {
-    const { client, informer } = started(FLEET);
+    // Two seconds cold: the changed object is seen as text before it is packed again.
+    const { client, informer } = started(FLEET, { compressAfterMs: 2_000 });
     const updates: [ObjectHead, ObjectHead][] = [];
     const whole: [string, string][] = [];
     const deletes: string[] = [];
     informer.addHeadHandler({ update: (old, current) => { updates.push([old, current]); }, delete: (h) => { deletes.push(h.metadata.name ?? ''); } });
     informer.start();
     await informer.waitForSync(AbortSignal.timeout(10_000));
-    await eventually('packed', () => informer.stats().compressed === FLEET.length, { timeoutMs: 10_000 });
+    await eventually('packed', () => informer.stats().compressed === FLEET.length, { timeoutMs: 20_000 });
     const before = informer.store.get('apps/web-3');
     client.upsert(deployment(3, '2.0.0'));
     await settle();
@@ -94,10 +95,12 @@ describe('compressed objects', () => {
     assert.deepEqual(deletes, ['web-7']);
     // A relist compares resourceVersions of packed slots: nothing unchanged is reported.
     const relistUpdates = updates.length;
+    const packedBefore = informer.stats().compressed;
     client.stream?.fail(new KubeApiError({ cluster: 'fake', gvk: { group: '', version: 'v1', kind: 'ConfigMap' }, statusCode: 410, status: { kind: 'Status', reason: 'Expired', code: 410 } }));
     await eventually('relisted', () => informer.stats().relists === 1);
     await settle();
     assert.equal(updates.length, relistUpdates, 'no update for objects the relist found unchanged');
+    assert.ok(informer.stats().compressed >= packedBefore, 'and they stay packed');
     assert.equal(informer.stats().objects, FLEET.length - 1);
   });
 

@@ -20,7 +20,7 @@ import {
 import { compactor } from './compactor.ts';
 import { TypedEvents } from './events.ts';
 import { Reflector, type ListReason, type ReflectorSource } from './reflector.ts';
-import { isHeadOnlyIndex, objectKey, Slot, Store, type IndexFunc, type ObjectHead, type StoreReader } from './store.ts';
+import { isHeadOnlyIndex, objectKey, Slot, slotTicks, Store, type IndexFunc, type ObjectHead, type StoreReader } from './store.ts';
 import { deepFreeze, stripManagedFields, type Transform } from './transform.ts';
 
 /**
@@ -676,7 +676,8 @@ export class ResourceInformer<T extends KubeObject = KubeObject> implements Info
       }
       // The decoder parsed the metadata with the pre-pass's removals; the transform finishes it.
       const head = deepFreeze(stripManagedFields({ apiVersion: this.#apiVersion, kind: this.gvk.kind, metadata })) as ObjectHead;
-      const slot = new Slot<T>(text.text, undefined, text.metadataStart, text.metadataEnd, metadata.uid, metadata.resourceVersion);
+      const born = this.#compressAfterMs === undefined ? 0 : slotTicks();
+      const slot = new Slot<T>(text.text, undefined, text.metadataStart, text.metadataEnd, metadata.uid, metadata.resourceVersion, born);
       return { slot, head, obj };
     }
     const obj = this.#ingest(raw);

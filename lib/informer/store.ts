@@ -67,7 +67,8 @@ export type ObjectHead = KubeObject & { readonly metadata: ObjectMeta };
  * objects (or an object whose text could not be made), the frozen object itself. Exactly one of
  * `text` and `obj` is set. `metadataStart`/`metadataEnd` locate the metadata in `text` (-1 when
  * unknown: the head then costs a whole parse). Immutable: a change is a new slot. `born` is when
- * it was made, in {@link slotTicks}.
+ * it was made, in {@link slotTicks}, for a cache that packs cold objects (0 otherwise: the clock
+ * is not read per event where nothing uses it).
  *
  * Compact because there is one per cached object (issue 27): five fields, no strings of its own
  * where the text has them. A text's uid and resourceVersion are kept as where they are in the
@@ -82,7 +83,7 @@ export class Slot<T extends KubeObject = KubeObject> {
   readonly #rv: string | number | typeof NONE | undefined;
   readonly born: number;
 
-  constructor(text: string | Packed | undefined, obj: T | undefined, metadataStart: number, metadataEnd: number, uid: string | undefined, resourceVersion: string | undefined, born = slotTicks()) {
+  constructor(text: string | Packed | undefined, obj: T | undefined, metadataStart: number, metadataEnd: number, uid: string | undefined, resourceVersion: string | undefined, born = 0) {
     this.#body = text ?? obj ?? ({} as T);
     this.metadataStart = metadataStart;
     this.metadataEnd = metadataEnd;
