@@ -260,7 +260,7 @@ describe('--cache-objects', () => {
     const reader = await registry.watchTargetAndGetReader({ kind: 'local' }, { gvk: configMaps, namespace: 'apps', labelSelector: 'app=web' }, { namespace: 'apps', name: 'web' });
     await reader.waitForSync(AbortSignal.timeout(20_000));
     await eventually('cold objects deflated', () => (registry.caches()[0]?.compressed ?? 0) === 40, 20_000);
-    assert.match(String((reader.get('apps', 'settings-7')?.data as Record<string, string> | undefined)?.['app.yaml']), /port: 8007\n  host: web-7\.apps\.svc/);
+    assert.match(String((reader.get('apps', 'settings-7')?.data as Record<string, string> | undefined)?.['app.yaml']), /port: 8007\n {2}host: web-7\.apps\.svc/);
   });
 });
 

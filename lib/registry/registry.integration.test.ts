@@ -357,6 +357,38 @@ describe('registry on real clusters', () => {
     assert.equal((webs.get({ namespace: 'as-text', name: 'settings' }) as { data?: Record<string, string> } | undefined)?.data?.mode, 'green');
   });
 
+  it('with compressed objects (informer.objects: compressed), deflates cold objects of a real cluster, reads them back as the server has them, and wakes the owner of a packed object that changes', async (t) => {
+    const registry = newRegistry(t, { informer: { objects: 'compressed', compressAfterMs: 200 } });
+    await ensureNamespace(target, 'packed');
+    const cluster: ClusterRef = { kind: 'static', name: 'target' };
+    const config = (i: number, level: string): string => `server:\n  port: ${String(8000 + i)}\n  host: web-${String(i)}.packed.svc\ndatabase:\n  url: postgres://db-${String(i % 3)}.data.svc:5432/web\n  pool: ${String(5 + (i % 7))}\nlogging:\n  level: ${level}\n  format: json\nfeatures:\n  checkout-v2: ${String(i % 2 === 0)}\n`;
+    for (let i = 0; i < 30; i++) {
+      const res = await target.request('POST', '/api/v1/namespaces/packed/configmaps', { metadata: { name: `web-${String(i)}`, labels: { app: 'web', 'app.kubernetes.io/part-of': 'shop' } }, data: { 'app.yaml': config(i, 'info'), 'extra.yaml': config(i + 100, 'warn') } });
+      assert.equal(res.statusCode, 201, JSON.stringify(res.body));
+    }
+    const owner = { namespace: 'team-a', name: 'packed' };
+    const webs = await registry.watchTargetAndGetReader(cluster, { gvk: configMaps, namespace: 'packed', labelSelector: 'app=web' }, owner);
+    await webs.waitForSync(AbortSignal.timeout(20_000));
+    await takeUntil(registry, 'team-a/packed');
+    const info = (): { compressed?: number | undefined; retainedBytes?: number | undefined } | undefined => registry.caches().find((c) => c.labelSelector === 'app=web');
+    const asText = info()?.retainedBytes ?? 0;
+    await eventually('every object deflated', () => info()?.compressed === 30, { timeoutMs: 20_000 });
+    assert.ok((info()?.retainedBytes ?? 0) < asText / 2, `${String(info()?.retainedBytes)} B packed, ${String(asText)} B as text`);
+    for (const i of [0, 13, 29]) {
+      const live = await target.request('GET', `/api/v1/namespaces/packed/configmaps/web-${String(i)}`);
+      const cached = webs.get({ namespace: 'packed', name: `web-${String(i)}` });
+      assert.deepEqual(cached?.data, (live.body as { data?: unknown }).data);
+      assert.equal(cached?.metadata?.resourceVersion, (live.body as { metadata?: { resourceVersion?: string } }).metadata?.resourceVersion);
+      assert.ok(cached !== undefined && Object.isFrozen(cached) && Object.isFrozen(cached.data));
+    }
+    const got = await target.request('GET', '/api/v1/namespaces/packed/configmaps/web-21');
+    const res = await target.request('PUT', '/api/v1/namespaces/packed/configmaps/web-21', { ...(got.body as object), data: { 'app.yaml': config(21, 'debug') } });
+    assert.equal(res.statusCode, 200, JSON.stringify(res.body));
+    await takeUntil(registry, 'team-a/packed');
+    await eventually('the read after the update gives the new object', () => (webs.get({ namespace: 'packed', name: 'web-21' })?.data as Record<string, string> | undefined)?.['app.yaml']?.includes('level: debug') === true);
+    assert.equal(webs.list({ namespace: 'packed' }).length, 30);
+  });
+
   it('requeues every owner of a cache at each resync (informer.resyncIntervalMs)', async (t) => {
     const resyncIntervalMs = 300;
     const registry = newRegistry(t, { informer: { resyncIntervalMs } });
