@@ -18,7 +18,7 @@ const caches: CacheInfo[] = [
   {
     cluster: 'secret:team-a/prod', gvk: deployments, synced: true, objects: 12, owners: 2, ageMs: 61_000,
     lastError: new KubeApiError({ cluster: 'secret:team-a/prod', gvk: deployments, statusCode: 403, status: { reason: 'Forbidden', message: 'rejected Bearer abc.def' } }),
-    nextGcCheckInMs: 4_000, relists: 3, watchErrors: 5, retainedBytes: 24_576,
+    nextGcCheckInMs: 4_000, relists: 3, watchErrors: 5, retainedBytes: 24_576, compressed: 9,
   },
   { cluster: 'local', gvk: { group: '', version: 'v1', kind: 'Config"Map' }, synced: false, objects: 0, owners: 1, ageMs: 10, lastError: undefined, nextGcCheckInMs: undefined, relists: 0, watchErrors: 0 },
 ];
@@ -126,6 +126,9 @@ describe('the metrics server', () => {
     assert.equal(m.value('fleetcache_cached_objects', prod), 12);
     assert.equal(m.type('fleetcache_cache_retained_bytes'), 'gauge');
     assert.equal(m.value('fleetcache_cache_retained_bytes', prod), 24_576);
+    assert.equal(m.type('fleetcache_cache_compressed_objects'), 'gauge');
+    assert.equal(m.value('fleetcache_cache_compressed_objects', prod), 9);
+    assert.equal(m.value('fleetcache_cache_compressed_objects', { cluster: 'local', group: '', version: 'v1', kind: 'Config"Map' }), 0, 'unset: none');
     assert.equal(m.type('fleetcache_relists_total'), 'counter');
     assert.equal(m.value('fleetcache_relists_total', prod), 3);
     assert.equal(m.type('fleetcache_watch_errors_total'), 'counter');
