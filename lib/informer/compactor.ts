@@ -20,13 +20,18 @@ const SLICE_MS = 5;
 /** Shortest pause between passes. */
 const MIN_PERIOD_MS = 100;
 
-class Compactor {
+export class Compactor {
   /** Registered caches and after how many slot ticks their objects count as cold. */
   readonly #caches = new Map<Compactable, number>();
   /** Caches whose walk of this pass is not done yet. */
   #round: Compactable[] = [];
   #timer: NodeJS.Timeout | undefined;
   #immediate: NodeJS.Immediate | undefined;
+
+  /** True while a pass is scheduled or under way (a timer or an immediate armed). */
+  get armed(): boolean {
+    return this.#timer !== undefined || this.#immediate !== undefined;
+  }
 
   /** Packs `cache`'s objects once unchanged for `afterMs`, until the returned function is called. */
   register(cache: Compactable, afterMs: number): () => void {
