@@ -83,27 +83,45 @@ const SETTINGS: readonly Setting[] = [
   ['dataDir', (r) => `/var/lib/${r.pick(SERVICES)}/${r.pick(['data', 'cache', 'spool', 'tmp'])}`],
 ];
 
-/** Endless lines of one config file format (YAML sections, properties, JSON-ish feature flags, nginx-like upstreams). */
+/**
+ * Endless lines of one config file format (YAML sections, properties, JSON-ish feature flags,
+ * nginx-like upstreams). A file names a section once and a setting once per section, as real ones do.
+ */
 function lines(format: 'yaml' | 'properties' | 'json' | 'conf', r: Prng, c: Cluster): () => string {
+  const used = new Set<string>();
+  /** A name not used yet in this file (`make`'s, else with a number appended). */
+  const fresh = (make: () => string): string => {
+    for (let tries = 0; tries < 8; tries++) {
+      const name = make();
+      if (!used.has(name)) {
+        used.add(name);
+        return name;
+      }
+    }
+    const name = `${make()}${used.size}`;
+    used.add(name);
+    return name;
+  };
   let n = 0;
-  let section: string = r.pick(SECTIONS);
-  return () => {
+  let section = '';
+  let inSection = 0;
+  const setting = (): string => {
     const [key, value] = r.pick(SETTINGS);
+    return `${fresh(() => `${section}.${key}`).slice(section.length + 1)}${format === 'yaml' ? ': ' : '='}${value(r, c)}`;
+  };
+  return () => {
     const first = n++ === 0;
+    const next = first || inSection >= 6 || r.chance(0.2);
+    if (next && format !== 'json' && format !== 'conf') {
+      section = fresh(() => r.pick(SECTIONS));
+      inSection = 0;
+    }
+    inSection++;
     switch (format) {
-      case 'yaml':
-        if (first || r.chance(0.2)) {
-          section = r.pick(SECTIONS);
-          return `${section}:\n  ${key}: ${value(r, c)}`;
-        }
-        return `  ${key}: ${value(r, c)}`;
-      case 'properties':
-        if (r.chance(0.25)) section = r.pick(SECTIONS);
-        return `${section}.${key}=${value(r, c)}`;
-      case 'json':
-        return `${first ? '{' : ' '}"${r.pick(FLAGS)}${r.int(1, 99)}": {"enabled": ${String(r.chance(0.5))}, "rollout": ${r.int(0, 100)}, "owner": "team-${r.pick(SERVICES)}"},`;
-      case 'conf':
-        return `server ${r.pick(SERVICES)}-${r.int(0, 9)}.${c.region}.internal:${r.int(1025, 65535)} weight=${r.int(1, 10)} max_fails=${r.int(1, 5)} fail_timeout=${r.int(5, 60)}s;`;
+      case 'yaml': return `${next ? `${section}:\n` : ''}  ${setting()}`;
+      case 'properties': return `${section}.${setting()}`;
+      case 'json': return `${first ? '{' : ' '}"${fresh(() => r.pick(FLAGS))}": {"enabled": ${String(r.chance(0.5))}, "rollout": ${r.int(0, 100)}, "owner": "team-${r.pick(SERVICES)}"},`;
+      case 'conf': return `server ${r.pick(SERVICES)}-${r.int(0, 9)}.${c.region}.internal:${r.int(1025, 65535)} weight=${r.int(1, 10)} max_fails=${r.int(1, 5)} fail_timeout=${r.int(5, 60)}s;`;
     }
   };
 }
