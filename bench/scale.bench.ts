@@ -1,9 +1,14 @@
-// Scale benchmark (issue 12): `node bench/scale.bench.ts [--quick] [--semi=MiB] [--select=FRACTION] [--objects=lazy] [--v8=FLAG,…] [--arenas=N] [--env=NAME=VALUE …] [--trim] [--settle=MS] [CxO[@fdlimit] ...]`
+// Scale benchmark (issue 12): `node bench/scale.bench.ts [--quick] [--semi=MiB] [--select=FRACTION] [--objects=lazy|compressed] [--compress-after=MS] [--shape=filler|realistic|random] [--v8=FLAG,…] [--arenas=N] [--env=NAME=VALUE …] [--trim] [--settle=MS] [CxO[@fdlimit] ...]`
 // (issue 27: a table of where RSS goes — V8's committed and empty pages, outside the heap, glibc's brk heap —
 // after sync, once settled, after a memory-reducing GC (V8 then returns the pages it pools: resident,
 // outside heapTotal, so counted "outside heap" before it), and with `--trim` after malloc_trim(0))
 // (`--select` asks for a label-selected set of each kind instead of one object, selecting that
 // fraction of the objects in tenths: the caches then hold only those, issue 28)
+// (`--shape`, issue 27: what the objects look like, bench/scale/shapes.ts: `filler` (default) a run
+// of one letter, as every figure before it; `realistic` each kind as a real cluster holds it, every
+// object different; `random` the filler as base64 of random bytes, incompressible. `--objects=
+// compressed [--compress-after=MS]`: caches deflate objects unchanged that long, and the settled row
+// waits for that to finish)
 // (make bench runs the default set; `--semi` caps V8's young generation in the measured process,
 // `--max-semi-space-size`, as the service's image does). For each configuration, C simulated clusters × 4 kinds × O objects of
 // about 2 KB are served by a separate process (bench/scale/sim-host.ts), and a fresh fleetcache
@@ -18,6 +23,7 @@ import { loadavg, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { createInterface } from 'node:readline';
 import { envArguments } from './child.ts';
+import { isShape, SHAPES } from './scale/shapes.ts';
 
 interface Config { readonly clusters: number; readonly objects: number; readonly fdLimit: number | undefined }
 interface Snapshot { readonly rss: number; readonly heap: number; readonly fds: number }
@@ -28,7 +34,8 @@ interface Detail {
 }
 interface Result {
   readonly clusters: number; readonly caches: number; readonly synced: number; readonly buildErrors: number; readonly watchErrors: number;
-  readonly objects: number; readonly jsonBytesPerObject: number; readonly syncedMs: number; readonly cpuMs: number; readonly reduceMs?: number; readonly base: Snapshot; readonly loaded: Snapshot;
+  readonly objects: number; readonly jsonBytesPerObject: number; readonly jsonBytesByKind: Readonly<Record<string, number>>; readonly sampledObjects: number;
+  readonly compressed?: number; readonly compressWaitMs?: number; readonly compressWaitTimedOut?: boolean; readonly syncedMs: number; readonly cpuMs: number; readonly reduceMs?: number; readonly base: Snapshot; readonly loaded: Snapshot;
   readonly peakFds: number; readonly peakRss: number; readonly cachesLeft: number; readonly after: Snapshot;
   readonly detail: { readonly base: Detail; readonly loaded: Detail; readonly settled: Detail; readonly reduced?: Detail; readonly trimmed?: Detail };
 }
@@ -52,8 +59,15 @@ const trim = args.includes('--trim');
 const settle = args.find((a) => a.startsWith('--settle='))?.slice('--settle='.length);
 // `--env=NAME=VALUE` (repeatable): more environment for the measured process (glibc's MALLOC_* tunables).
 const extraEnv = envArguments(args);
-/** `--objects=lazy`: caches keep objects as text (issue 27). */
-const objects = args.includes('--objects=lazy') ? 'lazy' : 'parsed';
+/** `--objects=lazy`: caches keep objects as text; `--objects=compressed`: and deflate them once unchanged (issue 27). */
+const objects = args.includes('--objects=compressed') ? 'compressed' : args.includes('--objects=lazy') ? 'lazy' : 'parsed';
+/** `--compress-after=MS`: the informer's compressAfterMs (default the library's, 60 000). */
+const compressAfter = args.find((a) => a.startsWith('--compress-after='))?.slice('--compress-after='.length);
+if (compressAfter !== undefined && !(Number(compressAfter) >= 0)) throw new TypeError(`--compress-after=${compressAfter}: expected milliseconds`);
+if (compressAfter !== undefined && objects !== 'compressed') throw new TypeError('--compress-after needs --objects=compressed');
+/** `--shape=NAME`: what the simulated objects look like (bench/scale/shapes.ts). */
+const shape = args.find((a) => a.startsWith('--shape='))?.slice('--shape='.length) ?? 'filler';
+if (!isShape(shape)) throw new TypeError(`--shape=${shape}: expected one of ${SHAPES.join(', ')}`);
 const parse = (spec: string): Config => {
   const match = /^(\d+)x(\d+)(?:@(\d+))?$/.exec(spec);
   if (match === null) throw new TypeError(`configuration ${JSON.stringify(spec)}: expected CLUSTERSxOBJECTS[@FDLIMIT]`);
@@ -68,7 +82,7 @@ const here = new URL('./scale/', import.meta.url).pathname;
 const MiB = 2 ** 20;
 
 async function run(config: Config): Promise<Result> {
-  const host = spawn(process.execPath, [join(here, 'sim-host.ts'), String(config.clusters), String(config.objects)], { stdio: ['pipe', 'pipe', 'inherit'] });
+  const host = spawn(process.execPath, [join(here, 'sim-host.ts'), String(config.clusters), String(config.objects), shape], { stdio: ['pipe', 'pipe', 'inherit'] });
   try {
     const line = await new Promise<string>((resolve, reject) => {
       createInterface({ input: host.stdout }).once('line', resolve);
@@ -79,9 +93,9 @@ async function run(config: Config): Promise<Result> {
       const file = join(dir, 'fleet.json');
       writeFileSync(file, line);
       const v8 = (semi === undefined ? '' : ` --max-semi-space-size=${Number(semi)}`) + v8Extra.map((f) => ` ${JSON.stringify(f)}`).join('');
-      const node = `${JSON.stringify(process.execPath)} --expose-gc${v8} ${JSON.stringify(join(here, 'measure.ts'))} ${JSON.stringify(file)} 600000 ${objects}`;
+      const node = `${JSON.stringify(process.execPath)} --expose-gc${v8} ${JSON.stringify(join(here, 'measure.ts'))} ${JSON.stringify(file)} 600000 ${objects} ${shape}`;
       const script = config.fdLimit === undefined ? `exec ${node}` : `ulimit -n ${config.fdLimit} && exec ${node}`;
-      const measured = spawn('bash', ['-c', script], { stdio: ['ignore', 'pipe', 'inherit'], env: { ...process.env, SCALE_SELECTOR: selector ?? '', ...(arenas === undefined ? {} : { MALLOC_ARENA_MAX: arenas }), ...(trim ? { SCALE_TRIM: '1' } : {}), ...(settle === undefined ? {} : { SCALE_SETTLE_MS: String(Number(settle)) }), ...extraEnv } });
+      const measured = spawn('bash', ['-c', script], { stdio: ['ignore', 'pipe', 'inherit'], env: { ...process.env, SCALE_SELECTOR: selector ?? '', ...(arenas === undefined ? {} : { MALLOC_ARENA_MAX: arenas }), ...(trim ? { SCALE_TRIM: '1' } : {}), ...(settle === undefined ? {} : { SCALE_SETTLE_MS: String(Number(settle)) }), ...(compressAfter === undefined ? {} : { SCALE_COMPRESS_AFTER_MS: String(Number(compressAfter)) }), ...extraEnv } });
       let out = '';
       measured.stdout.on('data', (chunk: Buffer) => { out += chunk.toString(); });
       const code = await new Promise<number | null>((resolve) => { measured.once('exit', resolve); });
@@ -124,20 +138,27 @@ for (const config of configs) {
   results.push({ config, result: await run(config) });
 }
 
-console.log(`\nV8 semi-space: ${semi === undefined ? 'default' : `≤ ${semi} MiB`}${v8Extra.length > 0 ? ` ${v8Extra.join(' ')}` : ''}; MALLOC_ARENA_MAX: ${arenas ?? 'unset'}${Object.entries(extraEnv).map(([k, v]) => `; ${k}=${v}`).join('')}; objects: ${objects}; targets: ${selector === undefined ? 'one object of each kind (whole-kind caches)' : `the set ${selector} of each kind (${(tenths ?? 0) * 10} % of the objects)`}`);
+console.log(`\nV8 semi-space: ${semi === undefined ? 'default' : `≤ ${semi} MiB`}${v8Extra.length > 0 ? ` ${v8Extra.join(' ')}` : ''}; MALLOC_ARENA_MAX: ${arenas ?? 'unset'}${Object.entries(extraEnv).map(([k, v]) => `; ${k}=${v}`).join('')}; objects: ${objects}${compressAfter === undefined ? '' : ` (compress after ${compressAfter} ms)`}; shape: ${shape}; targets: ${selector === undefined ? 'one object of each kind (whole-kind caches)' : `the set ${selector} of each kind (${(tenths ?? 0) * 10} % of the objects)`}`);
 console.log('\n| clusters × objects/kind | fd limit | caches synced | synced in | RSS | heap | peak fds | CPU | after all owners left: caches, heap Δ, fds Δ |');
 console.log('| --- | --- | --- | --- | --- | --- | --- | --- | --- |');
 for (const { config, result: r } of results) {
   console.log(`| ${config.clusters} × ${config.objects} | ${config.fdLimit ?? '-'} | ${r.synced}/${r.caches}${r.buildErrors > 0 ? ` (${r.buildErrors} failed)` : ''} | ${(r.syncedMs / 1000).toFixed(1)} s | ${((r.loaded.rss - r.base.rss) / MiB).toFixed(0)} MiB (peak ${(r.peakRss / MiB).toFixed(0)}) | ${((r.loaded.heap - r.base.heap) / MiB).toFixed(0)} MiB | ${r.peakFds} | ${(r.cpuMs / 1000).toFixed(1)} s | ${r.cachesLeft}, ${((r.after.heap - r.base.heap) / MiB).toFixed(1)} MiB, ${r.after.fds - r.base.fds} |`);
 }
 // Issue 27: the heap and RSS per cached object against the objects' own JSON (as readers get them).
-console.log('\n| clusters × objects/kind | objects | JSON B/object | heap B/object | heap / JSON | RSS B/object | RSS / JSON |');
-console.log('| --- | --- | --- | --- | --- | --- | --- |');
+// With compressed objects, "compressed" is how many were held compressed at the settled row, and
+// how long the wait for the background compression took.
+// (heap and RSS after sync; "settled" as in the table below: with compressed objects, once compressed).
+console.log('\n| clusters × objects/kind | objects | compressed (wait) | JSON B/object (by kind) | heap B/object | heap / JSON | RSS B/object | RSS / JSON | settled: heap used / JSON, RSS / JSON |');
+console.log('| --- | --- | --- | --- | --- | --- | --- | --- | --- |');
 for (const { config, result: r } of results) {
   const heap = (r.loaded.heap - r.base.heap) / r.objects;
   const rss = (r.loaded.rss - r.base.rss) / r.objects;
   const json = r.jsonBytesPerObject;
-  console.log(`| ${config.clusters} × ${config.objects} | ${r.objects} | ${json.toFixed(0)} | ${heap.toFixed(0)} | ${(heap / json).toFixed(2)}× | ${rss.toFixed(0)} | ${(rss / json).toFixed(2)}× |`);
+  const compressed = r.compressed === undefined ? '-' : `${r.compressed} (${((r.compressWaitMs ?? 0) / 1000).toFixed(1)} s${r.compressWaitTimedOut === true ? ', gave up' : ''})`;
+  const kinds = Object.entries(r.jsonBytesByKind).map(([kind, bytes]) => `${kind} ${bytes.toFixed(0)}`).join(', ');
+  const settled = r.detail.settled;
+  const settledRatios = `${((settled.heapUsed - r.detail.base.heapUsed) / r.objects / json).toFixed(2)}×, ${((settled.rss - r.detail.base.rss) / r.objects / json).toFixed(2)}×`;
+  console.log(`| ${config.clusters} × ${config.objects} | ${r.objects} | ${compressed} | ${json.toFixed(0)} (${kinds}; mean of ${r.sampledObjects}) | ${heap.toFixed(0)} | ${(heap / json).toFixed(2)}× | ${rss.toFixed(0)} | ${(rss / json).toFixed(2)}× | ${settledRatios} |`);
 }
 // Issue 27: where RSS goes, growth from the start to after sync (after one full GC / settled: three
 // more and 2 s idle), bytes per cached object. heap committed = heapTotal (V8 pages held); its empty
