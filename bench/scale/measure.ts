@@ -25,8 +25,8 @@ const shape = process.argv[5] ?? 'filler';
 /** Set by scale.bench.ts's --compress-after: how long an object stays unchanged before it is compressed. */
 const compressAfterMs = process.env.SCALE_COMPRESS_AFTER_MS === undefined || process.env.SCALE_COMPRESS_AFTER_MS === '' ? undefined : Number(process.env.SCALE_COMPRESS_AFTER_MS);
 const fds = (): number => readdirSync('/proc/self/fd').length;
-/** Objects held compressed now, over every cache (CacheInfo's `compressed`, read loosely until the library has it). */
-const compressedNow = (): number => registry.caches().reduce((sum, c) => sum + ((c as { readonly compressed?: number }).compressed ?? 0), 0);
+/** Objects held compressed now, over every cache. */
+const compressedNow = (): number => registry.caches().reduce((sum, c) => sum + (c.compressed ?? 0), 0);
 const gc = (): void => { (globalThis as { gc?: () => void }).gc?.(); };
 /** Fields of a /proc/self file of `Key: N kB` lines, in bytes. */
 const procKb = (file: string, keys: readonly string[]): Record<string, number> => {
@@ -66,9 +66,7 @@ const registry = registryWithKeeper({
   gcInitialDelayMs: 200,
   gcMaxDelayMs: 1_000,
   gcGraceMs: 0,
-  // `objects: 'compressed'` and `compressAfterMs` are issue 27's compressed objects, which the
-  // library may not have yet: cast until it does (an informer without them refuses the mode).
-  informer: { objects: objectMode, ...(compressAfterMs === undefined ? {} : { compressAfterMs }) } as unknown as NonNullable<Parameters<typeof registryWithKeeper>[0]['informer']>,
+  informer: { objects: objectMode, ...(compressAfterMs === undefined ? {} : { compressAfterMs }) },
 });
 const owners = fleet.map((c) => ({ namespace: 'owners', name: c.name }));
 const readers = await Promise.all(fleet.flatMap((c, i) => KINDS.map(async (gvk) => {
