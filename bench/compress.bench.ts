@@ -10,10 +10,16 @@
 // object (inflate + parse) against reading a lazy one (parse), medians of ROUNDS (default 7) passes
 // of 2,000 calls.
 // Run: node bench/compress.bench.ts
-import { loadavg } from 'node:os';
+import { readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { loadavg, tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { deflateRawSync, inflateRawSync } from 'node:zlib';
 import { startCluster } from '../e2e/harness/index.ts';
 import { stripManagedFields } from '../lib/informer/index.ts';
-import { DICTIONARY_BYTES, dictionaryFrom, pack, type Packed } from '../lib/informer/pack.ts';
+import { MAX_DICTIONARY } from '../lib/informer/lz.ts';
+import { dictionaryFrom, pack, type Packed } from '../lib/informer/pack.ts';
+import { benchChild, firstLine } from './child.ts';
 import type { KubeObject } from '../lib/transport/index.ts';
 
 const ROUNDS = Number(process.env.ROUNDS ?? 7);
@@ -103,6 +109,34 @@ function perItem<I>(items: readonly I[], fn: (item: I) => unknown): number {
   return median(rounds);
 }
 
+/** Packs in the memory comparison. */
+const CHURN_CALLS = 60_000;
+
+if (process.argv[2] === '--churn') {
+  // A child: pack then unpack the corpus with one codec; print the growth after full GCs.
+  const texts = JSON.parse(readFileSync(process.argv[4] ?? '', 'utf8')) as string[];
+  const gc = (): void => { for (let k = 0; k < 3; k++) (globalThis as { gc?: () => void }).gc?.(); };
+  const dictionary = dictionaryFrom(texts, 1 << 20) ?? new Uint8Array(0);
+  const zlibDictionary = Buffer.from(dictionary);
+  const zlib = process.argv[3] === 'zlib';
+  gc();
+  const before = process.memoryUsage();
+  const kept: (string | Packed | undefined)[] = [];
+  for (let k = 0; k < CHURN_CALLS; k++) {
+    const text = texts[k % texts.length] ?? '';
+    kept.push(zlib ? deflateRawSync(Buffer.from(text), { dictionary: zlibDictionary }).toString('latin1') : pack(text, dictionary));
+  }
+  let chars = 0;
+  for (let k = 0; k < CHURN_CALLS; k += 2) {
+    const one = kept[k];
+    chars += typeof one === 'string' ? inflateRawSync(Buffer.from(one, 'latin1'), { dictionary: zlibDictionary }).length : one?.text().length ?? 0;
+  }
+  gc();
+  const after = process.memoryUsage();
+  process.stdout.write(`${JSON.stringify({ rss: after.rss - before.rss, heap: after.heapUsed - before.heapUsed, committed: after.heapTotal - before.heapTotal, kept: kept.length, chars })}\n`);
+  process.exit(0);
+}
+
 const cluster = await startCluster({ name: 'compress-bench' });
 try {
   const created = await cluster.request('POST', '/api/v1/namespaces', { apiVersion: 'v1', kind: 'Namespace', metadata: { name: 'apps' } });
@@ -123,35 +157,58 @@ try {
     ['ClusterRoleBinding', '/apis/rbac.authorization.k8s.io/v1/clusterrolebindings'],
     ['APIService', '/apis/apiregistration.k8s.io/v1/apiservices'],
   ];
-  // Warm-up, so that the first kind measured does not pay the JIT's and zlib's first calls.
-  const warm = JSON.stringify(appObjects(0, prng(1))[0]?.body);
-  const warmDictionary = dictionaryFrom([warm]);
-  for (let k = 0; k < 3_000; k++) JSON.parse(pack(warm, warmDictionary)?.text() ?? warm);
-  console.log(`\nbench/compress.bench.ts: real kube-apiserver objects, the text a lazy cache keeps; dictionary ${String(DICTIONARY_BYTES)} B of each kind's first objects, the others packed against it; medians of ${String(ROUNDS)} passes; load average ${loadavg().map((l) => l.toFixed(1)).join(' ')}\n`);
-  console.log('| kind | objects packed | text B/object | deflate alone | with the dictionary | pack µs | inflate µs | parse µs | read packed (inflate + parse) vs lazy (parse) |');
-  console.log('| --- | --- | --- | --- | --- | --- | --- | --- | --- |');
+  // Warm-up, so that the first kind measured does not pay the JIT's first calls.
+  const warmTexts = Array.from({ length: 40 }, (_, i) => JSON.stringify(appObjects(i, prng(1))[0]?.body));
+  const warmDictionary = dictionaryFrom(warmTexts, 1 << 20) ?? new Uint8Array(0);
+  for (let k = 0; k < 3_000; k++) JSON.parse(pack(warmTexts[k % 40] ?? '', warmDictionary)?.text() ?? '{}');
+  console.log(`\nbench/compress.bench.ts: real kube-apiserver objects, the text a lazy cache keeps; each kind packed as one compressed cache packs it (a dictionary of its first objects, an eighth of its text up to ${String(MAX_DICTIONARY)} B; the objects in it left out of the figures) beside zlib's deflate alone and with the same dictionary; medians of ${String(ROUNDS)} passes; load average ${loadavg().map((l) => l.toFixed(1)).join(' ')}\n`);
+  console.log('| kind | objects packed | text B/object | dictionary B | kept: deflate alone | deflate + dictionary | **packed (lz + dictionary)** | pack µs | unpack µs | parse µs | read packed (unpack + parse) vs lazy (parse) |');
+  console.log('| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |');
   for (const [kind, path] of kinds) {
     const res = await cluster.request('GET', path);
     const items = (res.body as { items: KubeObject[] }).items;
     const texts = items.map((o) => JSON.stringify(stripManagedFields(o)));
-    const dictionary = dictionaryFrom(texts);
-    // What the dictionary holds whole deflates to nothing against it: only the others are measured.
+    const dictionary = dictionaryFrom(texts, texts.reduce((sum, t) => sum + t.length, 0));
+    if (dictionary === undefined) {
+      console.log(`| ${kind} | none: ${String(texts.length)} objects are too little text for a dictionary | | | | | | | | | |`);
+      continue;
+    }
+    // What the dictionary holds whole packs to nothing against it: only the others are measured.
     let inDictionary = 0;
-    for (let size = 0; inDictionary < texts.length && size + Buffer.byteLength(texts[inDictionary] ?? '') <= DICTIONARY_BYTES; inDictionary++) size += Buffer.byteLength(texts[inDictionary] ?? '');
+    for (let size = 0; inDictionary < texts.length && size + (texts[inDictionary]?.length ?? 0) <= dictionary.length; inDictionary++) size += texts[inDictionary]?.length ?? 0;
     const rest = texts.slice(Math.max(1, inDictionary));
-    const none = Buffer.alloc(0);
     const textBytes = rest.reduce((sum, t) => sum + Buffer.byteLength(t), 0);
-    const alone = rest.reduce((sum, t) => sum + (pack(t, none)?.length ?? Buffer.byteLength(t)), 0);
+    const zlibDictionary = Buffer.from(dictionary);
+    const alone = rest.reduce((sum, t) => sum + deflateRawSync(Buffer.from(t)).length, 0);
+    const zlibWith = rest.reduce((sum, t) => sum + deflateRawSync(Buffer.from(t), { dictionary: zlibDictionary }).length, 0);
     const packed = rest.map((t) => pack(t, dictionary));
-    const withDictionary = packed.reduce((sum, p, k) => sum + (p?.length ?? Buffer.byteLength(rest[k] ?? '')), 0);
+    // Not worth packing (kept as text) counts whole.
+    const ours = packed.reduce((sum, p, k) => sum + (p?.length ?? Buffer.byteLength(rest[k] ?? '')), 0);
     const kept = packed.filter((p): p is Packed => p !== undefined);
     const packUs = perItem(rest, (t) => pack(t, dictionary));
-    const inflateUs = kept.length === 0 ? Number.NaN : perItem(kept, (p) => p.text());
+    const unpackUs = kept.length === 0 ? Number.NaN : perItem(kept, (p) => p.text());
     const parseUs = perItem(rest, (t) => JSON.parse(t));
     const readUs = kept.length === 0 ? Number.NaN : perItem(kept, (p) => JSON.parse(p.text()));
     const share = (n: number): string => `${(100 * n / textBytes).toFixed(1)} %`;
-    // Not worth packing (kept as text) counts whole.
-    console.log(`| ${kind} | ${String(kept.length)} of ${String(rest.length)} | ${(textBytes / rest.length).toFixed(0)} | ${share(alone)} | ${share(withDictionary)} | ${packUs.toFixed(1)} | ${inflateUs.toFixed(1)} | ${parseUs.toFixed(1)} | ${(readUs / parseUs).toFixed(2)}× (${readUs.toFixed(1)} µs) |`);
+    console.log(`| ${kind} | ${String(kept.length)} of ${String(rest.length)} | ${(textBytes / rest.length).toFixed(0)} | ${String(dictionary.length)} | ${share(alone)} | ${share(zlibWith)} | **${share(ours)}** | ${packUs.toFixed(1)} | ${unpackUs.toFixed(1)} | ${parseUs.toFixed(1)} | ${(readUs / parseUs).toFixed(2)}× (${readUs.toFixed(1)} µs) |`);
+  }
+  // Why not zlib: what each codec leaves resident, packing and unpacking the Deployments over and
+  // over in a process of its own (the texts kept packed, as a cache keeps them).
+  const deployments = ((await cluster.request('GET', '/apis/apps/v1/namespaces/apps/deployments')).body as { items: KubeObject[] }).items.map((o) => JSON.stringify(stripManagedFields(o)));
+  const corpus = join(tmpdir(), `fleetcache-compress-${String(process.pid)}.json`);
+  writeFileSync(corpus, JSON.stringify(deployments));
+  try {
+    console.log(`\n${String(CHURN_CALLS)} packs then ${String(CHURN_CALLS / 2)} unpacks of the Deployments (their text kept packed), each codec in a fresh process: growth after full GCs, MiB\n`);
+    console.log('| codec | RSS | V8 heap used | V8 heap committed | RSS outside V8\'s heap | per call, B |');
+    console.log('| --- | --- | --- | --- | --- | --- |');
+    for (const codec of ['lz', 'zlib'] as const) {
+      const line = await firstLine(benchChild(fileURLToPath(import.meta.url), ['--churn', codec, corpus], 'ignore'));
+      const r = JSON.parse(line) as { rss: number; heap: number; committed: number };
+      const mib = (n: number): string => (n / 2 ** 20).toFixed(1);
+      console.log(`| ${codec === 'lz' ? 'lz (what caches use)' : 'zlib deflateRawSync / inflateRawSync'} | ${mib(r.rss)} | ${mib(r.heap)} | ${mib(r.committed)} | ${mib(r.rss - r.committed)} | ${((r.rss - r.committed) / (CHURN_CALLS * 1.5)).toFixed(0)} |`);
+    }
+  } finally {
+    rmSync(corpus, { force: true });
   }
 } finally {
   await cluster.stop();

@@ -46,8 +46,8 @@ async function measure(mode: 'lazy' | 'parsed' | 'compressed'): Promise<{ heapPe
     }
   }
   // What the cache's packed objects hold: the same dictionary (its first objects), each text deflated against it.
-  const dictionary = dictionaryFrom(texts);
-  const packed = texts.reduce((sum, t) => sum + (pack(t, dictionary)?.length ?? t.length), 0);
+  const dictionary = dictionaryFrom(texts, text);
+  const packed = dictionary === undefined ? text : texts.reduce((sum, t) => sum + (pack(t, dictionary)?.length ?? t.length), 0);
   texts.length = 0;
   const never: AsyncIterable<readonly WatchEvent[]> = { [Symbol.asyncIterator]: () => ({ next: () => new Promise<IteratorResult<readonly WatchEvent[]>>(() => undefined) }) };
   const client: ResourceClient = {

@@ -1,4 +1,4 @@
-// Compressed objects (issue 27, `objects: 'compressed'`): a lazy cache deflates the text of objects
+// Compressed objects (issue 27, `objects: 'compressed'`): a lazy cache packs the text of objects
 // unchanged for `compressAfterMs`, in the background, against a dictionary of its own objects;
 // every read, handler and relist sees exactly what a lazy cache would.
 import assert from 'node:assert/strict';
@@ -10,6 +10,7 @@ import { FakeResourceClient } from '../transport/testing.ts';
 import type { KubeObject } from '../transport/index.ts';
 import { KubeApiError } from '../util/index.ts';
 import { ResourceInformer, type InformerOptions, type ObjectHead } from './index.ts';
+import { lzPack } from './lz.ts';
 import { dictionaryFrom, pack } from './pack.ts';
 import { settle } from '../../fixtures/support/index.ts';
 import { eventually } from '../../e2e/harness/index.ts';
@@ -46,7 +47,7 @@ function started(objects: readonly KubeObject[], options: Partial<InformerOption
 const FLEET = Array.from({ length: 40 }, (_, i) => deployment(i));
 
 describe('compressed objects', () => {
-  it('cold objects are deflated in the background and read back exactly as a lazy cache reads them, frozen', async () => {
+  it('cold objects are packed in the background and read back exactly as a lazy cache reads them, frozen', async () => {
     const { informer } = started(FLEET);
     const lazy = new ResourceInformer({ client: started(FLEET, { objects: 'lazy' }).client, objects: 'lazy' });
     running.push(lazy);
@@ -106,16 +107,16 @@ describe('compressed objects', () => {
     assert.equal(informer.stats().objects, FLEET.length - 1);
   });
 
-  it('objects deflating would not shrink stay text and are not tried again; Secrets are never packed', async () => {
+  it('objects packing would not shrink stay text and are not tried again; Secrets are never packed', async () => {
     const random = Array.from({ length: 30 }, (_, i): KubeObject => ({ metadata: { namespace: 'apps', name: `blob-${String(i)}` }, data: { blob: randomBytes(4000).toString('base64') } }));
     const { informer } = started(random);
     informer.start();
     await informer.waitForSync(AbortSignal.timeout(10_000));
     const text = informer.stats().retainedBytes;
     await new Promise((resolve) => setTimeout(resolve, 600));
-    // The dictionary is sampled from the cache's own texts (8 KiB: one or two of these objects),
-    // and those deflate to almost nothing against it; no other does.
-    assert.ok(informer.stats().compressed <= 2, `${String(informer.stats().compressed)} packed`);
+    // The dictionary is sampled from the cache's own texts (16 KiB: three of these objects), and
+    // those pack to almost nothing against it; no other does.
+    assert.ok(informer.stats().compressed <= 4, `${String(informer.stats().compressed)} packed`);
     assert.ok(informer.stats().retainedBytes > text * 0.9);
     assert.equal(informer.store.get('apps/blob-4')?.metadata?.name, 'blob-4');
 
@@ -159,15 +160,18 @@ describe('compressed objects', () => {
     assert.ok(packed < asText / 2, `${String(Math.round(packed / many.length))} B/object packed, ${String(Math.round(asText / many.length))} B/object as text`);
   });
 
-  it('a dictionary of the cache\'s own objects shrinks a similar object far more than deflate alone', () => {
+  it('a dictionary of the cache\'s own objects shrinks a similar object far more than packing alone', () => {
     const texts = FLEET.map((o) => JSON.stringify(o));
-    const dictionary = dictionaryFrom(texts.slice(0, 6));
-    assert.ok(dictionary.length <= 8192 && dictionary.length > 4096);
+    const textBytes = texts.reduce((sum, t) => sum + t.length, 0);
+    const dictionary = dictionaryFrom(texts.slice(0, 6), textBytes);
+    assert.ok(dictionary !== undefined && dictionary.length <= textBytes / 8 && dictionary.length > 4096, `${String(dictionary?.length)} B`);
+    assert.equal(dictionaryFrom(texts.slice(0, 6), 8 * 1024), undefined, 'a cache of 8 KiB of text is not worth a dictionary');
     const sample = texts[30] ?? '';
     const packed = pack(sample, dictionary);
-    const alone = pack(sample, Buffer.alloc(0));
-    assert.ok(packed !== undefined && alone !== undefined);
-    assert.ok(packed.length < alone.length / 2, `${String(packed.length)} with the dictionary, ${String(alone.length)} without`);
+    const alone = lzPack(sample, new Uint8Array(0), Number.MAX_SAFE_INTEGER) ?? '';
+    assert.ok(packed !== undefined);
+    assert.ok(packed.length < alone.length / 3, `${String(packed.length)} with the dictionary, ${String(alone.length)} without`);
+    assert.equal(pack(sample, new Uint8Array(0)), undefined, 'without one it saves less than a third: kept as text');
     assert.equal(packed.text(), sample);
     assert.equal(pack(randomBytes(600).toString('base64'), dictionary), undefined, 'random text is not worth it');
   });

@@ -1,36 +1,32 @@
 /**
- * Cold objects of a lazy cache, kept deflated (issue 27, `objects: 'compressed'`). Objects of one
+ * Cold objects of a lazy cache, kept packed (issue 27, `objects: 'compressed'`). Objects of one
  * cache are one kind and share most of their text (keys, label names, images, chart names), so
- * each cache deflates against a dictionary of its own first objects: real objects shrink to
- * 8–16 % of their text (Deployments, ClusterRoles, APIServices of a real API server), where
- * deflate alone gives 45–60 %. A dictionary never crosses caches: a cache is one cluster, one
- * kind, one identity's view, so compressing one object against another reveals nothing across
- * them.
- *
- * Small window and memory level: a call's cost is mostly zlib's state set-up, which these keep
- * to about 25 µs to deflate and 5–6 µs to inflate a 1.3 KB object (an 8 KiB window, the
- * dictionary's size).
+ * each cache packs against a dictionary of its own first objects (lz.ts): real objects keep
+ * 10–20 % of their text (Deployments, Services, ConfigMaps, ClusterRoles of a real API server;
+ * `bench/compress.bench.ts`), where the same codec without a dictionary keeps about half. A
+ * dictionary never crosses caches: a cache is one cluster, one kind, one identity's view, so
+ * packing one object against another reveals nothing across them.
  */
-import { deflateRawSync, inflateRawSync } from 'node:zlib';
+import { lzPack, lzUnpack, MAX_DICTIONARY } from './lz.ts';
 
-const WINDOW_BITS = 13;
-const MEM_LEVEL = 5;
-/** A dictionary holds at most the window: zlib uses only its last window of bytes. */
-export const DICTIONARY_BYTES = 1 << WINDOW_BITS;
-/** Deflated text is kept only when at most this share of the text: saving less than a third is not worth an inflate per read (base64 of random bytes, what Secrets and certificates hold, deflates to about 0.75). */
+/** Packed text is kept only when at most this share of the text: saving less than a third is not worth an unpack per read. */
 const WORTH = 2 / 3;
+/** A dictionary is at most this share of the text of the cache it is sampled from. */
+const DICTIONARY_SHARE = 1 / 8;
+/** Smallest dictionary worth sampling: a cache with less text than 8 of these is not packed. */
+export const MIN_DICTIONARY = 2 * 1024;
 
 /**
- * One object's text, deflated: its bytes as a Latin-1 string (one byte per character in V8's
- * heap, no Buffer wrapper or native allocation per object). Immutable.
+ * One object's text, packed: its bytes as a Latin-1 string (one byte per character in V8's heap,
+ * no Buffer or native allocation per object). Immutable.
  */
 export class Packed {
   readonly #bytes: string;
-  readonly #dictionary: Buffer;
-  /** UTF-8 bytes of the text: bounds the inflate. */
+  readonly #dictionary: Uint8Array;
+  /** Characters of the text. */
   readonly #size: number;
 
-  constructor(bytes: string, dictionary: Buffer, size: number) {
+  constructor(bytes: string, dictionary: Uint8Array, size: number) {
     this.#bytes = bytes;
     this.#dictionary = dictionary;
     this.#size = size;
@@ -41,41 +37,34 @@ export class Packed {
     return this.#bytes.length;
   }
 
-  /** The text back (an inflate per call: callers cache what they decode). */
+  /** The text back (an unpack per call, ≈ 4 µs for 2 KB: callers cache what they decode). */
   text(): string {
-    return inflateRawSync(Buffer.from(this.#bytes, 'latin1'), {
-      windowBits: WINDOW_BITS,
-      dictionary: this.#dictionary,
-      maxOutputLength: Math.max(1, this.#size),
-    }).toString('utf8');
+    return lzUnpack(this.#bytes, this.#dictionary, this.#size);
   }
 }
 
-/** `text` deflated against `dictionary`; undefined when that saves too little to be worth it. */
-export function pack(text: string, dictionary: Buffer): Packed | undefined {
-  const raw = Buffer.from(text, 'utf8');
-  const bytes = deflateRawSync(raw, { windowBits: WINDOW_BITS, memLevel: MEM_LEVEL, dictionary });
-  if (bytes.length > raw.length * WORTH) return undefined;
-  return new Packed(bytes.toString('latin1'), dictionary, raw.length);
+/** `text` packed against `dictionary`; undefined when it is not ASCII or that saves less than a third. */
+export function pack(text: string, dictionary: Uint8Array): Packed | undefined {
+  const bytes = lzPack(text, dictionary, Math.floor(text.length * WORTH));
+  return bytes === undefined ? undefined : new Packed(bytes, dictionary, text.length);
 }
 
 /**
- * A dictionary from sample texts of one cache: up to {@link DICTIONARY_BYTES} of them, whole
- * texts only (deflate finds the longest matches against the dictionary's end, so the last
- * sample weighs most; any order serves).
+ * A dictionary sampled from the texts of one cache holding `textBytes` of them: whole ASCII texts
+ * (the first ones given) up to an eighth of that, at most 16 KiB; undefined when that would be
+ * under {@link MIN_DICTIONARY}. Matches are looked up by where a run was last seen, so later
+ * samples weigh most; any order serves.
  */
-export function dictionaryFrom(texts: Iterable<string>): Buffer {
-  const parts: Buffer[] = [];
+export function dictionaryFrom(texts: Iterable<string>, textBytes: number): Uint8Array | undefined {
+  const max = Math.min(MAX_DICTIONARY, Math.floor(textBytes * DICTIONARY_SHARE));
+  if (max < MIN_DICTIONARY) return undefined;
+  const dictionary = new Uint8Array(max);
   let size = 0;
   for (const text of texts) {
-    const bytes = Buffer.from(text, 'utf8');
-    if (size + bytes.length > DICTIONARY_BYTES) {
-      if (size === 0) parts.push(bytes.subarray(bytes.length - DICTIONARY_BYTES));
-      break;
-    }
-    parts.push(bytes);
-    size += bytes.length;
+    if (size >= max) break;
+    if (Buffer.byteLength(text, 'utf8') !== text.length) continue;
+    size += Buffer.from(dictionary.buffer, dictionary.byteOffset + size, max - size).write(text, 0, 'latin1');
   }
-  // A copy of its own: the dictionary outlives the samples and is shared by every packed object.
-  return Buffer.from(Buffer.concat(parts));
+  // A dictionary of its own size: it is kept as long as any object packed against it.
+  return size < MIN_DICTIONARY ? undefined : dictionary.slice(0, size);
 }

@@ -1,5 +1,5 @@
 import type { KubeObject, ObjectMeta } from '../transport/index.ts';
-import { dictionaryFrom, DICTIONARY_BYTES, pack, Packed } from './pack.ts';
+import { dictionaryFrom, MIN_DICTIONARY, pack, Packed } from './pack.ts';
 
 /**
  * Values an object is indexed under; an empty array leaves it out of the index. Index values are
@@ -62,7 +62,7 @@ export interface StoreReader<T extends KubeObject = KubeObject> {
 export type ObjectHead = KubeObject & { readonly metadata: ObjectMeta };
 
 /**
- * One cached object: its JSON text (lazy; parsed on read), that text deflated (a cold object of a
+ * One cached object: its JSON text (lazy; parsed on read), that text packed (a cold object of a
  * compressed cache: {@link Slot.text} inflates it), or, for an informer whose transform needs whole
  * objects (or an object whose text could not be made), the frozen object itself. Exactly one of
  * `text` and `obj` is set. `metadataStart`/`metadataEnd` locate the metadata in `text` (-1 when
@@ -115,16 +115,16 @@ export class Slot<T extends KubeObject = KubeObject> {
     return typeof body === 'string' || body instanceof Packed ? undefined : body;
   }
 
-  /** True when the text is kept deflated. */
+  /** True when the text is kept packed. */
   get packed(): boolean {
     return this.#body instanceof Packed;
   }
 
   /**
-   * This slot with its text deflated against `dictionary`, or, when deflating saves too little, the
+   * This slot with its text packed against `dictionary`, or, when packing saves too little, the
    * same text marked never to be tried again; undefined when it is not {@link packable}.
    */
-  packWith(dictionary: Buffer): Slot<T> | undefined {
+  packWith(dictionary: Uint8Array): Slot<T> | undefined {
     const body = this.#body;
     if (typeof body !== 'string' || this.born === NEVER) return undefined;
     const packed = pack(body, dictionary);
@@ -189,7 +189,7 @@ function detached(value: string | undefined): string | undefined {
   return value === undefined || value.length < 13 ? value : Buffer.from(value, 'utf8').toString('utf8');
 }
 
-/** The `born` of a slot whose text deflating would not shrink enough: never tried again. */
+/** The `born` of a slot whose text packing would not shrink enough: never tried again. */
 const NEVER = 2 ** 30 - 1;
 
 /** A slot's clock: tenths of a second of the process's monotonic clock (a small integer for years). */
@@ -263,8 +263,10 @@ export class Store<T extends KubeObject = KubeObject> implements StoreReader<T> 
   #retained = 0;
   /** Slots of `#items` held packed. */
   #packed = 0;
-  /** What this cache's objects are deflated against: sampled from its own texts on the first compaction with enough of them. */
-  #dictionary: Buffer | undefined;
+  /** What this cache's objects are packed against: sampled from its own texts on the first compaction with enough of them. */
+  #dictionary: Uint8Array | undefined;
+  /** `#retained` when a dictionary was last sampled and none came of it (too little ASCII text): tried again at twice that. */
+  #noDictionaryAt = 0;
   /** Where the compaction walk in progress is (a live Map iterator: it tolerates the writes between slices). */
   #cursor: IterableIterator<[string, Slot<T>]> | undefined;
   /**
@@ -301,21 +303,29 @@ export class Store<T extends KubeObject = KubeObject> implements StoreReader<T> 
     return this.#retained;
   }
 
-  /** Objects held deflated (see {@link compact}). */
+  /** Objects held packed (see {@link compact}). */
   get packed(): number {
     return this.#packed;
   }
 
   /**
-   * Deflates the text of objects unchanged since `olderThan` ({@link slotTicks}) and not in the
+   * Packs the text of objects unchanged since `olderThan` ({@link slotTicks}) and not in the
    * decoded cache (read lately), walking on from where the last call stopped, for about `budgetMs`.
    * True when the walk reached the end (the next call starts a new one). Nothing is packed until the
-   * cache holds twice a dictionary's worth of text: a few objects are not worth a dictionary.
+   * cache holds eight times the smallest dictionary's worth of text: a few objects are not worth one.
    */
   compact(olderThan: number, budgetMs: number): boolean {
     const items = this.#items;
-    if (items === undefined || this.#retained < 2 * DICTIONARY_BYTES) return true;
-    const dictionary = this.#dictionary ??= dictionaryFrom(texts(items.values()));
+    if (items === undefined || this.#retained < 8 * MIN_DICTIONARY) return true;
+    if (this.#dictionary === undefined) {
+      if (this.#noDictionaryAt > 0 && this.#retained < 2 * this.#noDictionaryAt) return true;
+      this.#dictionary = dictionaryFrom(texts(items.values()), this.#retained);
+      if (this.#dictionary === undefined) {
+        this.#noDictionaryAt = this.#retained;
+        return true;
+      }
+    }
+    const dictionary = this.#dictionary;
     const cursor = this.#cursor ??= items.entries();
     const until = performance.now() + budgetMs;
     for (let n = 1; ; n++) {
