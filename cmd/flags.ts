@@ -272,11 +272,11 @@ export const flagTable: readonly FlagSpec[] = [
   },
   {
     name: 'cache-objects', type: 'string', value: 'mode', default: 'parsed',
-    description: 'How caches keep the objects they watch: parsed (frozen objects: reads cost nothing), lazy (their JSON text, parsed when read: less CPU to sync a fleet) or compressed (lazy, and objects unchanged for --cache-compress-after deflated in the background: 8-16 % of their text for real objects, Secrets excepted; a read of one costs an inflate and a parse, about 10 µs). For fleets whose caches outgrow the container.',
+    description: 'How caches keep the objects they watch: parsed (frozen objects: reads cost nothing), lazy (their JSON text, parsed when read: less CPU to sync a fleet) or compressed (lazy, and objects unchanged for --cache-compress-after packed in the background: 13-23 % of their text for real objects, Secrets excepted; a read of one costs an unpack and a parse, 3-14 µs). For fleets whose caches outgrow the container.',
   },
   {
     name: 'cache-compress-after', type: 'string', value: 'duration', default: '60s',
-    description: 'With --cache-objects=compressed: how long an object must be unchanged and unread before it is deflated (at least 100ms).',
+    description: 'With --cache-objects=compressed: how long an object must be unchanged and unread before it is packed (at least 100ms).',
   },
   {
     name: 'allow-cross-namespace-targets', type: 'boolean', default: 'false',

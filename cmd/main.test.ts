@@ -243,7 +243,7 @@ describe('--log-format', () => {
 });
 
 describe('--cache-objects', () => {
-  it('compressed: the registry\'s caches deflate cold objects and read them back whole', async (t) => {
+  it('compressed: the registry\'s caches pack cold objects and read them back whole', async (t) => {
     const [cluster] = await startSimulatedClusters(1, { namePrefix: 'packed', namespaces: ['apps'] });
     t.after(() => cluster.close());
     // Enough similar text for a dictionary of the cache's own (twice 8 KiB).
@@ -259,7 +259,7 @@ describe('--cache-objects', () => {
     t.after(() => registry.close());
     const reader = await registry.watchTargetAndGetReader({ kind: 'local' }, { gvk: configMaps, namespace: 'apps', labelSelector: 'app=web' }, { namespace: 'apps', name: 'web' });
     await reader.waitForSync(AbortSignal.timeout(20_000));
-    await eventually('cold objects deflated', () => (registry.caches()[0]?.compressed ?? 0) === 40, 20_000);
+    await eventually('cold objects packed', () => (registry.caches()[0]?.compressed ?? 0) === 40, 20_000);
     assert.match(String((reader.get('apps', 'settings-7')?.data as Record<string, string> | undefined)?.['app.yaml']), /port: 8007\n {2}host: web-7\.apps\.svc/);
   });
 });

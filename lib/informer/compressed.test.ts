@@ -88,7 +88,7 @@ describe('compressed objects', () => {
     assert.notEqual(current?.metadata.resourceVersion, old?.metadata.resourceVersion);
     const now = informer.store.get('apps/web-3') as { spec: { template: { spec: { containers: { image: string }[] } } } } | undefined;
     assert.equal(now?.spec.template.spec.containers[0]?.image, 'ghcr.io/acme/web-3:2.0.0');
-    // A whole-object handler added now gets every object, packed ones inflated.
+    // A whole-object handler added now gets every object, packed ones unpacked.
     informer.addHandler({ add: (obj) => { whole.push([obj.metadata?.name ?? '', String((obj as { spec?: { replicas?: number } }).spec?.replicas)]); } });
     await settle();
     assert.equal(whole.length, FLEET.length);

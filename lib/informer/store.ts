@@ -63,7 +63,7 @@ export type ObjectHead = KubeObject & { readonly metadata: ObjectMeta };
 
 /**
  * One cached object: its JSON text (lazy; parsed on read), that text packed (a cold object of a
- * compressed cache: {@link Slot.text} inflates it), or, for an informer whose transform needs whole
+ * compressed cache: {@link Slot.text} unpacks it), or, for an informer whose transform needs whole
  * objects (or an object whose text could not be made), the frozen object itself. Exactly one of
  * `text` and `obj` is set. `metadataStart`/`metadataEnd` locate the metadata in `text` (-1 when
  * unknown: the head then costs a whole parse). Immutable: a change is a new slot. `born` is when
@@ -89,7 +89,7 @@ export class Slot<T extends KubeObject = KubeObject> {
     this.metadataEnd = metadataEnd;
     this.born = born;
     if (text instanceof Packed) {
-      // Kept as strings: comparing in place would cost an inflate per event.
+      // Kept as strings: comparing in place would cost an unpack per event.
       this.#uid = uid ?? NONE;
       this.#rv = resourceVersion ?? NONE;
     } else if (text === undefined) {
@@ -103,7 +103,7 @@ export class Slot<T extends KubeObject = KubeObject> {
     }
   }
 
-  /** The object's text; inflated on every call when packed (see {@link packed}). */
+  /** The object's text; unpacked on every call when packed (see {@link packed}). */
   get text(): string | undefined {
     const body = this.#body;
     if (typeof body === 'string') return body;
@@ -215,8 +215,8 @@ function locate(text: string, value: string | undefined, from: number, to: numbe
  * estimate, not a measurement.
  */
 const SLOT_OVERHEAD_BYTES = 160;
-/** A packed object's besides its bytes: its slot, uid and resourceVersion strings, {@link Packed}, key and index entries (342 B measured over 30,000 ConfigMaps, bench/lazy-bytes.bench.ts). */
-const PACKED_OVERHEAD_BYTES = 340;
+/** A packed object's besides its bytes: its slot, uid and resourceVersion strings, {@link Packed}, key and index entries (276 B measured over 100,000 ConfigMaps, 342 over 30,000: bench/lazy-bytes.bench.ts). */
+const PACKED_OVERHEAD_BYTES = 300;
 /** A parsed object has no cheap size: a flat estimate, everything included (1,930 B measured for issue 27's 3.2 KB ConfigMap). */
 const PARSED_ESTIMATE_BYTES = 1_900;
 

@@ -172,7 +172,7 @@ export class ManagerMetrics {
     perCache('fleetcache_cache_synced', '1 once the cache has applied its first complete LIST.', 'gauge', (c) => (c.synced ? 1 : 0));
     perCache('fleetcache_cached_objects', 'Objects held in the cache.', 'gauge', (c) => c.objects);
     perCache('fleetcache_cache_retained_bytes', 'Estimated bytes the cache\'s objects hold (their stored text plus a per-object estimate).', 'gauge', (c) => c.retainedBytes ?? 0);
-    perCache('fleetcache_cache_compressed_objects', 'Objects the cache holds deflated (informer objects: compressed).', 'gauge', (c) => c.compressed ?? 0);
+    perCache('fleetcache_cache_compressed_objects', 'Objects the cache holds packed (informer objects: compressed).', 'gauge', (c) => c.compressed ?? 0);
     perCache('fleetcache_cache_owners', 'Owners (Pipelines) that use at least one target in the cache.', 'gauge', (c) => c.owners);
     perCache('fleetcache_relists_total', 'Full LISTs the cache made after its first one (watch gaps, 410 Gone).', 'counter', (c) => c.relists);
     perCache('fleetcache_watch_errors_total', 'Errors the cache\'s list/watch loop met.', 'counter', (c) => c.watchErrors);

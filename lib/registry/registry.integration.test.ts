@@ -357,7 +357,7 @@ describe('registry on real clusters', () => {
     assert.equal((webs.get({ namespace: 'as-text', name: 'settings' }) as { data?: Record<string, string> } | undefined)?.data?.mode, 'green');
   });
 
-  it('with compressed objects (informer.objects: compressed), deflates cold objects of a real cluster, reads them back as the server has them, and wakes the owner of a packed object that changes', async (t) => {
+  it('with compressed objects (informer.objects: compressed), packs cold objects of a real cluster, reads them back as the server has them, and wakes the owner of a packed object that changes', async (t) => {
     const registry = newRegistry(t, { informer: { objects: 'compressed', compressAfterMs: 200 } });
     await ensureNamespace(target, 'packed');
     const cluster: ClusterRef = { kind: 'static', name: 'target' };
@@ -372,7 +372,7 @@ describe('registry on real clusters', () => {
     await takeUntil(registry, 'team-a/packed');
     const info = (): { compressed?: number | undefined; retainedBytes?: number | undefined } | undefined => registry.caches().find((c) => c.labelSelector === 'app=web');
     const asText = info()?.retainedBytes ?? 0;
-    await eventually('every object deflated', () => info()?.compressed === 30, { timeoutMs: 20_000 });
+    await eventually('every object packed', () => info()?.compressed === 30, { timeoutMs: 20_000 });
     assert.ok((info()?.retainedBytes ?? 0) < asText / 2, `${String(info()?.retainedBytes)} B packed, ${String(asText)} B as text`);
     for (const i of [0, 13, 29]) {
       const live = await target.request('GET', `/api/v1/namespaces/packed/configmaps/web-${String(i)}`);
