@@ -70,10 +70,11 @@ export type ObjectHead = KubeObject & { readonly metadata: ObjectMeta };
  * it was made, in {@link slotTicks}, for a cache that packs cold objects (0 otherwise: the clock
  * is not read per event where nothing uses it).
  *
- * Compact because there is one per cached object (issue 27): five fields, no strings of its own
+ * Compact because there is one per cached object (issue 27): six fields, no strings of its own
  * where the text has them. A text's uid and resourceVersion are kept as where they are in the
  * text (`at × 512 + length`, a small integer) and sliced out when asked; a parsed object's are
- * read from its metadata. A value the text does not hold verbatim (an escape) is kept as a string.
+ * read from its metadata. A value the text does not hold verbatim (an escape) is kept as a string,
+ * as are a packed slot's (reading them in place would cost an unpack).
  */
 export class Slot<T extends KubeObject = KubeObject> {
   readonly #body: string | Packed | T;
@@ -251,7 +252,10 @@ export function isHeadOnlyIndex(fn: IndexFunc<never>): boolean {
  * are `i.files`, absent, and so empty, until a first value is filed.) `#decoded` holds at most
  * `#decodedMax` entries, each the decoded object of the slot it names; an entry whose slot is no
  * longer `#items`' slot for its key is stale and is dropped when met, or on set/delete of the key.
- * `#retained` is the sum of `retainedBytes` over `#items`.
+ * `#retained` is the sum of `retainedBytes` over `#items`, `#packed` the number of its packed
+ * slots. Compaction replaces a slot by its packed twin under the same key (same head, so no index
+ * changes) and never a key in `#decoded`; every slot packed in a store is packed against its
+ * `#dictionary`, which never changes once made.
  */
 export class Store<T extends KubeObject = KubeObject> implements StoreReader<T> {
   /** Created with the first object: an empty cache (a kind the cluster has none of) holds no map. */
