@@ -52,19 +52,28 @@ export function pack(text: string, dictionary: Uint8Array): Packed | undefined {
 /**
  * A dictionary sampled from the texts of one cache holding `textBytes` of them: whole ASCII texts
  * (the first ones given) up to an eighth of that, at most 16 KiB; undefined when that would be
- * under {@link MIN_DICTIONARY}. Matches are looked up by where a run was last seen, so later
- * samples weigh most; any order serves.
+ * under {@link MIN_DICTIONARY}, or when the texts given after the samples (up to three) mostly do
+ * not pack against it: a cache of random-looking objects (keys, tokens) holds no dictionary and
+ * packs nothing. Matches are looked up by where a run was last seen, so later samples weigh most.
  */
-export function dictionaryFrom(texts: Iterable<string>, textBytes: number): Uint8Array | undefined {
+export function dictionaryFrom(texts: readonly string[], textBytes: number): Uint8Array | undefined {
   const max = Math.min(MAX_DICTIONARY, Math.floor(textBytes * DICTIONARY_SHARE));
   if (max < MIN_DICTIONARY) return undefined;
-  const dictionary = new Uint8Array(max);
+  const buffer = new Uint8Array(max);
   let size = 0;
-  for (const text of texts) {
-    if (size >= max) break;
+  let used = 0;
+  for (; used < texts.length && size < max; used++) {
+    const text = texts[used] ?? '';
     if (Buffer.byteLength(text, 'utf8') !== text.length) continue;
-    size += Buffer.from(dictionary.buffer, dictionary.byteOffset + size, max - size).write(text, 0, 'latin1');
+    size += Buffer.from(buffer.buffer, buffer.byteOffset + size, max - size).write(text, 0, 'latin1');
   }
+  if (size < MIN_DICTIONARY) return undefined;
   // A dictionary of its own size: it is kept as long as any object packed against it.
-  return size < MIN_DICTIONARY ? undefined : dictionary.slice(0, size);
+  const dictionary = buffer.slice(0, size);
+  const probes = texts.slice(used, used + 3);
+  const packing = probes.filter((text) => pack(text, dictionary) !== undefined).length;
+  return packing * 2 < probes.length ? undefined : dictionary;
 }
+
+/** Texts a dictionary is sampled and probed from: enough for the largest dictionary and its probes. */
+export const SAMPLE_BYTES = 2 * MAX_DICTIONARY;

@@ -1,5 +1,5 @@
 import type { KubeObject, ObjectMeta } from '../transport/index.ts';
-import { dictionaryFrom, MIN_DICTIONARY, pack, Packed } from './pack.ts';
+import { dictionaryFrom, MIN_DICTIONARY, pack, Packed, SAMPLE_BYTES } from './pack.ts';
 
 /**
  * Values an object is indexed under; an empty array leaves it out of the index. Index values are
@@ -323,7 +323,7 @@ export class Store<T extends KubeObject = KubeObject> implements StoreReader<T> 
     if (items === undefined || this.#retained < 8 * MIN_DICTIONARY) return true;
     if (this.#dictionary === undefined) {
       if (this.#noDictionaryAt > 0 && this.#retained < 2 * this.#noDictionaryAt) return true;
-      this.#dictionary = dictionaryFrom(texts(items.values()), this.#retained);
+      this.#dictionary = dictionaryFrom(sample(items.values()), this.#retained);
       if (this.#dictionary === undefined) {
         this.#noDictionaryAt = this.#retained;
         return true;
@@ -526,9 +526,18 @@ export class Store<T extends KubeObject = KubeObject> implements StoreReader<T> 
   }
 }
 
-/** The texts of the slots that hold text (what a dictionary is sampled from). */
-function* texts<T extends KubeObject>(slots: Iterable<Slot<T>>): Iterable<string> {
-  for (const slot of slots) if (slot.packable) yield slot.text ?? '';
+/** The first texts of `slots` (those that hold text), {@link SAMPLE_BYTES} of them: what a dictionary is sampled and probed from. */
+function sample<T extends KubeObject>(slots: Iterable<Slot<T>>): string[] {
+  const out: string[] = [];
+  let bytes = 0;
+  for (const slot of slots) {
+    if (bytes >= SAMPLE_BYTES) break;
+    if (!slot.packable) continue;
+    const text = slot.text ?? '';
+    out.push(text);
+    bytes += text.length;
+  }
+  return out;
 }
 
 /** What an empty store iterates: never written. */
