@@ -18,6 +18,7 @@ import { deflateRawSync, inflateRawSync } from 'node:zlib';
 import { startCluster } from '../e2e/harness/index.ts';
 import { stripManagedFields } from '../lib/informer/index.ts';
 import { MAX_DICTIONARY } from '../lib/informer/lz.ts';
+import { seededRandom } from '../lib/util/seeded-random.ts';
 import { dictionaryFrom, pack, type Packed } from '../lib/informer/pack.ts';
 import { benchChild, firstLine } from './child.ts';
 import type { KubeObject } from '../lib/transport/index.ts';
@@ -25,18 +26,6 @@ import type { KubeObject } from '../lib/transport/index.ts';
 const ROUNDS = Number(process.env.ROUNDS ?? 7);
 /** Objects of each app-like kind created. */
 const APPS = 150;
-
-/** A seeded PRNG (mulberry32): the same objects every run. */
-function prng(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
 
 function appObjects(i: number, random: () => number): { readonly path: string; readonly body: object }[] {
   const app = `${['web', 'api', 'worker', 'cart', 'search', 'auth'][i % 6] ?? 'web'}-${String(i)}`;
@@ -141,7 +130,7 @@ const cluster = await startCluster({ name: 'compress-bench' });
 try {
   const created = await cluster.request('POST', '/api/v1/namespaces', { apiVersion: 'v1', kind: 'Namespace', metadata: { name: 'apps' } });
   if (created.statusCode !== 201) throw new Error(`namespace: ${String(created.statusCode)}`);
-  const random = prng(27);
+  const random = seededRandom(27);
   for (let i = 0; i < APPS; i++) {
     for (const { path, body } of appObjects(i, random)) {
       const res = await cluster.request('POST', path, body);
@@ -158,7 +147,7 @@ try {
     ['APIService', '/apis/apiregistration.k8s.io/v1/apiservices'],
   ];
   // Warm-up, so that the first kind measured does not pay the JIT's first calls.
-  const warmTexts = Array.from({ length: 40 }, (_, i) => JSON.stringify(appObjects(i, prng(1))[0]?.body));
+  const warmTexts = Array.from({ length: 40 }, (_, i) => JSON.stringify(appObjects(i, seededRandom(1))[0]?.body));
   const warmDictionary = dictionaryFrom(warmTexts, 1 << 20) ?? new Uint8Array(0);
   for (let k = 0; k < 3_000; k++) JSON.parse(pack(warmTexts[k % 40] ?? '', warmDictionary)?.text() ?? '{}');
   console.log(`\nbench/compress.bench.ts: real kube-apiserver objects, the text a lazy cache keeps; each kind packed as one compressed cache packs it (a dictionary of its first objects, an eighth of its text up to ${String(MAX_DICTIONARY)} B; the objects in it left out of the figures) beside zlib's deflate alone and with the same dictionary; medians of ${String(ROUNDS)} passes; load average ${loadavg().map((l) => l.toFixed(1)).join(' ')}\n`);
