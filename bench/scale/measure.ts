@@ -102,10 +102,11 @@ gc();
 const loaded = { rss: process.memoryUsage().rss, heap: process.memoryUsage().heapUsed, fds: fds() };
 const baseDetail = baseBreakdown;
 const loadedDetail = breakdown();
-// With compressed objects, the caches deflate objects unchanged for compressAfterMs (default 60 s)
+// With compressed objects, the caches pack objects unchanged for compressAfterMs (default 60 s)
 // in the background: the settled row waits until that is over, i.e. until the count of objects
 // held compressed has grown and then stopped growing for 2 s once every object has been unchanged
-// that long, or all are compressed (bounded: that delay plus 120 s, reported).
+// that long, or all are compressed, or none 15 s after that (objects that do not pack are left as
+// text); bounded: that delay plus 120 s, reported.
 let compressWait: { readonly ms: number; readonly timedOut: boolean } | undefined;
 if (objectMode === 'compressed') {
   const waitStarted = performance.now();
@@ -125,6 +126,8 @@ if (objectMode === 'compressed') {
     if (count >= total) break;
     // Not before some were compressed: a background pass may start a while after objects are eligible.
     if (count > 0 && now - waitStarted >= eligibleMs && now - grewAt >= 2_000) break;
+    // None at all well after they are eligible: caches whose objects do not pack keep no dictionary.
+    if (count === 0 && now - waitStarted >= eligibleMs + 15_000) break;
     if (now - waitStarted >= eligibleMs + 120_000) {
       timedOut = true;
       break;
