@@ -125,7 +125,7 @@ describe('the dashboard state', () => {
       pipelines: [],
       pipelinesSynced: false,
       caches: [
-        cache({ cluster: 'local', objects: 3, relists: 1, watchErrors: 0, owners: 1, retainedBytes: 5_000 }),
+        cache({ cluster: 'local', objects: 3, relists: 1, watchErrors: 0, owners: 1, retainedBytes: 5_000, compressed: 2 }),
         cache({ cluster: 'local[as=system:serviceaccount:team-a:deployer]', namespace: 'team-a', objects: 2, retainedBytes: 2_048, synced: false, watchErrors: 4, ageMs: 5_000, lastError: new KubeApiError({ cluster: 'local', gvk: deployments, statusCode: 403, status: { reason: 'Forbidden', message: 'no' } }) }),
         cache({ cluster: 'secret:delivery/staging-kubeconfig', objects: 1, relists: 2, ageMs: 61_400, nextGcCheckInMs: 4_000 }),
       ],
@@ -138,6 +138,7 @@ describe('the dashboard state', () => {
     ]);
     // Bytes held per cache (cluster × kind), to the KiB above: 5,000 B is 5 KiB, 2,048 B stays 2 KiB; unknown is 0.
     assert.deepEqual(state.caches.map((c) => [c.cluster, c.heldBytes]), [['local', 5_120], ['local[as=system:serviceaccount:team-a:deployer]', 2_048], ['secret:delivery/staging-kubeconfig', 0]]);
+    assert.deepEqual(state.caches.map((c) => c.packed), [2, undefined, undefined], 'objects held packed, absent when none');
     assert.equal(state.clusters[0]?.lastError, 'ERR_KUBE_API HTTP 403 Forbidden', 'the typed reason, not the peer\'s message');
     assert.equal(state.pipelinesSynced, false);
     const staging = state.caches.find((c) => c.cluster === 'secret:delivery/staging-kubeconfig');

@@ -184,6 +184,8 @@ export interface CacheView {
    * a new document; 0 when not known.
    */
   readonly heldBytes: number;
+  /** Objects held packed (`--cache-objects=compressed`); absent when none. */
+  readonly packed?: number;
   readonly owners: number;
   readonly relists: number;
   readonly watchErrors: number;
@@ -447,6 +449,7 @@ function cacheView(info: CacheInfo, now: number): CacheView {
     synced: info.synced,
     objects: info.objects,
     heldBytes: kibibytes(info.retainedBytes),
+    ...optional('packed', info.compressed === undefined || info.compressed === 0 ? undefined : info.compressed),
     owners: info.owners,
     relists: info.relists,
     watchErrors: info.watchErrors,

@@ -186,7 +186,10 @@ const cut: DashboardState = {
     { name: 'secret:team-a/gone', requests: 0, failedRequests: 0, caches: 0, syncedCaches: 0, objects: 0, heldBytes: 0, relists: 0, watchErrors: 0, credentialsMissing: 'SecretNotFound' },
     { name: 'secret:team-a/up', requests: 3, failedRequests: 1, caches: 1, syncedCaches: 1, objects: 1, heldBytes: 3_145_728, relists: 0, watchErrors: 1, lastError: 'ERR_KUBE_API HTTP 403 Forbidden' },
   ],
-  caches: [],
+  caches: [
+    { cluster: 'secret:team-a/up', group: 'helm.toolkit.fluxcd.io', version: 'v2', kind: 'HelmRelease', synced: true, objects: 200, heldBytes: 65_536, packed: 150, owners: 1, relists: 0, watchErrors: 0, createdAt: Date.UTC(2026, 10, 23, 8) },
+    { cluster: 'secret:team-a/up', version: 'v1', group: '', kind: 'ConfigMap', synced: true, objects: 7, heldBytes: 8_192, owners: 1, relists: 0, watchErrors: 0, createdAt: Date.UTC(2026, 10, 23, 8) },
+  ],
   truncated: { maxBytes: 524_288, targets: 998, history: 4, pipelines: 2, pipelineNames: ['team-b/a', 'team-c/b'], caches: 0, clusters: 0 },
 };
 
@@ -208,6 +211,11 @@ describe('the dashboard page script', () => {
     assert.match(clusters.querySelector('[data-cluster="secret:team-a/up"]')?.textContent ?? '', /ERR_KUBE_API HTTP 403 Forbidden/);
     assert.equal(clusters.querySelector('[data-cluster="secret:team-a/up"]')?.getAttribute('data-credentials'), null);
     assert.match(clusters.querySelector('[data-cluster="secret:team-a/up"]')?.textContent ?? '', /3\.0 MiB/, 'what its caches hold');
+    // Rows by their data-cache (its value has spaces, which the fake's selectors split on).
+    const cacheRow = (id: string): string => page.byId('caches').querySelectorAll('tr').find((r) => r.getAttribute('data-cache') === id)?.textContent ?? '';
+    assert.match(cacheRow('secret:team-a/up helm.toolkit.fluxcd.io/v2 HelmRelease'), /200 \(150 packed\)/, 'objects held packed');
+    assert.match(cacheRow('secret:team-a/up v1 ConfigMap'), /7/);
+    assert.doesNotMatch(cacheRow('secret:team-a/up v1 ConfigMap'), /packed/);
 
     // The same page with a document that fits: no notice left behind.
     const fits: DashboardState = {

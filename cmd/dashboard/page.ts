@@ -480,7 +480,7 @@ export const appJs = String.raw`'use strict';
         return el('tr', { 'data-cache': c.cluster + ' ' + gvk }, [
           cell(c.cluster), cell(c.namespace || 'all'), cell(gvk),
           el('td', null, [c.synced ? pill('synced', 'ok') : pill('syncing', 'wait')]),
-          num(c.objects), num(bytesText(c.heldBytes || 0)), num(c.owners), num(c.relists), num(c.watchErrors), timeCell(c.nextGcAt), timeCell(c.createdAt),
+          num(c.packed ? c.objects + ' (' + c.packed + ' packed)' : c.objects), num(bytesText(c.heldBytes || 0)), num(c.owners), num(c.relists), num(c.watchErrors), timeCell(c.nextGcAt), timeCell(c.createdAt),
           cell(c.lastError, c.lastError ? 'error' : 'muted'),
         ]);
       }), 'No caches.')]);
