@@ -2,6 +2,7 @@
 // ways they make it hand memory back (issue 27): V8's memory-reducing GC and glibc's malloc_trim.
 import { execFileSync } from 'node:child_process';
 import { readFileSync } from 'node:fs';
+import { setTimeout as delay } from 'node:timers/promises';
 
 /** Resident bytes of glibc's main-arena brk heap (`[heap]` in /proc/self/smaps); 0 off Linux. */
 export function brkHeapBytes(): number {
@@ -12,6 +13,14 @@ export function brkHeapBytes(): number {
     return rss === null ? 0 : Number(rss[1]) * 1024;
   } catch {
     return 0; // not Linux
+  }
+}
+
+/** Three full collections 50 ms apart (needs --expose-gc): what a measurement waits for first. */
+export async function fullGcs(): Promise<void> {
+  for (let i = 0; i < 3; i++) {
+    (globalThis as { gc?: () => void }).gc?.();
+    await delay(50);
   }
 }
 

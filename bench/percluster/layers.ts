@@ -18,7 +18,7 @@ import { readFileSync, writeFileSync } from 'node:fs';
 import * as tls from 'node:tls';
 import { setTimeout as delay } from 'node:timers/promises';
 import { getHeapSpaceStatistics } from 'node:v8';
-import { brkHeapBytes, mallocTrim, memoryReducingGc } from '../process-memory.ts';
+import { brkHeapBytes, fullGcs, mallocTrim, memoryReducingGc } from '../process-memory.ts';
 
 interface Target { readonly name: string; readonly kubeconfig: string }
 const fleet = JSON.parse(readFileSync(process.argv[2] ?? '', 'utf8')) as Target[];
@@ -39,12 +39,6 @@ const targets = fleet.map((c) => {
 });
 type T = (typeof targets)[number];
 
-const gc = async (): Promise<void> => {
-  for (let i = 0; i < 3; i++) {
-    (globalThis as { gc?: () => void }).gc?.();
-    await delay(50);
-  }
-};
 const memory = (): Record<string, number> => {
   const m = process.memoryUsage();
   const spaces = getHeapSpaceStatistics();
@@ -110,24 +104,24 @@ const warmSession = await session(await connect(warm), warm);
 await watches(warmSession, warm, await lists(warmSession, warm));
 
 const trimming = process.env.LAYERS_TRIM === '1';
-await gc();
+await fullGcs();
 if (trimming) mallocTrim();
 const base = memory();
 const maps = process.env.LAYERS_MAPS;
 if (maps !== undefined) writeFileSync(`${maps}.base`, readFileSync('/proc/self/smaps'));
 const sockets = await Promise.all(counted.map(async (t) => ({ t, socket: await connect(t) })));
-await gc();
+await fullGcs();
 const tlsLayer = memory();
 const sessions = await Promise.all(sockets.map(async ({ t, socket }) => ({ t, s: await session(socket, t) })));
-await gc();
+await fullGcs();
 const h2Layer = memory();
 const versions = await listAll(sessions);
 await delay(500);
-await gc();
+await fullGcs();
 const listLayer = memory();
 await Promise.all(sessions.map(({ t, s }, i) => watches(s, t, versions[i] ?? [])));
 await delay(1_000);
-await gc();
+await fullGcs();
 const watchLayer = memory();
 let live: Record<string, number> | undefined;
 if (trimming) {
@@ -137,7 +131,7 @@ if (trimming) {
 // Every session and socket destroyed: what stays is malloc's (free pages it keeps), not theirs.
 for (const { s } of sessions) s.destroy();
 await delay(1_000);
-await gc();
+await fullGcs();
 const closedLayer = memory();
 if (maps !== undefined) writeFileSync(`${maps}.closed`, readFileSync('/proc/self/smaps'));
 await delay(Number(process.env.LAYERS_IDLE ?? 0));

@@ -13,7 +13,7 @@ import { getHeapSpaceStatistics, writeHeapSnapshot } from 'node:v8';
 import { StaticProvider } from '../../lib/cluster/index.ts';
 import { registryWithKeeper } from '../../lib/registry/testing.ts';
 import { FLEET_KINDS } from '../fleet-kinds.ts';
-import { brkHeapBytes, memoryReducingGc } from '../process-memory.ts';
+import { brkHeapBytes, fullGcs, memoryReducingGc } from '../process-memory.ts';
 
 interface Target { readonly name: string; readonly kubeconfig: string }
 const KINDS = FLEET_KINDS;
@@ -26,12 +26,6 @@ const distinctCa = (c: Target): Target => ({
 });
 const fleet = (JSON.parse(readFileSync(process.argv[2] ?? '', 'utf8')) as Target[]).slice(0, Number(process.argv[3] ?? Infinity)).map((c) => (ownContexts ? distinctCa(c) : c));
 const snapshot = process.argv[4];
-const gc = async (): Promise<void> => {
-  for (let i = 0; i < 3; i++) {
-    (globalThis as { gc?: () => void }).gc?.();
-    await delay(50);
-  }
-};
 const memory = (): Record<string, number> => {
   const m = process.memoryUsage();
   return { rss: m.rss, heap: m.heapUsed, heapTotal: m.heapTotal, external: m.external, arrayBuffers: m.arrayBuffers, brk: brkHeapBytes() };
@@ -42,7 +36,7 @@ const reduce = async (): Promise<void> => {
   await delay(200);
 };
 
-await gc();
+await fullGcs();
 const base = memory();
 const registry = registryWithKeeper({
   provider: new StaticProvider({ clusters: Object.fromEntries(fleet.map((c) => [c.name, c.kubeconfig])) }),
@@ -53,7 +47,7 @@ const readers = await Promise.all(fleet.flatMap((c) => KINDS.map((gvk) => regist
   { kind: 'static', name: c.name }, { gvk, namespace: 'apps', name: 'obj-0' }, { namespace: 'owners', name: c.name }))));
 while (readers.some((r) => !r.synced)) await delay(100);
 await delay(1_000); // let watches open and settle
-await gc();
+await fullGcs();
 const loaded = memory();
 await reduce();
 const reduced = memory();
