@@ -46,6 +46,22 @@ function started(objects: readonly KubeObject[], options: Partial<InformerOption
 
 const FLEET = Array.from({ length: 40 }, (_, i) => deployment(i));
 
+/**
+ * Resolves once the process's compactor has made full passes after every object cached so far was
+ * cold: a witness cache made now is packed whole (its objects are younger than any before it), and
+ * then a second one (so that a whole pass ran after the first was done). What a test that expects
+ * nothing to be packed waits for, instead of a length of time.
+ */
+async function compactorPassed(): Promise<void> {
+  for (let k = 0; k < 2; k++) {
+    const { informer: witness } = started(FLEET);
+    witness.start();
+    await witness.waitForSync(AbortSignal.timeout(10_000));
+    await eventually('the witness cache packed', () => witness.stats().compressed === FLEET.length, { timeoutMs: 10_000 });
+    await witness.stop();
+  }
+}
+
 describe('compressed objects', () => {
   it('cold objects are packed in the background and read back exactly as a lazy cache reads them, frozen', async () => {
     const { informer } = started(FLEET);
@@ -113,7 +129,7 @@ describe('compressed objects', () => {
     informer.start();
     await informer.waitForSync(AbortSignal.timeout(10_000));
     const text = informer.stats().retainedBytes;
-    await new Promise((resolve) => setTimeout(resolve, 600));
+    await compactorPassed();
     // The objects after the dictionary's samples do not pack against it: the cache holds none.
     assert.equal(informer.stats().compressed, 0);
     assert.ok(informer.stats().retainedBytes > text * 0.9);
@@ -125,7 +141,7 @@ describe('compressed objects', () => {
     running.push(secretInformer);
     secretInformer.start();
     await secretInformer.waitForSync(AbortSignal.timeout(10_000));
-    await new Promise((resolve) => setTimeout(resolve, 600));
+    await compactorPassed();
     assert.equal(secretInformer.stats().compressed, 0, 'a compressed size could tell what repeats in a Secret');
   });
 
@@ -135,7 +151,7 @@ describe('compressed objects', () => {
     await informer.waitForSync(AbortSignal.timeout(10_000));
     for (let i = 0; i < 8; i++) informer.store.get(`apps/web-${String(i)}`);
     await eventually('the rest packed', () => informer.stats().compressed === FLEET.length - 8, { timeoutMs: 10_000 });
-    await new Promise((resolve) => setTimeout(resolve, 300));
+    await compactorPassed();
     assert.equal(informer.stats().compressed, FLEET.length - 8, 'the 8 in the decoded cache were left as text');
     const client = new FakeResourceClient();
     assert.throws(() => new ResourceInformer({ client, objects: 'compressed', compressAfterMs: 10 }), /compressAfterMs must be at least 100/);
