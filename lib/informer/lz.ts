@@ -173,8 +173,8 @@ export function lzPack(text: string, dictionary: Uint8Array, limit: number): str
   return o.toString('latin1', 0, op);
 }
 
-/** ASCII only: every character below 128. */
-function isAscii(text: string): boolean {
+/** ASCII only: every character below 128 (its characters are its bytes). */
+export function isAscii(text: string): boolean {
   return Buffer.byteLength(text, 'utf8') === text.length;
 }
 

@@ -7,7 +7,7 @@
  * dictionary never crosses caches: a cache is one cluster, one kind, one identity's view, so
  * packing one object against another reveals nothing across them.
  */
-import { lzPack, lzUnpack, MAX_DICTIONARY } from './lz.ts';
+import { isAscii, lzPack, lzUnpack, MAX_DICTIONARY } from './lz.ts';
 
 /** Packed text is kept only when at most this share of the text: saving less than a third is not worth an unpack per read. */
 const WORTH = 2 / 3;
@@ -64,7 +64,7 @@ export function dictionaryFrom(texts: readonly string[], textBytes: number): Uin
   let used = 0;
   for (; used < texts.length && size < max; used++) {
     const text = texts[used] ?? '';
-    if (Buffer.byteLength(text, 'utf8') !== text.length) continue;
+    if (!isAscii(text)) continue;
     size += Buffer.from(buffer.buffer, buffer.byteOffset + size, max - size).write(text, 0, 'latin1');
   }
   if (size < MIN_DICTIONARY) return undefined;
